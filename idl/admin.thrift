@@ -1,0 +1,236 @@
+// The master's service: the reports backends send (DESIGN.md §9, §10), the
+// admin API behind the CLI, and the masters' internal forwarding.
+//
+// Field ids and enum values are pinned by gen-go/wire_pin_test.go.
+include "wire.thrift"
+
+namespace go adminapi
+
+// Stable error codes. A CLI or script may switch on them; never renumber.
+enum TErrorCode {
+  NOT_FOUND = 1,
+  INVALID = 2,
+  FENCE_CONFLICT = 3,
+  QUOTA_EXCEEDED = 4,
+  MUTATION_DISABLED = 5,
+  CATALOG_IN_USE = 6,
+  NOT_LEADER = 7,
+  ALREADY_EXISTS = 8,
+  CONFLICT = 9,             // a concurrent change won (CAS); retry
+  UNAVAILABLE = 10,         // no leader, or no live backend to inspect the dataset
+  INTERNAL = 11,
+  ADMISSION_BLOCKED = 12,   // a corrupt unresolved record blocks admission
+  BACKEND_IN_USE = 13,
+  TIMEOUT = 14,
+  INSPECT_FAILED = 15,      // the backend could not read the dataset
+  AMBIGUOUS = 16,           // index names equal after lowercasing
+  DEFINITION_MISMATCH = 17, // IF NOT EXISTS, but the existing index differs
+}
+
+exception TAdminError {
+  1: required TErrorCode code,
+  2: required string message,
+  3: optional string leader_address,  // NOT_LEADER: where to retry
+  4: optional i64 job_id,             // FENCE_CONFLICT: the smallest fencing job id
+}
+
+struct TProperty {
+  1: required string key,
+  2: required string value,
+}
+
+struct TCreateIndexRequest {
+  1: required string catalog,
+  2: required string db,
+  3: required string table,
+  4: required string index_name,
+  5: required string column,
+  6: required string index_type,
+  7: optional list<TProperty> properties,  // a list, so duplicates can be rejected
+  8: optional bool replace,                // CREATE OR REPLACE
+  9: optional bool if_not_exists,
+  10: optional string creator,             // --as; defaults to the client identity
+}
+
+struct TDropIndexRequest {
+  1: required string catalog,
+  2: required string db,
+  3: required string table,
+  4: required string index_name,
+  5: optional bool if_exists,
+  6: optional string creator,
+}
+
+struct TAdmitResponse {
+  1: optional i64 job_id,     // unset when noop
+  2: required bool noop,      // IF NOT EXISTS / IF EXISTS: nothing to do, no job
+  3: optional string message,
+}
+
+// What an operator sees of a job: never the locator or the invocation secret.
+struct TJobView {
+  1: required i64 job_id,
+  2: optional string creator,
+  3: optional i64 rev,
+  4: optional i64 create_time_ms,
+  5: optional i64 update_time_ms,
+  6: optional i64 catalog_id,
+  7: optional string catalog,
+  8: optional string db,
+  9: optional string table,
+  10: optional string index_name,
+  11: optional string mutation_type,
+  12: optional bool if_not_exists,
+  13: optional bool if_exists,
+  14: optional string index_type,
+  15: optional string column,
+  16: optional string properties_json,
+  17: optional i64 admitted_dataset_version,
+  18: optional string mutation_state,
+  19: optional string refresh_state,
+  20: optional string result_code,
+  21: optional string completion_reason,
+  22: optional string result_message,
+  23: optional bool external_metadata_advanced,
+  24: optional i64 backend_id,
+  25: optional i64 process_epoch,
+  26: optional i64 dispatch_revision,
+  27: optional string invocation_id,
+  28: optional i64 deadline_ms,
+  29: optional i64 leader_term,
+  30: optional bool holds_slot,
+  31: optional string termination_proof,
+  32: optional bool force_released,
+  33: optional string force_actor,
+  34: optional i64 force_time_ms,
+  35: optional string force_note,
+  36: optional string force_warning,
+  37: optional i64 refresh_failure_time_ms,
+  38: optional bool unresolved,
+  39: optional string provider,
+  40: optional string cancel_actor,
+}
+
+struct TListJobsRequest {
+  1: optional string catalog,
+  2: optional string db,
+  3: optional string table,
+  4: optional string state,         // a mutation or refresh state name
+  5: optional i64 after_job_id,     // paging: jobs with a larger id
+  6: optional i32 limit,            // default 100, at most 10000
+  7: optional bool consistent,      // read through the leader
+}
+
+struct TListJobsResponse {
+  1: required list<TJobView> jobs,
+  2: optional i64 next_after_job_id,  // set when more jobs match
+}
+
+struct TResolveRequest {
+  1: required i64 job_id,
+  2: required bool force_release,
+  3: required string comment,
+  4: optional string actor,
+}
+
+struct TResolveResponse {
+  1: required TJobView job,
+  2: required bool already_released,  // retried: no new entry was written
+}
+
+struct TCancelRequest {
+  1: required i64 job_id,
+  2: optional string actor,
+}
+
+struct TCatalog {
+  1: optional i64 catalog_id,
+  2: required string name,
+  3: optional string provider,         // DIRECTORY
+  4: optional string root_uri,
+  5: optional string credentials_ref,
+  6: optional string refresh_kind,     // none | webhook
+  7: optional string refresh_url,
+  8: optional i64 create_time_ms,
+  9: optional i64 update_time_ms,
+  10: optional i32 unresolved_jobs,
+}
+
+struct TUpdateCatalogRequest {
+  1: required string name,
+  2: optional string root_uri,
+  3: optional string credentials_ref,
+  4: optional string refresh_kind,
+  5: optional string refresh_url,
+}
+
+struct TBackend {
+  1: required i64 backend_id,
+  2: required string address,
+  3: optional i64 add_time_ms,
+  4: optional bool alive,             // leader-local view; unset when unknown
+  5: optional i64 process_epoch,      // latest heartbeat, leader-local
+  6: optional i32 held_slots,
+}
+
+struct TOption {
+  1: required string key,
+  2: required string value,
+  3: required string default_value,
+  4: required bool is_default,
+  5: optional string description,
+}
+
+struct TRaftPeer {
+  1: required string id,
+  2: required string raft_address,
+  3: optional string rpc_address,
+  4: optional string suffrage,
+  5: optional bool is_leader,
+}
+
+struct TRaftPeersResponse {
+  1: required list<TRaftPeer> peers,
+  2: optional string leader_id,
+  3: optional i64 term,
+  4: optional i64 commit_index,
+  5: optional i64 applied_index,
+}
+
+service LanceMasterService {
+  // reports (DESIGN.md §9); followers forward to the leader
+  wire.TStatus reportLanceIndexJobResult(1: wire.TLanceIndexJobReport report),
+  wire.TStatus reportLanceIndexJobTermination(1: wire.TLanceIndexJobTerminationReport report),
+
+  // jobs
+  TAdmitResponse createIndex(1: TCreateIndexRequest request) throws (1: TAdminError err),
+  TAdmitResponse dropIndex(1: TDropIndexRequest request) throws (1: TAdminError err),
+  TListJobsResponse listJobs(1: TListJobsRequest request) throws (1: TAdminError err),
+  TJobView showJob(1: i64 job_id, 2: bool consistent) throws (1: TAdminError err),
+  TResolveResponse resolveJob(1: TResolveRequest request) throws (1: TAdminError err),
+  TJobView cancelJob(1: TCancelRequest request) throws (1: TAdminError err),
+
+  // catalogs
+  TCatalog createCatalog(1: TCatalog catalog) throws (1: TAdminError err),
+  list<TCatalog> listCatalogs() throws (1: TAdminError err),
+  TCatalog updateCatalog(1: TUpdateCatalogRequest request) throws (1: TAdminError err),
+  void removeCatalog(1: string name) throws (1: TAdminError err),
+
+  // backends
+  TBackend addBackend(1: string address) throws (1: TAdminError err),
+  list<TBackend> listBackends() throws (1: TAdminError err),
+  void removeBackend(1: string backend) throws (1: TAdminError err),  // id or address
+
+  // cluster-wide options (DESIGN.md §11)
+  TOption getOption(1: string key) throws (1: TAdminError err),
+  TOption setOption(1: string key, 2: string value) throws (1: TAdminError err),
+  list<TOption> listOptions() throws (1: TAdminError err),
+
+  // operator
+  TRaftPeersResponse listPeers() throws (1: TAdminError err),
+  string transferLeader(1: string target_id) throws (1: TAdminError err),
+
+  // internal: a follower forwards an encoded journal command to the leader,
+  // which proposes it and answers the encoded TApplyResponse.
+  binary forwardApply(1: binary command) throws (1: TAdminError err),
+}

@@ -1,0 +1,307 @@
+// The journal: every record and command the replicated FSM stores, encoded
+// with Thrift's compact protocol so that field ids make rolling upgrades safe
+// (a newer master adds fields with new ids; an older one skips them).
+//
+// Never renumber or reuse an id. Enum values start at 1; a missing optional
+// enum reads as the documented default (DESIGN.md §2).
+namespace go journal
+
+enum TMutationType {
+  CREATE = 1,
+  REPLACE = 2,
+  DROP = 3,
+}
+
+// A missing mutation_state reads as UNKNOWN (DESIGN.md §2).
+enum TMutationState {
+  PENDING = 1,
+  RUNNING = 2,
+  COMMITTED = 3,
+  NOT_COMMITTED = 4,
+  UNKNOWN = 5,
+  CANCELLED = 6,
+}
+
+// A missing refresh_state reads as REQUIRED (DESIGN.md §2).
+enum TRefreshState {
+  NOT_REQUIRED = 1,
+  REQUIRED = 2,
+  RUNNING = 3,
+  DONE = 4,
+  FAILED = 5,
+}
+
+// The termination proof that released a possible-live slot (DESIGN.md §4.3).
+enum TTerminationProof {
+  NONE = 1,
+  CHILD_REAPED = 2,
+  NEVER_LAUNCHED = 3,
+  PROCESS_EPOCH_GONE = 4,
+  NOT_ENQUEUED = 5,
+}
+
+// Result codes as DESIGN.md §6; NO_TRUSTED_RESULT is master-only.
+enum TResultCode {
+  PRE_INVOCATION_STALE_ADMISSION = 1,
+  PRE_INVOCATION_UNSUPPORTED_SCHEMA_CONTRACT = 2,
+  PRE_INVOCATION_CREDENTIAL_EXPIRED = 3,
+  PRE_INVOCATION_RESOURCE_REJECTED = 4,
+  NATIVE_OK = 5,
+  NATIVE_COMMIT_CONFLICT = 6,
+  NATIVE_NOT_FOUND = 7,
+  NATIVE_INVALID_ARGUMENT = 8,
+  NATIVE_NOT_SUPPORTED = 9,
+  NATIVE_INDEX = 10,
+  NATIVE_IO = 11,
+  NATIVE_INTERNAL = 12,
+  NO_TRUSTED_RESULT = 100,
+}
+
+enum TCompletionReason {
+  NONE = 1,
+  IF_CONDITION_NOOP = 2,
+}
+
+struct TJobResult {
+  1: optional TResultCode code,
+  2: optional TCompletionReason reason,
+  3: optional string message,
+  4: optional bool external_metadata_advanced,
+}
+
+struct TJobRecord {
+  1: required i64 job_id,
+  2: optional string creator,
+  3: optional i64 rev,
+  4: optional i64 create_time_ms,
+  5: optional i64 update_time_ms,
+  6: optional i64 catalog_id,
+  7: optional string db,
+  8: optional string table,
+  9: optional string provider,
+  10: optional string locator,
+  11: optional string display_index_name,
+  12: optional string normalized_index_name,
+  13: optional TMutationType mutation_type,
+  14: optional bool if_not_exists,
+  15: optional bool if_exists,
+  16: optional string index_type,
+  17: optional string column,
+  18: optional string properties_json,
+  19: optional i64 admitted_dataset_version,
+  20: optional string schema_contract,
+  21: optional TMutationState mutation_state,
+  22: optional TRefreshState refresh_state,
+  23: optional TJobResult result,
+  24: optional i64 backend_id,
+  25: optional i64 process_epoch,
+  26: optional i64 dispatch_revision,
+  27: optional string invocation_id,
+  28: optional string invocation_secret,
+  29: optional i64 deadline_ms,
+  30: optional i64 leader_term,
+  31: optional bool possible_live_owned,
+  32: optional TTerminationProof termination_proof,
+  33: optional bool force_released,
+  34: optional string force_actor,
+  35: optional i64 force_time_ms,
+  36: optional string force_note,
+  37: optional string force_warning,
+  38: optional i64 refresh_failure_time_ms,
+  39: optional string cancel_actor,
+}
+
+struct TCatalogRecord {
+  1: required i64 catalog_id,
+  2: required string name,
+  3: optional string provider,
+  4: optional string root_uri,
+  5: optional string credentials_ref,   // a name under the secrets dir, never the secret
+  6: optional string refresh_kind,      // none | webhook
+  7: optional string refresh_url,
+  8: optional i64 create_time_ms,
+  9: optional i64 update_time_ms,
+}
+
+struct TBackendRecord {
+  1: required i64 backend_id,
+  2: required string address,
+  3: optional i64 add_time_ms,
+}
+
+// ---- commands ------------------------------------------------------------
+// A log entry is one type byte (bit 7 = ignorable by older masters) followed
+// by the compact encoding of the command struct of that type.
+
+// M0. The leader has run admission (DESIGN.md §5 steps 1-7); the FSM checks
+// the catalog, fence and quotas and allocates the job id.
+struct TAdmitCommand {
+  1: required i64 now_ms,
+  2: required TJobRecord job,   // job_id, rev, states are set by the FSM
+}
+
+struct TMarkRunning {
+  1: required i64 job_id,
+  2: required i64 expected_rev,
+  3: required i64 backend_id,
+  4: required i64 process_epoch,
+  5: required string invocation_id,
+  6: required string invocation_secret,
+  7: required i64 deadline_ms,
+  8: required i64 leader_term,
+}
+
+// M1, batched: every PENDING -> RUNNING of one dispatch round; a CAS result per job.
+struct TMarkRunningBatch {
+  1: required i64 now_ms,
+  2: required list<TMarkRunning> jobs,
+}
+
+struct TCompletion {
+  1: required i64 job_id,
+  2: required i64 dispatch_revision,
+  3: required string invocation_id,
+  4: required i64 process_epoch,
+  5: required TJobResult result,
+  6: optional bool never_enqueued,  // M2': also release the slot with NOT_ENQUEUED
+}
+
+// M2 / M2', batched.
+struct TCompleteBatch {
+  1: required i64 now_ms,
+  2: required list<TCompletion> completions,
+}
+
+struct TProof {
+  1: required i64 job_id,
+  2: required i64 dispatch_revision,
+  3: required string invocation_id,
+  4: required i64 process_epoch,
+  5: required i64 backend_id,
+  6: required TTerminationProof proof,
+}
+
+// P, batched.
+struct TRecordProofBatch {
+  1: required i64 now_ms,
+  2: required list<TProof> proofs,
+}
+
+struct TRefreshTransition {
+  1: required i64 job_id,
+  2: required i64 expected_rev,
+  3: required TRefreshState to_state,
+}
+
+// R1 (REQUIRED|FAILED -> RUNNING), R2 (RUNNING -> DONE), R3 (RUNNING -> FAILED),
+// R4 (RUNNING -> REQUIRED, a new leader), batched.
+struct TRefreshBatch {
+  1: required i64 now_ms,
+  2: required list<TRefreshTransition> transitions,
+}
+
+struct TCancelCommand {
+  1: required i64 now_ms,
+  2: required i64 job_id,
+  3: required string actor,
+}
+
+struct TForceReleaseCommand {
+  1: required i64 now_ms,
+  2: required i64 job_id,
+  3: required string actor,
+  4: required string note,
+  5: required string warning,
+}
+
+// Retention GC: the FSM re-checks eligibility against cutoff_ms.
+struct TGCCommand {
+  1: required i64 now_ms,
+  2: required i64 cutoff_ms,
+  3: required list<i64> job_ids,
+}
+
+struct TCatalogCommand {
+  1: required i64 now_ms,
+  2: required TCatalogRecord catalog,   // create: catalog_id is allocated by the FSM
+}
+
+struct TRemoveCatalogCommand {
+  1: required i64 now_ms,
+  2: required string name,
+}
+
+struct TBackendCommand {
+  1: required i64 now_ms,
+  2: required string address,
+}
+
+struct TRemoveBackendCommand {
+  1: required i64 now_ms,
+  2: required i64 backend_id,
+}
+
+struct TSetOptionCommand {
+  1: required i64 now_ms,
+  2: required string key,
+  3: required string value,   // validated before proposing and again by Apply
+}
+
+// ---- Apply responses ------------------------------------------------------
+
+enum TApplyCode {
+  OK = 1,
+  CAS_FAILED = 2,          // a guard failed; nothing changed
+  NOT_FOUND = 3,
+  FENCE_CONFLICT = 4,
+  QUOTA_EXCEEDED = 5,
+  ADMISSION_BLOCKED = 6,   // a corrupt unresolved record blocks admission (fail-closed)
+  CATALOG_IN_USE = 7,
+  ALREADY_EXISTS = 8,
+  INVALID = 9,
+  BACKEND_IN_USE = 10,
+  NOOP = 11,               // already in the requested state; no change
+}
+
+struct TItemResult {
+  1: required i64 job_id,
+  2: required TApplyCode code,
+  3: optional string message,
+}
+
+struct TApplyResponse {
+  1: required TApplyCode code,
+  2: optional string message,
+  3: optional i64 id,                   // allocated job, catalog or backend id
+  4: optional list<TItemResult> items,  // one per job of a batch, in order
+  5: optional i64 conflict_job_id,      // FENCE_CONFLICT: the smallest fencing job id
+  6: optional i64 index,                // the log index the command was applied at (set by the cluster, not the FSM)
+}
+
+// ---- snapshot --------------------------------------------------------------
+// A snapshot is: magic "LMSNAP", a 4-byte big-endian length and this header,
+// then length-prefixed TSnapshotItem values in a fixed order (catalogs,
+// backends, jobs, each by id), then an item with last = true.
+
+struct TOptionValue {
+  1: required string key,
+  2: required string value,
+}
+
+struct TSnapshotHeader {
+  1: required i32 format_version,
+  2: required i64 last_job_id,
+  3: required i64 last_catalog_id,
+  4: required i64 last_backend_id,
+  5: optional list<TOptionValue> options,   // sorted by key: snapshots are byte-identical
+  6: optional i64 job_count,
+  7: optional i64 catalog_count,
+  8: optional i64 backend_count,
+}
+
+struct TSnapshotItem {
+  1: optional TCatalogRecord catalog,
+  2: optional TBackendRecord backend,
+  3: optional TJobRecord job,
+  4: optional bool last,
+}

@@ -1,0 +1,192 @@
+// The wire contract between masters and backends (DESIGN.md §10).
+//
+// Field ids and enum values are part of the contract: they are pinned by
+// gen-go/wire_pin_test.go. Additions get new ids; ids are never reused.
+// Doris's numbering is kept for the shared structs; fields marked "ours" are
+// lancemaster additions.
+namespace go wire
+
+// TStatusCode keeps Apache Doris's values for the codes it shares with Doris
+// (Status.thrift); lancemaster's own codes start at 100.
+enum TStatusCode {
+  OK = 0,
+  CANCELLED = 1,
+  ANALYSIS_ERROR = 2,
+  NOT_IMPLEMENTED_ERROR = 3,
+  RUNTIME_ERROR = 4,
+  MEM_LIMIT_EXCEEDED = 5,
+  INTERNAL_ERROR = 6,
+  THRIFT_RPC_ERROR = 7,
+  TIMEOUT = 8,
+  TOO_MANY_TASKS = 16,
+  // ours
+  NOT_READY = 100,          // no master heartbeat yet, or isolation not verified
+  STALE_EPOCH = 101,        // the dispatch names another process epoch
+  STALE_LEADER_TERM = 102,  // a higher leader term has been seen
+  INVALID_ARGUMENT = 103,   // payload bounds or a malformed request
+  SHUTTING_DOWN = 104,
+  NOT_LEADER = 105,         // a master that cannot forward the request
+  UNAUTHENTICATED = 106,    // missing or wrong invocation secret
+  STALE_REPORT = 107,       // identity does not match the journal
+}
+
+struct TStatus {
+  1: required TStatusCode status_code,
+  2: optional list<string> error_msgs,
+}
+
+enum TLanceIndexMutationType {
+  CREATE = 1,
+  REPLACE = 2,
+  DROP = 3,
+}
+
+enum TLanceIndexJobResultCode {
+  PRE_INVOCATION_STALE_ADMISSION = 1,
+  PRE_INVOCATION_UNSUPPORTED_SCHEMA_CONTRACT = 2,
+  PRE_INVOCATION_CREDENTIAL_EXPIRED = 3,
+  PRE_INVOCATION_RESOURCE_REJECTED = 4,
+  NATIVE_OK = 5,
+  NATIVE_COMMIT_CONFLICT = 6,
+  NATIVE_NOT_FOUND = 7,
+  NATIVE_INVALID_ARGUMENT = 8,
+  NATIVE_NOT_SUPPORTED = 9,
+  NATIVE_INDEX = 10,
+  NATIVE_IO = 11,
+  NATIVE_INTERNAL = 12,
+}
+
+enum TLanceIndexCompletionReason {
+  NONE = 1,
+  IF_CONDITION_NOOP = 2,
+}
+
+enum TLanceIndexTerminationProof {
+  NONE = 1,
+  CHILD_REAPED = 2,
+  NEVER_LAUNCHED = 3,
+}
+
+struct TLanceIndexJobDispatch {
+  1: required i64 job_id,
+  2: required i64 dispatch_revision,
+  3: required string invocation_id,
+  4: required i64 be_process_epoch,
+  5: required i64 deadline_ms,
+  6: required TLanceIndexMutationType mutation_type,
+  7: required string index_name,
+  8: required string column_name,     // "" for DROP
+  9: required string index_type,      // "" for DROP
+  10: optional string properties_json,
+  11: optional bool if_not_exists,
+  12: optional bool if_exists,
+  13: required string dataset_uri,
+  14: required i64 admitted_dataset_version,
+  15: required string schema_contract_json,
+  16: optional map<string, string> storage_options, // never journaled
+  17: optional string invocation_secret,            // always set by the master
+  18: optional i32 max_num_partitions,
+  19: optional i32 max_num_sub_vectors,
+  20: optional i64 leader_term,                     // ours: fencing token (§7)
+}
+
+struct TLanceIndexJobReport {
+  1: required i64 job_id,
+  2: required i64 dispatch_revision,
+  3: required string invocation_id,
+  4: required i64 be_process_epoch,
+  5: optional TLanceIndexJobResultCode result_code,  // missing or unknown drops the result
+  6: optional TLanceIndexCompletionReason completion_reason,
+  7: optional string sanitized_message,
+  8: optional bool external_metadata_advanced,
+  9: optional TLanceIndexTerminationProof termination_proof,
+  10: optional string invocation_secret,  // required by the master
+}
+
+struct TLanceIndexJobTerminationReport {
+  1: required i64 job_id,
+  2: required i64 dispatch_revision,
+  3: required string invocation_id,
+  4: required i64 be_process_epoch,
+  5: required TLanceIndexTerminationProof proof,
+  6: optional string invocation_secret,  // ours: termination reports are authenticated too
+}
+
+// ---- ours: heartbeat, inspect, query ------------------------------------
+
+struct THeartbeatRequest {
+  1: required string master_id,
+  2: optional i64 leader_term,
+  3: optional list<string> master_addresses, // where to deliver reports
+}
+
+struct THeartbeatResponse {
+  1: required TStatus status,
+  2: required i64 be_process_epoch,
+  3: optional i32 capacity,            // workers it can run at once
+  4: optional i32 queued,
+  5: optional i32 running,
+  6: optional string version,
+}
+
+struct TInspectDatasetRequest {
+  1: required string dataset_uri,
+  2: optional map<string, string> storage_options, // never journaled
+  3: optional i64 timeout_ms,
+}
+
+struct TLanceField {
+  1: required i32 field_id,
+  2: required string name,
+  3: required string data_type,          // canonical type, e.g. "int32", "fixed_size_list<float32>[128]"
+  4: required bool nullable,
+  5: optional i32 list_dimension,        // fixed-size-list dimension
+  6: optional string element_type,       // vector element type
+  7: optional bool element_nullable,
+}
+
+struct TLanceIndexInfo {
+  1: required string name,
+  2: required string index_type,         // IVF_PQ, BTREE, BITMAP, ...
+  3: required list<string> columns,
+  4: optional string properties_json,    // canonical parameters where known
+}
+
+struct TInspectDatasetResponse {
+  1: required TStatus status,
+  2: optional i64 dataset_version,
+  3: optional list<TLanceField> fields,
+  4: optional list<TLanceIndexInfo> indexes,
+}
+
+enum TLanceInvocationState {
+  UNKNOWN_INVOCATION = 1,  // never accepted by this process (asked after the term fence)
+  QUEUED = 2,
+  RUNNING = 3,
+  FINISHED = 4,
+}
+
+struct TQueryInvocationsRequest {
+  1: required i64 leader_term,
+  2: required i64 be_process_epoch,
+  3: required list<string> invocation_ids,
+}
+
+struct TInvocationStatus {
+  1: required string invocation_id,
+  2: required TLanceInvocationState state,
+  3: optional TLanceIndexJobReport result,             // set when FINISHED
+  4: optional TLanceIndexTerminationProof termination_proof,
+}
+
+struct TQueryInvocationsResponse {
+  1: required TStatus status,
+  2: optional list<TInvocationStatus> invocations,
+}
+
+service LanceBackendService {
+  TStatus submit_lance_index_job(1: TLanceIndexJobDispatch dispatch),
+  THeartbeatResponse heartbeat(1: THeartbeatRequest request),
+  TInspectDatasetResponse inspect_lance_dataset(1: TInspectDatasetRequest request),
+  TQueryInvocationsResponse query_lance_index_invocations(1: TQueryInvocationsRequest request),
+}

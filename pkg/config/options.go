@@ -1,0 +1,197 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Cluster-wide option keys (DESIGN.md §11). They are replicated in the FSM,
+// validated when set and clamped again when read.
+const (
+	OptEnableMutation          = "enable_lance_index_mutation"
+	OptEnableLocalFileMutation = "enable_lance_index_local_file_mutation"
+	OptDispatcherPaused        = "lance_index_job_dispatcher_paused"
+	OptDispatchIntervalSecond  = "lance_index_job_dispatch_interval_second"
+	OptExecuteDeadlineSecond   = "lance_index_job_execute_deadline_second"
+	OptMaxDispatchPerRound     = "lance_index_job_max_dispatch_per_round"
+	OptMaxInflightPerBackend   = "lance_index_job_max_inflight_per_backend"
+	OptRefreshRetrySecond      = "lance_index_job_refresh_retry_second"
+	OptMaxUnresolvedPerTable   = "lance_index_job_max_unresolved_per_table"
+	OptMaxUnresolvedPerCatalog = "lance_index_job_max_unresolved_per_catalog"
+	OptMaxUnresolvedGlobal     = "lance_index_job_max_unresolved_global"
+	OptMaxNumPartitions        = "lance_index_max_num_partitions"
+	OptMaxNumSubVectors        = "lance_index_max_num_sub_vectors"
+	OptKeepMaxSecond           = "lance_index_job_keep_max_second"
+	OptCleanIntervalSecond     = "lance_index_job_clean_interval_second"
+)
+
+// OptionKind is how an option's value is parsed.
+type OptionKind int
+
+const (
+	KindBool OptionKind = iota
+	KindPositiveInt
+)
+
+// OptionSpec describes one cluster-wide option.
+type OptionSpec struct {
+	Key         string
+	Kind        OptionKind
+	Default     string
+	Description string
+}
+
+// maxOptionInt bounds numeric options so no product of them overflows.
+const maxOptionInt = 1 << 40
+
+var specs = []OptionSpec{
+	{OptEnableMutation, KindBool, "true", "admission kill switch: when false, create-index and drop-index are refused"},
+	{OptEnableLocalFileMutation, KindBool, "false", "operator assertion that local-file datasets are shared with the one registered backend"},
+	{OptDispatcherPaused, KindBool, "false", "when true, PENDING jobs are not dispatched (sweeps and refresh still run)"},
+	{OptDispatchIntervalSecond, KindPositiveInt, "10", "seconds between dispatch rounds when nothing wakes the dispatcher"},
+	{OptExecuteDeadlineSecond, KindPositiveInt, "3600", "seconds a dispatched job may run before it is given up as UNKNOWN"},
+	{OptMaxDispatchPerRound, KindPositiveInt, "16", "jobs made RUNNING per dispatch round at most"},
+	{OptMaxInflightPerBackend, KindPositiveInt, "2", "possible-live slots a backend may hold"},
+	{OptRefreshRetrySecond, KindPositiveInt, "300", "seconds a FAILED refresh waits before it is retried"},
+	{OptMaxUnresolvedPerTable, KindPositiveInt, "8", "unresolved jobs allowed per table"},
+	{OptMaxUnresolvedPerCatalog, KindPositiveInt, "64", "unresolved jobs allowed per catalog"},
+	{OptMaxUnresolvedGlobal, KindPositiveInt, "256", "unresolved jobs allowed in the cluster"},
+	{OptMaxNumPartitions, KindPositiveInt, "4096", "upper bound of IVF_PQ num_partitions"},
+	{OptMaxNumSubVectors, KindPositiveInt, "256", "upper bound of IVF_PQ num_sub_vectors"},
+	{OptKeepMaxSecond, KindPositiveInt, "604800", "seconds a resolved job is kept before retention GC removes it"},
+	{OptCleanIntervalSecond, KindPositiveInt, "3600", "seconds between retention GC passes"},
+}
+
+var specByKey = func() map[string]OptionSpec {
+	m := make(map[string]OptionSpec, len(specs))
+	for _, s := range specs {
+		m[s.Key] = s
+	}
+	return m
+}()
+
+// OptionSpecs returns every option, sorted by key.
+func OptionSpecs() []OptionSpec {
+	out := append([]OptionSpec(nil), specs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// LookupOption returns the spec of key.
+func LookupOption(key string) (OptionSpec, bool) {
+	s, ok := specByKey[key]
+	return s, ok
+}
+
+// OptionError is a rejected option; the admin API maps it to INVALID.
+type OptionError struct{ Msg string }
+
+func (e *OptionError) Error() string { return e.Msg }
+
+// ValidateOption checks a value for key and returns its canonical spelling
+// ("true"/"false", a decimal integer). Unknown keys and non-positive numbers
+// are rejected.
+func ValidateOption(key, value string) (string, error) {
+	spec, ok := specByKey[key]
+	if !ok {
+		return "", &OptionError{fmt.Sprintf("unknown option %q", truncate(key))}
+	}
+	v := strings.TrimSpace(value)
+	switch spec.Kind {
+	case KindBool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return "", &OptionError{fmt.Sprintf("%s must be true or false", key)}
+		}
+		return strconv.FormatBool(b), nil
+	default:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return "", &OptionError{fmt.Sprintf("%s must be a positive integer", key)}
+		}
+		if n < 1 || n > maxOptionInt {
+			return "", &OptionError{fmt.Sprintf("%s must be between 1 and %d; got %d", key, int64(maxOptionInt), n)}
+		}
+		return strconv.FormatInt(n, 10), nil
+	}
+}
+
+// Options are the cluster-wide options as a leader service reads them: every
+// number clamped to at least 1 (and at most maxOptionInt), whatever is stored.
+type Options struct {
+	EnableMutation          bool
+	EnableLocalFileMutation bool
+	DispatcherPaused        bool
+	DispatchIntervalSecond  int64
+	ExecuteDeadlineSecond   int64
+	MaxDispatchPerRound     int64
+	MaxInflightPerBackend   int64
+	RefreshRetrySecond      int64
+	MaxUnresolvedPerTable   int64
+	MaxUnresolvedPerCatalog int64
+	MaxUnresolvedGlobal     int64
+	MaxNumPartitions        int64
+	MaxNumSubVectors        int64
+	KeepMaxSecond           int64
+	CleanIntervalSecond     int64
+}
+
+// ResolveOptions reads stored values (only those set; missing keys take
+// their defaults) into Options, clamping every number to [1, maxOptionInt].
+// A value that does not parse reads as the default.
+func ResolveOptions(stored map[string]string) Options {
+	b := func(k string) bool {
+		if v, ok := stored[k]; ok {
+			if x, err := strconv.ParseBool(v); err == nil {
+				return x
+			}
+		}
+		x, _ := strconv.ParseBool(specByKey[k].Default)
+		return x
+	}
+	n := func(k string) int64 {
+		x, err := strconv.ParseInt(stored[k], 10, 64)
+		if _, ok := stored[k]; !ok || err != nil {
+			x, _ = strconv.ParseInt(specByKey[k].Default, 10, 64)
+		}
+		return Clamp(x)
+	}
+	return Options{
+		EnableMutation:          b(OptEnableMutation),
+		EnableLocalFileMutation: b(OptEnableLocalFileMutation),
+		DispatcherPaused:        b(OptDispatcherPaused),
+		DispatchIntervalSecond:  n(OptDispatchIntervalSecond),
+		ExecuteDeadlineSecond:   n(OptExecuteDeadlineSecond),
+		MaxDispatchPerRound:     n(OptMaxDispatchPerRound),
+		MaxInflightPerBackend:   n(OptMaxInflightPerBackend),
+		RefreshRetrySecond:      n(OptRefreshRetrySecond),
+		MaxUnresolvedPerTable:   n(OptMaxUnresolvedPerTable),
+		MaxUnresolvedPerCatalog: n(OptMaxUnresolvedPerCatalog),
+		MaxUnresolvedGlobal:     n(OptMaxUnresolvedGlobal),
+		MaxNumPartitions:        n(OptMaxNumPartitions),
+		MaxNumSubVectors:        n(OptMaxNumSubVectors),
+		KeepMaxSecond:           n(OptKeepMaxSecond),
+		CleanIntervalSecond:     n(OptCleanIntervalSecond),
+	}
+}
+
+// Clamp bounds a numeric option to [1, maxOptionInt] so that no stored value
+// can stop or busy-spin a leader service.
+func Clamp(x int64) int64 {
+	if x < 1 {
+		return 1
+	}
+	if x > maxOptionInt {
+		return maxOptionInt
+	}
+	return x
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -1,0 +1,144 @@
+package job
+
+// ProviderDirectory is the only catalog provider today: table db.tbl is the
+// Lance dataset at <root>/<db>/<tbl>.lance.
+const ProviderDirectory = "DIRECTORY"
+
+// Record is one admitted index mutation (DESIGN.md §2). A published record is
+// never mutated: every transition copies it (Clone), changes the copy and
+// swaps it in.
+type Record struct {
+	JobID        int64
+	Creator      string
+	Rev          int64 // +1 on every durable transition; the CAS token
+	CreateTimeMs int64
+	UpdateTimeMs int64 // the retention clock
+
+	CatalogID int64
+	DB        string
+	Table     string
+	Provider  string
+	Locator   string // normalized dataset URI; never shown in lists or logged
+
+	DisplayIndexName    string
+	NormalizedIndexName string
+
+	MutationType MutationType
+	IfNotExists  bool
+	IfExists     bool
+
+	IndexType      string // "" for DROP
+	Column         string // "" for DROP
+	PropertiesJSON string // canonical (CanonicalProperties)
+
+	AdmittedDatasetVersion int64
+	SchemaContract         string
+
+	MutationState MutationState
+	RefreshState  RefreshState
+	Result        Result
+
+	// The dispatch identity, written once by M1.
+	BackendID        int64
+	ProcessEpoch     int64
+	DispatchRevision int64
+	InvocationID     string
+	InvocationSecret string // journal only: never shown, logged or exported
+	DeadlineMs       int64
+	LeaderTerm       int64 // the fencing token of the dispatching leader
+
+	PossibleLiveOwned bool
+	TerminationProof  TerminationProof
+
+	ForceReleased bool
+	ForceActor    string
+	ForceTimeMs   int64
+	ForceNote     string
+	ForceWarning  string
+
+	RefreshFailureTimeMs int64
+	CancelActor          string
+}
+
+// Clone returns a copy to transition. Record holds no reference types, so a
+// shallow copy is a deep copy.
+func (r *Record) Clone() *Record {
+	c := *r
+	return &c
+}
+
+// Unresolved reports whether the record holds its fence and quota
+// (DESIGN.md §2): PENDING or RUNNING; UNKNOWN and not force-released;
+// COMMITTED/NOT_COMMITTED while refresh is REQUIRED, RUNNING or FAILED.
+func (r *Record) Unresolved() bool {
+	switch r.MutationState {
+	case Pending, Running:
+		return true
+	case Unknown:
+		return !r.ForceReleased
+	case Committed, NotCommitted:
+		switch r.RefreshState {
+		case RefreshRequired, RefreshRunning, RefreshFailed:
+			return true
+		}
+		return false
+	case Cancelled:
+		return false
+	}
+	// An unrecognized state reads as UNKNOWN.
+	return !r.ForceReleased
+}
+
+// HoldsPossibleLiveSlot reports whether a worker for this job may still be
+// running (DESIGN.md §4.3).
+func (r *Record) HoldsPossibleLiveSlot() bool {
+	return r.PossibleLiveOwned && r.TerminationProof == ProofNone && !r.ForceReleased
+}
+
+// HasFenceIdentity reports whether the record carries everything its fence
+// and quota keys need. An unresolved record without it is corrupt and blocks
+// every admission, fail-closed (DESIGN.md §4.2).
+func (r *Record) HasFenceIdentity() bool {
+	return r.CatalogID > 0 && r.Provider != "" && r.Locator != "" && r.NormalizedIndexName != ""
+}
+
+// Terminal reports whether the mutation reached an outcome or was cancelled.
+func (r *Record) Terminal() bool {
+	return r.MutationState.IsOutcome() || r.MutationState == Cancelled
+}
+
+// NeedsRefresh reports whether the refresh driver should pick the job up:
+// an outcome, not force-released, refresh REQUIRED or FAILED.
+func (r *Record) NeedsRefresh() bool {
+	return r.MutationState.IsOutcome() && !r.ForceReleased &&
+		(r.RefreshState == RefreshRequired || r.RefreshState == RefreshFailed)
+}
+
+// FenceKey is the same-name fence (DESIGN.md §4.1).
+type FenceKey struct {
+	CatalogID           int64
+	Provider            string
+	Locator             string
+	NormalizedIndexName string
+}
+
+// TableKey is the per-table quota key (DESIGN.md §4.2).
+type TableKey struct {
+	CatalogID int64
+	Locator   string
+}
+
+// Fence returns the record's fence key.
+func (r *Record) Fence() FenceKey {
+	return FenceKey{r.CatalogID, r.Provider, r.Locator, r.NormalizedIndexName}
+}
+
+// TableQuotaKey returns the record's per-table quota key.
+func (r *Record) TableQuotaKey() TableKey { return TableKey{r.CatalogID, r.Locator} }
+
+// MatchesIdentity reports whether a report or proof names this record's
+// current dispatch: dispatch revision, invocation id and process epoch.
+func (r *Record) MatchesIdentity(dispatchRevision int64, invocationID string, epoch int64) bool {
+	return r.InvocationID != "" && r.DispatchRevision == dispatchRevision &&
+		r.InvocationID == invocationID && r.ProcessEpoch == epoch
+}
