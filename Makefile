@@ -1,11 +1,18 @@
 # lancemaster — see README.md
 GO      ?= go
+GOFMT   ?= gofmt
 MODULE  := github.com/lancemaster/lancemaster
 BIN     := bin/lancemaster
 THRIFT  ?= thrift
 IDL     := idl/wire.thrift idl/admin.thrift idl/journal.thrift
+CLUSTER := deploy/local/cluster.sh
 
-.PHONY: build test gen bench demo demo-down vet fmt clean
+# Hand-written Go files: everything but the generated code (make gen
+# gofmt's that itself) and what never belongs to the module.
+GO_SOURCES = $(shell find . -name '*.go' -not -path './gen-go/*' -not -path './.git/*' \
+               -not -path '*/node_modules/*' -not -path './deploy/local/.state/*')
+
+.PHONY: build test gen bench demo demo-down vet fmt fmt-check clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lancemaster
@@ -16,3 +23,44 @@ gen:
 	  $(THRIFT) --gen go:package_prefix=$(MODULE)/gen-go/,skip_remote -out gen-go $$f || exit 1; \
 	done
 	gofmt -w gen-go
+
+# The README's test command; CI runs it (.ci/run).
+test: fmt-check vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+vet:
+	$(GO) vet ./...
+
+# Fails listing the files gofmt would change; `make fmt` fixes them.
+fmt-check:
+	@unformatted=$$($(GOFMT) -l $(GO_SOURCES) </dev/null); \
+	if [ -n "$$unformatted" ]; then \
+	  echo "gofmt would change these files (run 'make fmt'):"; \
+	  echo "$$unformatted"; \
+	  exit 1; \
+	fi
+
+fmt:
+	$(GOFMT) -w $(GO_SOURCES)
+
+bench:
+	$(GO) run ./cmd/lancemaster-bench $(BENCH_ARGS)
+
+# A local three-master cluster on 127.0.0.1 (see the header of deploy/local/cluster.sh).
+demo: build
+	LANCEMASTER_BIN=$(CURDIR)/$(BIN) $(CLUSTER) up
+	@echo
+	@echo "Try (after the export above):"
+	@echo "  $(BIN) operator raft list-peers"
+	@echo "  $(BIN) config list"
+	@echo "  $(BIN) catalogs create lake --root /tmp/lake"
+	@echo "  $(BIN) catalogs list -o json"
+	@echo "  $(BIN) jobs list"
+	@echo "  $(BIN) operator raft transfer-leader"
+	@echo "Status: $(CLUSTER) status    Stop: make demo-down"
+
+demo-down:
+	LANCEMASTER_BIN=$(CURDIR)/$(BIN) $(CLUSTER) down
+
+clean:
+	rm -rf bin

@@ -1,7 +1,7 @@
 // The master's service: the reports backends send (DESIGN.md §9, §10), the
 // admin API behind the CLI, and the masters' internal forwarding.
 //
-// Field ids and enum values are pinned by gen-go/wire_pin_test.go.
+// Field ids and enum values are pinned by idl/pin_test.go.
 include "wire.thrift"
 
 namespace go adminapi
@@ -117,7 +117,7 @@ struct TListJobsRequest {
   3: optional string table,
   4: optional string state,         // a mutation or refresh state name
   5: optional i64 after_job_id,     // paging: jobs with a larger id
-  6: optional i32 limit,            // default 100, at most 10000
+  6: optional i32 limit,            // default 100, at most 1000 (a page fits one frame)
   7: optional bool consistent,      // read through the leader
 }
 

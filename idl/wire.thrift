@@ -1,13 +1,13 @@
 // The wire contract between masters and backends (DESIGN.md §10).
 //
 // Field ids and enum values are part of the contract: they are pinned by
-// gen-go/wire_pin_test.go. Additions get new ids; ids are never reused.
+// idl/pin_test.go. Additions get new ids; ids are never reused.
 // Doris's numbering is kept for the shared structs; fields marked "ours" are
 // lancemaster additions.
 namespace go wire
 
-// TStatusCode keeps Apache Doris's values for the codes it shares with Doris
-// (Status.thrift); lancemaster's own codes start at 100.
+// TStatusCode keeps Apache Doris's values (Status.thrift) for the codes it
+// shares with Doris; lancemaster's own codes start at 200, clear of Doris's.
 enum TStatusCode {
   OK = 0,
   CANCELLED = 1,
@@ -18,16 +18,20 @@ enum TStatusCode {
   INTERNAL_ERROR = 6,
   THRIFT_RPC_ERROR = 7,
   TIMEOUT = 8,
-  TOO_MANY_TASKS = 16,
+  NOT_FOUND = 31,
+  INVALID_ARGUMENT = 33,    // payload bounds or a malformed request
+  ILLEGAL_STATE = 37,
+  NOT_AUTHORIZED = 38,
+  SERVICE_UNAVAILABLE = 41,
   // ours
-  NOT_READY = 100,          // no master heartbeat yet, or isolation not verified
-  STALE_EPOCH = 101,        // the dispatch names another process epoch
-  STALE_LEADER_TERM = 102,  // a higher leader term has been seen
-  INVALID_ARGUMENT = 103,   // payload bounds or a malformed request
-  SHUTTING_DOWN = 104,
-  NOT_LEADER = 105,         // a master that cannot forward the request
-  UNAUTHENTICATED = 106,    // missing or wrong invocation secret
-  STALE_REPORT = 107,       // identity does not match the journal
+  NOT_READY = 200,          // no master heartbeat yet, or isolation not verified
+  STALE_EPOCH = 201,        // the dispatch names another process epoch
+  STALE_LEADER_TERM = 202,  // a higher leader term has been seen
+  QUEUE_FULL = 203,
+  SHUTTING_DOWN = 204,
+  NOT_LEADER = 205,         // a master that cannot forward the request
+  UNAUTHENTICATED = 206,    // missing or wrong invocation secret
+  STALE_REPORT = 207,       // identity does not match the journal
 }
 
 struct TStatus {
@@ -138,7 +142,8 @@ struct TInspectDatasetRequest {
 struct TLanceField {
   1: required i32 field_id,
   2: required string name,
-  3: required string data_type,          // canonical type, e.g. "int32", "fixed_size_list<float32>[128]"
+  3: required string data_type,          // canonical type: int32, utf8, fixed_size_list (dimension and
+                                         // element type in the fields below), ...
   4: required bool nullable,
   5: optional i32 list_dimension,        // fixed-size-list dimension
   6: optional string element_type,       // vector element type

@@ -32,15 +32,19 @@ const (
 	TStatusCode_INTERNAL_ERROR        TStatusCode = 6
 	TStatusCode_THRIFT_RPC_ERROR      TStatusCode = 7
 	TStatusCode_TIMEOUT               TStatusCode = 8
-	TStatusCode_TOO_MANY_TASKS        TStatusCode = 16
-	TStatusCode_NOT_READY             TStatusCode = 100
-	TStatusCode_STALE_EPOCH           TStatusCode = 101
-	TStatusCode_STALE_LEADER_TERM     TStatusCode = 102
-	TStatusCode_INVALID_ARGUMENT      TStatusCode = 103
-	TStatusCode_SHUTTING_DOWN         TStatusCode = 104
-	TStatusCode_NOT_LEADER            TStatusCode = 105
-	TStatusCode_UNAUTHENTICATED       TStatusCode = 106
-	TStatusCode_STALE_REPORT          TStatusCode = 107
+	TStatusCode_NOT_FOUND             TStatusCode = 31
+	TStatusCode_INVALID_ARGUMENT      TStatusCode = 33
+	TStatusCode_ILLEGAL_STATE         TStatusCode = 37
+	TStatusCode_NOT_AUTHORIZED        TStatusCode = 38
+	TStatusCode_SERVICE_UNAVAILABLE   TStatusCode = 41
+	TStatusCode_NOT_READY             TStatusCode = 200
+	TStatusCode_STALE_EPOCH           TStatusCode = 201
+	TStatusCode_STALE_LEADER_TERM     TStatusCode = 202
+	TStatusCode_QUEUE_FULL            TStatusCode = 203
+	TStatusCode_SHUTTING_DOWN         TStatusCode = 204
+	TStatusCode_NOT_LEADER            TStatusCode = 205
+	TStatusCode_UNAUTHENTICATED       TStatusCode = 206
+	TStatusCode_STALE_REPORT          TStatusCode = 207
 )
 
 func (p TStatusCode) String() string {
@@ -63,16 +67,24 @@ func (p TStatusCode) String() string {
 		return "THRIFT_RPC_ERROR"
 	case TStatusCode_TIMEOUT:
 		return "TIMEOUT"
-	case TStatusCode_TOO_MANY_TASKS:
-		return "TOO_MANY_TASKS"
+	case TStatusCode_NOT_FOUND:
+		return "NOT_FOUND"
+	case TStatusCode_INVALID_ARGUMENT:
+		return "INVALID_ARGUMENT"
+	case TStatusCode_ILLEGAL_STATE:
+		return "ILLEGAL_STATE"
+	case TStatusCode_NOT_AUTHORIZED:
+		return "NOT_AUTHORIZED"
+	case TStatusCode_SERVICE_UNAVAILABLE:
+		return "SERVICE_UNAVAILABLE"
 	case TStatusCode_NOT_READY:
 		return "NOT_READY"
 	case TStatusCode_STALE_EPOCH:
 		return "STALE_EPOCH"
 	case TStatusCode_STALE_LEADER_TERM:
 		return "STALE_LEADER_TERM"
-	case TStatusCode_INVALID_ARGUMENT:
-		return "INVALID_ARGUMENT"
+	case TStatusCode_QUEUE_FULL:
+		return "QUEUE_FULL"
 	case TStatusCode_SHUTTING_DOWN:
 		return "SHUTTING_DOWN"
 	case TStatusCode_NOT_LEADER:
@@ -105,16 +117,24 @@ func TStatusCodeFromString(s string) (TStatusCode, error) {
 		return TStatusCode_THRIFT_RPC_ERROR, nil
 	case "TIMEOUT":
 		return TStatusCode_TIMEOUT, nil
-	case "TOO_MANY_TASKS":
-		return TStatusCode_TOO_MANY_TASKS, nil
+	case "NOT_FOUND":
+		return TStatusCode_NOT_FOUND, nil
+	case "INVALID_ARGUMENT":
+		return TStatusCode_INVALID_ARGUMENT, nil
+	case "ILLEGAL_STATE":
+		return TStatusCode_ILLEGAL_STATE, nil
+	case "NOT_AUTHORIZED":
+		return TStatusCode_NOT_AUTHORIZED, nil
+	case "SERVICE_UNAVAILABLE":
+		return TStatusCode_SERVICE_UNAVAILABLE, nil
 	case "NOT_READY":
 		return TStatusCode_NOT_READY, nil
 	case "STALE_EPOCH":
 		return TStatusCode_STALE_EPOCH, nil
 	case "STALE_LEADER_TERM":
 		return TStatusCode_STALE_LEADER_TERM, nil
-	case "INVALID_ARGUMENT":
-		return TStatusCode_INVALID_ARGUMENT, nil
+	case "QUEUE_FULL":
+		return TStatusCode_QUEUE_FULL, nil
 	case "SHUTTING_DOWN":
 		return TStatusCode_SHUTTING_DOWN, nil
 	case "NOT_LEADER":

@@ -179,6 +179,12 @@ func TestPredicates(t *testing.T) {
 		}, false, false},
 		{"cancelled", func(r *Record) { r.MutationState = Cancelled }, false, false},
 		{"missing state reads unknown", func(r *Record) { r.MutationState = 0 }, true, false},
+		{"missing refresh reads required", func(r *Record) { r.MutationState = Committed; r.RefreshState = 0 }, true, false},
+		{"missing proof reads none", func(r *Record) {
+			r.MutationState = Running
+			r.PossibleLiveOwned = true
+			r.TerminationProof = 0
+		}, true, true},
 	}
 	for _, c := range cases {
 		r := base

@@ -78,10 +78,11 @@ func (r *Record) Unresolved() bool {
 		return !r.ForceReleased
 	case Committed, NotCommitted:
 		switch r.RefreshState {
-		case RefreshRequired, RefreshRunning, RefreshFailed:
-			return true
+		case RefreshNotRequired, RefreshDone:
+			return false
 		}
-		return false
+		// REQUIRED, RUNNING, FAILED, and a missing value (reads as REQUIRED).
+		return true
 	case Cancelled:
 		return false
 	}
@@ -91,8 +92,10 @@ func (r *Record) Unresolved() bool {
 
 // HoldsPossibleLiveSlot reports whether a worker for this job may still be
 // running (DESIGN.md §4.3).
+// A missing proof reads as NONE: only a recorded proof releases the slot.
 func (r *Record) HoldsPossibleLiveSlot() bool {
-	return r.PossibleLiveOwned && r.TerminationProof == ProofNone && !r.ForceReleased
+	noProof := r.TerminationProof == ProofNone || r.TerminationProof == 0
+	return r.PossibleLiveOwned && noProof && !r.ForceReleased
 }
 
 // HasFenceIdentity reports whether the record carries everything its fence
@@ -111,7 +114,7 @@ func (r *Record) Terminal() bool {
 // an outcome, not force-released, refresh REQUIRED or FAILED.
 func (r *Record) NeedsRefresh() bool {
 	return r.MutationState.IsOutcome() && !r.ForceReleased &&
-		(r.RefreshState == RefreshRequired || r.RefreshState == RefreshFailed)
+		(r.RefreshState == RefreshRequired || r.RefreshState == RefreshFailed || r.RefreshState == 0)
 }
 
 // FenceKey is the same-name fence (DESIGN.md §4.1).

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+)
+
+func newBackendsCmd(g *globals) *cobra.Command {
+	return groupCmd("backends", "Register and list the backends that run index builds",
+		newBackendsAddCmd(g),
+		newBackendsListCmd(g),
+		newBackendsRemoveCmd(g),
+	)
+}
+
+func newBackendsAddCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:         "add HOST:PORT",
+		Annotations: writeCommand(),
+		Short:       "Register a backend agent; the leader starts heartbeating it",
+		Example:     "  lancemaster backends add 10.0.0.21:7301",
+		Args:        cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			addr, err := parseHostPort(args[0])
+			if err != nil {
+				return err
+			}
+			var be *adminapi.TBackend
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				be, err = c.AddBackend(ctx, addr)
+				return err
+			}); err != nil {
+				return err
+			}
+			if g.jsonOutput() {
+				return printJSON(cmd.OutOrStdout(), be)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "backend %d added (%s)\n", be.BackendID, sanitize(be.Address))
+			return err
+		},
+	}
+}
+
+func newBackendsListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List backends with the leader's view of their liveness",
+		Long: "List backends. ALIVE and EPOCH are the leader's latest heartbeat view; they are \"-\" when\n" +
+			"unknown (for example right after a leader change). HELD SLOTS counts possible-live workers.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var bes []*adminapi.TBackend
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				bes, err = c.ListBackends(ctx)
+				return err
+			}); err != nil {
+				return err
+			}
+			if bes == nil {
+				bes = []*adminapi.TBackend{}
+			}
+			if g.jsonOutput() {
+				return printJSON(cmd.OutOrStdout(), bes)
+			}
+			rows := make([][]string, 0, len(bes))
+			for _, b := range bes {
+				rows = append(rows, []string{
+					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), i32(b.HeldSlots),
+				})
+			}
+			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "HELD SLOTS"}, rows)
+		},
+	}
+}
+
+func newBackendsRemoveCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:         "remove ID|HOST:PORT",
+		Annotations: writeCommand(),
+		Short:       "Unregister a backend (refused while it holds possible-live slots)",
+		Example:     "  lancemaster backends remove 3\n  lancemaster backends remove 10.0.0.21:7301",
+		Args:        cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref := strings.TrimSpace(args[0])
+			if _, err := strconv.ParseInt(ref, 10, 64); err != nil {
+				if ref, err = parseHostPort(ref); err != nil {
+					return usagef("backend must be an ID or HOST:PORT, got %q", args[0])
+				}
+			}
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+				return c.RemoveBackend(ctx, ref)
+			}); err != nil {
+				return err
+			}
+			return g.printRemoved(cmd, "backend", ref)
+		},
+	}
+}
+
+// parseHostPort accepts HOST:PORT with a port in 1..65535.
+func parseHostPort(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return "", usagef("address must be HOST:PORT, got %q", s)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "", usagef("port must be 1..65535, got %q", port)
+	}
+	return s, nil
+}

@@ -1,0 +1,468 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+)
+
+// maxListLimit is the largest page the admin API serves (TListJobsRequest).
+const maxListLimit = 1000
+
+func newJobsCmd(g *globals) *cobra.Command {
+	return groupCmd("jobs", "Admit, inspect and resolve index jobs",
+		newCreateIndexCmd(g),
+		newDropIndexCmd(g),
+		newJobsListCmd(g),
+		newJobsShowCmd(g),
+		newJobsResolveCmd(g),
+		newJobsCancelCmd(g),
+	)
+}
+
+func newCreateIndexCmd(g *globals) *cobra.Command {
+	var (
+		column, indexType   string
+		props               []string
+		replace, ifNotExist bool
+	)
+	c := &cobra.Command{
+		Use:         "create-index CATALOG.DB.TABLE INDEX --column C --type IVF_PQ|BTREE|BITMAP",
+		Annotations: writeCommand(),
+		Short:       "Admit a job that creates (or replaces) an index",
+		Example: "  lancemaster jobs create-index lake.sales.items emb_idx --column embedding --type IVF_PQ \\\n" +
+			"      --property metric=cosine --property num_partitions=256 --property num_sub_vectors=16",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			catalog, db, table, err := parseTableRef(args[0])
+			if err != nil {
+				return err
+			}
+			index, err := parseName("INDEX", args[1])
+			if err != nil {
+				return err
+			}
+			col, err := parseName("--column", column)
+			if err != nil {
+				return err
+			}
+			properties, err := parseProperties(props)
+			if err != nil {
+				return err
+			}
+			req := &adminapi.TCreateIndexRequest{
+				Catalog:    catalog,
+				Db:         db,
+				Table:      table,
+				IndexName:  index,
+				Column:     col,
+				IndexType:  strings.ToUpper(strings.TrimSpace(indexType)),
+				Properties: properties,
+				Creator:    g.actor(),
+			}
+			if replace {
+				req.Replace = &replace
+			}
+			if ifNotExist {
+				req.IfNotExists = &ifNotExist
+			}
+			var resp *adminapi.TAdmitResponse
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				resp, err = c.CreateIndex(ctx, req)
+				return err
+			}); err != nil {
+				return err
+			}
+			return g.printAdmit(cmd, resp)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&column, "column", "", "the column to index (required)")
+	f.StringVar(&indexType, "type", "", "index type: IVF_PQ, BTREE or BITMAP (required)")
+	// StringArray, not StringSlice: one value per flag, commas kept, and
+	// duplicates preserved so the server can reject them.
+	f.StringArrayVar(&props, "property", nil, "index property KEY=VALUE (repeatable; IVF_PQ: metric, num_partitions, num_sub_vectors, num_bits)")
+	f.BoolVar(&replace, "replace", false, "create or replace the index")
+	f.BoolVar(&ifNotExist, "if-not-exists", false, "no job and no error when an index of that name and definition exists")
+	_ = c.MarkFlagRequired("column")
+	_ = c.MarkFlagRequired("type")
+	return c
+}
+
+func newDropIndexCmd(g *globals) *cobra.Command {
+	var ifExists bool
+	c := &cobra.Command{
+		Use:         "drop-index CATALOG.DB.TABLE INDEX",
+		Annotations: writeCommand(),
+		Short:       "Admit a job that drops an index",
+		Example:     "  lancemaster jobs drop-index lake.sales.items emb_idx --if-exists",
+		Args:        cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			catalog, db, table, err := parseTableRef(args[0])
+			if err != nil {
+				return err
+			}
+			index, err := parseName("INDEX", args[1])
+			if err != nil {
+				return err
+			}
+			req := &adminapi.TDropIndexRequest{
+				Catalog: catalog, Db: db, Table: table, IndexName: index, Creator: g.actor(),
+			}
+			if ifExists {
+				req.IfExists = &ifExists
+			}
+			var resp *adminapi.TAdmitResponse
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				resp, err = c.DropIndex(ctx, req)
+				return err
+			}); err != nil {
+				return err
+			}
+			return g.printAdmit(cmd, resp)
+		},
+	}
+	c.Flags().BoolVar(&ifExists, "if-exists", false, "no job and no error when the index does not exist")
+	return c
+}
+
+func (g *globals) printAdmit(cmd *cobra.Command, resp *adminapi.TAdmitResponse) error {
+	out := cmd.OutOrStdout()
+	if g.jsonOutput() {
+		return printJSON(out, resp)
+	}
+	if resp.GetNoop() {
+		msg := resp.GetMessage()
+		if msg == "" {
+			msg = "nothing to do, no job admitted"
+		}
+		_, err := fmt.Fprintf(out, "no-op: %s\n", sanitize(msg))
+		return err
+	}
+	_, err := fmt.Fprintf(out, "job %d admitted\n", resp.GetJobID())
+	return err
+}
+
+func newJobsListCmd(g *globals) *cobra.Command {
+	var (
+		catalog, db, table, state string
+		limit                     int32
+		after                     int64
+		all, consistent           bool
+	)
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs in id order",
+		Example: "  lancemaster jobs list --state UNKNOWN\n" +
+			"  lancemaster jobs list --catalog lake --db sales --table items --all -o json",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxListLimit) {
+				return usagef("--limit must be between 1 and %d, got %d", maxListLimit, limit)
+			}
+			if after < 0 {
+				return usagef("--after must not be negative, got %d", after)
+			}
+			req := &adminapi.TListJobsRequest{
+				Catalog: optString(catalog),
+				Db:      optString(db),
+				Table:   optString(table),
+				State:   optString(strings.ToUpper(state)),
+			}
+			if limit > 0 {
+				req.Limit = &limit
+			}
+			if consistent {
+				req.Consistent = &consistent
+			}
+			jobs := []*adminapi.TJobView{}
+			var next *int64
+			for {
+				if after > 0 {
+					req.AfterJobID = &after
+				}
+				var resp *adminapi.TListJobsResponse
+				if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+					resp, err = c.ListJobs(ctx, req)
+					return err
+				}); err != nil {
+					return err
+				}
+				jobs = append(jobs, resp.GetJobs()...)
+				next = resp.NextAfterJobID
+				if !all || next == nil {
+					break
+				}
+				if *next <= after {
+					return fmt.Errorf("the master returned a page cursor that does not advance (%d after %d)", *next, after)
+				}
+				after = *next
+			}
+			if err := g.printJobs(cmd, jobs); err != nil {
+				return err
+			}
+			if next != nil && !all {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more jobs match: use --all, or --after %d for the next page\n", *next)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&catalog, "catalog", "", "only jobs of this catalog")
+	f.StringVar(&db, "db", "", "only jobs of this database")
+	f.StringVar(&table, "table", "", "only jobs of this table")
+	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, FAILED)")
+	f.Int32Var(&limit, "limit", 0, fmt.Sprintf("jobs per page, 1..%d (server default 100)", maxListLimit))
+	f.Int64Var(&after, "after", 0, "start after this job id (paging)")
+	f.BoolVar(&all, "all", false, "follow the pages until every matching job is listed")
+	f.BoolVar(&consistent, "consistent", false, "read through the leader instead of the nearest master")
+	return c
+}
+
+func (g *globals) printJobs(cmd *cobra.Command, jobs []*adminapi.TJobView) error {
+	if g.jsonOutput() {
+		return printJSON(cmd.OutOrStdout(), jobs)
+	}
+	rows := make([][]string, 0, len(jobs))
+	for _, j := range jobs {
+		st := str(j.MutationState)
+		if j.GetForceReleased() {
+			st += " (released)"
+		}
+		rows = append(rows, []string{
+			strconv.FormatInt(j.JobID, 10),
+			str(j.Catalog),
+			str(j.Db) + "." + str(j.Table),
+			str(j.IndexName),
+			str(j.IndexType),
+			str(j.MutationType),
+			st,
+			str(j.RefreshState),
+			i64(j.BackendID),
+			timeMs(j.UpdateTimeMs),
+		})
+	}
+	return printTable(cmd.OutOrStdout(),
+		[]string{"ID", "CATALOG", "DB.TABLE", "INDEX", "TYPE", "MUTATION", "STATE", "REFRESH", "BACKEND", "UPDATED"}, rows)
+}
+
+func newJobsShowCmd(g *globals) *cobra.Command {
+	var consistent bool
+	c := &cobra.Command{
+		Use:     "show ID",
+		Short:   "Show every recorded field of one job",
+		Example: "  lancemaster jobs show 42 --consistent",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseJobID(args[0])
+			if err != nil {
+				return err
+			}
+			var view *adminapi.TJobView
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				view, err = c.ShowJob(ctx, id, consistent)
+				return err
+			}); err != nil {
+				return err
+			}
+			if g.jsonOutput() {
+				return printJSON(cmd.OutOrStdout(), view)
+			}
+			return printKeyValues(cmd.OutOrStdout(), jobFields(view))
+		},
+	}
+	c.Flags().BoolVar(&consistent, "consistent", false, "read through the leader instead of the nearest master")
+	return c
+}
+
+func newJobsResolveCmd(g *globals) *cobra.Command {
+	var (
+		force   bool
+		comment string
+	)
+	c := &cobra.Command{
+		Use:         "resolve ID --force-release --comment TEXT",
+		Annotations: writeCommand(),
+		Short:       "Force-release an UNKNOWN job: free its fence, quota and slot",
+		Long: "Force-release an UNKNOWN job (DESIGN.md §9). Its fence, quota and possible-live slot are\n" +
+			"released in one entry; the outcome stays UNKNOWN. The old worker may still be running and may\n" +
+			"overwrite, remove or reintroduce the index: check the backend first. Retrying is harmless.",
+		Example: "  lancemaster jobs resolve 42 --force-release --comment \"backend be3 wiped, ticket OPS-123\"",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseJobID(args[0])
+			if err != nil {
+				return err
+			}
+			if !force {
+				return usagef("--force-release is required: it is the only way to resolve an UNKNOWN job")
+			}
+			note := strings.TrimSpace(comment)
+			if note == "" {
+				return usagef("--comment must not be empty: say why the job may be released")
+			}
+			req := &adminapi.TResolveRequest{JobID: id, ForceRelease: true, Comment: note, Actor: g.actor()}
+			var resp *adminapi.TResolveResponse
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				resp, err = c.ResolveJob(ctx, req)
+				return err
+			}); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if g.jsonOutput() {
+				return printJSON(out, resp)
+			}
+			if resp.GetAlreadyReleased() {
+				fmt.Fprintf(out, "job %d was already force-released; nothing changed\n", id)
+			} else {
+				fmt.Fprintf(out, "job %d force-released\n", id)
+			}
+			if w := resp.GetJob().GetForceWarning(); w != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", sanitize(w))
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&force, "force-release", false, "release the job's fence, quota and slot (required)")
+	c.Flags().StringVar(&comment, "comment", "", "why it is safe to release, recorded with the job (required)")
+	_ = c.MarkFlagRequired("force-release")
+	_ = c.MarkFlagRequired("comment")
+	return c
+}
+
+func newJobsCancelCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:         "cancel ID",
+		Annotations: writeCommand(),
+		Short:       "Cancel a PENDING job (releases its fence and quota)",
+		Example:     "  lancemaster jobs cancel 42",
+		Args:        cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseJobID(args[0])
+			if err != nil {
+				return err
+			}
+			req := &adminapi.TCancelRequest{JobID: id, Actor: g.actor()}
+			var view *adminapi.TJobView
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				view, err = c.CancelJob(ctx, req)
+				return err
+			}); err != nil {
+				return err
+			}
+			if g.jsonOutput() {
+				return printJSON(cmd.OutOrStdout(), view)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "job %d cancelled (state %s)\n", id, sanitize(str(view.MutationState)))
+			return err
+		},
+	}
+}
+
+// parseTableRef splits CATALOG.DB.TABLE. Names containing dots are not
+// addressable from the CLI.
+func parseTableRef(s string) (catalog, db, table string, err error) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return "", "", "", usagef("table must be CATALOG.DB.TABLE, got %q", s)
+	}
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+		if parts[i] == "" {
+			return "", "", "", usagef("table must be CATALOG.DB.TABLE with no empty part, got %q", s)
+		}
+	}
+	return parts[0], parts[1], parts[2], nil
+}
+
+func parseName(what, s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", usagef("%s must not be empty", what)
+	}
+	return s, nil
+}
+
+// parseProperties turns KEY=VALUE flags into the request's list, in order
+// and with duplicates kept: the server owns validation and rejects them.
+func parseProperties(kvs []string) ([]*adminapi.TProperty, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make([]*adminapi.TProperty, 0, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, usagef("malformed --property %q: want KEY=VALUE", kv)
+		}
+		out = append(out, &adminapi.TProperty{Key: k, Value: strings.TrimSpace(v)})
+	}
+	return out, nil
+}
+
+func parseJobID(s string) (int64, error) {
+	id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || id < 1 {
+		return 0, usagef("job ID must be a positive integer, got %q", s)
+	}
+	return id, nil
+}
+
+func optString(s string) *string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// hiddenJobFields are name fragments a job listing never prints, even if a
+// future TJobView grew such a field: locators and secrets stay on the
+// masters (DESIGN.md §1, §2). The view has none today.
+var hiddenJobFields = []string{"locator", "secret", "credential", "storage_option", "dataset_uri"}
+
+// jobFields lists every set field of a job view in field-id order, keyed by
+// its JSON name. Times are shown in UTC; their "_ms" suffix is dropped.
+func jobFields(v *adminapi.TJobView) [][2]string {
+	rv := reflect.ValueOf(v).Elem()
+	rt := rv.Type()
+	kvs := make([][2]string, 0, rt.NumField())
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "" || name == "-" || isHiddenJobField(name) {
+			continue
+		}
+		fv := rv.Field(i)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		}
+		switch {
+		case fv.Kind() == reflect.Int64 && (strings.HasSuffix(name, "_time_ms") || name == "deadline_ms"):
+			kvs = append(kvs, [2]string{strings.TrimSuffix(name, "_ms"), timeMsExact(fv.Int())})
+		default:
+			kvs = append(kvs, [2]string{name, fmt.Sprint(fv.Interface())})
+		}
+	}
+	return kvs
+}
+
+func isHiddenJobField(name string) bool {
+	for _, h := range hiddenJobFields {
+		if strings.Contains(name, h) {
+			return true
+		}
+	}
+	return false
+}

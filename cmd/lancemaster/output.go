@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+)
+
+// dash stands for a value that is not set.
+const dash = "-"
+
+// printJSON writes v as indented JSON. The thrift structs of gen-go carry
+// snake_case json tags, so they are marshalled as they are.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printTable writes an aligned table with a header row. Cells are cleaned
+// of control characters: server text (messages, names) must not be able to
+// break the layout or drive the terminal.
+func printTable(w io.Writer, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	writeRow(tw, header)
+	for _, r := range rows {
+		writeRow(tw, r)
+	}
+	return tw.Flush()
+}
+
+func writeRow(w io.Writer, cells []string) {
+	for i, c := range cells {
+		if i > 0 {
+			io.WriteString(w, "\t")
+		}
+		io.WriteString(w, sanitize(c))
+	}
+	io.WriteString(w, "\n")
+}
+
+// printKeyValues writes "key: value" lines with the values aligned.
+func printKeyValues(w io.Writer, kvs [][2]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	for _, kv := range kvs {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], sanitize(kv[1]))
+	}
+	return tw.Flush()
+}
+
+// sanitize replaces control characters (newlines, tabs, escape sequences)
+// with spaces.
+func sanitize(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+func str(p *string) string {
+	if p == nil || *p == "" {
+		return dash
+	}
+	return *p
+}
+
+// formatInt formats an id or counter of the admin API.
+func formatInt[T ~int32 | ~int64](v T) string { return strconv.FormatInt(int64(v), 10) }
+
+func i64(p *int64) string {
+	if p == nil {
+		return dash
+	}
+	return strconv.FormatInt(*p, 10)
+}
+
+func i32(p *int32) string {
+	if p == nil {
+		return dash
+	}
+	return strconv.FormatInt(int64(*p), 10)
+}
+
+func yesNo(p *bool) string {
+	if p == nil {
+		return dash
+	}
+	if *p {
+		return "yes"
+	}
+	return "no"
+}
+
+// timeMs formats a Unix time in milliseconds, in UTC, to the second.
+func timeMs(p *int64) string {
+	if p == nil || *p == 0 {
+		return dash
+	}
+	return time.UnixMilli(*p).UTC().Format(time.RFC3339)
+}
+
+// timeMsExact formats a Unix time in milliseconds, in UTC, to the millisecond.
+func timeMsExact(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes. Scripts may rely on them; never renumber.
+const (
+	exitOK = 0
+	// exitError: the request was answered with an error (the stderr line
+	// names the TErrorCode), or anything else failed.
+	exitError = 1
+	// exitUsage: bad arguments or flags; nothing was sent.
+	exitUsage = 2
+	// exitUnreachable: no master answered (every address refused, or the
+	// --timeout passed). A write may or may not have been applied.
+	exitUnreachable = 3
+)
+
+const (
+	envAddress     = "LANCEMASTER_ADDR"
+	defaultAddress = "127.0.0.1:7201"
+	defaultTimeout = 30 * time.Second
+	defaultActor   = "operator"
+
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// globals holds the persistent flags every command group shares.
+type globals struct {
+	addresses string
+	output    string
+	timeout   time.Duration
+	as        string
+}
+
+// usageError is a mistake in the command line. It is reported with a hint
+// to --help and exit code 2, and it is always raised before any request.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// newRootCmd builds the whole command tree. getenv supplies the defaults
+// that come from the environment (LANCEMASTER_ADDR, USER).
+func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "lancemaster",
+		Short: "Raft-replicated control plane for Lance index jobs",
+		Long: "lancemaster runs the master daemon (serve) and is the operator CLI for a\n" +
+			"lancemaster cluster: admit and inspect index jobs, register catalogs and\n" +
+			"backends, set cluster-wide options and manage the Raft peers.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Help on a bare `lancemaster`, but a typo is an error, not exit 0.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+
+	addr := getenv(envAddress)
+	if strings.TrimSpace(addr) == "" {
+		addr = defaultAddress
+	}
+	as := getenv("USER")
+	if strings.TrimSpace(as) == "" {
+		as = defaultActor
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.addresses, "address", addr,
+		"comma-separated master addresses HOST:PORT; tried in order, following leader hints (env "+envAddress+")")
+	pf.StringVarP(&g.output, "output", "o", outputTable, "output format: table|json")
+	pf.DurationVar(&g.timeout, "timeout", defaultTimeout, "deadline for the whole command, failover included")
+	pf.StringVar(&g.as, "as", as, "identity recorded as the job creator or actor ($USER when set)")
+
+	root.AddCommand(
+		newJobsCmd(g),
+		newCatalogsCmd(g),
+		newBackendsCmd(g),
+		newConfigCmd(g),
+		newOperatorCmd(g),
+	)
+	// Daemon commands. They inherit the persistent flags above: do not reuse
+	// the -o shorthand.
+	root.AddCommand(newServeCmd())
+	return root
+}
+
+// execute runs the CLI and returns the process exit code. It never calls
+// os.Exit, so tests can run it in-process.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	g := &globals{}
+	root := newRootCmd(g, getenv)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+
+	started := false
+	markRunStart(root, g, &started)
+
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	// Anything cobra rejects before a command runs (unknown flag or command,
+	// wrong argument count, a missing required flag) is a usage error.
+	var ue *usageError
+	if !started || errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "Error: %s\n", oneLine(err.Error()))
+		if cmd != nil {
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+		return exitUsage
+	}
+	code, line := describeError(err)
+	fmt.Fprintf(stderr, "Error: %s\n", line)
+	return code
+}
+
+// markRunStart wraps every runnable command so execute can tell usage
+// errors (raised by cobra before RunE) from failures of the command itself,
+// and validates the shared flags once, before any command body runs.
+func markRunStart(c *cobra.Command, g *globals, started *bool) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			*started = true
+			if err := g.validate(); err != nil {
+				return err
+			}
+			return run(cmd, args)
+		}
+	} else if run := c.Run; run != nil {
+		c.Run = nil
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			*started = true
+			run(cmd, args)
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markRunStart(sub, g, started)
+	}
+}
+
+func (g *globals) validate() error {
+	switch g.output {
+	case outputTable, outputJSON:
+	default:
+		return usagef("--output must be table or json, got %q", g.output)
+	}
+	if g.timeout <= 0 {
+		return usagef("--timeout must be positive, got %s", g.timeout)
+	}
+	return nil
+}
+
+// jsonOutput reports whether -o json was asked for.
+func (g *globals) jsonOutput() bool { return g.output == outputJSON }
+
+// actor is the --as identity, or nil to let the server use the client's.
+func (g *globals) actor() *string {
+	a := strings.TrimSpace(g.as)
+	if a == "" {
+		return nil
+	}
+	return &a
+}
+
+// groupCmd is a command that only holds subcommands: bare, it prints its
+// help; with an unknown subcommand it is a usage error (cobra would print
+// the help and exit 0).
+func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
+	c.AddCommand(subs...)
+	return c
+}

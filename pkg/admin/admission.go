@@ -1,0 +1,344 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// maxProperties bounds the property list of one request.
+const maxProperties = 32
+
+// admission is one create-index or drop-index request on its way through
+// DESIGN.md §5, cheapest check first.
+type admission struct {
+	catalogName, db, table, indexName, creator string
+	mutation                                   job.MutationType
+	ifNotExists, ifExists                      bool
+	column, indexType                          string
+	props                                      []job.Property
+}
+
+// CreateIndex admits CREATE or CREATE OR REPLACE.
+func (s *Server) CreateIndex(ctx context.Context, r *adminapi.TCreateIndexRequest) (*adminapi.TAdmitResponse, error) {
+	if r == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "missing request")
+	}
+	a := admission{
+		catalogName: r.Catalog, db: r.Db, table: r.Table, indexName: r.IndexName,
+		creator: r.GetCreator(), mutation: job.Create, ifNotExists: r.GetIfNotExists(),
+		column: r.Column, indexType: r.IndexType,
+	}
+	if r.GetReplace() {
+		a.mutation = job.Replace
+	}
+	if len(r.Properties) > maxProperties {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "%d properties given; at most %d are allowed", len(r.Properties), maxProperties)
+	}
+	for _, p := range r.Properties {
+		if p == nil {
+			return nil, adminError(adminapi.TErrorCode_INVALID, "a property is empty")
+		}
+		a.props = append(a.props, job.Property{Key: p.Key, Value: p.Value})
+	}
+	return s.admit(ctx, &a)
+}
+
+// DropIndex admits DROP INDEX.
+func (s *Server) DropIndex(ctx context.Context, r *adminapi.TDropIndexRequest) (*adminapi.TAdmitResponse, error) {
+	if r == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "missing request")
+	}
+	a := admission{
+		catalogName: r.Catalog, db: r.Db, table: r.Table, indexName: r.IndexName,
+		creator: r.GetCreator(), mutation: job.Drop, ifExists: r.GetIfExists(),
+	}
+	return s.admit(ctx, &a)
+}
+
+func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitResponse, error) {
+	st := s.d.Reader.State()
+	opts := st.Options()
+	// 1. The mutation gate (an operator kill switch; admission only).
+	if !opts.EnableMutation {
+		return nil, adminError(adminapi.TErrorCode_MUTATION_DISABLED,
+			"index mutations are disabled (%s=false)", config.OptEnableMutation)
+	}
+	// 2. Static validation.
+	rec, cat, err := s.validateStatic(st, a, opts)
+	if err != nil {
+		return nil, toAdminError(err)
+	}
+	// 3. One pinned snapshot of the dataset, through a backend.
+	snap, err := s.inspect(ctx, st, cat, rec.Locator)
+	if err != nil {
+		return nil, toAdminError(err)
+	}
+	// 4. IF-preflight.
+	noop, err := preflight(a, rec, snap)
+	if err != nil {
+		return nil, toAdminError(err)
+	}
+	if noop != "" {
+		return &adminapi.TAdmitResponse{Noop: true, Message: &noop}, nil
+	}
+	// 5. Schema contract v1 of the indexed column.
+	if a.mutation != job.Drop {
+		f, err := snap.FindColumn(a.column)
+		if err != nil {
+			return nil, toAdminError(err)
+		}
+		if rec.SchemaContract, err = job.SchemaContract(f, rec.IndexType); err != nil {
+			return nil, toAdminError(err)
+		}
+		rec.Column = f.Name
+	}
+	rec.AdmittedDatasetVersion = snap.Version
+	// 7. Quota limits positive (re-checked although set-time validation exists).
+	if err := checkQuotaLimits(st.OptionValues()); err != nil {
+		return nil, toAdminError(err)
+	}
+	// 8. Propose; the FSM checks fence and quotas and allocates the id.
+	resp, err := s.propose(ctx, raftfsm.CmdAdmit, &journal.TAdmitCommand{NowMs: s.nowMs(), Job: raftfsm.RecordToThrift(rec)})
+	if err != nil {
+		var ae *adminapi.TAdminError
+		if errors.As(err, &ae) && ae.Code == adminapi.TErrorCode_FENCE_CONFLICT {
+			ae.Message = fenceConflictMessage(rec.DisplayIndexName, ae.GetJobID())
+		}
+		return nil, err
+	}
+	id := resp.GetID()
+	msg := "job admitted"
+	s.d.Logger.Info("job admitted", zap.Int64("job_id", id), zap.String("mutation", rec.MutationType.String()),
+		zap.Int64("catalog_id", rec.CatalogID), zap.String("db", rec.DB), zap.String("table", rec.Table),
+		zap.String("index", rec.DisplayIndexName), zap.String("creator", rec.Creator))
+	return &adminapi.TAdmitResponse{JobID: &id, Message: &msg}, nil
+}
+
+func fenceConflictMessage(display string, jobID int64) string {
+	return "index " + quote(display) + " already has an unresolved job (job " + itoa(jobID) +
+		"); wait for it to finish, cancel it if it is PENDING, or force-release it if it is UNKNOWN (jobs resolve --force-release)"
+}
+
+// validateStatic runs §5 step 2 and builds the record to admit.
+func (s *Server) validateStatic(st *raftfsm.State, a *admission, opts config.Options) (*job.Record, *raftfsm.Catalog, error) {
+	if err := job.ValidatePathName("catalog", a.catalogName); err != nil {
+		return nil, nil, err
+	}
+	if err := job.ValidatePathName("db", a.db); err != nil {
+		return nil, nil, err
+	}
+	if err := job.ValidatePathName("table", a.table); err != nil {
+		return nil, nil, err
+	}
+	if err := job.ValidateIndexName(a.indexName); err != nil {
+		return nil, nil, err
+	}
+	creator := a.creator
+	if creator == "" {
+		creator = "operator"
+	}
+	if err := job.ValidateActor("creator", creator); err != nil {
+		return nil, nil, err
+	}
+	rec := &job.Record{
+		Creator: creator, DB: a.db, Table: a.table, Provider: job.ProviderDirectory,
+		DisplayIndexName: a.indexName, NormalizedIndexName: job.NormalizeIndexName(a.indexName),
+		MutationType: a.mutation, IfNotExists: a.ifNotExists, IfExists: a.ifExists,
+	}
+	if a.mutation == job.Drop {
+		if a.column != "" || a.indexType != "" || len(a.props) > 0 {
+			return nil, nil, job.Errorf(job.CodeInvalid, "DROP takes no column, type or properties")
+		}
+	} else {
+		if a.mutation == job.Replace && a.ifNotExists {
+			return nil, nil, job.Errorf(job.CodeInvalid, "CREATE OR REPLACE cannot be combined with IF NOT EXISTS")
+		}
+		if err := job.ValidateColumnName(a.column); err != nil {
+			return nil, nil, err
+		}
+		for _, p := range a.props {
+			if err := job.CheckBytes("property key", p.Key, job.MaxNameBytes); err != nil {
+				return nil, nil, err
+			}
+			if err := job.CheckBytes("property value", p.Value, job.MaxPropertiesBytes); err != nil {
+				return nil, nil, err
+			}
+		}
+		it, err := job.NormalizeIndexType(a.indexType)
+		if err != nil {
+			return nil, nil, err
+		}
+		pj, err := job.CanonicalProperties(it, a.props, job.Limits{
+			MaxNumPartitions: opts.MaxNumPartitions, MaxNumSubVectors: opts.MaxNumSubVectors})
+		if err != nil {
+			return nil, nil, err
+		}
+		rec.IndexType, rec.Column, rec.PropertiesJSON = it, a.column, pj
+	}
+	cat, ok := st.Catalog(a.catalogName)
+	if !ok {
+		return nil, nil, job.Errorf(job.CodeNotFound, "catalog %q does not exist", a.catalogName)
+	}
+	loc, err := job.DatasetLocator(cat.RootURI, a.db, a.table)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec.CatalogID, rec.Locator = cat.ID, loc
+	return rec, cat, nil
+}
+
+// preflight runs §5 step 4. It returns a non-empty no-op message when the
+// request is satisfied already (IF NOT EXISTS / IF EXISTS), with no job.
+func preflight(a *admission, rec *job.Record, snap *job.Snapshot) (string, error) {
+	existing, err := snap.FindIndex(a.indexName)
+	if err != nil {
+		return "", err
+	}
+	switch a.mutation {
+	case job.Create:
+		if existing == nil {
+			return "", nil
+		}
+		if !a.ifNotExists {
+			return "", job.Errorf(job.CodeAlreadyExists, "index %q already exists", existing.Name)
+		}
+		if sameDefinition(existing, rec) {
+			return "index " + quote(existing.Name) + " already exists with the same definition; no job", nil
+		}
+		return "", job.Errorf(job.CodeDefinitionMismatch, "index %q exists with a different definition", existing.Name)
+	case job.Drop:
+		if existing != nil {
+			return "", nil
+		}
+		if a.ifExists {
+			return "index " + quote(a.indexName) + " does not exist; no job", nil
+		}
+		return "", job.Errorf(job.CodeNotFound, "index %q does not exist", a.indexName)
+	}
+	return "", nil // REPLACE: exists or not
+}
+
+// sameDefinition compares an existing index with a requested one: type,
+// column and every property the request names. The backend may report more
+// parameters than were asked for (its defaults); those are not compared. When
+// the backend reports none, type and column decide.
+func sameDefinition(ix *job.IndexInfo, rec *job.Record) bool {
+	if !strings.EqualFold(ix.IndexType, rec.IndexType) || len(ix.Columns) != 1 || !strings.EqualFold(ix.Columns[0], rec.Column) {
+		return false
+	}
+	if ix.PropertiesJSON == "" {
+		return true
+	}
+	var have, want map[string]any
+	if json.Unmarshal([]byte(ix.PropertiesJSON), &have) != nil || json.Unmarshal([]byte(rec.PropertiesJSON), &want) != nil {
+		return false
+	}
+	for k, v := range want {
+		if fmt.Sprint(have[strings.ToLower(k)]) != fmt.Sprint(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func checkQuotaLimits(stored map[string]string) error {
+	for _, k := range []string{config.OptMaxUnresolvedPerTable, config.OptMaxUnresolvedPerCatalog, config.OptMaxUnresolvedGlobal} {
+		if v, ok := stored[k]; ok {
+			if _, err := config.ValidateOption(k, v); err != nil {
+				return job.Errorf(job.CodeInvalid, "quota option %s holds an invalid value; set it again", k)
+			}
+		}
+	}
+	return nil
+}
+
+// inspect takes the admission snapshot through a live backend (§5 step 3).
+// Backends are tried in id order, live ones first; only a transport failure
+// moves on to the next one, since a backend's answer about the dataset is the
+// answer. Storage credentials travel only inside the request.
+func (s *Server) inspect(ctx context.Context, st *raftfsm.State, cat *raftfsm.Catalog, locator string) (*job.Snapshot, error) {
+	backends := st.Backends()
+	if len(backends) == 0 {
+		return nil, job.Errorf(job.CodeUnavailable, "no backend is registered to inspect the dataset; add one with `backends add`")
+	}
+	if s.d.BackendView != nil {
+		live := backends[:0:0]
+		var rest []*raftfsm.Backend
+		for _, b := range backends {
+			if alive, _, known := s.d.BackendView(b.ID); known && alive {
+				live = append(live, b)
+			} else {
+				rest = append(rest, b)
+			}
+		}
+		backends = append(live, rest...)
+	}
+	opts, err := s.d.Credentials.Resolve(cat.CredentialsRef)
+	if err != nil {
+		// The error names the reference, never the content.
+		return nil, job.Errorf(job.CodeInvalid, "credentials of catalog %q cannot be read: %v", cat.Name, err)
+	}
+	var lastErr error
+	for _, b := range backends {
+		ictx, cancel := context.WithTimeout(ctx, s.d.InspectTimeout)
+		timeout := s.d.InspectTimeout.Milliseconds()
+		resp, err := s.d.Backends.Inspect(ictx, b.Address, &wire.TInspectDatasetRequest{
+			DatasetURI: locator, StorageOptions: opts, TimeoutMs: &timeout})
+		cancel()
+		if err != nil {
+			lastErr = err
+			s.d.Logger.Warn("inspect: backend unreachable", zap.Int64("backend_id", b.ID), zap.Error(err))
+			continue
+		}
+		return snapshotFromWire(b.ID, resp)
+	}
+	s.d.Logger.Warn("inspect: no backend answered", zap.Int("backends", len(backends)), zap.Error(lastErr))
+	return nil, job.Errorf(job.CodeUnavailable, "no backend could be reached to inspect the dataset (%d tried)", len(backends))
+}
+
+// snapshotFromWire checks and converts an inspect answer.
+func snapshotFromWire(backendID int64, r *wire.TInspectDatasetResponse) (*job.Snapshot, error) {
+	if r == nil || r.Status == nil {
+		return nil, job.Errorf(job.CodeInspectFailed, "backend %d answered inspect without a status", backendID)
+	}
+	if r.Status.StatusCode != wire.TStatusCode_OK {
+		msg := ""
+		if len(r.Status.ErrorMsgs) > 0 {
+			msg = ": " + job.TruncateMessage(r.Status.ErrorMsgs[0])
+		}
+		return nil, job.Errorf(job.CodeInspectFailed, "backend %d could not inspect the dataset (%s)%s", backendID, r.Status.StatusCode, msg)
+	}
+	if !r.IsSetDatasetVersion() || r.GetDatasetVersion() < 0 {
+		return nil, job.Errorf(job.CodeInspectFailed, "backend %d answered inspect without a dataset version", backendID)
+	}
+	snap := &job.Snapshot{Version: r.GetDatasetVersion()}
+	for _, f := range r.Fields {
+		if f == nil {
+			continue
+		}
+		snap.Fields = append(snap.Fields, job.Field{
+			ID: f.FieldID, Name: f.Name, Type: f.DataType, Nullable: f.Nullable,
+			ListDimension: f.GetListDimension(), ElementType: f.GetElementType(), ElementNullable: f.GetElementNullable(),
+		})
+	}
+	for _, ix := range r.Indexes {
+		if ix == nil {
+			continue
+		}
+		snap.Indexes = append(snap.Indexes, job.IndexInfo{
+			Name: ix.Name, IndexType: ix.IndexType, Columns: ix.Columns, PropertiesJSON: ix.GetPropertiesJSON()})
+	}
+	return snap, nil
+}

@@ -1,0 +1,91 @@
+package admin
+
+import (
+	"context"
+	"net"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// AddBackend registers a backend by HOST:PORT.
+func (s *Server) AddBackend(ctx context.Context, address string) (*adminapi.TBackend, error) {
+	if err := validateHostPort(address); err != nil {
+		return nil, err
+	}
+	resp, err := s.propose(ctx, raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: s.nowMs(), Address: address})
+	if err != nil {
+		return nil, err
+	}
+	s.d.Logger.Info("backend added", zap.Int64("backend_id", resp.GetID()), zap.String("address", address))
+	st := s.d.Reader.State()
+	b, ok := st.Backend(resp.GetID())
+	if !ok {
+		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "backend %d does not exist", resp.GetID())
+	}
+	return s.backendView(st, b), nil
+}
+
+// ListBackends lists backends by id with their held slots and, where the
+// leader has heard from them, liveness and epoch.
+func (s *Server) ListBackends(ctx context.Context) ([]*adminapi.TBackend, error) {
+	st := s.d.Reader.State()
+	out := []*adminapi.TBackend{}
+	for _, b := range st.Backends() {
+		out = append(out, s.backendView(st, b))
+	}
+	return out, nil
+}
+
+// RemoveBackend unregisters a backend by id or HOST:PORT. A backend holding
+// possible-live slots is BACKEND_IN_USE: its workers may still run.
+func (s *Server) RemoveBackend(ctx context.Context, ref string) error {
+	st := s.d.Reader.State()
+	var id int64
+	if n, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		id = n
+	} else if b, ok := st.BackendByAddress(ref); ok {
+		id = b.ID
+	} else {
+		if len(ref) > 300 {
+			ref = ref[:300]
+		}
+		return adminError(adminapi.TErrorCode_NOT_FOUND, "backend %q is not registered", ref)
+	}
+	if _, err := s.propose(ctx, raftfsm.CmdRemoveBackend, &journal.TRemoveBackendCommand{NowMs: s.nowMs(), BackendID: id}); err != nil {
+		return err
+	}
+	s.d.Logger.Info("backend removed", zap.Int64("backend_id", id))
+	return nil
+}
+
+func (s *Server) backendView(st *raftfsm.State, b *raftfsm.Backend) *adminapi.TBackend {
+	held := int32(st.HeldSlots(b.ID))
+	at := b.AddTimeMs
+	v := &adminapi.TBackend{BackendID: b.ID, Address: b.Address, AddTimeMs: &at, HeldSlots: &held}
+	if s.d.BackendView != nil {
+		if alive, epoch, known := s.d.BackendView(b.ID); known {
+			v.Alive, v.ProcessEpoch = &alive, &epoch
+		}
+	}
+	return v
+}
+
+func validateHostPort(addr string) error {
+	if len(addr) > 300 {
+		return adminError(adminapi.TErrorCode_INVALID, "backend address is %d bytes; at most 300 are allowed", len(addr))
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return adminError(adminapi.TErrorCode_INVALID, "backend address must be HOST:PORT")
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return adminError(adminapi.TErrorCode_INVALID, "backend port must be between 1 and 65535")
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package admin
+
+import (
+	"context"
+	"net/url"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// Refresh kinds a catalog may name (the refresh driver, next issue).
+const (
+	RefreshNone    = "none"
+	RefreshWebhook = "webhook"
+)
+
+// CreateCatalog registers a catalog.
+func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*adminapi.TCatalog, error) {
+	if c == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "missing catalog")
+	}
+	rec := &journal.TCatalogRecord{Name: c.Name}
+	if err := job.ValidatePathName("catalog", c.Name); err != nil {
+		return nil, toAdminError(err)
+	}
+	provider := strings.ToUpper(c.GetProvider())
+	if provider == "" {
+		provider = job.ProviderDirectory
+	}
+	if provider != job.ProviderDirectory {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "provider %q is not supported (want DIRECTORY)", c.GetProvider())
+	}
+	rec.Provider = &provider
+	if !c.IsSetRootURI() {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "a catalog needs a root URI (--root)")
+	}
+	if err := applyCatalogFields(rec, c.RootURI, c.CredentialsRef, c.RefreshKind, c.RefreshURL); err != nil {
+		return nil, toAdminError(err)
+	}
+	if rec.RefreshKind == nil {
+		k := RefreshNone
+		rec.RefreshKind = &k
+	}
+	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec})
+	if err != nil {
+		return nil, err
+	}
+	s.d.Logger.Info("catalog created", zap.Int64("catalog_id", resp.GetID()), zap.String("catalog", c.Name))
+	return s.catalogView(c.Name)
+}
+
+// UpdateCatalog changes the fields that are set. Changing the root while an
+// unresolved job targets the catalog is CATALOG_IN_USE; rotating credentials
+// is always allowed.
+func (s *Server) UpdateCatalog(ctx context.Context, r *adminapi.TUpdateCatalogRequest) (*adminapi.TCatalog, error) {
+	if r == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "missing request")
+	}
+	if err := job.CheckBytes("catalog", r.Name, job.MaxNameBytes); err != nil {
+		return nil, toAdminError(err)
+	}
+	rec := &journal.TCatalogRecord{Name: r.Name}
+	if err := applyCatalogFields(rec, r.RootURI, r.CredentialsRef, r.RefreshKind, r.RefreshURL); err != nil {
+		return nil, toAdminError(err)
+	}
+	if _, err := s.propose(ctx, raftfsm.CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec}); err != nil {
+		return nil, err
+	}
+	s.d.Logger.Info("catalog updated", zap.String("catalog", r.Name))
+	return s.catalogView(r.Name)
+}
+
+// applyCatalogFields validates and copies the optional fields that are set.
+func applyCatalogFields(rec *journal.TCatalogRecord, root, creds, kind, hook *string) error {
+	if root != nil {
+		loc, err := job.NormalizeLocator(*root)
+		if err != nil {
+			return err
+		}
+		rec.RootURI = &loc
+	}
+	if creds != nil && *creds != "" {
+		if err := job.ValidatePathName("credentials reference", *creds); err != nil {
+			return err
+		}
+		rec.CredentialsRef = creds
+	} else if creds != nil {
+		empty := ""
+		rec.CredentialsRef = &empty
+	}
+	if kind != nil {
+		k := strings.ToLower(strings.TrimSpace(*kind))
+		if k != RefreshNone && k != RefreshWebhook {
+			return job.Errorf(job.CodeInvalid, "refresh kind must be none or webhook")
+		}
+		rec.RefreshKind = &k
+	}
+	if hook != nil {
+		if err := job.CheckBytes("refresh URL", *hook, job.MaxURIBytes); err != nil {
+			return err
+		}
+		if *hook != "" {
+			u, err := url.Parse(*hook)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return job.Errorf(job.CodeInvalid, "refresh URL must be an http or https URL")
+			}
+			if u.User != nil {
+				return job.Errorf(job.CodeInvalid, "refresh URL may not carry user information")
+			}
+		}
+		rec.RefreshURL = hook
+	}
+	if rec.RefreshKind != nil && *rec.RefreshKind == RefreshWebhook && rec.GetRefreshURL() == "" {
+		return job.Errorf(job.CodeInvalid, "a webhook refresh needs --refresh-url")
+	}
+	return nil
+}
+
+// ListCatalogs lists catalogs by id.
+func (s *Server) ListCatalogs(ctx context.Context) ([]*adminapi.TCatalog, error) {
+	st := s.d.Reader.State()
+	out := []*adminapi.TCatalog{}
+	for _, c := range st.Catalogs() {
+		out = append(out, catalogToView(st, c))
+	}
+	return out, nil
+}
+
+// RemoveCatalog removes a catalog no unresolved job targets.
+func (s *Server) RemoveCatalog(ctx context.Context, name string) error {
+	if err := job.CheckBytes("catalog", name, job.MaxNameBytes); err != nil {
+		return toAdminError(err)
+	}
+	if _, err := s.propose(ctx, raftfsm.CmdRemoveCatalog, &journal.TRemoveCatalogCommand{NowMs: s.nowMs(), Name: name}); err != nil {
+		return err
+	}
+	s.d.Logger.Info("catalog removed", zap.String("catalog", name))
+	return nil
+}
+
+func (s *Server) catalogView(name string) (*adminapi.TCatalog, error) {
+	st := s.d.Reader.State()
+	c, ok := st.Catalog(name)
+	if !ok {
+		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "catalog %q does not exist", name)
+	}
+	return catalogToView(st, c), nil
+}
+
+func catalogToView(st *raftfsm.State, c *raftfsm.Catalog) *adminapi.TCatalog {
+	id, n := c.ID, int32(st.UnresolvedInCatalog(c.ID))
+	provider, root, creds, kind, hook := c.Provider, c.RootURI, c.CredentialsRef, c.RefreshKind, c.RefreshURL
+	ct, ut := c.CreateTimeMs, c.UpdateTimeMs
+	return &adminapi.TCatalog{CatalogID: &id, Name: c.Name, Provider: &provider, RootURI: &root,
+		CredentialsRef: &creds, RefreshKind: &kind, RefreshURL: &hook, CreateTimeMs: &ct, UpdateTimeMs: &ut, UnresolvedJobs: &n}
+}

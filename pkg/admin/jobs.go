@@ -1,0 +1,230 @@
+package admin
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000 // a page must fit one 512 KiB frame (a view is ~0.5 KiB)
+	// ForceReleaseWarning is journaled with every force-release (DESIGN.md §9).
+	ForceReleaseWarning = "force-released: the old worker may still be running and may still overwrite, remove or reintroduce the index"
+	// refreshStatePrefix selects a refresh state in `jobs list --state`.
+	refreshStatePrefix = "refresh:"
+)
+
+// ListJobs lists jobs in id order, filtered and paged.
+func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*adminapi.TListJobsResponse, error) {
+	if r == nil {
+		r = &adminapi.TListJobsRequest{}
+	}
+	st, err := s.readState(ctx, r.GetConsistent())
+	if err != nil {
+		return nil, err
+	}
+	limit := int(r.GetLimit())
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	if limit > maxListLimit {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "limit %d is above %d", limit, maxListLimit)
+	}
+	f := raftfsm.JobFilter{DB: r.GetDb(), Table: r.GetTable()}
+	for _, field := range []struct{ name, v string }{{"catalog", r.GetCatalog()}, {"db", r.GetDb()}, {"table", r.GetTable()}, {"state", r.GetState()}} {
+		if err := job.CheckBytes(field.name, field.v, job.MaxNameBytes); err != nil {
+			return nil, toAdminError(err)
+		}
+	}
+	if name := r.GetCatalog(); name != "" {
+		cat, ok := st.Catalog(name)
+		if !ok {
+			return &adminapi.TListJobsResponse{Jobs: []*adminapi.TJobView{}}, nil
+		}
+		f.CatalogID = cat.ID
+	}
+	if state := r.GetState(); state != "" {
+		if err := parseStateFilter(state, &f); err != nil {
+			return nil, toAdminError(err)
+		}
+	}
+	recs, more := st.ListJobs(f, r.GetAfterJobID(), limit)
+	out := &adminapi.TListJobsResponse{Jobs: make([]*adminapi.TJobView, 0, len(recs))}
+	for _, rec := range recs {
+		out.Jobs = append(out.Jobs, view(st, rec))
+	}
+	if more && len(recs) > 0 {
+		next := recs[len(recs)-1].JobID
+		out.NextAfterJobID = &next
+	}
+	return out, nil
+}
+
+// parseStateFilter reads a mutation state name, or "refresh:NAME" (a refresh
+// state; RUNNING exists in both machines). A name that is only a refresh
+// state (REQUIRED, DONE, FAILED, NOT_REQUIRED) needs no prefix.
+func parseStateFilter(v string, f *raftfsm.JobFilter) error {
+	u := strings.ToUpper(strings.TrimSpace(v))
+	if strings.HasPrefix(u, strings.ToUpper(refreshStatePrefix)) {
+		rs, ok := job.ParseRefreshState(strings.TrimPrefix(u, strings.ToUpper(refreshStatePrefix)))
+		if !ok {
+			return job.Errorf(job.CodeInvalid, "unknown refresh state %q", v)
+		}
+		f.RefreshState = rs
+		return nil
+	}
+	if ms, ok := job.ParseMutationState(u); ok {
+		f.MutationState = ms
+		return nil
+	}
+	if rs, ok := job.ParseRefreshState(u); ok {
+		f.RefreshState = rs
+		return nil
+	}
+	return job.Errorf(job.CodeInvalid, "unknown state %q (mutation: PENDING RUNNING COMMITTED NOT_COMMITTED UNKNOWN CANCELLED; refresh: refresh:NOT_REQUIRED|REQUIRED|RUNNING|DONE|FAILED)", v)
+}
+
+// ShowJob returns one job.
+func (s *Server) ShowJob(ctx context.Context, id int64, consistent bool) (*adminapi.TJobView, error) {
+	st, err := s.readState(ctx, consistent)
+	if err != nil {
+		return nil, err
+	}
+	rec, ok := st.Job(id)
+	if !ok {
+		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "job %d does not exist", id)
+	}
+	return view(st, rec), nil
+}
+
+// ResolveJob force-releases an UNKNOWN job (DESIGN.md §9). Retrying an
+// already released job succeeds without a new entry.
+func (s *Server) ResolveJob(ctx context.Context, r *adminapi.TResolveRequest) (*adminapi.TResolveResponse, error) {
+	if r == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "missing request")
+	}
+	if !r.ForceRelease {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "resolve needs --force-release: it is the only resolution of an UNKNOWN job")
+	}
+	if strings.TrimSpace(r.Comment) == "" {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "a comment is required: say why the job may be released")
+	}
+	if err := job.CheckBytes("comment", r.Comment, job.MaxNoteBytes); err != nil {
+		return nil, toAdminError(err)
+	}
+	actor := actorOr(r.GetActor())
+	if err := job.ValidateActor("actor", actor); err != nil {
+		return nil, toAdminError(err)
+	}
+	rec, ok := s.d.Reader.State().Job(r.JobID)
+	if !ok {
+		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "job %d does not exist", r.JobID)
+	}
+	if rec.ForceReleased {
+		return &adminapi.TResolveResponse{Job: view(s.d.Reader.State(), rec), AlreadyReleased: true}, nil
+	}
+	if rec.MutationState != job.Unknown {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "job %d is %s; only UNKNOWN jobs can be force-released", r.JobID, rec.MutationState)
+	}
+	resp, err := s.propose(ctx, raftfsm.CmdForceRelease, &journal.TForceReleaseCommand{
+		NowMs: s.nowMs(), JobID: r.JobID, Actor: actor, Note: r.Comment, Warning: ForceReleaseWarning,
+	}, journal.TApplyCode_NOOP)
+	if err != nil {
+		return nil, err
+	}
+	s.d.Logger.Warn("job force-released", zap.Int64("job_id", r.JobID), zap.String("actor", actor))
+	st := s.d.Reader.State()
+	rec, _ = st.Job(r.JobID)
+	if rec == nil {
+		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "job %d does not exist", r.JobID)
+	}
+	return &adminapi.TResolveResponse{Job: view(st, rec), AlreadyReleased: resp.Code == journal.TApplyCode_NOOP}, nil
+}
+
+// CancelJob cancels a PENDING job: it releases fence and quota.
+func (s *Server) CancelJob(ctx context.Context, r *adminapi.TCancelRequest) (*adminapi.TJobView, error) {
+	if r == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "missing request")
+	}
+	actor := actorOr(r.GetActor())
+	if err := job.ValidateActor("actor", actor); err != nil {
+		return nil, toAdminError(err)
+	}
+	if _, err := s.propose(ctx, raftfsm.CmdCancel, &journal.TCancelCommand{NowMs: s.nowMs(), JobID: r.JobID, Actor: actor},
+		journal.TApplyCode_NOOP); err != nil {
+		return nil, err
+	}
+	st := s.d.Reader.State()
+	rec, ok := st.Job(r.JobID)
+	if !ok {
+		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "job %d does not exist", r.JobID)
+	}
+	return view(st, rec), nil
+}
+
+func actorOr(a string) string {
+	if a == "" {
+		return "operator"
+	}
+	return a
+}
+
+// view is what an operator sees of a job: never the locator or the secret.
+func view(st *raftfsm.State, r *job.Record) *adminapi.TJobView {
+	v := &adminapi.TJobView{JobID: r.JobID}
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	i64 := func(x int64) *int64 {
+		if x == 0 {
+			return nil
+		}
+		return &x
+	}
+	b := func(x bool) *bool { return &x }
+	v.Creator, v.Rev, v.CreateTimeMs, v.UpdateTimeMs = str(r.Creator), &r.Rev, i64(r.CreateTimeMs), i64(r.UpdateTimeMs)
+	v.CatalogID, v.Db, v.Table = i64(r.CatalogID), str(r.DB), str(r.Table)
+	if c, ok := st.CatalogByID(r.CatalogID); ok {
+		v.Catalog = str(c.Name)
+	}
+	v.IndexName, v.MutationType = str(r.DisplayIndexName), str(r.MutationType.String())
+	v.IfNotExists, v.IfExists = b(r.IfNotExists), b(r.IfExists)
+	v.IndexType, v.Column, v.PropertiesJSON = str(r.IndexType), str(r.Column), str(r.PropertiesJSON)
+	v.AdmittedDatasetVersion = &r.AdmittedDatasetVersion
+	v.MutationState, v.RefreshState = str(r.MutationState.String()), str(r.RefreshState.String())
+	if r.Result.Code != 0 {
+		v.ResultCode = str(r.Result.Code.String())
+		v.CompletionReason = str(r.Result.Reason.String())
+		v.ResultMessage = str(r.Result.Message)
+		v.ExternalMetadataAdvanced = b(r.Result.ExternalMetadataAdvanced)
+	}
+	if r.InvocationID != "" {
+		v.BackendID, v.ProcessEpoch, v.DispatchRevision = &r.BackendID, &r.ProcessEpoch, &r.DispatchRevision
+		v.InvocationID, v.DeadlineMs, v.LeaderTerm = str(r.InvocationID), &r.DeadlineMs, &r.LeaderTerm
+	}
+	v.HoldsSlot = b(r.HoldsPossibleLiveSlot())
+	v.TerminationProof = str(r.TerminationProof.String())
+	v.ForceReleased = b(r.ForceReleased)
+	if r.ForceReleased {
+		v.ForceActor, v.ForceTimeMs, v.ForceNote, v.ForceWarning = str(r.ForceActor), i64(r.ForceTimeMs), str(r.ForceNote), str(r.ForceWarning)
+	}
+	v.RefreshFailureTimeMs = i64(r.RefreshFailureTimeMs)
+	v.Unresolved = b(r.Unresolved())
+	v.Provider = str(r.Provider)
+	v.CancelActor = str(r.CancelActor)
+	return v
+}
+
+func quote(s string) string { return strconv.Quote(s) }
+func itoa(i int64) string   { return strconv.FormatInt(i, 10) }

@@ -1,0 +1,71 @@
+package admin
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// ListPeers lists the raft configuration as this master sees it.
+func (s *Server) ListPeers(ctx context.Context) (*adminapi.TRaftPeersResponse, error) {
+	peers, err := s.d.Cluster.Peers()
+	if err != nil {
+		return nil, s.internal("list peers", err)
+	}
+	out := &adminapi.TRaftPeersResponse{Peers: []*adminapi.TRaftPeer{}}
+	for _, p := range peers {
+		p := p
+		tp := &adminapi.TRaftPeer{ID: p.ID, RaftAddress: p.RaftAddress, IsLeader: &p.IsLeader}
+		if p.RPCAddress != "" {
+			tp.RPCAddress = &p.RPCAddress
+		}
+		if p.Suffrage != "" {
+			tp.Suffrage = &p.Suffrage
+		}
+		out.Peers = append(out.Peers, tp)
+	}
+	if id, _ := s.d.Cluster.Leader(); id != "" {
+		out.LeaderID = &id
+	}
+	term, commit, applied := s.d.Cluster.RaftStats()
+	t, c, a := int64(term), int64(commit), int64(applied)
+	out.Term, out.CommitIndex, out.AppliedIndex = &t, &c, &a
+	return out, nil
+}
+
+// TransferLeader hands leadership to target ("" = any voter); it must run on
+// the leader.
+func (s *Server) TransferLeader(ctx context.Context, target string) (string, error) {
+	if err := s.requireLeader(); err != nil {
+		return "", err
+	}
+	if len(target) > 256 {
+		return "", adminError(adminapi.TErrorCode_INVALID, "target id is too long")
+	}
+	if target != "" {
+		peers, err := s.d.Cluster.Peers()
+		if err != nil {
+			return "", s.internal("list peers", err)
+		}
+		found := false
+		for _, p := range peers {
+			found = found || p.ID == target
+		}
+		if !found {
+			return "", adminError(adminapi.TErrorCode_NOT_FOUND, "no peer %q in the raft configuration", target)
+		}
+	}
+	leader, err := s.d.Cluster.TransferLeadership(ctx, target)
+	if err != nil {
+		if errors.Is(err, raftfsm.ErrNotLeader) {
+			return "", s.notLeader()
+		}
+		return "", s.internal("leadership transfer", err)
+	}
+	s.d.Logger.Info("leadership transferred", zap.String("new_leader", leader))
+	return leader, nil
+}

@@ -1,0 +1,58 @@
+package admin
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// GetOption returns one cluster-wide option.
+func (s *Server) GetOption(ctx context.Context, key string) (*adminapi.TOption, error) {
+	spec, ok := config.LookupOption(key)
+	if !ok {
+		return nil, toAdminError(unknownOption(key))
+	}
+	return optionView(spec, s.d.Reader.State().OptionValues()), nil
+}
+
+// SetOption validates and sets a cluster-wide option.
+func (s *Server) SetOption(ctx context.Context, key, value string) (*adminapi.TOption, error) {
+	canon, err := config.ValidateOption(key, value)
+	if err != nil {
+		return nil, toAdminError(err)
+	}
+	if _, err := s.propose(ctx, raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: s.nowMs(), Key: key, Value: canon}); err != nil {
+		return nil, err
+	}
+	s.d.Logger.Info("option set", zap.String("key", key), zap.String("value", canon))
+	return s.GetOption(ctx, key)
+}
+
+// ListOptions lists every option, sorted by key.
+func (s *Server) ListOptions(ctx context.Context) ([]*adminapi.TOption, error) {
+	stored := s.d.Reader.State().OptionValues()
+	out := []*adminapi.TOption{}
+	for _, spec := range config.OptionSpecs() {
+		out = append(out, optionView(spec, stored))
+	}
+	return out, nil
+}
+
+func unknownOption(key string) error {
+	_, err := config.ValidateOption(key, "")
+	return err
+}
+
+func optionView(spec config.OptionSpec, stored map[string]string) *adminapi.TOption {
+	v, set := stored[spec.Key]
+	if !set {
+		v = spec.Default
+	}
+	desc := spec.Description
+	return &adminapi.TOption{Key: spec.Key, Value: v, DefaultValue: spec.Default, IsDefault: !set || v == spec.Default, Description: &desc}
+}

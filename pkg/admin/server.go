@@ -1,0 +1,228 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/apache/thrift/lib/go/thrift"
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+// Cluster is what the admin API needs from the raft node beyond proposing.
+// Implemented by pkg/cluster's Node (through a small adapter in cmd); safe for
+// concurrent use.
+type Cluster interface {
+	// Leader returns the current leader's id and RPC address ("" when unknown).
+	Leader() (id, rpcAddr string)
+	// ConsistentRead returns once this node, as the leader, has applied every
+	// committed entry; raftfsm.ErrNotLeader on a follower.
+	ConsistentRead(ctx context.Context) error
+	// ApplyLocal proposes on this node, which must be the leader.
+	ApplyLocal(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error)
+	// Peers lists the raft configuration.
+	Peers() ([]Peer, error)
+	// TransferLeadership hands leadership to target ("" = any voter) and
+	// returns the new leader's id.
+	TransferLeadership(ctx context.Context, targetID string) (string, error)
+	// RaftStats returns the current term, commit index and applied index.
+	RaftStats() (term, commitIndex, appliedIndex uint64)
+}
+
+// Peer is one member of the raft configuration.
+type Peer struct {
+	ID, RaftAddress, RPCAddress, Suffrage string
+	IsLeader                              bool
+}
+
+// ReportHandler handles the backends' reports (DESIGN.md §9). The dispatcher
+// issue provides it; until then reports are answered NOT_IMPLEMENTED_ERROR.
+type ReportHandler interface {
+	HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport) *wire.TStatus
+	HandleTermination(ctx context.Context, r *wire.TLanceIndexJobTerminationReport) *wire.TStatus
+}
+
+// BackendView is the leader-local view of a backend's liveness (heartbeats,
+// the dispatcher issue). known is false when nothing has been heard yet.
+type BackendView func(backendID int64) (alive bool, epoch int64, known bool)
+
+// Deps are the Server's collaborators. Proposer, Reader, Cluster, Backends
+// and Credentials are required.
+type Deps struct {
+	Proposer    raftfsm.Proposer
+	Reader      raftfsm.Reader
+	Cluster     Cluster
+	Backends    rpc.BackendClient
+	Credentials config.CredentialSource
+	Reports     ReportHandler // optional
+	BackendView BackendView   // optional
+	Clock       func() time.Time
+	Logger      *zap.Logger
+	// InspectTimeout bounds one inspect_lance_dataset call (default 30 s).
+	InspectTimeout time.Duration
+	// NodeID names this master in logs and as the default actor.
+	NodeID string
+}
+
+// Server implements adminapi.LanceMasterService.
+type Server struct {
+	d Deps
+}
+
+var _ adminapi.LanceMasterService = (*Server)(nil)
+
+// New returns a Server. It panics on a missing required dependency: that is
+// a wiring bug, found at start-up.
+func New(d Deps) *Server {
+	if d.Proposer == nil || d.Reader == nil || d.Cluster == nil || d.Backends == nil || d.Credentials == nil {
+		panic("admin.New: Proposer, Reader, Cluster, Backends and Credentials are required")
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = zap.NewNop()
+	}
+	if d.InspectTimeout <= 0 {
+		d.InspectTimeout = 30 * time.Second
+	}
+	return &Server{d: d}
+}
+
+// Processor returns the Thrift processor for this server.
+func (s *Server) Processor() thrift.TProcessor { return adminapi.NewLanceMasterServiceProcessor(s) }
+
+func (s *Server) nowMs() int64 { return s.d.Clock().UnixMilli() }
+
+// requireLeader answers NOT_LEADER with the leader's address on a follower.
+func (s *Server) requireLeader() error {
+	if s.d.Proposer.IsLeader() {
+		return nil
+	}
+	return s.notLeader()
+}
+
+func (s *Server) notLeader() *adminapi.TAdminError {
+	e := adminError(adminapi.TErrorCode_NOT_LEADER, "this master is not the leader")
+	if _, addr := s.d.Cluster.Leader(); addr != "" {
+		e.LeaderAddress = &addr
+		e.Message += "; the leader is at " + addr
+	} else {
+		e.Message += " and no leader is known; retry shortly"
+	}
+	return e
+}
+
+// readState returns the state to read from: local, or after a consistent-read
+// barrier on the leader when consistent is set.
+func (s *Server) readState(ctx context.Context, consistent bool) (*raftfsm.State, error) {
+	if consistent {
+		if err := s.d.Cluster.ConsistentRead(ctx); err != nil {
+			if errors.Is(err, raftfsm.ErrNotLeader) {
+				return nil, s.notLeader()
+			}
+			return nil, s.internal("consistent read", err)
+		}
+	}
+	return s.d.Reader.State(), nil
+}
+
+// propose encodes and proposes a command; a non-OK response becomes a typed
+// error unless it is one of the codes in accept.
+func (s *Server) propose(ctx context.Context, t raftfsm.CommandType, cmd thrift.TStruct, accept ...journal.TApplyCode) (*journal.TApplyResponse, error) {
+	data, err := raftfsm.Encode(t, cmd)
+	if err != nil {
+		return nil, s.internal("encode command", err)
+	}
+	resp, err := s.d.Proposer.Propose(ctx, data)
+	if err != nil {
+		if errors.Is(err, raftfsm.ErrNotLeader) {
+			return nil, s.notLeader()
+		}
+		s.d.Logger.Warn("propose failed", zap.Uint8("command", uint8(t)), zap.Error(err))
+		return nil, toAdminError(err)
+	}
+	// Read-your-writes: a forwarded command is applied here a moment later.
+	if err := s.waitApplied(ctx, resp.GetIndex()); err != nil {
+		return nil, err
+	}
+	if resp.Code == journal.TApplyCode_OK {
+		return resp, nil
+	}
+	for _, c := range accept {
+		if resp.Code == c {
+			return resp, nil
+		}
+	}
+	return nil, applyError(resp)
+}
+
+// waitApplied waits until the local replica has applied index, so that a
+// write's result can be read back here. Polling is bounded by ctx; on a
+// leader or an up-to-date follower it returns at once.
+func (s *Server) waitApplied(ctx context.Context, index int64) error {
+	if index <= 0 {
+		return nil
+	}
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for s.d.Reader.State().AppliedIndex() < uint64(index) {
+		select {
+		case <-ctx.Done():
+			return adminError(adminapi.TErrorCode_TIMEOUT, "the change was committed but this master has not applied it yet; read it again shortly")
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// internal logs err (which never carries request secrets) and answers INTERNAL.
+func (s *Server) internal(what string, err error) error {
+	s.d.Logger.Error("admin: "+what, zap.Error(err))
+	return adminError(adminapi.TErrorCode_INTERNAL, "internal error: %s failed; see the master's log", what)
+}
+
+// ForwardApply is the leader side of propose-or-forward: a follower's encoded
+// command is proposed here and the encoded response returned.
+func (s *Server) ForwardApply(ctx context.Context, command []byte) ([]byte, error) {
+	resp, err := s.d.Cluster.ApplyLocal(ctx, command)
+	if err != nil {
+		if errors.Is(err, raftfsm.ErrNotLeader) {
+			return nil, s.notLeader()
+		}
+		return nil, toAdminError(err)
+	}
+	out, err := raftfsm.EncodeResponse(resp)
+	if err != nil {
+		return nil, s.internal("encode response", err)
+	}
+	return out, nil
+}
+
+// ReportLanceIndexJobResult_ delegates to the ReportHandler.
+func (s *Server) ReportLanceIndexJobResult_(ctx context.Context, r *wire.TLanceIndexJobReport) (*wire.TStatus, error) {
+	if s.d.Reports == nil || r == nil {
+		return notImplemented(), nil
+	}
+	return s.d.Reports.HandleResult(ctx, r), nil
+}
+
+// ReportLanceIndexJobTermination delegates to the ReportHandler.
+func (s *Server) ReportLanceIndexJobTermination(ctx context.Context, r *wire.TLanceIndexJobTerminationReport) (*wire.TStatus, error) {
+	if s.d.Reports == nil || r == nil {
+		return notImplemented(), nil
+	}
+	return s.d.Reports.HandleTermination(ctx, r), nil
+}
+
+func notImplemented() *wire.TStatus {
+	return &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR,
+		ErrorMsgs: []string{"report handling is not enabled on this master"}}
+}

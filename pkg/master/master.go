@@ -1,0 +1,178 @@
+// Package master assembles one `lancemaster serve` process: the journal FSM,
+// the raft node, the admin/report Thrift service and the propose-or-forward
+// client, from a validated node configuration. cmd/lancemaster's serve
+// command and the multi-master tests both start masters through it.
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/admin"
+	"github.com/lancemaster/lancemaster/pkg/cluster"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+// Options are what a master is built from. Node is required and must have
+// passed Validate.
+type Options struct {
+	Node   *config.Node
+	Logger *zap.Logger
+	// RPC configures the Thrift listener and every client; zero = rpc.DefaultConfig().
+	RPC rpc.Config
+	// Backends is the seam to the backends; nil = real Thrift clients.
+	Backends rpc.BackendClient
+	// Credentials resolves catalogs' credentials references; nil = files
+	// under Node.SecretsDir.
+	Credentials config.CredentialSource
+	// Clock stamps commands; nil = time.Now.
+	Clock func() time.Time
+}
+
+// Master is one running master. Its methods are safe for concurrent use.
+type Master struct {
+	log    *zap.Logger
+	fsm    *raftfsm.FSM
+	node   *cluster.Node
+	server *rpc.Server
+	admin  *admin.Server
+}
+
+// Start builds and starts a master: raft first (so a forwarded write can be
+// applied as soon as the listener accepts it), then the Thrift listener.
+func Start(ctx context.Context, o Options) (*Master, error) {
+	if o.Node == nil {
+		return nil, errors.New("master: no node configuration")
+	}
+	n := o.Node
+	log := o.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(zap.String("node_id", n.NodeID))
+	rcfg := o.RPC
+	if rcfg == (rpc.Config{}) {
+		rcfg = rpc.DefaultConfig()
+	}
+	backends := o.Backends
+	if backends == nil {
+		backends = rpc.NewThriftBackendClient(rcfg)
+	}
+	creds := o.Credentials
+	if creds == nil {
+		creds = config.DirCredentials{Dir: n.SecretsDir}
+	}
+
+	fsm := raftfsm.New(log.Named("fsm"))
+	peers := make([]cluster.Peer, 0, len(n.Peers))
+	for _, p := range n.Peers {
+		peers = append(peers, cluster.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress})
+	}
+	t := n.RaftTimeouts()
+	node, err := cluster.New(cluster.Config{
+		NodeID: n.NodeID, RaftBind: n.RaftBind, RaftAdvertise: n.RaftAdvertise, DataDir: n.DataDir, Peers: peers,
+		Timeouts: cluster.Timeouts{Heartbeat: t.Heartbeat, Election: t.Election, LeaderLease: t.LeaderLease,
+			Commit: cluster.DefaultTimeouts().Commit},
+		SnapshotThreshold: n.SnapshotThreshold, TrailingLogs: n.TrailingLogs, SnapshotInterval: n.SnapshotInterval,
+		Logger: log.Named("cluster"),
+	}, fsm, forwarder{rpc.NewMasterClient(nil, rcfg, log.Named("forward"))})
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	if err := node.Start(ctx); err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	adm := admin.New(admin.Deps{
+		Proposer: node, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
+		Clock: o.Clock, Logger: log.Named("admin"), NodeID: n.NodeID,
+	})
+	server, err := rpc.NewServer(n.RPCBind, adm.Processor(), rcfg, log.Named("rpc"))
+	if err == nil {
+		err = server.Serve()
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("master: rpc listener: %w", err), node.Shutdown(false))
+	}
+	log.Info("master serving", zap.String("rpc", server.Addr().String()), zap.String("raft", n.RaftAdvertise))
+	return &Master{log: log, fsm: fsm, node: node, server: server, admin: adm}, nil
+}
+
+// Close stops the master. With transfer, a leader first hands leadership to
+// another master (DESIGN.md §8: SIGTERM), so writes pause for a few
+// milliseconds instead of an election timeout.
+func (m *Master) Close(transfer bool) error {
+	err := m.node.Shutdown(transfer)
+	return errors.Join(err, m.server.Close())
+}
+
+// Node is the raft node.
+func (m *Master) Node() *cluster.Node { return m.node }
+
+// FSM is the journal replica.
+func (m *Master) FSM() *raftfsm.FSM { return m.fsm }
+
+// RPCAddr is the Thrift listener's address.
+func (m *Master) RPCAddr() string { return m.server.Addr().String() }
+
+// forwarder carries a follower's command to the leader's forwardApply and
+// classifies failures the way cluster.Forwarder's contract asks.
+type forwarder struct{ mc *rpc.MasterClient }
+
+func (f forwarder) ForwardApply(ctx context.Context, addr string, cmd []byte) ([]byte, error) {
+	out, err := f.mc.ForwardApply(ctx, addr, cmd)
+	if err == nil {
+		return out, nil
+	}
+	var ae *adminapi.TAdminError
+	switch {
+	case errors.As(err, &ae) && ae.GetCode() == adminapi.TErrorCode_NOT_LEADER:
+		return nil, fmt.Errorf("forward to %s: %w", addr, raftfsm.ErrNotLeader)
+	case rpc.NotSent(err):
+		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrNotApplied, err)
+	}
+	return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrFateUnknown, err)
+}
+
+// clusterAdapter gives the admin API its view of the raft node.
+type clusterAdapter struct{ n *cluster.Node }
+
+func (c clusterAdapter) Leader() (string, string)                 { return c.n.Leader() }
+func (c clusterAdapter) ConsistentRead(ctx context.Context) error { return c.n.ConsistentRead(ctx) }
+func (c clusterAdapter) ApplyLocal(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
+	return c.n.ApplyLocal(ctx, cmd)
+}
+
+func (c clusterAdapter) Peers() ([]admin.Peer, error) {
+	ps, err := c.n.Peers()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.Peer, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, admin.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress, Suffrage: p.Suffrage, IsLeader: p.Leader})
+	}
+	return out, nil
+}
+
+func (c clusterAdapter) TransferLeadership(ctx context.Context, target string) (string, error) {
+	if err := c.n.TransferLeadership(target); err != nil {
+		return "", err
+	}
+	id, _ := c.n.Leader()
+	return id, nil
+}
+
+func (c clusterAdapter) RaftStats() (term, commit, applied uint64) {
+	s := c.n.Stats()
+	u := func(k string) uint64 { v, _ := strconv.ParseUint(s[k], 10, 64); return v }
+	return u("term"), u("commit_index"), u("applied_index")
+}
