@@ -3,16 +3,34 @@
 //
 // A log entry is one command: a type byte (bit 7 set = ignorable by a master
 // that does not know the type) followed by the Thrift compact encoding of the
-// command's struct from idl/journal.thrift. Each command family registers its
-// apply function in its own file (admit.go, dispatch.go, refresh.go, ...).
+// command's struct from idl/journal.thrift (Encode). Each command family
+// registers its apply function in its own file: admit.go (M0), dispatch.go
+// (M1, M2/M2', P), refresh.go (R1–R4), operator.go (cancel, force-release),
+// gc.go, catalog.go, backend.go, option.go.
 //
 // Apply is pure: it reads no clock and no random source. The leader stamps
 // time, ids, secrets and its term into the command before proposing it.
 // Guard failures are Apply responses (*journal.TApplyResponse with a code
-// other than OK), not errors.
+// other than OK), not errors; an entry that cannot be applied at all goes to
+// FSM.OnFatal. Every transition copies the record, changes the copy, bumps
+// rev and update time and swaps it in: a published record is never mutated.
 //
-// State lives in go-memdb tables with secondary indexes, so the dispatcher's
-// queries cost O(log n + matches). The fence, quota and slot books are
-// maintained by one function, book(old, new), on apply and rebuilt by it on
-// restore.
+// State lives in go-memdb tables (schema.go) whose secondary indexes hold
+// only the rows each leader-service query asks for, so those queries cost
+// O(log n + matches). The fence, quota and slot books are maintained by one
+// function, book(old, new), on apply and rebuilt by it on restore
+// (books.go); the FSM keeps them in persistent radix trees so that every
+// entry publishes a new immutable State in O(changes).
+//
+// Concurrency: raft's FSM goroutine calls Apply, Snapshot and Restore, never
+// concurrently. FSMSnapshot.Persist runs concurrently with Apply on an
+// immutable view. FSM.State may be called from any goroutine; the *State it
+// returns never changes.
+//
+// Snapshots (snapshot.go) are a deterministic stream of compact frames, so
+// replicas that applied the same log write identical bytes; Restore decodes
+// job records with a direct decoder (jobdecode.go) for speed.
+//
+// Invocation secrets are journaled and snapshotted (reports are
+// authenticated against them) but never appear in a log line or a message.
 package raftfsm

@@ -1,0 +1,176 @@
+package raftfsm
+
+import (
+	"errors"
+
+	"github.com/apache/thrift/lib/go/thrift"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// M0: admission. The leader has run DESIGN.md §5 steps 1-7 (gate, static
+// validation, dataset snapshot, IF-preflight, schema contract, canonical
+// properties); the FSM re-checks what only it can check atomically — the
+// catalog, the fence and the three quotas — and allocates the job id, so two
+// admissions racing through different masters cannot both pass.
+//
+// Any check added here must stay true for every entry already in a journal:
+// a replica replaying an old log with a stricter check would diverge.
+
+func init() { register(CmdAdmit, journal.NewTAdmitCommand, applyAdmit) }
+
+func applyAdmit(t *tx, c *journal.TAdmitCommand) (*journal.TApplyResponse, error) {
+	if c.Job == nil {
+		return respFail(journal.TApplyCode_INVALID, "admit command carries no job"), nil
+	}
+	r := admissionRecord(c.Job, t.now)
+	if err := validateAdmission(r); err != nil {
+		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
+	}
+	obj, err := t.txn.First(tableCatalogs, indexID, r.CatalogID)
+	if err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return respFail(journal.TApplyCode_NOT_FOUND, "catalog %d does not exist", r.CatalogID), nil
+	}
+	cat := obj.(*Catalog)
+	if r.Provider != cat.Provider {
+		return respFail(journal.TApplyCode_INVALID, "job provider %q does not match catalog %q provider %q",
+			r.Provider, cat.Name, cat.Provider), nil
+	}
+	// The leader derived the locator from the catalog root it read; if the
+	// root changed since (allowed while no job was unresolved), the job would
+	// target a dataset outside the catalog. Never show the locator.
+	if want, err := job.DatasetLocator(cat.RootURI, r.DB, r.Table); err != nil || want != r.Locator {
+		return respFail(journal.TApplyCode_CAS_FAILED,
+			"the dataset of %s.%s is not under the current root of catalog %q (it changed since admission); admit again",
+			r.DB, r.Table, cat.Name), nil
+	}
+	if resp := checkFenceAndQuota(t, r, cat); resp != nil {
+		return resp, nil
+	}
+	t.m.lastJobID++
+	r.JobID = t.m.lastJobID
+	if err := t.put(nil, r); err != nil {
+		return nil, err
+	}
+	return respID(r.JobID), nil
+}
+
+// admissionRecord copies the leader's record and sets every field the FSM
+// owns: the id comes later, the states, rev and times are fixed, and nothing
+// of a dispatch, result, release or cancel may be smuggled in.
+func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
+	in := RecordFromThrift(tj)
+	return &job.Record{
+		Creator:                in.Creator,
+		CreateTimeMs:           now,
+		UpdateTimeMs:           now,
+		CatalogID:              in.CatalogID,
+		DB:                     in.DB,
+		Table:                  in.Table,
+		Provider:               in.Provider,
+		Locator:                in.Locator,
+		DisplayIndexName:       in.DisplayIndexName,
+		NormalizedIndexName:    in.NormalizedIndexName,
+		MutationType:           in.MutationType,
+		IfNotExists:            in.IfNotExists,
+		IfExists:               in.IfExists,
+		IndexType:              in.IndexType,
+		Column:                 in.Column,
+		PropertiesJSON:         in.PropertiesJSON,
+		AdmittedDatasetVersion: in.AdmittedDatasetVersion,
+		SchemaContract:         in.SchemaContract,
+		MutationState:          job.Pending,
+		RefreshState:           job.RefreshNotRequired,
+		TerminationProof:       job.ProofNone,
+	}
+}
+
+// validateAdmission checks the record's own content: byte bounds, mutation
+// type, definition and fence identity.
+func validateAdmission(r *job.Record) error {
+	bounds := []struct {
+		field, value string
+		max          int
+	}{
+		{"creator", r.Creator, job.MaxNameBytes},
+		{"db", r.DB, job.MaxNameBytes},
+		{"table", r.Table, job.MaxNameBytes},
+		{"provider", r.Provider, job.MaxNameBytes},
+		{"dataset locator", r.Locator, job.MaxURIBytes},
+		{"index name", r.DisplayIndexName, job.MaxNameBytes},
+		{"normalized index name", r.NormalizedIndexName, job.MaxNameBytes},
+		{"index type", r.IndexType, job.MaxNameBytes},
+		{"column", r.Column, job.MaxNameBytes},
+		{"properties", r.PropertiesJSON, job.MaxPropertiesBytes},
+		{"schema contract", r.SchemaContract, job.MaxSchemaBytes},
+	}
+	for _, b := range bounds {
+		if err := job.CheckBytes(b.field, b.value, b.max); err != nil {
+			return err
+		}
+	}
+	switch r.MutationType {
+	case job.Create, job.Replace:
+		if r.IndexType == "" || r.Column == "" {
+			return job.Errorf(job.CodeInvalid, "%s needs an index type and a column", r.MutationType)
+		}
+	case job.Drop:
+	default:
+		return job.Errorf(job.CodeInvalid, "mutation type %d is not CREATE, REPLACE or DROP", int32(r.MutationType))
+	}
+	if !r.HasFenceIdentity() {
+		return job.Errorf(job.CodeInvalid, "the job has no fence identity (catalog, provider, dataset and index name are all required)")
+	}
+	if r.NormalizedIndexName != job.NormalizeIndexName(r.DisplayIndexName) {
+		return job.Errorf(job.CodeInvalid, "normalized index name is not the lowercase of index name %q", r.DisplayIndexName)
+	}
+	return nil
+}
+
+// checkFenceAndQuota returns the rejection of an admission, or nil: a corrupt
+// unresolved record blocks everything (fail-closed), then the same-name
+// fence, then the per-table, per-catalog and global quotas (DESIGN.md §4).
+func checkFenceAndQuota(t *tx, r *job.Record, cat *Catalog) *journal.TApplyResponse {
+	b, o := t.books(), t.m.resolved
+	if b.corrupts > 0 {
+		return respFail(journal.TApplyCode_ADMISSION_BLOCKED,
+			"admission is blocked: %d unresolved job(s) have no fence identity; resolve, cancel or force-release them (jobs list --state UNKNOWN)", b.corrupts)
+	}
+	if ids := b.fenceHolders(r.Fence()); len(ids) > 0 {
+		resp := respFail(journal.TApplyCode_FENCE_CONFLICT,
+			"index %q of %s.%s in catalog %q is fenced by unresolved job %d; wait for it to finish, cancel it while PENDING, or force-release it if UNKNOWN",
+			r.DisplayIndexName, r.DB, r.Table, cat.Name, ids[0])
+		resp.ConflictJobID = thrift.Int64Ptr(ids[0])
+		return resp
+	}
+	if n := b.tableCount(r.TableQuotaKey()); int64(n) >= o.MaxUnresolvedPerTable {
+		return respFail(journal.TApplyCode_QUOTA_EXCEEDED,
+			"table %s.%s of catalog %q already has %d unresolved jobs (lance_index_job_max_unresolved_per_table is %d)",
+			r.DB, r.Table, cat.Name, n, o.MaxUnresolvedPerTable)
+	}
+	if n := b.catalogCount(r.CatalogID); int64(n) >= o.MaxUnresolvedPerCatalog {
+		return respFail(journal.TApplyCode_QUOTA_EXCEEDED,
+			"catalog %q already has %d unresolved jobs (lance_index_job_max_unresolved_per_catalog is %d)",
+			cat.Name, n, o.MaxUnresolvedPerCatalog)
+	}
+	if int64(b.globals) >= o.MaxUnresolvedGlobal {
+		return respFail(journal.TApplyCode_QUOTA_EXCEEDED,
+			"the cluster already has %d unresolved jobs (lance_index_job_max_unresolved_global is %d)",
+			b.globals, o.MaxUnresolvedGlobal)
+	}
+	return nil
+}
+
+// errMessage is a typed error's message without its code prefix: the apply
+// response carries the code already.
+func errMessage(err error) string {
+	var je *job.Error
+	if errors.As(err, &je) {
+		return je.Message
+	}
+	return err.Error()
+}

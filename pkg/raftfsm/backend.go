@@ -1,0 +1,76 @@
+package raftfsm
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// Backend registration (DESIGN.md §1): the operator adds agents by address,
+// like Doris's ALTER SYSTEM ADD BACKEND. Ids are allocated here and never
+// reused, so a job's backend_id always names the agent that ran it.
+
+func init() {
+	register(CmdAddBackend, journal.NewTBackendCommand, applyAddBackend)
+	register(CmdRemoveBackend, journal.NewTRemoveBackendCommand, applyRemoveBackend)
+}
+
+func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse, error) {
+	if err := validateBackendAddress(c.Address); err != nil {
+		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
+	}
+	obj, err := t.txn.First(tableBackends, indexAddress, c.Address)
+	if err != nil {
+		return nil, err
+	}
+	if obj != nil {
+		b := obj.(*Backend)
+		return respFail(journal.TApplyCode_ALREADY_EXISTS, "backend %s is already registered as id %d", b.Address, b.ID), nil
+	}
+	t.m.lastBackendID++
+	b := &Backend{ID: t.m.lastBackendID, Address: c.Address, AddTimeMs: t.now}
+	if err := t.txn.Insert(tableBackends, b); err != nil {
+		return nil, err
+	}
+	t.m.backends++
+	return respID(b.ID), nil
+}
+
+// applyRemoveBackend refuses while the backend holds a possible-live slot: a
+// worker may still run there, and only a termination proof (or a
+// force-release) says otherwise (DESIGN.md §4.3).
+func applyRemoveBackend(t *tx, c *journal.TRemoveBackendCommand) (*journal.TApplyResponse, error) {
+	obj, err := t.txn.First(tableBackends, indexID, c.BackendID)
+	if err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return respFail(journal.TApplyCode_NOT_FOUND, "backend %d is not registered", c.BackendID), nil
+	}
+	if n := t.books().slotCount(c.BackendID); n > 0 {
+		return respFail(journal.TApplyCode_BACKEND_IN_USE,
+			"backend %d holds %d possible-live slots; it can be removed once their workers are proven gone", c.BackendID, n), nil
+	}
+	if err := t.txn.Delete(tableBackends, obj); err != nil {
+		return nil, err
+	}
+	t.m.backends--
+	return respID(c.BackendID), nil
+}
+
+// validateBackendAddress wants HOST:PORT with a port in 1..65535.
+func validateBackendAddress(addr string) error {
+	if err := job.CheckBytes("backend address", addr, job.MaxNameBytes); err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return job.Errorf(job.CodeInvalid, "backend address %q is not HOST:PORT", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return job.Errorf(job.CodeInvalid, "backend address %q has no valid port", addr)
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+package raftfsm
+
+import (
+	"encoding/binary"
+	"slices"
+
+	iradix "github.com/hashicorp/go-immutable-radix"
+
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// Books are the fence, quota and slot counters (DESIGN.md §4). They are never
+// journaled: every replica rebuilds them from the records on restore with the
+// same function that maintains them on apply (book), so they cannot drift
+// from the records.
+//
+// Books is the plain form, handed out by State.Books and built by tests.
+// The FSM keeps the same content in bookTree, a persistent (copy-on-write)
+// form, so that publishing a new view after every entry costs O(changes)
+// rather than a copy of every unresolved job's entry.
+//
+// Zero counts and empty fence lists are kept out of the maps, so two Books
+// over the same records are reflect.DeepEqual.
+type Books struct {
+	// Fence maps a fence key to the unresolved jobs holding it, ascending.
+	// Normally one; more only if records were admitted around the fence
+	// (an older journal, a hand-edited snapshot).
+	Fence map[job.FenceKey][]int64
+	// PerTable, PerCatalog and Global count unresolved jobs with a fence
+	// identity, the three quota levels.
+	PerTable   map[job.TableKey]int
+	PerCatalog map[int64]int
+	Global     int
+	// Slots counts possible-live slots held per backend id.
+	Slots map[int64]int
+	// Corrupt counts unresolved records without a fence identity; any blocks
+	// admission, fail-closed.
+	Corrupt int
+}
+
+func newBooks() *Books {
+	return &Books{
+		Fence:      map[job.FenceKey][]int64{},
+		PerTable:   map[job.TableKey]int{},
+		PerCatalog: map[int64]int{},
+		Slots:      map[int64]int{},
+	}
+}
+
+// ledger is what book writes to: *Books and *bookTxn.
+type ledger interface {
+	fence(k job.FenceKey, id int64, d int)
+	table(k job.TableKey, d int)
+	catalog(id int64, d int)
+	global(d int)
+	slot(backendID int64, d int)
+	corrupt(d int)
+}
+
+// charge is what one record books.
+type charge struct {
+	fenced  bool // unresolved with a fence identity: fence + three quotas
+	corrupt bool // unresolved without one
+	slot    bool // holds a possible-live slot on backend
+	fence   job.FenceKey
+	backend int64
+}
+
+func chargeOf(r *job.Record) charge {
+	if r == nil {
+		return charge{}
+	}
+	var c charge
+	if r.Unresolved() {
+		if r.HasFenceIdentity() {
+			c.fenced, c.fence = true, r.Fence()
+		} else {
+			c.corrupt = true
+		}
+	}
+	if r.HoldsPossibleLiveSlot() {
+		c.slot, c.backend = true, r.BackendID
+	}
+	return c
+}
+
+// book releases what old booked (old may be nil: a new record) and charges
+// what new needs (new may be nil: a removed record). It is the one place
+// that knows what a record holds; Apply calls it for every change and
+// Restore calls book(l, nil, rec) for every record. A holding that a
+// transition keeps (same job, same key) is left alone rather than released
+// and charged again.
+func book(l ledger, old, new *job.Record) {
+	var was, is charge
+	var oldID, newID int64
+	if old != nil {
+		was, oldID = chargeOf(old), old.JobID
+	}
+	if new != nil {
+		is, newID = chargeOf(new), new.JobID
+	}
+	same := oldID == newID
+	if !same || was.fenced != is.fenced || was.fence != is.fence {
+		if was.fenced {
+			postFence(l, was.fence, oldID, -1)
+		}
+		if is.fenced {
+			postFence(l, is.fence, newID, +1)
+		}
+	}
+	if !same || was.corrupt != is.corrupt {
+		if was.corrupt {
+			l.corrupt(-1)
+		}
+		if is.corrupt {
+			l.corrupt(+1)
+		}
+	}
+	if !same || was.slot != is.slot || was.backend != is.backend {
+		if was.slot {
+			l.slot(was.backend, -1)
+		}
+		if is.slot {
+			l.slot(is.backend, +1)
+		}
+	}
+}
+
+// postFence books the fence and the three quota levels of one job.
+func postFence(l ledger, k job.FenceKey, id int64, d int) {
+	l.fence(k, id, d)
+	l.table(job.TableKey{CatalogID: k.CatalogID, Locator: k.Locator}, d)
+	l.catalog(k.CatalogID, d)
+	l.global(d)
+}
+
+// ---- the plain form ----------------------------------------------------------
+
+func (b *Books) fence(k job.FenceKey, id int64, d int) {
+	ids := b.Fence[k]
+	i, found := slices.BinarySearch(ids, id)
+	switch {
+	case d > 0 && !found:
+		ids = slices.Insert(ids, i, id)
+	case d < 0 && found:
+		ids = slices.Delete(ids, i, i+1)
+	}
+	if len(ids) == 0 {
+		delete(b.Fence, k)
+	} else {
+		b.Fence[k] = ids
+	}
+}
+
+func (b *Books) table(k job.TableKey, d int) { addCount(b.PerTable, k, d) }
+func (b *Books) catalog(id int64, d int)     { addCount(b.PerCatalog, id, d) }
+func (b *Books) global(d int)                { b.Global += d }
+func (b *Books) slot(id int64, d int)        { addCount(b.Slots, id, d) }
+func (b *Books) corrupt(d int)               { b.Corrupt += d }
+
+func addCount[K comparable](m map[K]int, k K, d int) {
+	if n := m[k] + d; n != 0 {
+		m[k] = n
+	} else {
+		delete(m, k)
+	}
+}
+
+// ---- the persistent form -------------------------------------------------------
+
+// bookTree is an immutable version of the books: radix trees share every
+// unchanged node with the previous version.
+//
+//	fence:  fenceKey(k) + key64(job id) → fenceEntry
+//	counts: 't' + key64(catalog) + locator | 'c' + key64(catalog) | 's' + key64(backend) → countEntry
+type bookTree struct {
+	fence, counts     *iradix.Tree
+	globals, corrupts int
+}
+
+type fenceEntry struct {
+	key job.FenceKey
+	id  int64
+}
+
+type countEntry struct {
+	kind  byte
+	table job.TableKey // kind 't'
+	id    int64        // kind 'c' (catalog) or 's' (backend)
+	n     int
+}
+
+func newBookTree() *bookTree { return &bookTree{fence: iradix.New(), counts: iradix.New()} }
+
+// bookTxn is one entry's changes to a bookTree; it is also how Apply reads
+// the books, so a batch sees its own earlier changes.
+type bookTxn struct {
+	fenceTx, countsTx *iradix.Txn
+	globals, corrupts int
+}
+
+func (t *bookTree) txn() *bookTxn {
+	return &bookTxn{fenceTx: t.fence.Txn(), countsTx: t.counts.Txn(), globals: t.globals, corrupts: t.corrupts}
+}
+
+func (x *bookTxn) commit() *bookTree {
+	return &bookTree{fence: x.fenceTx.Commit(), counts: x.countsTx.Commit(), globals: x.globals, corrupts: x.corrupts}
+}
+
+func (x *bookTxn) fence(k job.FenceKey, id int64, d int) {
+	key := appendKey64(fenceKey(k), id)
+	if d > 0 {
+		x.fenceTx.Insert(key, fenceEntry{k, id})
+	} else {
+		x.fenceTx.Delete(key)
+	}
+}
+
+func (x *bookTxn) add(e countEntry, key []byte, d int) {
+	if v, ok := x.countsTx.Get(key); ok {
+		e.n = v.(countEntry).n
+	}
+	if e.n += d; e.n != 0 {
+		x.countsTx.Insert(key, e)
+	} else {
+		x.countsTx.Delete(key)
+	}
+}
+
+func (x *bookTxn) table(k job.TableKey, d int) {
+	x.add(countEntry{kind: 't', table: k}, tableCountKey(k), d)
+}
+func (x *bookTxn) catalog(id int64, d int) {
+	x.add(countEntry{kind: 'c', id: id}, idCountKey('c', id), d)
+}
+func (x *bookTxn) slot(id int64, d int) { x.add(countEntry{kind: 's', id: id}, idCountKey('s', id), d) }
+func (x *bookTxn) global(d int)         { x.globals += d }
+func (x *bookTxn) corrupt(d int)        { x.corrupts += d }
+
+// fenceKey encodes a fence key so that no key's encoding is a prefix of
+// another's (strings are length-prefixed): a prefix walk finds one key's ids.
+func fenceKey(k job.FenceKey) []byte {
+	b := make([]byte, 0, 8+3*binary.MaxVarintLen64+len(k.Provider)+len(k.Locator)+len(k.NormalizedIndexName)+8)
+	b = appendKey64(b, k.CatalogID)
+	for _, s := range []string{k.Provider, k.Locator, k.NormalizedIndexName} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+func tableCountKey(k job.TableKey) []byte {
+	b := appendKey64([]byte{'t'}, k.CatalogID)
+	return append(b, k.Locator...)
+}
+
+func idCountKey(kind byte, id int64) []byte { return appendKey64([]byte{kind}, id) }
+
+// bookView reads one version of the books: a committed tree or an open txn.
+type bookView struct {
+	fence, counts     *iradix.Node
+	globals, corrupts int
+}
+
+func (t *bookTree) view() bookView {
+	return bookView{t.fence.Root(), t.counts.Root(), t.globals, t.corrupts}
+}
+func (x *bookTxn) view() bookView {
+	return bookView{x.fenceTx.Root(), x.countsTx.Root(), x.globals, x.corrupts}
+}
+
+// fenceHolders returns the unresolved jobs holding k, ascending.
+func (v bookView) fenceHolders(k job.FenceKey) []int64 {
+	var ids []int64
+	v.fence.WalkPrefix(fenceKey(k), func(_ []byte, e interface{}) bool {
+		ids = append(ids, e.(fenceEntry).id)
+		return false
+	})
+	return ids
+}
+
+func (v bookView) count(key []byte) int {
+	if e, ok := v.counts.Get(key); ok {
+		return e.(countEntry).n
+	}
+	return 0
+}
+
+func (v bookView) tableCount(k job.TableKey) int { return v.count(tableCountKey(k)) }
+func (v bookView) catalogCount(id int64) int     { return v.count(idCountKey('c', id)) }
+func (v bookView) slotCount(id int64) int        { return v.count(idCountKey('s', id)) }
+
+// plain copies the books into the plain form.
+func (v bookView) plain() Books {
+	b := *newBooks()
+	b.Global, b.Corrupt = v.globals, v.corrupts
+	v.fence.Walk(func(_ []byte, e interface{}) bool {
+		f := e.(fenceEntry)
+		b.Fence[f.key] = append(b.Fence[f.key], f.id) // the walk is in id order per key
+		return false
+	})
+	v.counts.Walk(func(_ []byte, e interface{}) bool {
+		c := e.(countEntry)
+		switch c.kind {
+		case 't':
+			b.PerTable[c.table] = c.n
+		case 'c':
+			b.PerCatalog[c.id] = c.n
+		case 's':
+			b.Slots[c.id] = c.n
+		}
+		return false
+	})
+	return b
+}

@@ -1,0 +1,161 @@
+package raftfsm
+
+import (
+	"strings"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// Catalog commands. A catalog's id is allocated here and never reused, so a
+// retained job of a removed catalog can never be mistaken for one of a new
+// catalog with the same name. While any unresolved job targets a catalog it
+// may not be removed or re-rooted (DESIGN.md §5); rotating the credentials
+// reference or changing the refresh target is always allowed.
+
+func init() {
+	register(CmdCreateCatalog, journal.NewTCatalogCommand, applyCreateCatalog)
+	register(CmdUpdateCatalog, journal.NewTCatalogCommand, applyUpdateCatalog)
+	register(CmdRemoveCatalog, journal.NewTRemoveCatalogCommand, applyRemoveCatalog)
+}
+
+func (t *tx) catalogByName(name string) (*Catalog, error) {
+	obj, err := t.txn.First(tableCatalogs, indexName, name)
+	if err != nil || obj == nil {
+		return nil, err
+	}
+	return obj.(*Catalog), nil
+}
+
+func applyCreateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyResponse, error) {
+	if c.Catalog == nil {
+		return respFail(journal.TApplyCode_INVALID, "create-catalog command carries no catalog"), nil
+	}
+	cat := CatalogFromThrift(c.Catalog)
+	if err := job.ValidatePathName("catalog name", cat.Name); err != nil {
+		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
+	}
+	if err := normalizeCatalog(cat); err != nil {
+		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
+	}
+	if old, err := t.catalogByName(cat.Name); err != nil {
+		return nil, err
+	} else if old != nil {
+		return respFail(journal.TApplyCode_ALREADY_EXISTS, "catalog %q already exists (as %q)", cat.Name, old.Name), nil
+	}
+	t.m.lastCatalogID++
+	cat.ID = t.m.lastCatalogID
+	cat.CreateTimeMs, cat.UpdateTimeMs = t.now, t.now
+	if err := t.txn.Insert(tableCatalogs, cat); err != nil {
+		return nil, err
+	}
+	t.m.catalogs++
+	return respID(cat.ID), nil
+}
+
+// applyUpdateCatalog changes the fields the command sets, by catalog name.
+func applyUpdateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyResponse, error) {
+	if c.Catalog == nil {
+		return respFail(journal.TApplyCode_INVALID, "update-catalog command carries no catalog"), nil
+	}
+	old, err := t.catalogByName(c.Catalog.Name)
+	if err != nil {
+		return nil, err
+	}
+	if old == nil {
+		return respFail(journal.TApplyCode_NOT_FOUND, "catalog %q does not exist", c.Catalog.Name), nil
+	}
+	n := *old
+	in := c.Catalog
+	if in.IsSetProvider() {
+		n.Provider = in.GetProvider()
+	}
+	if in.IsSetRootURI() {
+		n.RootURI = in.GetRootURI()
+	}
+	if in.IsSetCredentialsRef() {
+		n.CredentialsRef = in.GetCredentialsRef()
+	}
+	if in.IsSetRefreshKind() {
+		n.RefreshKind = in.GetRefreshKind()
+	}
+	if in.IsSetRefreshURL() {
+		n.RefreshURL = in.GetRefreshURL()
+	}
+	if err := normalizeCatalog(&n); err != nil {
+		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
+	}
+	if n == *old {
+		// Idempotent: a retried or empty update succeeds and changes nothing.
+		return respID(old.ID), nil
+	}
+	if inUse := t.books().catalogCount(old.ID); inUse > 0 && (n.RootURI != old.RootURI || n.Provider != old.Provider) {
+		return respFail(journal.TApplyCode_CATALOG_IN_USE,
+			"catalog %q has %d unresolved jobs; its root cannot change until they resolve", old.Name, inUse), nil
+	}
+	n.UpdateTimeMs = t.now
+	if err := t.txn.Insert(tableCatalogs, &n); err != nil {
+		return nil, err
+	}
+	return respID(n.ID), nil
+}
+
+func applyRemoveCatalog(t *tx, c *journal.TRemoveCatalogCommand) (*journal.TApplyResponse, error) {
+	old, err := t.catalogByName(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if old == nil {
+		return respFail(journal.TApplyCode_NOT_FOUND, "catalog %q does not exist", c.Name), nil
+	}
+	if n := t.books().catalogCount(old.ID); n > 0 {
+		return respFail(journal.TApplyCode_CATALOG_IN_USE,
+			"catalog %q has %d unresolved jobs; it cannot be removed until they resolve", old.Name, n), nil
+	}
+	if err := t.txn.Delete(tableCatalogs, old); err != nil {
+		return nil, err
+	}
+	t.m.catalogs--
+	return respID(old.ID), nil
+}
+
+// normalizeCatalog checks a catalog's fields and puts them in stored form:
+// provider DIRECTORY, root normalized, refresh kind none|webhook.
+func normalizeCatalog(c *Catalog) error {
+	if c.Provider == "" {
+		c.Provider = job.ProviderDirectory
+	}
+	if c.Provider != job.ProviderDirectory {
+		return job.Errorf(job.CodeInvalid, "provider %q is not supported (want %s)", c.Provider, job.ProviderDirectory)
+	}
+	root, err := job.NormalizeLocator(c.RootURI)
+	if err != nil {
+		return job.Errorf(job.CodeInvalid, "catalog root: %s", errMessage(err))
+	}
+	c.RootURI = root
+	if c.CredentialsRef != "" {
+		if err := job.ValidatePathName("credentials reference", c.CredentialsRef); err != nil {
+			return err
+		}
+	}
+	c.RefreshKind = strings.ToLower(c.RefreshKind)
+	if c.RefreshKind == "" {
+		c.RefreshKind = RefreshNone
+	}
+	switch c.RefreshKind {
+	case RefreshNone:
+		if c.RefreshURL != "" {
+			return job.Errorf(job.CodeInvalid, "a refresh URL needs refresh kind %q", RefreshWebhook)
+		}
+	case RefreshWebhook:
+		if c.RefreshURL == "" {
+			return job.Errorf(job.CodeInvalid, "refresh kind %q needs a refresh URL", RefreshWebhook)
+		}
+		if err := job.CheckBytes("refresh URL", c.RefreshURL, job.MaxURIBytes); err != nil {
+			return err
+		}
+	default:
+		return job.Errorf(job.CodeInvalid, "refresh kind %q is not %q or %q", c.RefreshKind, RefreshNone, RefreshWebhook)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package raftfsm
+
+import (
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// The dispatch family (DESIGN.md §3): M1 MarkRunning, M2/M2'
+// CompleteWithResult and P RecordTerminationProof. Each entry is a batch with
+// one item result per job, in order; a failed item changes nothing and does
+// not stop the others.
+
+func init() {
+	register(CmdMarkRunningBatch, journal.NewTMarkRunningBatch, applyMarkRunningBatch)
+	register(CmdCompleteBatch, journal.NewTCompleteBatch, applyCompleteBatch)
+	register(CmdRecordProofBatch, journal.NewTRecordProofBatch, applyRecordProofBatch)
+}
+
+// applyBatch runs one item function per element.
+func applyBatch[E any](t *tx, elems []*E, fn func(*tx, *E) (*journal.TItemResult_, error)) (*journal.TApplyResponse, error) {
+	items := make([]*journal.TItemResult_, 0, len(elems))
+	for _, e := range elems {
+		if e == nil {
+			items = append(items, itemFail(0, journal.TApplyCode_INVALID, "empty batch item"))
+			continue
+		}
+		it, err := fn(t, e)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	return respItems(items), nil
+}
+
+func applyMarkRunningBatch(t *tx, c *journal.TMarkRunningBatch) (*journal.TApplyResponse, error) {
+	return applyBatch(t, c.Jobs, markRunning)
+}
+
+// markRunning is M1, PENDING → RUNNING: the dispatch identity is written
+// once, the possible-live slot is taken, and dispatch_revision is the new
+// rev, which every later report must echo.
+func markRunning(t *tx, m *journal.TMarkRunning) (*journal.TItemResult_, error) {
+	r := t.job(m.JobID)
+	switch {
+	case r == nil:
+		return itemFail(m.JobID, journal.TApplyCode_NOT_FOUND, "job %d does not exist", m.JobID), nil
+	case r.Rev != m.ExpectedRev:
+		return itemFail(m.JobID, journal.TApplyCode_CAS_FAILED, "job %d is at rev %d, not %d", m.JobID, r.Rev, m.ExpectedRev), nil
+	case r.MutationState != job.Pending:
+		return itemFail(m.JobID, journal.TApplyCode_CAS_FAILED, "job %d is %s, not PENDING", m.JobID, r.MutationState), nil
+	case !r.HasFenceIdentity():
+		return itemFail(m.JobID, journal.TApplyCode_CAS_FAILED, "job %d has no fence identity and cannot be dispatched", m.JobID), nil
+	}
+	if obj, err := t.txn.First(tableBackends, indexID, m.BackendID); err != nil {
+		return nil, err
+	} else if obj == nil {
+		return itemFail(m.JobID, journal.TApplyCode_NOT_FOUND, "backend %d is not registered", m.BackendID), nil
+	}
+	if m.InvocationID == "" {
+		return itemFail(m.JobID, journal.TApplyCode_INVALID, "job %d: invocation id is empty", m.JobID), nil
+	}
+	if err := job.CheckBytes("invocation id", m.InvocationID, job.MaxInvocationIDBytes); err != nil {
+		return itemFail(m.JobID, journal.TApplyCode_INVALID, "job %d: %s", m.JobID, errMessage(err)), nil
+	}
+	// The secret authenticates the reports; an empty one would authenticate
+	// nothing. Its value never appears in a message or a log line.
+	if m.InvocationSecret == "" || len(m.InvocationSecret) > job.MaxNameBytes {
+		return itemFail(m.JobID, journal.TApplyCode_INVALID, "job %d: invocation secret is empty or longer than %d bytes", m.JobID, job.MaxNameBytes), nil
+	}
+	err := t.transition(r, func(n *job.Record) {
+		n.MutationState = job.Running
+		n.BackendID = m.BackendID
+		n.ProcessEpoch = m.ProcessEpoch
+		n.InvocationID = m.InvocationID
+		n.InvocationSecret = m.InvocationSecret
+		n.DeadlineMs = m.DeadlineMs
+		n.LeaderTerm = m.LeaderTerm
+		n.PossibleLiveOwned = true
+		n.TerminationProof = job.ProofNone
+		n.DispatchRevision = r.Rev + 1
+	})
+	if err != nil {
+		return nil, err
+	}
+	return itemOK(m.JobID), nil
+}
+
+func applyCompleteBatch(t *tx, c *journal.TCompleteBatch) (*journal.TApplyResponse, error) {
+	return applyBatch(t, c.Completions, completeWithResult)
+}
+
+// completeWithResult is M2, RUNNING → outcome by the classification of the
+// typed result (DESIGN.md §6), and M2' when never_enqueued is set.
+//
+// M2 leaves the slot alone: a result proves nothing about the worker's
+// process. M2' releases it with NOT_ENQUEUED in the same entry and is
+// NOT_COMMITTED whatever the code classifies to, because a dispatch that was
+// provably never enqueued cannot have changed the dataset.
+func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, error) {
+	r := t.job(c.JobID)
+	if r == nil {
+		return itemFail(c.JobID, journal.TApplyCode_NOT_FOUND, "job %d does not exist", c.JobID), nil
+	}
+	if r.MutationState != job.Running || !r.MatchesIdentity(c.DispatchRevision, c.InvocationID, c.ProcessEpoch) {
+		return itemFail(c.JobID, journal.TApplyCode_CAS_FAILED,
+			"job %d is %s and its dispatch identity does not match (a stale or mismatched result)", c.JobID, r.MutationState), nil
+	}
+	res := c.Result_
+	if res == nil {
+		res = &journal.TJobResult_{}
+	}
+	code := job.NoTrustedResult
+	if res.IsSetCode() {
+		code = job.ResultCode(res.GetCode())
+	}
+	ema := res.GetExternalMetadataAdvanced()
+	cls := job.Classify(code, ema, r.MutationType, r.IfExists)
+	neverEnqueued := c.GetNeverEnqueued()
+	if neverEnqueued && cls.State != job.NotCommitted {
+		cls = job.Classification{State: job.NotCommitted, Refresh: job.RefreshNotRequired, Reason: job.ReasonNone}
+	}
+	err := t.transition(r, func(n *job.Record) {
+		n.MutationState = cls.State
+		n.RefreshState = cls.Refresh
+		n.Result = job.Result{
+			Code:                     code,
+			Reason:                   cls.Reason,
+			Message:                  job.TruncateMessage(res.GetMessage()),
+			ExternalMetadataAdvanced: ema,
+		}
+		if neverEnqueued && n.PossibleLiveOwned && n.TerminationProof == job.ProofNone {
+			n.PossibleLiveOwned = false
+			n.TerminationProof = job.ProofNotEnqueued
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return itemOK(c.JobID), nil
+}
+
+func applyRecordProofBatch(t *tx, c *journal.TRecordProofBatch) (*journal.TApplyResponse, error) {
+	return applyBatch(t, c.Proofs, recordTerminationProof)
+}
+
+// recordTerminationProof is P: the worker of this dispatch is provably gone,
+// so its possible-live slot is released. It never changes the outcome, the
+// fence or the quota, and it applies in any mutation state (a proof may
+// arrive before or after the result).
+func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, error) {
+	proof := job.TerminationProof(p.Proof)
+	if proof == job.ProofNone || !validProof(proof) {
+		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: %d is not a termination proof", p.JobID, int64(p.Proof)), nil
+	}
+	r := t.job(p.JobID)
+	if r == nil {
+		return itemFail(p.JobID, journal.TApplyCode_NOT_FOUND, "job %d does not exist", p.JobID), nil
+	}
+	if !r.MatchesIdentity(p.DispatchRevision, p.InvocationID, p.ProcessEpoch) || r.BackendID != p.BackendID {
+		return itemFail(p.JobID, journal.TApplyCode_CAS_FAILED,
+			"job %d: the proof names another dispatch (stale or mismatched)", p.JobID), nil
+	}
+	if !r.PossibleLiveOwned || r.TerminationProof != job.ProofNone {
+		// Reports are retried and sweeps race them: a second proof is harmless.
+		return itemFail(p.JobID, journal.TApplyCode_NOOP,
+			"job %d: the slot is already released (%s)", p.JobID, r.TerminationProof), nil
+	}
+	err := t.transition(r, func(n *job.Record) {
+		n.TerminationProof = proof
+		n.PossibleLiveOwned = false
+	})
+	if err != nil {
+		return nil, err
+	}
+	return itemOK(p.JobID), nil
+}

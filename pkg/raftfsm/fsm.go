@@ -1,0 +1,284 @@
+package raftfsm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"github.com/apache/thrift/lib/go/thrift"
+	"github.com/hashicorp/go-memdb"
+	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// FSM is the replicated state machine: it implements raft.FSM.
+//
+// Concurrency: Apply, Snapshot and Restore are called by raft's FSM goroutine
+// only, never concurrently with each other. FSMSnapshot.Persist runs on
+// another goroutine concurrently with Apply; it reads an immutable view.
+// State may be called from any goroutine at any time.
+type FSM struct {
+	// OnFatal is called when an entry cannot be applied: an unknown command
+	// type without IgnorableFlag, a body that does not decode, or a broken
+	// internal invariant. Applying past such an entry would make this
+	// replica diverge from the others, so the default logs the error (with
+	// the type byte and log index, see FatalError) and exits with status 2.
+	// Tests replace it. Set it before the FSM is handed to raft.
+	OnFatal func(err error)
+
+	logger *zap.Logger
+	db     *memdb.MemDB          // written by the FSM goroutine only
+	state  atomic.Pointer[State] // the latest published view
+}
+
+// FatalError is what OnFatal receives.
+type FatalError struct {
+	Type  CommandType
+	Index uint64
+	Err   error
+}
+
+func (e *FatalError) Error() string {
+	return fmt.Sprintf("raftfsm: log index %d, command type %d: %v", e.Index, e.Type, e.Err)
+}
+
+func (e *FatalError) Unwrap() error { return e.Err }
+
+// New returns an empty FSM. A nil logger logs nothing.
+func New(logger *zap.Logger) *FSM {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	f := &FSM{logger: logger}
+	f.OnFatal = f.exitOnFatal
+	f.db = newDB()
+	f.state.Store(&State{db: f.db.Snapshot(), m: emptyMeta()})
+	return f
+}
+
+// newDB returns an empty database. It writes through a memdb snapshot rather
+// than the primary: nothing here watches for changes, and the primary would
+// track and close a channel for every modified radix node on every commit.
+func newDB() *memdb.MemDB {
+	db, err := memdb.NewMemDB(newSchema())
+	if err != nil {
+		panic("raftfsm: invalid memdb schema: " + err.Error())
+	}
+	return db.Snapshot()
+}
+
+// State returns the latest applied view. It is O(1) and safe from any
+// goroutine; the view never changes.
+func (f *FSM) State() *State { return f.state.Load() }
+
+func (f *FSM) exitOnFatal(err error) {
+	fields := []zap.Field{zap.Error(err)}
+	var fe *FatalError
+	if errors.As(err, &fe) {
+		fields = append(fields, zap.Uint8("command_type", uint8(fe.Type)), zap.Uint64("log_index", fe.Index))
+	}
+	f.logger.Error("raftfsm: cannot apply a committed log entry; stopping this node so it does not diverge from the cluster", fields...)
+	_ = f.logger.Sync()
+	os.Exit(2)
+}
+
+// ---- the command registry ---------------------------------------------------
+
+// command is what every journal command has: the leader's clock.
+type command interface {
+	thrift.TStruct
+	GetNowMs() int64
+}
+
+// applyFunc decodes one command body and applies it inside t. An error means
+// the entry cannot be applied at all (fatal); a failed guard is a response.
+type applyFunc func(t *tx, body []byte) (*journal.TApplyResponse, error)
+
+// registry maps each command type to its apply function. Each command family
+// registers itself from its own file (admit.go, dispatch.go, ...).
+var registry = map[CommandType]applyFunc{}
+
+// register adds a command family's apply function. C is the command's
+// generated Thrift struct; newCmd allocates one to decode into.
+func register[C command](ct CommandType, newCmd func() C, apply func(t *tx, cmd C) (*journal.TApplyResponse, error)) {
+	if _, dup := registry[ct]; dup {
+		panic(fmt.Sprintf("raftfsm: command type %d registered twice", ct))
+	}
+	registry[ct] = func(t *tx, body []byte) (*journal.TApplyResponse, error) {
+		cmd := newCmd()
+		if err := decodeCompact(body, cmd); err != nil {
+			return nil, fmt.Errorf("undecodable command body: %w", err)
+		}
+		t.now = cmd.GetNowMs()
+		return apply(t, cmd)
+	}
+}
+
+// Apply applies one committed entry and returns its *journal.TApplyResponse.
+// It reads no clock and no random source: time comes from the command.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	if len(l.Data) == 0 {
+		return f.fatal(0, l.Index, ErrEmptyEntry)
+	}
+	ct := CommandType(l.Data[0])
+	fn, ok := registry[ct]
+	if !ok {
+		if ct&IgnorableFlag != 0 {
+			f.logger.Warn("raftfsm: skipping an ignorable command type this master does not know",
+				zap.Uint8("command_type", uint8(ct)), zap.Uint64("log_index", l.Index))
+			f.publish(f.State().db, l.Index, *f.State().m)
+			return &journal.TApplyResponse{Code: journal.TApplyCode_OK, Message: thrift.StringPtr("ignored")}
+		}
+		return f.fatal(ct, l.Index, errors.New("unknown command type"))
+	}
+	prev := f.State()
+	t := &tx{txn: f.db.Txn(true), read: prev.db.Txn(false), m: *prev.m}
+	resp, err := fn(t, l.Data[1:])
+	if err != nil {
+		t.txn.Abort()
+		return f.fatal(ct, l.Index, err)
+	}
+	t.txn.Commit()
+	if t.bk != nil {
+		t.m.books = t.bk.commit()
+	}
+	f.publish(f.db.Snapshot(), l.Index, t.m)
+	return resp
+}
+
+func (f *FSM) publish(db *memdb.MemDB, index uint64, m meta) {
+	m.appliedIndex = index
+	f.state.Store(&State{db: db, m: &m})
+}
+
+// fatal reports an entry that cannot be applied. If OnFatal returns (tests),
+// nothing was changed and the response says so.
+func (f *FSM) fatal(ct CommandType, index uint64, err error) *journal.TApplyResponse {
+	fe := &FatalError{Type: ct, Index: index, Err: err}
+	f.OnFatal(fe)
+	return &journal.TApplyResponse{Code: journal.TApplyCode_INVALID, Message: thrift.StringPtr(fe.Error())}
+}
+
+// ---- the write transaction --------------------------------------------------
+
+// tx is one entry's write transaction: memdb writes, a private copy of meta
+// and, from the first change of a counter on, a transaction on the books.
+type tx struct {
+	txn *memdb.Txn
+	m   meta
+	bk  *bookTxn
+	now int64
+
+	// Job reads go to the view before this entry plus the records this
+	// entry wrote (nil: removed). Reading through the write transaction
+	// would make memdb clone the modified index, which drops its cache of
+	// already-copied radix nodes and makes every later write in a batch copy
+	// its whole path again.
+	read    *memdb.Txn
+	written map[int64]*job.Record
+}
+
+// job returns the current record of id, including earlier writes of this
+// entry (a batch naming one job twice sees its own first change).
+func (t *tx) job(id int64) *job.Record {
+	if r, ok := t.written[id]; ok {
+		return r
+	}
+	obj, err := t.read.First(tableJobs, indexID, id)
+	if err != nil || obj == nil {
+		return nil
+	}
+	return obj.(*job.Record)
+}
+
+func (t *tx) wrote(id int64, r *job.Record) {
+	if t.written == nil {
+		t.written = make(map[int64]*job.Record, 16)
+	}
+	t.written[id] = r
+}
+
+// books reads the books as this entry left them so far.
+func (t *tx) books() bookView {
+	if t.bk != nil {
+		return t.bk.view()
+	}
+	return t.m.books.view()
+}
+
+// rebook moves the books from what old held to what new holds (old and new
+// are one job, or one of them is nil).
+func (t *tx) rebook(old, new *job.Record) {
+	if chargeOf(old) == chargeOf(new) {
+		return // nothing to book; and no books transaction to open
+	}
+	if t.bk == nil {
+		t.bk = t.m.books.txn()
+	}
+	book(t.bk, old, new)
+}
+
+// put swaps new in for old (nil for a new record) and books the change.
+func (t *tx) put(old, new *job.Record) error {
+	if err := t.txn.Insert(tableJobs, new); err != nil {
+		return fmt.Errorf("insert job %d: %w", new.JobID, err)
+	}
+	if old == nil {
+		t.m.jobs++
+	}
+	t.wrote(new.JobID, new)
+	t.rebook(old, new)
+	return nil
+}
+
+// remove deletes a record and releases what it booked.
+func (t *tx) remove(old *job.Record) error {
+	if err := t.txn.Delete(tableJobs, old); err != nil {
+		return fmt.Errorf("delete job %d: %w", old.JobID, err)
+	}
+	t.m.jobs--
+	t.wrote(old.JobID, nil)
+	t.rebook(old, nil)
+	return nil
+}
+
+// transition is every durable change of a job: copy the published record,
+// let change set fields, stamp rev+1 and update time, swap the copy in.
+func (t *tx) transition(old *job.Record, change func(r *job.Record)) error {
+	r := old.Clone()
+	change(r)
+	r.Rev = old.Rev + 1
+	r.UpdateTimeMs = t.now
+	return t.put(old, r)
+}
+
+// ---- responses ----------------------------------------------------------------
+
+func respOK() *journal.TApplyResponse { return &journal.TApplyResponse{Code: journal.TApplyCode_OK} }
+
+func respID(id int64) *journal.TApplyResponse {
+	return &journal.TApplyResponse{Code: journal.TApplyCode_OK, ID: thrift.Int64Ptr(id)}
+}
+
+func respFail(code journal.TApplyCode, format string, args ...any) *journal.TApplyResponse {
+	return &journal.TApplyResponse{Code: code, Message: thrift.StringPtr(fmt.Sprintf(format, args...))}
+}
+
+func respItems(items []*journal.TItemResult_) *journal.TApplyResponse {
+	if items == nil {
+		items = []*journal.TItemResult_{}
+	}
+	return &journal.TApplyResponse{Code: journal.TApplyCode_OK, Items: items}
+}
+
+func itemOK(id int64) *journal.TItemResult_ {
+	return &journal.TItemResult_{JobID: id, Code: journal.TApplyCode_OK}
+}
+
+func itemFail(id int64, code journal.TApplyCode, format string, args ...any) *journal.TItemResult_ {
+	return &journal.TItemResult_{JobID: id, Code: code, Message: thrift.StringPtr(fmt.Sprintf(format, args...))}
+}

@@ -1,0 +1,135 @@
+package raftfsm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+func TestUnknownIgnorableCommandIsSkipped(t *testing.T) {
+	h := newHarness(t)
+	h.createCatalog("lake", testRoot)
+	before := h.st()
+	out := h.applyRaw([]byte{byte(IgnorableFlag | 0x3f), 1, 2, 3})
+	resp, ok := out.(*journal.TApplyResponse)
+	if !ok || resp.Code != journal.TApplyCode_OK || resp.GetMessage() != "ignored" {
+		t.Fatalf("response = %#v", out)
+	}
+	if len(h.fatals) != 0 {
+		t.Fatalf("OnFatal called: %v", h.fatals)
+	}
+	h.unchanged(before)
+	if h.st().AppliedIndex() != h.index {
+		t.Fatalf("applied index = %d, want %d", h.st().AppliedIndex(), h.index)
+	}
+	if h.logs.FilterMessageSnippet("ignorable").Len() != 1 {
+		t.Fatalf("no warning logged")
+	}
+}
+
+func TestUnapplicableEntriesCallOnFatal(t *testing.T) {
+	valid, err := Encode(CmdCancel, &journal.TCancelCommand{JobID: 1, Actor: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		data []byte
+		typ  CommandType
+	}{
+		{"unknown type", []byte{0x3f, 0}, 0x3f},
+		{"empty entry", nil, 0},
+		{"undecodable body", []byte{byte(CmdAdmit), 0xff, 0xff, 0xff}, CmdAdmit},
+		{"truncated body", valid[:len(valid)-2], CmdCancel},
+		{"missing required field", []byte{byte(CmdCancel), 0}, CmdCancel},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.createCatalog("lake", testRoot)
+			before := h.st()
+			out := h.applyRaw(c.data)
+			if len(h.fatals) != 1 {
+				t.Fatalf("OnFatal called %d times", len(h.fatals))
+			}
+			var fe *FatalError
+			if !errors.As(h.fatals[0], &fe) || fe.Type != c.typ || fe.Index != h.index {
+				t.Fatalf("fatal error = %v", h.fatals[0])
+			}
+			if resp, ok := out.(*journal.TApplyResponse); !ok || resp.Code == journal.TApplyCode_OK {
+				t.Fatalf("response = %#v", out)
+			}
+			h.unchanged(before)
+			if h.st().AppliedIndex() == h.index {
+				t.Fatalf("a fatal entry counted as applied")
+			}
+		})
+	}
+}
+
+func TestEveryCommandTypeIsRegistered(t *testing.T) {
+	for ct := CmdAdmit; ct <= CmdSetOption; ct++ {
+		if registry[ct] == nil {
+			t.Errorf("command type %d has no apply function", ct)
+		}
+	}
+}
+
+// TestSecretsNeverLogged drives a full lifecycle, with failures, and checks
+// that no log line carries an invocation secret.
+func TestSecretsNeverLogged(t *testing.T) {
+	h, id, be := pendingFixture(t)
+	r := h.run(id, be)
+	bad := completion(r, job.NativeOK, false)
+	bad.InvocationID = testSecret
+	h.complete(bad)
+	h.complete(completion(r, job.NativeIO, false))
+	h.proof(proofCmd(h.job(id), job.ProofChildReaped))
+	h.forceRelease(id, "n")
+	h.applyRaw([]byte{byte(IgnorableFlag | 1)})
+	h.applyRaw([]byte{0x7f})
+	h.fatals = nil
+	for _, e := range h.logs.All() {
+		line := e.Message
+		for k, v := range e.ContextMap() {
+			line += " " + k + "=" + toString(v)
+		}
+		if strings.Contains(line, testSecret) {
+			t.Fatalf("log line leaks the secret: %s", line)
+		}
+	}
+	if h.logs.Len() == 0 {
+		t.Fatalf("expected some log lines to check")
+	}
+}
+
+func toString(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	if e, ok := v.(error); ok {
+		return e.Error()
+	}
+	return ""
+}
+
+func TestApplyDoesNotMutatePublishedViews(t *testing.T) {
+	h, id, be := pendingFixture(t)
+	old := h.st()
+	oldRec := *h.job(id)
+	oldBooks := old.Books()
+	h.run(id, be)
+	h.admit(1, "db", "t2", "idx")
+	if r, _ := old.Job(id); *r != oldRec {
+		t.Fatalf("an old view's record changed")
+	}
+	if len(old.PendingInIDOrder(0)) != 1 || old.HeldSlots(be) != 0 {
+		t.Fatalf("an old view's indexes changed")
+	}
+	if !equalBooksTo(old.Books(), oldBooks) {
+		t.Fatalf("an old view's books changed")
+	}
+}

@@ -1,0 +1,291 @@
+package raftfsm
+
+import (
+	"maps"
+	"math"
+	"strings"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// Catalog is a named, durable registration (DESIGN.md §1). CredentialsRef is
+// a name under a node's secrets directory, never the secret itself.
+type Catalog struct {
+	ID             int64
+	Name           string // user spelling; unique case-insensitively
+	Provider       string // job.ProviderDirectory
+	RootURI        string // normalized (job.NormalizeLocator)
+	CredentialsRef string
+	RefreshKind    string // RefreshNone or RefreshWebhook
+	RefreshURL     string
+	CreateTimeMs   int64
+	UpdateTimeMs   int64
+}
+
+// Refresh kinds of a catalog.
+const (
+	RefreshNone    = "none"
+	RefreshWebhook = "webhook"
+)
+
+// Backend is a registered agent (DESIGN.md §1).
+type Backend struct {
+	ID        int64
+	Address   string // HOST:PORT; unique case-insensitively
+	AddTimeMs int64
+}
+
+// JobFilter selects jobs for ListJobs. A zero field matches anything.
+type JobFilter struct {
+	CatalogID     int64
+	DB, Table     string
+	MutationState job.MutationState
+	RefreshState  job.RefreshState
+}
+
+func (f JobFilter) match(r *job.Record) bool {
+	return (f.CatalogID == 0 || r.CatalogID == f.CatalogID) &&
+		(f.DB == "" || r.DB == f.DB) &&
+		(f.Table == "" || r.Table == f.Table) &&
+		(f.MutationState == 0 || r.MutationState == f.MutationState) &&
+		(f.RefreshState == 0 || r.RefreshState == f.RefreshState)
+}
+
+// State is an immutable view of the journal as of one applied entry.
+//
+// Concurrency: a *State is never modified after FSM.State returns it, so any
+// number of goroutines may query it, concurrently with Apply and Restore on
+// raft's FSM goroutine (which publish new views and leave old ones alone).
+// Records, catalogs and backends it returns are shared with the FSM: they
+// must not be modified (job.Record.Clone gives a private copy).
+//
+// Limits: a limit <= 0 means "no limit"; the result is then bounded by the
+// matches of the query's index.
+type State struct {
+	db *memdb.MemDB // a memdb snapshot: later commits do not change it
+	m  *meta
+}
+
+// meta is everything outside memdb. Like the memdb snapshot it is never
+// modified once published; a transaction copies it (tx.meta) and swaps.
+type meta struct {
+	lastJobID, lastCatalogID, lastBackendID int64
+	jobs, catalogs, backends                int64             // row counts, for the snapshot header
+	options                                 map[string]string // only keys explicitly set; canonical values
+	resolved                                config.Options
+	appliedIndex                            uint64
+	books                                   *bookTree
+}
+
+func emptyMeta() *meta {
+	return &meta{options: map[string]string{}, resolved: config.ResolveOptions(nil), books: newBookTree()}
+}
+
+// walk visits the rows of one index from the lower bound given by args (all
+// rows when args is empty) until fn returns false.
+func walk[T any](s *State, table, index string, args []any, fn func(T) bool) {
+	txn := s.db.Txn(false)
+	var it memdb.ResultIterator
+	var err error
+	if len(args) == 0 {
+		it, err = txn.Get(table, index)
+	} else {
+		it, err = txn.LowerBound(table, index, args...)
+	}
+	if err != nil {
+		// Only a schema mistake gets here: table, index and argument types
+		// are this package's constants.
+		panic("raftfsm: " + err.Error())
+	}
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		if !fn(obj.(T)) {
+			return
+		}
+	}
+}
+
+// collect walks an index and keeps the records matching keep until limit;
+// stop ends the walk early (the index is past the range).
+func (s *State) collect(index string, args []any, limit int, stop, keep func(*job.Record) bool) (out []*job.Record, more bool) {
+	walk(s, tableJobs, index, args, func(r *job.Record) bool {
+		if stop != nil && stop(r) {
+			return false
+		}
+		if keep != nil && !keep(r) {
+			return true
+		}
+		if limit > 0 && len(out) == limit {
+			more = true
+			return false
+		}
+		out = append(out, r)
+		return true
+	})
+	return out, more
+}
+
+// Job returns the record of id.
+func (s *State) Job(id int64) (*job.Record, bool) {
+	obj, err := s.db.Txn(false).First(tableJobs, indexID, id)
+	if err != nil || obj == nil {
+		return nil, false
+	}
+	return obj.(*job.Record), true
+}
+
+// ListJobs returns the jobs matching f with id > afterID, in id order, and
+// whether more follow. A catalog filter walks that catalog's jobs only; a
+// PENDING or refresh-RUNNING filter walks its own index; other filters walk
+// all jobs from afterID and skip what does not match.
+func (s *State) ListJobs(f JobFilter, afterID int64, limit int) (jobs []*job.Record, more bool) {
+	if afterID == math.MaxInt64 {
+		return nil, false
+	}
+	from := afterID + 1
+	switch {
+	case f.CatalogID != 0:
+		return s.collect(indexCatalog, []any{f.CatalogID, from}, limit,
+			func(r *job.Record) bool { return r.CatalogID != f.CatalogID }, f.match)
+	case f.MutationState == job.Pending:
+		return s.collect(indexPending, []any{from}, limit, nil, f.match)
+	case f.RefreshState == job.RefreshRunning:
+		return s.collect(indexRefreshRunning, []any{from}, limit, nil, f.match)
+	}
+	return s.collect(indexID, []any{from}, limit, nil, f.match)
+}
+
+// PendingInIDOrder returns PENDING jobs, oldest (smallest id) first.
+func (s *State) PendingInIDOrder(limit int) []*job.Record {
+	out, _ := s.collect(indexPending, nil, limit, nil, nil)
+	return out
+}
+
+// RunningByDeadline returns RUNNING jobs whose deadline is before
+// deadlineBeforeMs (strictly), earliest deadline first. Pass math.MaxInt64
+// for every RUNNING job.
+func (s *State) RunningByDeadline(deadlineBeforeMs int64, limit int) []*job.Record {
+	out, _ := s.collect(indexRunning, nil, limit,
+		func(r *job.Record) bool { return r.DeadlineMs >= deadlineBeforeMs }, nil)
+	return out
+}
+
+// SlotHolders returns the jobs holding a possible-live slot on a backend, in
+// id order.
+func (s *State) SlotHolders(backendID int64) []*job.Record {
+	out, _ := s.collect(indexSlot, []any{backendID}, 0,
+		func(r *job.Record) bool { return r.BackendID != backendID }, nil)
+	return out
+}
+
+// HeldSlots is the number of possible-live slots a backend holds.
+func (s *State) HeldSlots(backendID int64) int { return s.m.books.view().slotCount(backendID) }
+
+// RefreshDue returns jobs the refresh driver should pick up (NeedsRefresh),
+// in id order. The FAILED retry throttle is the caller's (it needs a clock).
+func (s *State) RefreshDue(limit int) []*job.Record {
+	out, _ := s.collect(indexRefreshDue, nil, limit, nil, nil)
+	return out
+}
+
+// RefreshRunning returns every job whose refresh is RUNNING, in id order
+// (a new leader turns them back to REQUIRED, R4).
+func (s *State) RefreshRunning() []*job.Record {
+	out, _ := s.collect(indexRefreshRunning, nil, 0, nil, nil)
+	return out
+}
+
+// GCEligible returns resolved, slot-free jobs last updated before cutoffMs,
+// oldest update first (ties by id).
+func (s *State) GCEligible(cutoffMs int64, limit int) []*job.Record {
+	out, _ := s.collect(indexGC, nil, limit,
+		func(r *job.Record) bool { return r.UpdateTimeMs >= cutoffMs }, nil)
+	return out
+}
+
+// UnresolvedForFence returns the unresolved jobs holding a fence key,
+// ascending. The slice is the caller's.
+func (s *State) UnresolvedForFence(k job.FenceKey) []int64 {
+	return s.m.books.view().fenceHolders(k)
+}
+
+// Catalog looks a catalog up by name, case-insensitively.
+func (s *State) Catalog(name string) (*Catalog, bool) {
+	obj, err := s.db.Txn(false).First(tableCatalogs, indexName, name)
+	if err != nil || obj == nil || !strings.EqualFold(obj.(*Catalog).Name, name) {
+		return nil, false
+	}
+	return obj.(*Catalog), true
+}
+
+// CatalogByID looks a catalog up by id.
+func (s *State) CatalogByID(id int64) (*Catalog, bool) {
+	obj, err := s.db.Txn(false).First(tableCatalogs, indexID, id)
+	if err != nil || obj == nil {
+		return nil, false
+	}
+	return obj.(*Catalog), true
+}
+
+// Catalogs returns every catalog by id.
+func (s *State) Catalogs() []*Catalog {
+	var out []*Catalog
+	walk(s, tableCatalogs, indexID, nil, func(c *Catalog) bool { out = append(out, c); return true })
+	return out
+}
+
+// UnresolvedInCatalog counts the unresolved jobs (with a fence identity)
+// targeting a catalog; while it is positive the catalog may not be removed
+// or re-rooted (DESIGN.md §5).
+func (s *State) UnresolvedInCatalog(catalogID int64) int {
+	return s.m.books.view().catalogCount(catalogID)
+}
+
+// Backend looks a backend up by id.
+func (s *State) Backend(id int64) (*Backend, bool) {
+	obj, err := s.db.Txn(false).First(tableBackends, indexID, id)
+	if err != nil || obj == nil {
+		return nil, false
+	}
+	return obj.(*Backend), true
+}
+
+// BackendByAddress looks a backend up by address, case-insensitively.
+func (s *State) BackendByAddress(addr string) (*Backend, bool) {
+	obj, err := s.db.Txn(false).First(tableBackends, indexAddress, addr)
+	if err != nil || obj == nil || !strings.EqualFold(obj.(*Backend).Address, addr) {
+		return nil, false
+	}
+	return obj.(*Backend), true
+}
+
+// Backends returns every backend by id.
+func (s *State) Backends() []*Backend {
+	var out []*Backend
+	walk(s, tableBackends, indexID, nil, func(b *Backend) bool { out = append(out, b); return true })
+	return out
+}
+
+// OptionValues returns the options explicitly set, canonical values. The
+// map is the caller's.
+func (s *State) OptionValues() map[string]string { return maps.Clone(s.m.options) }
+
+// Options returns every option resolved and clamped (config.ResolveOptions).
+func (s *State) Options() config.Options { return s.m.resolved }
+
+// Books returns a deep copy of the fence, quota and slot books.
+func (s *State) Books() Books { return s.m.books.view().plain() }
+
+// CorruptUnresolved counts unresolved records without a fence identity; any
+// blocks admission (ADMISSION_BLOCKED) until it is resolved.
+func (s *State) CorruptUnresolved() int { return s.m.books.corrupts }
+
+// AppliedIndex is the Raft index of the last entry applied to this view; 0
+// after a restore until the next entry (the snapshot does not carry it).
+func (s *State) AppliedIndex() uint64 { return s.m.appliedIndex }
+
+// LastJobID is the last job id allocated (an addition to the contract, for
+// diagnostics and tests).
+func (s *State) LastJobID() int64 { return s.m.lastJobID }
