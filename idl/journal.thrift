@@ -297,6 +297,7 @@ struct TSnapshotHeader {
   6: optional i64 job_count,
   7: optional i64 catalog_count,
   8: optional i64 backend_count,
+  9: optional i64 applied_index,   // the log index the snapshot was taken at
 }
 
 struct TSnapshotItem {

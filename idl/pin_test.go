@@ -393,6 +393,7 @@ var pinnedStructs = []pinnedStruct{
 		{"job_count", 6, "i64", opt},
 		{"catalog_count", 7, "i64", opt},
 		{"backend_count", 8, "i64", opt},
+		{"applied_index", 9, "i64", opt},
 	}},
 	{"TSnapshotItem", func() thrift.TStruct { return journal.NewTSnapshotItem() }, []pin{
 		{"catalog", 1, "TCatalogRecord", opt},

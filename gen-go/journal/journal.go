@@ -8949,6 +8949,7 @@ func (p *TOptionValue) String() string {
 //   - JobCount
 //   - CatalogCount
 //   - BackendCount
+//   - AppliedIndex
 type TSnapshotHeader struct {
 	FormatVersion int32           `thrift:"format_version,1,required" db:"format_version" json:"format_version"`
 	LastJobID     int64           `thrift:"last_job_id,2,required" db:"last_job_id" json:"last_job_id"`
@@ -8958,6 +8959,7 @@ type TSnapshotHeader struct {
 	JobCount      *int64          `thrift:"job_count,6" db:"job_count" json:"job_count,omitempty"`
 	CatalogCount  *int64          `thrift:"catalog_count,7" db:"catalog_count" json:"catalog_count,omitempty"`
 	BackendCount  *int64          `thrift:"backend_count,8" db:"backend_count" json:"backend_count,omitempty"`
+	AppliedIndex  *int64          `thrift:"applied_index,9" db:"applied_index" json:"applied_index,omitempty"`
 }
 
 func NewTSnapshotHeader() *TSnapshotHeader {
@@ -9012,6 +9014,15 @@ func (p *TSnapshotHeader) GetBackendCount() int64 {
 	}
 	return *p.BackendCount
 }
+
+var TSnapshotHeader_AppliedIndex_DEFAULT int64
+
+func (p *TSnapshotHeader) GetAppliedIndex() int64 {
+	if !p.IsSetAppliedIndex() {
+		return TSnapshotHeader_AppliedIndex_DEFAULT
+	}
+	return *p.AppliedIndex
+}
 func (p *TSnapshotHeader) IsSetOptions() bool {
 	return p.Options != nil
 }
@@ -9026,6 +9037,10 @@ func (p *TSnapshotHeader) IsSetCatalogCount() bool {
 
 func (p *TSnapshotHeader) IsSetBackendCount() bool {
 	return p.BackendCount != nil
+}
+
+func (p *TSnapshotHeader) IsSetAppliedIndex() bool {
+	return p.AppliedIndex != nil
 }
 
 func (p *TSnapshotHeader) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -9124,6 +9139,16 @@ func (p *TSnapshotHeader) Read(ctx context.Context, iprot thrift.TProtocol) erro
 		case 8:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField9(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -9241,6 +9266,15 @@ func (p *TSnapshotHeader) ReadField8(ctx context.Context, iprot thrift.TProtocol
 	return nil
 }
 
+func (p *TSnapshotHeader) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.AppliedIndex = &v
+	}
+	return nil
+}
+
 func (p *TSnapshotHeader) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TSnapshotHeader"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -9268,6 +9302,9 @@ func (p *TSnapshotHeader) Write(ctx context.Context, oprot thrift.TProtocol) err
 			return err
 		}
 		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -9400,6 +9437,21 @@ func (p *TSnapshotHeader) writeField8(ctx context.Context, oprot thrift.TProtoco
 	return err
 }
 
+func (p *TSnapshotHeader) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAppliedIndex() {
+		if err := oprot.WriteFieldBegin(ctx, "applied_index", thrift.I64, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:applied_index: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.AppliedIndex)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.applied_index (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:applied_index: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 	if p == other {
 		return true
@@ -9448,6 +9500,14 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 			return false
 		}
 		if (*p.BackendCount) != (*other.BackendCount) {
+			return false
+		}
+	}
+	if p.AppliedIndex != other.AppliedIndex {
+		if p.AppliedIndex == nil || other.AppliedIndex == nil {
+			return false
+		}
+		if (*p.AppliedIndex) != (*other.AppliedIndex) {
 			return false
 		}
 	}

@@ -114,6 +114,14 @@ func TestBadInputOverThrift(t *testing.T) {
 			_, err := c.ShowJob(ctx, 12345, false)
 			return err
 		}, adminapi.TErrorCode_NOT_FOUND},
+		{"forwarded garbage command", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+			_, err := c.ForwardApply(ctx, []byte{0x7f, 1, 2, 3})
+			return err
+		}, adminapi.TErrorCode_INVALID},
+		{"forwarded empty command", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+			_, err := c.ForwardApply(ctx, nil)
+			return err
+		}, adminapi.TErrorCode_INVALID},
 		{"transfer to an unknown peer", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
 			_, err := c.TransferLeader(ctx, "no-such-peer")
 			return err

@@ -192,6 +192,12 @@ func (s *Server) internal(what string, err error) error {
 // ForwardApply is the leader side of propose-or-forward: a follower's encoded
 // command is proposed here and the encoded response returned.
 func (s *Server) ForwardApply(ctx context.Context, command []byte) ([]byte, error) {
+	// Bytes from the network are checked before they can become an entry
+	// that no replica could apply.
+	if err := raftfsm.CheckCommand(command); err != nil {
+		s.d.Logger.Warn("forwardApply: refused a command this master cannot apply", zap.Error(err))
+		return nil, adminError(adminapi.TErrorCode_INVALID, "the forwarded command is not one this master can apply")
+	}
 	resp, err := s.d.Cluster.ApplyLocal(ctx, command)
 	if err != nil {
 		if errors.Is(err, raftfsm.ErrNotLeader) {

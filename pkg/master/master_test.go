@@ -275,9 +275,12 @@ func TestFarBehindMasterCatchesUpBySnapshot(t *testing.T) {
 	}
 	c.start(lag)
 	eventually(t, 20*time.Second, "the lagging master catches up", func() bool { return jobCount(c.masters[lag]) == 300 })
-	if s := c.masters[lag].Node().Stats()["last_snapshot_index"]; s == "" || s == "0" {
-		t.Fatalf("the lagging master did not install a snapshot (last_snapshot_index %q)", s)
-	}
+	// Raft records the installed snapshot's index just after the FSM restore
+	// that made the jobs visible.
+	eventually(t, 10*time.Second, "the lagging master to record an installed snapshot", func() bool {
+		s := c.masters[lag].Node().Stats()["last_snapshot_index"]
+		return s != "" && s != "0"
+	})
 	if fmt.Sprint(c.masters[lag].FSM().State().Books()) != fmt.Sprint(c.masters[l].FSM().State().Books()) {
 		t.Fatal("books differ after snapshot install")
 	}

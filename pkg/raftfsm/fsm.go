@@ -116,6 +116,7 @@ func register[C command](ct CommandType, newCmd func() C, apply func(t *tx, cmd 
 		t.now = cmd.GetNowMs()
 		return apply(t, cmd)
 	}
+	decoders[ct] = func(body []byte) error { return decodeCompact(body, newCmd()) }
 }
 
 // Apply applies one committed entry and returns its *journal.TApplyResponse.

@@ -115,6 +115,7 @@ func snapshotHeader(m *meta) *journal.TSnapshotHeader {
 		JobCount:      thrift.Int64Ptr(m.jobs),
 		CatalogCount:  thrift.Int64Ptr(m.catalogs),
 		BackendCount:  thrift.Int64Ptr(m.backends),
+		AppliedIndex:  thrift.Int64Ptr(int64(m.appliedIndex)),
 	}
 }
 
@@ -221,6 +222,9 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, *meta, error) {
 	}
 	m := emptyMeta()
 	m.lastJobID, m.lastCatalogID, m.lastBackendID = h.LastJobID, h.LastCatalogID, h.LastBackendID
+	// Read-your-writes waits compare against the applied index, which must
+	// not fall back to 0 after a restore.
+	m.appliedIndex = uint64(max(h.GetAppliedIndex(), 0))
 	for _, o := range h.Options {
 		if o != nil {
 			// Kept as stored, unknown keys included (a newer master's), so
