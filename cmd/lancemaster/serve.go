@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os/signal"
 	"syscall"
 
@@ -44,6 +45,7 @@ func newServeCmd() *cobra.Command {
 			return usagef("%v", err)
 		}
 		defer func() { _ = log.Sync() }()
+		slog.SetDefault(slog.New(config.SlogHandler(log.Named("thrift"))))
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()

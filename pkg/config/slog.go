@@ -1,0 +1,77 @@
+package config
+
+import (
+	"context"
+	"log/slog"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// SlogHandler routes log/slog records into a zap logger. The Thrift library
+// reports protocol and TLS errors through slog's default logger; serve sets
+// slog.SetDefault(slog.New(SlogHandler(log))) so they land in the same
+// structured log as everything else instead of on bare stderr.
+func SlogHandler(log *zap.Logger) slog.Handler {
+	return &slogHandler{log: log.WithOptions(zap.AddCallerSkip(3))}
+}
+
+type slogHandler struct {
+	log    *zap.Logger
+	fields []zap.Field
+	group  string
+}
+
+func (h *slogHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return h.log.Core().Enabled(zapLevel(l))
+}
+
+func (h *slogHandler) Handle(_ context.Context, r slog.Record) error {
+	fields := append([]zap.Field(nil), h.fields...)
+	r.Attrs(func(a slog.Attr) bool {
+		fields = append(fields, h.field(a))
+		return true
+	})
+	if ce := h.log.Check(zapLevel(r.Level), r.Message); ce != nil {
+		ce.Write(fields...)
+	}
+	return nil
+}
+
+func (h *slogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.fields = append([]zap.Field(nil), h.fields...)
+	for _, a := range attrs {
+		c.fields = append(c.fields, h.field(a))
+	}
+	return &c
+}
+
+func (h *slogHandler) WithGroup(name string) slog.Handler {
+	c := *h
+	if c.group != "" {
+		name = c.group + "." + name
+	}
+	c.group = name
+	return &c
+}
+
+func (h *slogHandler) field(a slog.Attr) zap.Field {
+	key := a.Key
+	if h.group != "" {
+		key = h.group + "." + key
+	}
+	return zap.Any(key, a.Value.Resolve().Any())
+}
+
+func zapLevel(l slog.Level) zapcore.Level {
+	switch {
+	case l >= slog.LevelError:
+		return zapcore.ErrorLevel
+	case l >= slog.LevelWarn:
+		return zapcore.WarnLevel
+	case l >= slog.LevelInfo:
+		return zapcore.InfoLevel
+	}
+	return zapcore.DebugLevel
+}
