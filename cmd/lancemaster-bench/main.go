@@ -1,0 +1,330 @@
+// Command lancemaster-bench measures lancemaster against the raw Raft
+// baseline in one invocation and prints every figure as a ratio to that
+// baseline (docs/benchmarks.md). The machine these run on is shared and
+// moves ±30% between runs, so a figure means something only next to the
+// baseline measured in the same run. Figures are printed, never asserted.
+//
+// Sections (-only):
+//
+//	raw        the raw baseline: 3 hashicorp/raft nodes over loopback TCP,
+//	           raft-boltdb/v2 with fsync, trivial FSM; Apply commits/s and
+//	           latency at c = 64 and 256.
+//	admission  3 lancemaster masters over loopback, a fake backend, c Thrift
+//	           clients calling CreateIndex on the leader; admissions/s and
+//	           latency at c = 64 and 256, against raw Apply at the same c.
+//	fsm        the raftfsm benchmarks (go test -bench, a subprocess): queries
+//	           over 1M retained jobs, snapshot persist/restore, heap per job,
+//	           against a same-run gob snapshot of 1M ~200 B records.
+//
+// A section's baseline runs whenever the section does: admission runs raw
+// Apply at the same concurrency, fsm runs the gob snapshot baseline.
+//
+// Usage (make bench BENCH_ARGS="..." runs the same):
+//
+//	go run ./cmd/lancemaster-bench [-dur 10s] [-quick] [-only raw,admission,fsm]
+//	    [-c 64,256] [-tmp dir] [-json] [-cpuprofile file]
+//
+// Progress goes to stderr, the table (or -json) to stdout. Everything runs on
+// 127.0.0.1 under one temp dir, removed at the end (also on SIGINT/SIGTERM).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Sections, in the order they run.
+const (
+	secRaw       = "raw"
+	secAdmission = "admission"
+	secFSM       = "fsm"
+)
+
+var allSections = []string{secRaw, secAdmission, secFSM}
+
+// Load points and sizes of a default run and of a -quick smoke run.
+const (
+	defaultConc  = "64,256"
+	defaultWarm  = 1 * time.Second
+	quickDur     = 2 * time.Second
+	quickWarm    = 500 * time.Millisecond
+	defaultSnapN = 1_000_000
+	quickSnapN   = 100_000
+	// fsmRunTimeout bounds one go test run, build included; a normal one
+	// takes well under a minute.
+	fsmRunTimeout = 4 * time.Minute
+	// maxConc keeps every client connection within a master's default
+	// connection cap (rpc.DefaultMaxConns).
+	maxConc = 256
+)
+
+type options struct {
+	dur, warm time.Duration
+	quick     bool
+	only      map[string]bool
+	tmp       string
+	json      bool
+	cpuprof   string
+	snapN     int   // records of the gob snapshot baseline and of the fsm benchmarks
+	conc      []int // load points of raw and admission
+}
+
+func main() { os.Exit(benchMain()) }
+
+// benchMain runs the benchmark and returns the exit code: 2 for bad flags, 1
+// when a section could not run (a missed target is not a failure).
+func benchMain() int {
+	o, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lancemaster-bench:", err)
+		return 2
+	}
+	if o.cpuprof != "" {
+		stopProfile, err := startCPUProfile(o.cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lancemaster-bench:", err)
+			return 2
+		}
+		defer stopProfile()
+	}
+	rep := run(o)
+	if o.json {
+		if err := rep.writeJSON(os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "lancemaster-bench:", err)
+			return 1
+		}
+	} else {
+		quick := ""
+		if o.quick {
+			quick = ", -quick"
+		}
+		fmt.Printf("\nlancemaster-bench %s  (%d CPUs, %s, window %s per load point%s)\n",
+			rep.Date, rep.Host.CPUs, rep.Host.GoVersion, o.dur, quick)
+		fmt.Println("ratio = lancemaster / raw baseline of this run; throughput: higher is better; time, bytes: lower is better.")
+		fmt.Println()
+		rep.writeTable(os.Stdout)
+	}
+	if len(rep.Errors) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+func parseFlags() (*options, error) {
+	o := &options{warm: defaultWarm, snapN: defaultSnapN}
+	flag.DurationVar(&o.dur, "dur", 10*time.Second, "measurement window per load point")
+	flag.BoolVar(&o.quick, "quick", false, "smoke run: 2 s windows (unless -dur is given), 100k-record snapshots")
+	only := flag.String("only", strings.Join(allSections, ","), "comma list of sections: "+strings.Join(allSections, ", "))
+	flag.StringVar(&o.tmp, "tmp", os.TempDir(), "parent directory for the run's temp dir (removed at the end)")
+	flag.BoolVar(&o.json, "json", false, "print the report as JSON instead of a table")
+	concFlag := flag.String("c", defaultConc, "comma list of concurrencies (load points) of raw and admission")
+	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file (for finding bottlenecks)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	durSet := false
+	flag.Visit(func(f *flag.Flag) { durSet = durSet || f.Name == "dur" })
+	if o.quick {
+		o.warm, o.snapN = quickWarm, quickSnapN
+		if !durSet {
+			o.dur = quickDur
+		}
+	}
+	if o.dur <= 0 || o.dur > 10*time.Minute {
+		return nil, fmt.Errorf("-dur %s: want (0, 10m]", o.dur)
+	}
+	for _, f := range strings.Split(*concFlag, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 || c > maxConc {
+			return nil, fmt.Errorf("-c: %q is not a concurrency in [1, %d]", f, maxConc)
+		}
+		o.conc = append(o.conc, c)
+	}
+	o.only = map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !contains(allSections, s) {
+			return nil, fmt.Errorf("-only: unknown section %q (want %s)", s, strings.Join(allSections, ", "))
+		}
+		o.only[s] = true
+	}
+	if len(o.only) == 0 {
+		return nil, fmt.Errorf("-only: no section selected")
+	}
+	return o, nil
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// run executes the selected sections inside one temp dir, removed at the end
+// (and on SIGINT/SIGTERM).
+func run(o *options) *report {
+	rep := &report{
+		Date:     time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		Host:     hostInfo{GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH},
+		Sections: map[string]float64{},
+		Options: map[string]any{"dur": o.dur.String(), "warm": o.warm.String(), "quick": o.quick,
+			"only": keys(o.only), "concurrency": o.conc, "snapshot_records": o.snapN},
+	}
+	root, err := os.MkdirTemp(o.tmp, "lancemaster-bench-")
+	if err != nil {
+		rep.fail("setup", err)
+		return rep
+	}
+	o.tmp = root
+	defer os.RemoveAll(root)
+	done := make(chan struct{})
+	defer close(done)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() { // an interrupted run leaves no child and no temp dir behind
+		select {
+		case <-sig:
+			killChild()
+			os.RemoveAll(root)
+			fmt.Fprintln(os.Stderr, "lancemaster-bench: interrupted")
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+
+	if o.only[secRaw] || o.only[secAdmission] {
+		runLoadSections(o, rep)
+	}
+	if o.only[secFSM] {
+		runFSMSection(o, rep)
+	}
+	return rep
+}
+
+// runLoadSections interleaves raw and lancemaster load points (raw c=64,
+// admission c=64, raw c=256, ...) so that drift of the shared machine hits
+// both alike. Every load point gets a fresh cluster.
+func runLoadSections(o *options, rep *report) {
+	for _, c := range o.conc {
+		t := time.Now()
+		raw, rawErr := runRawApply(o, c)
+		rep.Sections[fmt.Sprintf("raw_c%d", c)] = time.Since(t).Seconds()
+		if rawErr != nil {
+			rep.fail(secRaw, fmt.Errorf("c=%d: %w", c, rawErr))
+		} else {
+			rep.Raw = append(rep.Raw, raw)
+			progress("raw c=%d: %.0f commits/s, p50 %.1f ms, p99 %.1f ms", c, raw.OpsPerS, raw.P50Ms, raw.P99Ms)
+			rep.add(rawRows(raw)...)
+		}
+		if !o.only[secAdmission] {
+			continue
+		}
+		t = time.Now()
+		adm, err := runAdmission(o, c)
+		rep.Sections[fmt.Sprintf("admission_c%d", c)] = time.Since(t).Seconds()
+		if err != nil {
+			rep.fail(secAdmission, fmt.Errorf("c=%d: %w", c, err))
+			continue
+		}
+		rep.Admit = append(rep.Admit, adm)
+		progress("admission c=%d: %.0f admissions/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d elections",
+			c, adm.OpsPerS, adm.P50Ms, adm.P99Ms, adm.Errors, adm.Elections)
+		if adm.Errors > 0 || adm.Elections > 0 {
+			for _, l := range adm.MasterLog {
+				progress("  master log: %s", clip(l, 300))
+			}
+		}
+		var base *loadResult
+		if rawErr == nil {
+			base = &raw
+		}
+		rep.add(admissionRows(adm, base)...)
+	}
+}
+
+func rawRows(r loadResult) []row {
+	c := fmt.Sprintf(" c=%d", r.Conc)
+	return []row{
+		{Section: secRaw, Figure: "Apply commits/s" + c, Unit: "1/s", Raw: f64(r.OpsPerS),
+			Note: fmt.Sprintf("1st/2nd half of window %.0f/%.0f per s", r.FirstHalfPerS, r.SecondHalfPerS)},
+		{Section: secRaw, Figure: "Apply p50" + c, Unit: "ms", Raw: f64(r.P50Ms)},
+		{Section: secRaw, Figure: "Apply p99" + c, Unit: "ms", Raw: f64(r.P99Ms)},
+	}
+}
+
+func admissionRows(a loadResult, raw *loadResult) []row {
+	c := fmt.Sprintf(" c=%d", a.Conc)
+	rows := []row{
+		{Section: secAdmission, Figure: "admissions/s" + c, Unit: "1/s", LM: f64(a.OpsPerS)},
+		{Section: secAdmission, Figure: "admission p50" + c, Unit: "ms", LM: f64(a.P50Ms)},
+		{Section: secAdmission, Figure: "admission p99" + c, Unit: "ms", LM: f64(a.P99Ms)},
+	}
+	if raw != nil {
+		rows[0].Raw, rows[1].Raw, rows[2].Raw = f64(raw.OpsPerS), f64(raw.P50Ms), f64(raw.P99Ms)
+	}
+	for i := range rows {
+		rows[i] = rows[i].withRatio()
+	}
+	rows[0] = rows[0].atLeastRatio(0.5)
+	// Every admitted job stays unresolved (no dispatcher runs), so the state
+	// grows through the window; the two halves show whether the rate holds.
+	rows[0].Note = fmt.Sprintf("1st/2nd half of window %.0f/%.0f per s, %s jobs at end",
+		a.FirstHalfPerS, a.SecondHalfPerS, groupThousands(strconv.FormatInt(a.JobsAtEnd, 10)))
+	if a.Elections > 0 {
+		rows[0].Note += fmt.Sprintf("; %d election(s) during the run", a.Elections)
+	}
+	if a.Errors > 0 {
+		rows[0].Note += fmt.Sprintf("; %d failed requests, first: %s", a.Errors, clip(a.FirstErr, 120))
+	}
+	return rows
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// progress reports to stderr while the run goes on (stdout is the table or JSON).
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
