@@ -91,6 +91,7 @@ var pinnedStructs = []pinnedStruct{
 		{"external_metadata_advanced", 8, "bool", opt},
 		{"termination_proof", 9, "TLanceIndexTerminationProof", opt},
 		{"invocation_secret", 10, "string", opt},
+		{"forwarded", 11, "bool", opt},
 	}},
 	{"TLanceIndexJobTerminationReport", func() thrift.TStruct { return wire.NewTLanceIndexJobTerminationReport() }, []pin{
 		{"job_id", 1, "i64", req},
@@ -99,6 +100,7 @@ var pinnedStructs = []pinnedStruct{
 		{"be_process_epoch", 4, "i64", req},
 		{"proof", 5, "TLanceIndexTerminationProof", req},
 		{"invocation_secret", 6, "string", opt},
+		{"forwarded", 7, "bool", opt},
 	}},
 
 	// ---- wire.thrift: ours (heartbeat, inspect, query) ----------------------

@@ -105,6 +105,7 @@ struct TLanceIndexJobReport {
   8: optional bool external_metadata_advanced,
   9: optional TLanceIndexTerminationProof termination_proof,
   10: optional string invocation_secret,  // required by the master
+  11: optional bool forwarded,            // ours: set by a master forwarding to the leader (one hop only)
 }
 
 struct TLanceIndexJobTerminationReport {
@@ -114,6 +115,7 @@ struct TLanceIndexJobTerminationReport {
   4: required i64 be_process_epoch,
   5: required TLanceIndexTerminationProof proof,
   6: optional string invocation_secret,  // ours: termination reports are authenticated too
+  7: optional bool forwarded,            // ours: set by a master forwarding to the leader (one hop only)
 }
 
 // ---- ours: heartbeat, inspect, query ------------------------------------

@@ -1915,6 +1915,7 @@ func (p *TLanceIndexJobDispatch) String() string {
 //   - ExternalMetadataAdvanced
 //   - TerminationProof
 //   - InvocationSecret
+//   - Forwarded
 type TLanceIndexJobReport struct {
 	JobID                    int64                        `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision         int64                        `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -1926,6 +1927,7 @@ type TLanceIndexJobReport struct {
 	ExternalMetadataAdvanced *bool                        `thrift:"external_metadata_advanced,8" db:"external_metadata_advanced" json:"external_metadata_advanced,omitempty"`
 	TerminationProof         *TLanceIndexTerminationProof `thrift:"termination_proof,9" db:"termination_proof" json:"termination_proof,omitempty"`
 	InvocationSecret         *string                      `thrift:"invocation_secret,10" db:"invocation_secret" json:"invocation_secret,omitempty"`
+	Forwarded                *bool                        `thrift:"forwarded,11" db:"forwarded" json:"forwarded,omitempty"`
 }
 
 func NewTLanceIndexJobReport() *TLanceIndexJobReport {
@@ -2001,6 +2003,15 @@ func (p *TLanceIndexJobReport) GetInvocationSecret() string {
 	}
 	return *p.InvocationSecret
 }
+
+var TLanceIndexJobReport_Forwarded_DEFAULT bool
+
+func (p *TLanceIndexJobReport) GetForwarded() bool {
+	if !p.IsSetForwarded() {
+		return TLanceIndexJobReport_Forwarded_DEFAULT
+	}
+	return *p.Forwarded
+}
 func (p *TLanceIndexJobReport) IsSetResultCode() bool {
 	return p.ResultCode != nil
 }
@@ -2023,6 +2034,10 @@ func (p *TLanceIndexJobReport) IsSetTerminationProof() bool {
 
 func (p *TLanceIndexJobReport) IsSetInvocationSecret() bool {
 	return p.InvocationSecret != nil
+}
+
+func (p *TLanceIndexJobReport) IsSetForwarded() bool {
+	return p.Forwarded != nil
 }
 
 func (p *TLanceIndexJobReport) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -2141,6 +2156,16 @@ func (p *TLanceIndexJobReport) Read(ctx context.Context, iprot thrift.TProtocol)
 		case 10:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField11(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -2268,6 +2293,15 @@ func (p *TLanceIndexJobReport) ReadField10(ctx context.Context, iprot thrift.TPr
 	return nil
 }
 
+func (p *TLanceIndexJobReport) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.Forwarded = &v
+	}
+	return nil
+}
+
 func (p *TLanceIndexJobReport) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobReport"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -2301,6 +2335,9 @@ func (p *TLanceIndexJobReport) Write(ctx context.Context, oprot thrift.TProtocol
 			return err
 		}
 		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -2455,6 +2492,21 @@ func (p *TLanceIndexJobReport) writeField10(ctx context.Context, oprot thrift.TP
 	return err
 }
 
+func (p *TLanceIndexJobReport) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetForwarded() {
+		if err := oprot.WriteFieldBegin(ctx, "forwarded", thrift.BOOL, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:forwarded: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Forwarded)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.forwarded (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:forwarded: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexJobReport) Equals(other *TLanceIndexJobReport) bool {
 	if p == other {
 		return true
@@ -2521,6 +2573,14 @@ func (p *TLanceIndexJobReport) Equals(other *TLanceIndexJobReport) bool {
 			return false
 		}
 	}
+	if p.Forwarded != other.Forwarded {
+		if p.Forwarded == nil || other.Forwarded == nil {
+			return false
+		}
+		if (*p.Forwarded) != (*other.Forwarded) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -2538,6 +2598,7 @@ func (p *TLanceIndexJobReport) String() string {
 //   - BeProcessEpoch
 //   - Proof
 //   - InvocationSecret
+//   - Forwarded
 type TLanceIndexJobTerminationReport struct {
 	JobID            int64                       `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision int64                       `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -2545,6 +2606,7 @@ type TLanceIndexJobTerminationReport struct {
 	BeProcessEpoch   int64                       `thrift:"be_process_epoch,4,required" db:"be_process_epoch" json:"be_process_epoch"`
 	Proof            TLanceIndexTerminationProof `thrift:"proof,5,required" db:"proof" json:"proof"`
 	InvocationSecret *string                     `thrift:"invocation_secret,6" db:"invocation_secret" json:"invocation_secret,omitempty"`
+	Forwarded        *bool                       `thrift:"forwarded,7" db:"forwarded" json:"forwarded,omitempty"`
 }
 
 func NewTLanceIndexJobTerminationReport() *TLanceIndexJobTerminationReport {
@@ -2579,8 +2641,21 @@ func (p *TLanceIndexJobTerminationReport) GetInvocationSecret() string {
 	}
 	return *p.InvocationSecret
 }
+
+var TLanceIndexJobTerminationReport_Forwarded_DEFAULT bool
+
+func (p *TLanceIndexJobTerminationReport) GetForwarded() bool {
+	if !p.IsSetForwarded() {
+		return TLanceIndexJobTerminationReport_Forwarded_DEFAULT
+	}
+	return *p.Forwarded
+}
 func (p *TLanceIndexJobTerminationReport) IsSetInvocationSecret() bool {
 	return p.InvocationSecret != nil
+}
+
+func (p *TLanceIndexJobTerminationReport) IsSetForwarded() bool {
+	return p.Forwarded != nil
 }
 
 func (p *TLanceIndexJobTerminationReport) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -2661,6 +2736,16 @@ func (p *TLanceIndexJobTerminationReport) Read(ctx context.Context, iprot thrift
 		case 6:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField7(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -2753,6 +2838,15 @@ func (p *TLanceIndexJobTerminationReport) ReadField6(ctx context.Context, iprot 
 	return nil
 }
 
+func (p *TLanceIndexJobTerminationReport) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Forwarded = &v
+	}
+	return nil
+}
+
 func (p *TLanceIndexJobTerminationReport) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobTerminationReport"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -2774,6 +2868,9 @@ func (p *TLanceIndexJobTerminationReport) Write(ctx context.Context, oprot thrif
 			return err
 		}
 		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -2866,6 +2963,21 @@ func (p *TLanceIndexJobTerminationReport) writeField6(ctx context.Context, oprot
 	return err
 }
 
+func (p *TLanceIndexJobTerminationReport) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetForwarded() {
+		if err := oprot.WriteFieldBegin(ctx, "forwarded", thrift.BOOL, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:forwarded: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Forwarded)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.forwarded (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:forwarded: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexJobTerminationReport) Equals(other *TLanceIndexJobTerminationReport) bool {
 	if p == other {
 		return true
@@ -2892,6 +3004,14 @@ func (p *TLanceIndexJobTerminationReport) Equals(other *TLanceIndexJobTerminatio
 			return false
 		}
 		if (*p.InvocationSecret) != (*other.InvocationSecret) {
+			return false
+		}
+	}
+	if p.Forwarded != other.Forwarded {
+		if p.Forwarded == nil || other.Forwarded == nil {
+			return false
+		}
+		if (*p.Forwarded) != (*other.Forwarded) {
 			return false
 		}
 	}

@@ -1,0 +1,215 @@
+package report
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/thrift/lib/go/thrift"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// Waker wakes the dispatch round (dispatch.Waker). Wake must never block.
+type Waker interface{ Wake() }
+
+// ForwardFunc runs fn against the master at leaderAddr. The master wires it
+// to an rpc.MasterClient; fn makes exactly one report call. It may be called
+// from any goroutine.
+type ForwardFunc func(ctx context.Context, leaderAddr string,
+	fn func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error) error
+
+// Deps are the Handler's collaborators. Proposer and Reader are required.
+type Deps struct {
+	Proposer raftfsm.Proposer
+	Reader   raftfsm.Reader
+	// Leader returns the leader's id and RPC address ("" when unknown).
+	// nil: no leader is ever known, so a follower answers NOT_LEADER.
+	Leader func() (id, rpcAddr string)
+	// Forward carries a follower's report to the leader; nil disables
+	// forwarding (a follower then answers NOT_LEADER and the backend tries
+	// another master).
+	Forward ForwardFunc
+	// Waker is woken after every applied change; optional.
+	Waker Waker
+	// Logger; nil discards.
+	Logger *zap.Logger
+	// Clock stamps now_ms into commands (the FSM reads no clock); nil = time.Now.
+	Clock func() time.Time
+	// CatchUp returns once this leader's FSM has applied every committed
+	// entry (cluster.Node.ConsistentRead). It is called once per leader term,
+	// before the first report of that term is judged: a new leader may not
+	// have applied its predecessor's last M1 yet, and a report judged on that
+	// view would be refused for good (unknown job, no secret). nil skips it
+	// (tests; a single node).
+	CatchUp func(ctx context.Context) error
+	// ForwardTimeout bounds one forwarded call (default 10 s).
+	ForwardTimeout time.Duration
+	// ApplyTimeout bounds one proposed batch (default 10 s).
+	ApplyTimeout time.Duration
+}
+
+// Batching limits of the group commit.
+const (
+	// maxBatchItems keeps an entry well under the frame limit: an item is at
+	// most ~1.4 KiB (a 1 KiB message plus ids).
+	maxBatchItems = 256
+	// maxFlights is how many batches of one command type may be in flight;
+	// raft pipelines them, and under light load no item waits for another.
+	maxFlights = 4
+
+	defaultTimeout = 10 * time.Second
+
+	// Drop lines are sampled per reason and second: the first dropLogFirst,
+	// then one in dropLogThereafter. Enough to diagnose a misbehaving
+	// backend, too few for forged reports to fill a disk.
+	dropLogFirst      = 20
+	dropLogThereafter = 1000
+)
+
+// Handler implements admin.ReportHandler. Its methods are safe for
+// concurrent use by the Thrift server's goroutines.
+type Handler struct {
+	d       Deps
+	log     *zap.Logger
+	dropLog *zap.Logger // sampled: a flood of forged reports must not flood the log
+	counts  counters
+
+	results *group[*journal.TCompletion]
+	proofs  *group[*journal.TProof]
+
+	catchMu  sync.Mutex
+	caughtUp atomic.Uint64 // the leader term whose catch-up completed
+}
+
+// New returns a Handler. It panics on a missing required dependency: that
+// is a wiring bug, found at start-up.
+func New(d Deps) *Handler {
+	if d.Proposer == nil || d.Reader == nil {
+		panic("report.New: Proposer and Reader are required")
+	}
+	if d.Logger == nil {
+		d.Logger = zap.NewNop()
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	if d.ForwardTimeout <= 0 {
+		d.ForwardTimeout = defaultTimeout
+	}
+	if d.ApplyTimeout <= 0 {
+		d.ApplyTimeout = defaultTimeout
+	}
+	h := &Handler{d: d, log: d.Logger, dropLog: d.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, dropLogFirst, dropLogThereafter)
+	}))}
+	h.results = newGroup(maxBatchItems, maxFlights, d.ApplyTimeout,
+		func(ctx context.Context, items []*journal.TCompletion) (*journal.TApplyResponse, error) {
+			return h.propose(ctx, raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: h.nowMs(), Completions: items})
+		})
+	h.proofs = newGroup(maxBatchItems, maxFlights, d.ApplyTimeout,
+		func(ctx context.Context, items []*journal.TProof) (*journal.TApplyResponse, error) {
+			return h.propose(ctx, raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: h.nowMs(), Proofs: items})
+		})
+	return h
+}
+
+// Counts returns how many reports (or report parts) were dropped, applied or
+// forwarded, by reason name (see Reason). Every reason is present.
+func (h *Handler) Counts() map[string]int64 { return h.counts.snapshot() }
+
+// HandleResult handles reportLanceIndexJobResult (DESIGN.md §9).
+func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport) *wire.TStatus {
+	if r == nil {
+		return h.drop(0, ReasonInvalidField, invalid(0, "the report is empty"))
+	}
+	if !h.d.Proposer.IsLeader() {
+		if r.GetForwarded() {
+			return h.notLeaderAfterHop(r.JobID)
+		}
+		fwd := *r
+		fwd.Forwarded = thrift.BoolPtr(true)
+		return h.forward(ctx, r.JobID, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*wire.TStatus, error) {
+			return c.ReportLanceIndexJobResult_(ctx, &fwd)
+		})
+	}
+	id := identity{r.JobID, r.DispatchRevision, r.InvocationID, r.BeProcessEpoch}
+	rec, st := h.authenticate(ctx, id, r.InvocationSecret)
+	if st != nil {
+		return st
+	}
+	// The proof first, on its own: a result that fails to parse must not
+	// keep a provably finished worker's slot held.
+	proofDropped := false
+	if r.IsSetTerminationProof() && r.GetTerminationProof() != wire.TLanceIndexTerminationProof_NONE {
+		if p, ok := wireProof(r.GetTerminationProof()); !ok {
+			proofDropped = true
+			h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the termination proof is not one a backend may send"))
+		} else if st := h.applyProof(ctx, rec, p); st != nil {
+			return st
+		}
+	}
+	res, reason, why := parseResult(r)
+	if why != "" {
+		return h.drop(id.jobID, reason, invalid(id.jobID, why+"; the result is dropped"))
+	}
+	st = h.applyResult(ctx, rec, id, res)
+	if proofDropped && st.StatusCode == wire.TStatusCode_OK {
+		return invalid(id.jobID, "the result was accepted; the termination proof is not one a backend may send and was dropped")
+	}
+	return st
+}
+
+// HandleTermination handles reportLanceIndexJobTermination: authenticated
+// like a result (Improvement, §9), it applies P only.
+func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobTerminationReport) *wire.TStatus {
+	if r == nil {
+		return h.drop(0, ReasonInvalidField, invalid(0, "the report is empty"))
+	}
+	if !h.d.Proposer.IsLeader() {
+		if r.GetForwarded() {
+			return h.notLeaderAfterHop(r.JobID)
+		}
+		fwd := *r
+		fwd.Forwarded = thrift.BoolPtr(true)
+		return h.forward(ctx, r.JobID, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*wire.TStatus, error) {
+			return c.ReportLanceIndexJobTermination(ctx, &fwd)
+		})
+	}
+	id := identity{r.JobID, r.DispatchRevision, r.InvocationID, r.BeProcessEpoch}
+	rec, st := h.authenticate(ctx, id, r.InvocationSecret)
+	if st != nil {
+		return st
+	}
+	p, ok := wireProof(r.Proof)
+	if !ok {
+		return h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the termination proof is not one a backend may send"))
+	}
+	if st := h.applyProof(ctx, rec, p); st != nil {
+		return st
+	}
+	return statusOK()
+}
+
+func (h *Handler) nowMs() int64 { return h.d.Clock().UnixMilli() }
+
+func (h *Handler) wake() {
+	if h.d.Waker != nil {
+		h.d.Waker.Wake()
+	}
+}
+
+// propose encodes and proposes one batch command.
+func (h *Handler) propose(ctx context.Context, t raftfsm.CommandType, cmd thrift.TStruct) (*journal.TApplyResponse, error) {
+	data, err := raftfsm.Encode(t, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return h.d.Proposer.Propose(ctx, data)
+}

@@ -1,0 +1,112 @@
+package report
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/apache/thrift/lib/go/thrift"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// identity is the dispatch a report names: with the job id, the quad the
+// M2 and P guards compare (DESIGN.md §3).
+type identity struct {
+	jobID            int64
+	dispatchRevision int64
+	invocationID     string
+	epoch            int64
+}
+
+// secretMatches compares the echoed secret with the journaled one in
+// constant time. Both are hashed first so that neither the comparison's
+// time nor its early exit on a length mismatch says anything about the
+// journaled secret's length. A record without a secret authenticates
+// nothing.
+func secretMatches(given *string, recorded string) bool {
+	if given == nil || recorded == "" {
+		return false
+	}
+	a, b := sha256.Sum256([]byte(*given)), sha256.Sum256([]byte(recorded))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// wireProof maps the proofs a backend may send; NONE and anything else is
+// not a proof (PROCESS_EPOCH_GONE and NOT_ENQUEUED are the master's own).
+func wireProof(p wire.TLanceIndexTerminationProof) (job.TerminationProof, bool) {
+	switch p {
+	case wire.TLanceIndexTerminationProof_CHILD_REAPED:
+		return job.ProofChildReaped, true
+	case wire.TLanceIndexTerminationProof_NEVER_LAUNCHED:
+		return job.ProofNeverLaunched, true
+	}
+	return 0, false
+}
+
+// parsedResult is a result that passed parseResult.
+type parsedResult struct {
+	code    job.ResultCode
+	message string
+	ema     bool
+}
+
+// parseResult checks the result part of a report (§9, §10). On failure it
+// returns the reason and a message that names fields, never values.
+func parseResult(r *wire.TLanceIndexJobReport) (parsedResult, Reason, string) {
+	if !r.IsSetResultCode() {
+		return parsedResult{}, ReasonMalformedCode, "the result code is missing"
+	}
+	// NO_TRUSTED_RESULT (100) is master-only; only 1..12 may come from a backend.
+	code := job.ResultCode(r.GetResultCode())
+	if !code.IsWire() {
+		return parsedResult{}, ReasonMalformedCode, fmt.Sprintf("result code %d is not one a backend may send", int64(code))
+	}
+	if r.IsSetCompletionReason() {
+		switch r.GetCompletionReason() {
+		case wire.TLanceIndexCompletionReason_NONE, wire.TLanceIndexCompletionReason_IF_CONDITION_NOOP:
+		default:
+			return parsedResult{}, ReasonInvalidField,
+				fmt.Sprintf("completion reason %d is unknown", int64(r.GetCompletionReason()))
+		}
+	}
+	msg := r.GetSanitizedMessage()
+	if len(msg) > job.MaxMessageBytes {
+		return parsedResult{}, ReasonOversizedMessage,
+			fmt.Sprintf("the sanitized message is %d bytes; at most %d are allowed", len(msg), job.MaxMessageBytes)
+	}
+	if !utf8.ValidString(msg) {
+		return parsedResult{}, ReasonInvalidField, "the sanitized message is not valid UTF-8"
+	}
+	return parsedResult{code: code, message: msg, ema: r.GetExternalMetadataAdvanced()}, 0, ""
+}
+
+// completion is the M2 item for a parsed result, with the report's identity.
+func completion(id identity, res parsedResult) *journal.TCompletion {
+	code := journal.TResultCode(res.code)
+	return &journal.TCompletion{
+		JobID: id.jobID, DispatchRevision: id.dispatchRevision, InvocationID: id.invocationID, ProcessEpoch: id.epoch,
+		Result_: &journal.TJobResult_{Code: &code, Message: thrift.StringPtr(res.message),
+			ExternalMetadataAdvanced: thrift.BoolPtr(res.ema)},
+	}
+}
+
+// Statuses. Messages carry ids and field names only: never a secret, a
+// message text or any other request content.
+
+func statusOK() *wire.TStatus { return &wire.TStatus{StatusCode: wire.TStatusCode_OK} }
+
+func status(code wire.TStatusCode, jobID int64, format string, args ...any) *wire.TStatus {
+	msg := fmt.Sprintf(format, args...)
+	if jobID != 0 {
+		msg = fmt.Sprintf("job %d: %s", jobID, msg)
+	}
+	return &wire.TStatus{StatusCode: code, ErrorMsgs: []string{msg}}
+}
+
+func invalid(jobID int64, msg string) *wire.TStatus {
+	return status(wire.TStatusCode_INVALID_ARGUMENT, jobID, "%s", msg)
+}
