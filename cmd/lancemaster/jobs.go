@@ -23,6 +23,7 @@ func newJobsCmd(g *globals) *cobra.Command {
 		newJobsShowCmd(g),
 		newJobsResolveCmd(g),
 		newJobsCancelCmd(g),
+		newJobsWatchCmd(g),
 	)
 }
 

@@ -124,10 +124,25 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		}
 		return exitUsage
 	}
+	// A command that ends with an exit code of its own (jobs watch: the
+	// outcome of the jobs) has already explained it on stderr.
+	var xe *exitCodeError
+	if errors.As(err, &xe) {
+		return xe.code
+	}
 	code, line := describeError(err)
 	fmt.Fprintf(stderr, "Error: %s\n", line)
 	return code
 }
+
+// exitCodeError ends a command with the exit code code. The command prints
+// its own explanation before returning it; execute prints nothing more.
+type exitCodeError struct {
+	code int
+	msg  string
+}
+
+func (e *exitCodeError) Error() string { return e.msg }
 
 // markRunStart wraps every runnable command so execute can tell usage
 // errors (raised by cobra before RunE) from failures of the command itself,

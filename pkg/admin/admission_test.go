@@ -346,9 +346,9 @@ func TestForceRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []*adminapi.TResolveRequest{
-		{JobID: 1, ForceRelease: true, Comment: "ok"},                                     // PENDING, not UNKNOWN
-		{JobID: 1, ForceRelease: false, Comment: "ok"},                                    // no --force-release
-		{JobID: 1, ForceRelease: true, Comment: "  "},                                     // no comment
+		{JobID: 1, ForceRelease: true, Comment: "ok"},                                    // PENDING, not UNKNOWN
+		{JobID: 1, ForceRelease: false, Comment: "ok"},                                   // no --force-release
+		{JobID: 1, ForceRelease: true, Comment: "  "},                                    // no comment
 		{JobID: 1, ForceRelease: true, Comment: strings.Repeat("c", job.MaxNoteBytes+1)}, // oversized
 	}
 	for _, r := range bad {

@@ -32,7 +32,23 @@ func (s *Server) AddBackend(ctx context.Context, address string) (*adminapi.TBac
 
 // ListBackends lists backends by id with their held slots and, where the
 // leader has heard from them, liveness and epoch.
+//
+// Liveness and epochs are leader-local (heartbeats), so a follower asks the
+// leader, and falls back to its own view (without them) when it cannot.
 func (s *Server) ListBackends(ctx context.Context) ([]*adminapi.TBackend, error) {
+	if !s.d.Proposer.IsLeader() && s.d.LeaderCall != nil {
+		if _, addr := s.d.Cluster.Leader(); addr != "" {
+			var out []*adminapi.TBackend
+			err := s.d.LeaderCall(ctx, addr, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				out, err = c.ListBackends(ctx)
+				return err
+			})
+			if err == nil {
+				return out, nil
+			}
+			s.d.Logger.Debug("list backends: the leader could not be asked; answering locally", zap.Error(err))
+		}
+	}
 	st := s.d.Reader.State()
 	out := []*adminapi.TBackend{}
 	for _, b := range st.Backends() {

@@ -57,7 +57,7 @@ func (c fakeCluster) Peers() ([]Peer, error) {
 	return []Peer{{ID: "m1", RaftAddress: "127.0.0.1:2", RPCAddress: "127.0.0.1:1", Suffrage: "Voter", IsLeader: true}}, nil
 }
 func (c fakeCluster) TransferLeadership(context.Context, string) (string, error) { return "m2", nil }
-func (c fakeCluster) RaftStats() (uint64, uint64, uint64)                     { return 1, c.p.index, c.p.index }
+func (c fakeCluster) RaftStats() (uint64, uint64, uint64)                        { return 1, c.p.index, c.p.index }
 
 // canarySecret is a storage credential that must reach the backend and
 // nothing else.

@@ -63,8 +63,11 @@ type Deps struct {
 	Credentials config.CredentialSource
 	Reports     ReportHandler // optional
 	BackendView BackendView   // optional
-	Clock       func() time.Time
-	Logger      *zap.Logger
+	// LeaderCall runs fn against the master at addr (the leader); optional.
+	// Followers use it for what only the leader knows (backend liveness).
+	LeaderCall func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error
+	Clock      func() time.Time
+	Logger     *zap.Logger
 	// InspectTimeout bounds one inspect_lance_dataset call (default 30 s).
 	InspectTimeout time.Duration
 	// NodeID names this master in logs and as the default actor.
