@@ -18,7 +18,9 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/admin"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/report"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -34,17 +36,23 @@ type Options struct {
 	// Credentials resolves catalogs' credentials references; nil = files
 	// under Node.SecretsDir.
 	Credentials config.CredentialSource
-	// Clock stamps commands; nil = time.Now.
+	// Clock stamps commands and drives the leader services; nil = time.Now.
 	Clock func() time.Time
+	// DispatchHooks are the dispatcher's fault-injection points (tests only).
+	DispatchHooks dispatch.Hooks
+	// HeartbeatInterval overrides the pool's default (tests).
+	HeartbeatInterval time.Duration
 }
 
 // Master is one running master. Its methods are safe for concurrent use.
 type Master struct {
-	log    *zap.Logger
-	fsm    *raftfsm.FSM
-	node   *cluster.Node
-	server *rpc.Server
-	admin  *admin.Server
+	log     *zap.Logger
+	fsm     *raftfsm.FSM
+	node    *cluster.Node
+	server  *rpc.Server
+	admin   *admin.Server
+	reports *report.Handler
+	pool    *dispatch.Pool
 }
 
 // Start builds and starts a master: raft first (so a forwarded write can be
@@ -72,6 +80,12 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		creds = config.DirCredentials{Dir: n.SecretsDir}
 	}
 
+	clock := o.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	dclock := clockFunc(clock)
+	waker := dispatch.NewWaker()
 	fsm := raftfsm.New(log.Named("fsm"))
 	peers := make([]cluster.Peer, 0, len(n.Peers))
 	for _, p := range n.Peers {
@@ -84,16 +98,28 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 			Commit: cluster.DefaultTimeouts().Commit},
 		SnapshotThreshold: n.SnapshotThreshold, TrailingLogs: n.TrailingLogs, SnapshotInterval: n.SnapshotInterval,
 		Logger: log.Named("cluster"),
-	}, fsm, forwarder{rpc.NewMasterClient(nil, rcfg, log.Named("forward"))})
+	}, wakingFSM{fsm, waker}, forwarder{rpc.NewMasterClient(nil, rcfg, log.Named("forward"))})
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
+	leaderCall := func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
+		return rpc.NewMasterClient([]string{addr}, rcfg, log.Named("forward")).Call(ctx, fn)
+	}
+	pool := wireLeaderServices(node, fsm, leaderServices{
+		backends: backends, creds: creds, clock: dclock, waker: waker, log: log, nodeID: n.NodeID,
+		masterAddrs: rpcAddresses(n.Peers), hooks: o.DispatchHooks, heartbeat: o.HeartbeatInterval,
+	})
+	reports := report.New(report.Deps{
+		Proposer: node, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
+		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead,
+	})
 	if err := node.Start(ctx); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
 	adm := admin.New(admin.Deps{
 		Proposer: node, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
-		Clock: o.Clock, Logger: log.Named("admin"), NodeID: n.NodeID,
+		Reports: reports, BackendView: pool.View, LeaderCall: leaderCall,
+		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 	})
 	server, err := rpc.NewServer(n.RPCBind, adm.Processor(), rcfg, log.Named("rpc"))
 	if err == nil {
@@ -103,7 +129,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		return nil, errors.Join(fmt.Errorf("master: rpc listener: %w", err), node.Shutdown(false))
 	}
 	log.Info("master serving", zap.String("rpc", server.Addr().String()), zap.String("raft", n.RaftAdvertise))
-	return &Master{log: log, fsm: fsm, node: node, server: server, admin: adm}, nil
+	return &Master{log: log, fsm: fsm, node: node, server: server, admin: adm, reports: reports, pool: pool}, nil
 }
 
 // Close stops the master. With transfer, a leader first hands leadership to
@@ -119,6 +145,12 @@ func (m *Master) Node() *cluster.Node { return m.node }
 
 // FSM is the journal replica.
 func (m *Master) FSM() *raftfsm.FSM { return m.fsm }
+
+// Reports is the report handler (its counters).
+func (m *Master) Reports() *report.Handler { return m.reports }
+
+// Pool is the leader-local backend view.
+func (m *Master) Pool() *dispatch.Pool { return m.pool }
 
 // RPCAddr is the Thrift listener's address.
 func (m *Master) RPCAddr() string { return m.server.Addr().String() }

@@ -28,6 +28,9 @@ type cluster3 struct {
 	nodes   []*config.Node
 	masters []*Master
 	backend *rpctest.FakeBackend
+	// opts, when set, adds per-master options (hooks) at every start.
+	opts func(i int) Options
+	mu   sync.Mutex // guards masters against the worker's reads
 }
 
 func freePorts(t *testing.T, n int) []int {
@@ -49,9 +52,13 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 func newCluster3(t *testing.T, tweak func(n *config.Node)) *cluster3 {
+	return newCluster3With(t, tweak, nil)
+}
+
+func newCluster3With(t *testing.T, tweak func(n *config.Node), opts func(i int) Options) *cluster3 {
 	t.Helper()
 	ports := freePorts(t, 6)
-	c := &cluster3{t: t, backend: rpctest.NewFakeBackend(t)}
+	c := &cluster3{t: t, backend: rpctest.NewFakeBackend(t), opts: opts}
 	var peers []config.Peer
 	for i := 0; i < 3; i++ {
 		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i+1),
@@ -86,12 +93,21 @@ func (c *cluster3) start(i int) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := Start(ctx, Options{Node: c.nodes[i], Logger: zaptest.NewLogger(c.t, zaptest.Level(zap.WarnLevel)),
-		Credentials: config.StaticCredentials{}})
+	o := Options{}
+	if c.opts != nil {
+		o = c.opts(i)
+	}
+	o.Node, o.Logger = c.nodes[i], zaptest.NewLogger(c.t, zaptest.Level(zap.WarnLevel))
+	if o.Credentials == nil {
+		o.Credentials = config.StaticCredentials{}
+	}
+	m, err := Start(ctx, o)
 	if err != nil {
 		c.t.Fatalf("start m%d: %v", i+1, err)
 	}
+	c.mu.Lock()
 	c.masters[i] = m
+	c.mu.Unlock()
 }
 
 func (c *cluster3) kill(i int) {
@@ -99,7 +115,9 @@ func (c *cluster3) kill(i int) {
 	if err := c.masters[i].Close(false); err != nil {
 		c.t.Logf("close m%d: %v", i+1, err)
 	}
+	c.mu.Lock()
 	c.masters[i] = nil
+	c.mu.Unlock()
 }
 
 // leader waits for a leader whose term's barrier has completed.

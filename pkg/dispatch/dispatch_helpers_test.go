@@ -1,0 +1,501 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/thrift/lib/go/thrift"
+	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+const (
+	testTerm = 7
+	// canarySecret is a storage credential: it must reach the wire and
+	// nothing else (no entry, snapshot or log line).
+	canarySecret = "CANARY-9d2e41-storage-secret"
+	credsRef     = "lake-creds"
+	testRoot     = "s3://bucket/warehouse"
+)
+
+// ---- clock and term ----------------------------------------------------------------
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+type termKey struct{}
+
+func withTerm(ctx context.Context, term uint64) context.Context {
+	return context.WithValue(ctx, termKey{}, term)
+}
+
+// termFromContext plays cluster.LeaderTermFromContext.
+func termFromContext(ctx context.Context) (uint64, bool) {
+	t, ok := ctx.Value(termKey{}).(uint64)
+	return t, ok
+}
+
+// ---- the proposer seam --------------------------------------------------------------
+
+// capturingProposer applies every command to a real FSM, as a single-node
+// leader would, and keeps every entry it committed, in order.
+type capturingProposer struct {
+	mu      sync.Mutex
+	fsm     *raftfsm.FSM
+	index   uint64
+	entries [][]byte
+	// rewrite, when set, may change an entry before it is applied (a CAS
+	// lost to a concurrent change).
+	rewrite func(cmd []byte) []byte
+	// fault, when set, may fail a proposal: before the entry is applied
+	// (apply false) or after it (a fate-unknown error, like a timeout).
+	fault func(cmd []byte) (apply bool, err error)
+
+	leader atomic.Bool
+	term   atomic.Uint64
+}
+
+func (p *capturingProposer) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !p.leader.Load() {
+		return nil, raftfsm.ErrNotLeader
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rewrite != nil {
+		cmd = p.rewrite(cmd)
+	}
+	var fault error
+	if p.fault != nil {
+		apply, err := p.fault(cmd)
+		if !apply {
+			return nil, err
+		}
+		fault = err
+	}
+	p.index++
+	p.entries = append(p.entries, append([]byte(nil), cmd...))
+	resp, ok := p.fsm.Apply(&raft.Log{Index: p.index, Term: p.term.Load(), Type: raft.LogCommand, Data: cmd}).(*journal.TApplyResponse)
+	if !ok {
+		return nil, errors.New("unexpected FSM response")
+	}
+	if fault != nil {
+		return nil, fault
+	}
+	return resp, nil
+}
+
+func (p *capturingProposer) IsLeader() bool { return p.leader.Load() }
+
+func (p *capturingProposer) LeaderTerm() uint64 {
+	if !p.leader.Load() {
+		return 0
+	}
+	return p.term.Load()
+}
+
+func (p *capturingProposer) count() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.entries) }
+
+// since returns the entries committed after the first n.
+func (p *capturingProposer) since(n int) [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][]byte(nil), p.entries[n:]...)
+}
+
+// typesSince decodes the type byte of every entry after the first n.
+func (p *capturingProposer) typesSince(n int) []raftfsm.CommandType {
+	var out []raftfsm.CommandType
+	for _, e := range p.since(n) {
+		out = append(out, raftfsm.CommandType(e[0]))
+	}
+	return out
+}
+
+func decodeEntry[T thrift.TStruct](t testing.TB, entry []byte, into T) T {
+	t.Helper()
+	buf := thrift.NewTMemoryBufferLen(len(entry))
+	buf.Buffer.Write(entry[1:])
+	if err := into.Read(context.Background(), thrift.NewTCompactProtocolConf(buf, &thrift.TConfiguration{})); err != nil {
+		t.Fatalf("decode entry type %d: %v", entry[0], err)
+	}
+	return into
+}
+
+// ---- the backend client seam -----------------------------------------------------------
+
+type submitCall struct {
+	addr string
+	d    *wire.TLanceIndexJobDispatch
+}
+
+// fakeBackends is an in-process rpc.BackendClient whose answers tests
+// program per address.
+type fakeBackends struct {
+	mu         sync.Mutex
+	epochs     map[string]int64 // heartbeat answers; a missing address fails (not sent)
+	heartbeats []*wire.THeartbeatRequest
+	submits    []submitCall
+	queries    []*wire.TQueryInvocationsRequest
+	// submit answers a dispatch (default OK); it runs without the lock.
+	submit func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)
+	// query answers a reconcile query (default: not sent).
+	query func(addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error)
+}
+
+func newFakeBackends() *fakeBackends { return &fakeBackends{epochs: map[string]int64{}} }
+
+func notSentErr(addr string) error {
+	return &rpc.SendError{Op: rpc.OpDial, Addr: addr, Err: errors.New("connection refused")}
+}
+
+func bytesLeftErr(addr string) error {
+	return &rpc.SendError{Op: "submit_lance_index_job", Addr: addr, BytesMayHaveLeft: true, Err: io.ErrUnexpectedEOF}
+}
+
+func unknownMethodErr(addr string) error {
+	return &rpc.SendError{Op: "submit_lance_index_job", Addr: addr, BytesMayHaveLeft: true,
+		Err: thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function submit_lance_index_job")}
+}
+
+func (f *fakeBackends) setEpoch(addr string, epoch int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if epoch == 0 {
+		delete(f.epochs, addr)
+		return
+	}
+	f.epochs[addr] = epoch
+}
+
+func (f *fakeBackends) setSubmit(fn func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)) {
+	f.mu.Lock()
+	f.submit = fn
+	f.mu.Unlock()
+}
+
+func (f *fakeBackends) setQuery(fn func(addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error)) {
+	f.mu.Lock()
+	f.query = fn
+	f.mu.Unlock()
+}
+
+func (f *fakeBackends) Submit(_ context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+	f.mu.Lock()
+	f.submits = append(f.submits, submitCall{addr, d})
+	fn := f.submit
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(addr, d)
+	}
+	return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
+}
+
+func (f *fakeBackends) Heartbeat(_ context.Context, addr string, req *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heartbeats = append(f.heartbeats, req)
+	epoch, ok := f.epochs[addr]
+	if !ok {
+		return nil, notSentErr(addr)
+	}
+	capacity := int32(4)
+	return &wire.THeartbeatResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, BeProcessEpoch: epoch, Capacity: &capacity}, nil
+}
+
+func (f *fakeBackends) Inspect(_ context.Context, addr string, _ *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
+	return nil, notSentErr(addr)
+}
+
+func (f *fakeBackends) Query(_ context.Context, addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+	f.mu.Lock()
+	f.queries = append(f.queries, req)
+	fn := f.query
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(addr, req)
+	}
+	return nil, notSentErr(addr)
+}
+
+func (f *fakeBackends) submitted() []submitCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]submitCall(nil), f.submits...)
+}
+
+func (f *fakeBackends) queried() []*wire.TQueryInvocationsRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*wire.TQueryInvocationsRequest(nil), f.queries...)
+}
+
+// queryAnswer answers every asked id with the state states[id] gives
+// (UNKNOWN_INVOCATION when absent).
+func queryAnswer(states map[string]*wire.TInvocationStatus) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+	return func(_ string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+		out := &wire.TQueryInvocationsResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}}
+		for _, id := range req.InvocationIds {
+			st, ok := states[id]
+			if !ok {
+				st = &wire.TInvocationStatus{InvocationID: id, State: wire.TLanceInvocationState_UNKNOWN_INVOCATION}
+			}
+			out.Invocations = append(out.Invocations, st)
+		}
+		return out, nil
+	}
+}
+
+// ---- the refresh seam ------------------------------------------------------------------
+
+// fakeRefresh records when the round called it: the number of entries
+// committed at that moment.
+type fakeRefresh struct {
+	p     *capturingProposer
+	mu    sync.Mutex
+	calls []int
+}
+
+func (r *fakeRefresh) Step(context.Context) error {
+	n := r.p.count()
+	r.mu.Lock()
+	r.calls = append(r.calls, n)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *fakeRefresh) called() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.calls...)
+}
+
+// ---- the environment ----------------------------------------------------------------------
+
+type env struct {
+	t         *testing.T
+	ctx       context.Context
+	fsm       *raftfsm.FSM
+	prop      *capturingProposer
+	be        *fakeBackends
+	clock     *fakeClock
+	waker     *Waker
+	pool      *Pool
+	d         *Dispatcher
+	refresh   *fakeRefresh
+	logs      *observer.ObservedLogs
+	catalogID int64
+	poolGen   uint64
+	invSeq    atomic.Int64
+}
+
+// newEnv builds a dispatcher over a real FSM with one catalog (credentials
+// carrying the canary) and a pool whose term-7 run has started (no pass yet).
+func newEnv(t *testing.T, tweak ...func(*Deps)) *env {
+	t.Helper()
+	return newEnvWithClient(t, nil, tweak...)
+}
+
+// newEnvWithClient is newEnv with another BackendClient for the pool and the
+// dispatcher (nil: the in-process fake, e.be).
+func newEnvWithClient(t *testing.T, client rpc.BackendClient, tweak ...func(*Deps)) *env {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	logger := zap.New(core)
+	e := &env{t: t, logs: logs, clock: newFakeClock(), be: newFakeBackends(), waker: NewWaker()}
+	ctx, cancel := context.WithCancel(withTerm(context.Background(), testTerm))
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	e.fsm = raftfsm.New(logger)
+	e.fsm.OnFatal = func(err error) { t.Errorf("FSM fatal: %v", err) }
+	e.prop = &capturingProposer{fsm: e.fsm}
+	e.prop.leader.Store(true)
+	e.prop.term.Store(testTerm)
+	e.refresh = &fakeRefresh{p: e.prop}
+	if client == nil {
+		client = e.be
+	}
+	e.pool = NewPool(PoolDeps{Reader: e.fsm, Backends: client, Clock: e.clock, Term: termFromContext, Waker: e.waker,
+		Logger: logger, MasterID: "m1", MasterAddresses: func() []string { return []string{"10.0.0.1:9020", "10.0.0.2:9020"} }})
+	deps := Deps{
+		Proposer: e.prop, Reader: e.fsm, Backends: client,
+		Credentials: config.StaticCredentials{credsRef: {"aws_secret_access_key": canarySecret, "region": "eu-1"}},
+		Pool:        e.pool, Refresh: e.refresh, Clock: e.clock, Term: termFromContext,
+		Invocations: func() (Invocation, error) {
+			n := e.invSeq.Add(1)
+			return Invocation{ID: fmt.Sprintf("inv-%d", n), Secret: fmt.Sprintf("invocation-secret-%d", n)}, nil
+		},
+		Waker: e.waker, Logger: logger,
+	}
+	for _, fn := range tweak {
+		fn(&deps)
+	}
+	e.d = New(deps)
+	e.catalogID = e.createCatalog("lake", testRoot)
+	e.poolGen = e.pool.beginTerm(testTerm)
+	return e
+}
+
+func (e *env) propose(ct raftfsm.CommandType, cmd thrift.TStruct) *journal.TApplyResponse {
+	e.t.Helper()
+	resp, err := propose(context.Background(), e.prop, ct, cmd)
+	if err != nil {
+		e.t.Fatalf("propose %d: %v", ct, err)
+	}
+	return resp
+}
+
+func (e *env) nowMs() int64 { return e.clock.Now().UnixMilli() }
+
+func (e *env) createCatalog(name, root string) int64 {
+	e.t.Helper()
+	resp := e.propose(raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: e.nowMs(),
+		Catalog: &journal.TCatalogRecord{Name: name, RootURI: thrift.StringPtr(root), CredentialsRef: thrift.StringPtr(credsRef)}})
+	if resp.Code != journal.TApplyCode_OK {
+		e.t.Fatalf("create catalog: %v %s", resp.Code, resp.GetMessage())
+	}
+	return resp.GetID()
+}
+
+// addBackend registers a backend whose heartbeats answer epoch (0: they fail).
+func (e *env) addBackend(addr string, epoch int64) int64 {
+	e.t.Helper()
+	resp := e.propose(raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: e.nowMs(), Address: addr})
+	if resp.Code != journal.TApplyCode_OK {
+		e.t.Fatalf("add backend: %v %s", resp.Code, resp.GetMessage())
+	}
+	e.be.setEpoch(addr, epoch)
+	return resp.GetID()
+}
+
+func (e *env) setOption(key, value string) {
+	e.t.Helper()
+	resp := e.propose(raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: e.nowMs(), Key: key, Value: value})
+	if resp.Code != journal.TApplyCode_OK {
+		e.t.Fatalf("set option %s: %v %s", key, resp.Code, resp.GetMessage())
+	}
+}
+
+// admitIn admits a CREATE BTREE job on db.<table> of a catalog.
+func (e *env) admitIn(catalogID int64, root, table string) int64 {
+	e.t.Helper()
+	loc, err := job.DatasetLocator(root, "db", table)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := &job.Record{Creator: "alice", CatalogID: catalogID, DB: "db", Table: table,
+		Provider: job.ProviderDirectory, Locator: loc, DisplayIndexName: "Idx_" + table,
+		NormalizedIndexName: job.NormalizeIndexName("Idx_" + table), MutationType: job.Create,
+		AdmittedDatasetVersion: 7, IndexType: job.IndexBTree, Column: "id", PropertiesJSON: "{}",
+		SchemaContract: `{"v":1,"fields":[{"id":0,"name":"id","type":"int64","nullable":false}]}`}
+	resp := e.propose(raftfsm.CmdAdmit, &journal.TAdmitCommand{NowMs: e.nowMs(), Job: raftfsm.RecordToThrift(r)})
+	if resp.Code != journal.TApplyCode_OK {
+		e.t.Fatalf("admit: %v %s", resp.Code, resp.GetMessage())
+	}
+	return resp.GetID()
+}
+
+// admit admits n jobs on the default catalog, each on its own table.
+func (e *env) admit(n int) []int64 {
+	e.t.Helper()
+	var ids []int64
+	for range n {
+		ids = append(ids, e.admitIn(e.catalogID, testRoot, fmt.Sprintf("t%d", e.fsm.State().LastJobID()+1)))
+	}
+	return ids
+}
+
+// markRunning makes a PENDING job RUNNING as some leader of term did,
+// outside the dispatcher, and returns the record.
+func (e *env) markRunning(id, backendID, epoch, deadlineMs int64, term int64) *job.Record {
+	e.t.Helper()
+	r := e.job(id)
+	inv := fmt.Sprintf("old-inv-%d", id)
+	resp := e.propose(raftfsm.CmdMarkRunningBatch, &journal.TMarkRunningBatch{NowMs: e.nowMs(), Jobs: []*journal.TMarkRunning{{
+		JobID: id, ExpectedRev: r.Rev, BackendID: backendID, ProcessEpoch: epoch, InvocationID: inv,
+		InvocationSecret: "old-secret", DeadlineMs: deadlineMs, LeaderTerm: term}}})
+	if resp.Items[0].Code != journal.TApplyCode_OK {
+		e.t.Fatalf("mark running %d: %v", id, resp.Items[0].GetMessage())
+	}
+	return e.job(id)
+}
+
+func (e *env) job(id int64) *job.Record {
+	e.t.Helper()
+	r, ok := e.fsm.State().Job(id)
+	if !ok {
+		e.t.Fatalf("job %d missing", id)
+	}
+	return r
+}
+
+// heartbeat runs one pool pass of the current run.
+func (e *env) heartbeat() { e.pool.heartbeatPass(e.ctx, e.poolGen, testTerm) }
+
+func (e *env) round() {
+	e.t.Helper()
+	if err := e.d.RunRound(e.ctx); err != nil {
+		e.t.Fatalf("round: %v", err)
+	}
+}
+
+func (e *env) wantState(id int64, want job.MutationState) *job.Record {
+	e.t.Helper()
+	r := e.job(id)
+	if r.MutationState != want {
+		e.t.Fatalf("job %d is %s, want %s (result %s %q)", id, r.MutationState, want, r.Result.Code, r.Result.Message)
+	}
+	return r
+}
+
+func wantTypes(t *testing.T, got []raftfsm.CommandType, want ...raftfsm.CommandType) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("journaled entry types %v, want %v", got, want)
+	}
+}
+
+// logText is every log line with its fields, for searching.
+func (e *env) logText() string {
+	var b strings.Builder
+	for _, l := range e.logs.All() {
+		fmt.Fprintf(&b, "%s %v\n", l.Message, l.ContextMap())
+	}
+	return b.String()
+}
+
+func (e *env) snapshot() []byte {
+	e.t.Helper()
+	var b bytes.Buffer
+	if err := e.fsm.State().WriteSnapshot(&b); err != nil {
+		e.t.Fatal(err)
+	}
+	return b.Bytes()
+}

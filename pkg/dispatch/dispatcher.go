@@ -1,0 +1,298 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+// Dispatcher defaults.
+const (
+	// DefaultSendConcurrency bounds the sends (and reconcile queries) of a
+	// round in flight at once.
+	DefaultSendConcurrency = 8
+	// DefaultSendTimeout bounds one submit_lance_index_job call.
+	DefaultSendTimeout = 30 * time.Second
+	// DefaultQueryTimeout bounds one query_lance_index_invocations call.
+	DefaultQueryTimeout = 10 * time.Second
+	// DefaultFirstPassWait bounds how long Run waits for the pool's first
+	// heartbeat pass of the term before it starts anyway (nothing is
+	// dispatched to a backend whose epoch this term has not heard).
+	DefaultFirstPassWait = 5 * time.Second
+
+	// pendingScanExtra is how many PENDING jobs a round looks at beyond
+	// max_dispatch_per_round, so jobs that must wait (local-file gate, a
+	// failed prepare) do not starve the ones behind them; maxPendingScan
+	// bounds the scan when the caps are lifted.
+	pendingScanExtra = 1024
+	maxPendingScan   = 1 << 16
+	// maxSweepJobs bounds the RUNNING jobs one deadline sweep or reconcile
+	// pass handles; the rest wait for the next round.
+	maxSweepJobs = 4096
+	// maxQueryIDs bounds the invocation ids of one query request (256 ids of
+	// at most 256 bytes stay far below the 512 KiB frame).
+	maxQueryIDs = 256
+)
+
+// ErrNoLeaderTerm: the context a round runs under carries no leadership
+// term, so nothing can be fenced and nothing is done.
+var ErrNoLeaderTerm = errors.New("dispatch: no leader term in the context")
+
+// refreshStepper is the refresh driver as the round sees it: one bounded
+// refresh pass (R1 → refresh → R2/R3). *RefreshDriver implements it.
+type refreshStepper interface {
+	Step(ctx context.Context) error
+}
+
+// Hooks are fault points for tests; production leaves them nil.
+type Hooks struct {
+	// AfterJournal is called once the round's M1 entry is committed, with
+	// the jobs it made RUNNING, before any of them is sent.
+	AfterJournal func(jobIDs []int64)
+	// BeforeSend is called right before each send (after the recheck); a
+	// non-nil error aborts that send as if leadership had been lost.
+	BeforeSend func(jobID int64) error
+}
+
+// Deps are the Dispatcher's collaborators. Proposer, Reader, Backends,
+// Credentials, Pool and Term are required.
+type Deps struct {
+	Proposer    raftfsm.Proposer
+	Reader      raftfsm.Reader
+	Backends    rpc.BackendClient
+	Credentials config.CredentialSource
+	Pool        *Pool
+	Refresh     refreshStepper   // step 3 of the round; optional
+	Clock       Clock            // default SystemClock
+	Term        TermFunc         // the fencing token of the round's context
+	Invocations InvocationSource // default RandomInvocations
+	Waker       *Waker           // admissions, reports, backend changes
+	Logger      *zap.Logger
+
+	SendConcurrency int           // default DefaultSendConcurrency
+	SendTimeout     time.Duration // default DefaultSendTimeout
+	QueryTimeout    time.Duration // default DefaultQueryTimeout
+	FirstPassWait   time.Duration // default DefaultFirstPassWait
+	Hooks           Hooks
+}
+
+// Dispatcher is the leader's dispatch round (DESIGN.md §7): deadline sweep →
+// epoch sweep → refresh driver → PENDING dispatch, every
+// lance_index_job_dispatch_interval_second and whenever the Waker fires,
+// plus reconcile of every RUNNING job when a new leader starts.
+//
+// Concurrency: Run is called by the leadership monitor; RunRound and
+// ReconcileRunning may also be called directly (tests). Rounds never
+// overlap: each holds roundMu for its whole duration, sends included.
+type Dispatcher struct {
+	d   Deps
+	log *zap.Logger
+
+	roundMu sync.Mutex
+
+	// sent remembers, per job, the invocation handed to Submit during
+	// sentTerm. A dispatch of the current term may still be on the wire
+	// after its send failed, so reconcile never reads UNKNOWN_INVOCATION as
+	// a proof for it (the term fence only covers older leaders).
+	sentMu   sync.Mutex
+	sentTerm uint64
+	sent     map[int64]string
+}
+
+// New returns a Dispatcher with defaults filled in.
+func New(d Deps) *Dispatcher {
+	if d.Clock == nil {
+		d.Clock = SystemClock{}
+	}
+	if d.Invocations == nil {
+		d.Invocations = RandomInvocations
+	}
+	if d.Waker == nil {
+		d.Waker = NewWaker()
+	}
+	if d.Logger == nil {
+		d.Logger = zap.NewNop()
+	}
+	if d.Term == nil {
+		d.Term = func(context.Context) (uint64, bool) { return 0, false }
+	}
+	if d.SendConcurrency <= 0 {
+		d.SendConcurrency = DefaultSendConcurrency
+	}
+	if d.SendTimeout <= 0 {
+		d.SendTimeout = DefaultSendTimeout
+	}
+	if d.QueryTimeout <= 0 {
+		d.QueryTimeout = DefaultQueryTimeout
+	}
+	if d.FirstPassWait <= 0 {
+		d.FirstPassWait = DefaultFirstPassWait
+	}
+	return &Dispatcher{d: d, log: d.Logger, sent: map[int64]string{}}
+}
+
+// Run waits for the pool's first heartbeat pass of this term, reconciles
+// every RUNNING job, then runs a round at once and again every
+// lance_index_job_dispatch_interval_second (re-read every round) or when the
+// Waker fires, until ctx is done.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	term, ok := d.d.Term(ctx)
+	if !ok || term == 0 {
+		return ErrNoLeaderTerm
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.d.FirstPassWait)
+	err := d.d.Pool.WaitFirstPass(wctx, term)
+	cancel()
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		d.log.Warn("no heartbeat pass of this term yet; starting without it", zap.Uint64("term", term))
+	}
+	if err := d.ReconcileRunning(ctx); err != nil && ctx.Err() == nil {
+		d.log.Warn("reconcile of RUNNING jobs failed; the deadline sweep reconciles again", zap.Error(err))
+	}
+	for {
+		if err := d.RunRound(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn("dispatch round failed", zap.Error(err))
+		}
+		interval := time.Duration(d.d.Reader.State().Options().DispatchIntervalSecond) * time.Second
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		case <-d.d.Waker.C():
+			t.Stop()
+		}
+	}
+}
+
+// RunRound runs one round in the fixed order of DESIGN.md §7. A step that
+// fails does not stop the later ones (each re-reads the state and only ever
+// acts on what it reads); the errors are returned joined. An idle round
+// proposes nothing.
+func (d *Dispatcher) RunRound(ctx context.Context) error {
+	d.roundMu.Lock()
+	defer d.roundMu.Unlock()
+	term, ok := d.d.Term(ctx)
+	if !ok || term == 0 {
+		return ErrNoLeaderTerm
+	}
+	d.beginSentTerm(term)
+	r := &round{d: d, ctx: ctx, term: term}
+	var errs []error
+	step := func(name string, fn func() error) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := fn(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	step("deadline sweep", r.deadlineSweep)
+	step("epoch sweep", r.epochSweep)
+	if d.d.Refresh != nil {
+		step("refresh", func() error { return d.d.Refresh.Step(ctx) })
+	}
+	step("dispatch", r.dispatchPending)
+	d.pruneSent()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ReconcileRunning asks the backends about every RUNNING job whose deadline
+// has not passed (those are the deadline sweep's) and applies what they
+// prove (DESIGN.md §7, term fencing and reconcile). Run calls it once per
+// term, after the pool's first heartbeat pass.
+func (d *Dispatcher) ReconcileRunning(ctx context.Context) error {
+	d.roundMu.Lock()
+	defer d.roundMu.Unlock()
+	term, ok := d.d.Term(ctx)
+	if !ok || term == 0 {
+		return ErrNoLeaderTerm
+	}
+	d.beginSentTerm(term)
+	nowMs := d.d.Clock.Now().UnixMilli()
+	var live []*job.Record
+	for _, r := range d.d.Reader.State().RunningByDeadline(math.MaxInt64, maxSweepJobs) {
+		if r.DeadlineMs >= nowMs {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	plan := d.reconcile(ctx, term, live)
+	return d.applyReconcile(ctx, plan)
+}
+
+// round is the state of one RunRound.
+type round struct {
+	d    *Dispatcher
+	ctx  context.Context
+	term uint64
+}
+
+// ---- in-flight sends of this term ------------------------------------------
+
+func (d *Dispatcher) beginSentTerm(term uint64) {
+	d.sentMu.Lock()
+	defer d.sentMu.Unlock()
+	if d.sentTerm != term {
+		d.sentTerm, d.sent = term, map[int64]string{}
+	}
+}
+
+// noteSent is called right before a dispatch is handed to Submit.
+func (d *Dispatcher) noteSent(jobID int64, invocationID string) {
+	d.sentMu.Lock()
+	d.sent[jobID] = invocationID
+	d.sentMu.Unlock()
+}
+
+// mayBeOnTheWire reports whether a dispatch of the record can still reach
+// its backend after an answer of the query (carrying term) said the
+// backend never saw it. A dispatch of an older term cannot: the query made
+// the backend refuse that term. One of this term can only if this leader
+// handed it to Submit.
+func (d *Dispatcher) mayBeOnTheWire(r *job.Record, term uint64) bool {
+	if r.LeaderTerm < int64(term) {
+		return false
+	}
+	if r.LeaderTerm > int64(term) {
+		return true // not ours: a newer leader's; never conclude anything
+	}
+	d.sentMu.Lock()
+	defer d.sentMu.Unlock()
+	inv, ok := d.sent[r.JobID]
+	return d.sentTerm != term || (ok && inv == r.InvocationID)
+}
+
+// pruneSent forgets the sends whose job no longer runs that invocation.
+func (d *Dispatcher) pruneSent() {
+	st := d.d.Reader.State()
+	d.sentMu.Lock()
+	defer d.sentMu.Unlock()
+	for id, inv := range d.sent {
+		if r, ok := st.Job(id); !ok || r.MutationState != job.Running || r.InvocationID != inv {
+			delete(d.sent, id)
+		}
+	}
+}
+
+// The refresh driver is the round's step 3.
+var _ refreshStepper = (*RefreshDriver)(nil)

@@ -1,0 +1,68 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// waitFor polls cond until it holds or a bounded time passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Run: a new leader heartbeats, reconciles RUNNING jobs, then dispatches;
+// a wake-up runs a round at once; the end of the term stops it.
+func TestRunReconcilesThenDispatchesOnWake(t *testing.T) {
+	e := newEnv(t)
+	b1 := e.addBackend("b1:9060", 1)
+	old := e.markRunning(e.admit(1)[0], b1, 1, e.nowMs()+3_600_000, 3)
+	e.be.setQuery(queryAnswer(map[string]*wire.TInvocationStatus{
+		old.InvocationID: finished(old, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)}))
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	poolDone, runDone := make(chan error, 1), make(chan error, 1)
+	go func() { poolDone <- e.pool.Run(ctx) }()
+	go func() { runDone <- e.d.Run(ctx) }()
+
+	waitFor(t, "reconcile at start", func() bool { return e.job(old.JobID).MutationState == job.Committed })
+	if len(e.be.queried()) != 1 {
+		t.Fatal("reconcile should query once")
+	}
+
+	// The interval is 10 s: only the wake-up can dispatch this in time.
+	id := e.admit(1)[0]
+	e.waker.Wake()
+	waitFor(t, "dispatch after a wake-up", func() bool { return len(e.be.submitted()) == 1 })
+	e.wantState(id, job.Running)
+
+	cancel()
+	for _, ch := range []chan error{poolDone, runDone} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a service did not stop with its term")
+		}
+	}
+}
+
+func TestRunRoundNeedsATerm(t *testing.T) {
+	e := newEnv(t)
+	if err := e.d.RunRound(context.Background()); err != ErrNoLeaderTerm {
+		t.Fatalf("err = %v", err)
+	}
+}

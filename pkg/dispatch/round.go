@@ -1,0 +1,303 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// dispatchPlan is one job of a round: the M1 it journals and the request it
+// sends, prepared in full before anything is written.
+type dispatchPlan struct {
+	rec     *job.Record
+	addr    string
+	mark    *journal.TMarkRunning
+	request *wire.TLanceIndexJobDispatch // carries the storage options: never logged
+}
+
+// dispatchPending is step 4 of the round: PENDING jobs in id order become
+// RUNNING in one M1 entry (MarkRunning), then each is rechecked and sent
+// once.
+func (r *round) dispatchPending() error {
+	st := r.d.d.Reader.State()
+	opts := st.Options()
+	if opts.DispatcherPaused {
+		return nil
+	}
+	pending := st.PendingInIDOrder(pendingScanLimit(opts.MaxDispatchPerRound))
+	if len(pending) == 0 {
+		return nil
+	}
+	picker := r.newBackendPicker(st, opts.MaxInflightPerBackend)
+	registered := len(st.Backends())
+	prep := &preparer{r: r, st: st, opts: opts, creds: map[string]credsResult{}}
+	var plans []*dispatchPlan
+	for _, rec := range pending {
+		if int64(len(plans)) >= opts.MaxDispatchPerRound {
+			break
+		}
+		// A local dataset is only shared with a backend the operator vouches
+		// for: the assertion, and exactly one backend to send to.
+		if job.IsLocalLocator(rec.Locator) && (!opts.EnableLocalFileMutation || registered != 1) {
+			continue
+		}
+		b := picker.pick()
+		if b == nil {
+			break // no backend is alive with room: everything else waits too
+		}
+		p, err := prep.prepare(rec, b)
+		if err != nil {
+			r.d.log.Warn("cannot prepare the dispatch; the job stays PENDING",
+				zap.Int64("job_id", rec.JobID), zap.String("error_kind", errorKind(err)), safeErr(err))
+			continue
+		}
+		b.load++
+		plans = append(plans, p)
+	}
+	if len(plans) == 0 {
+		return nil
+	}
+	running, markErr := r.markRunning(plans)
+	if len(running) == 0 {
+		return markErr
+	}
+	if h := r.d.d.Hooks.AfterJournal; h != nil {
+		ids := make([]int64, len(running))
+		for i, p := range running {
+			ids[i] = p.rec.JobID
+		}
+		h(ids)
+	}
+	return errors.Join(markErr, r.sendAndClassify(running))
+}
+
+func pendingScanLimit(maxPerRound int64) int {
+	n := maxPerRound + pendingScanExtra
+	if n > maxPendingScan || n < 0 {
+		n = maxPendingScan
+	}
+	return int(n)
+}
+
+// markRunning journals one M1 entry for every planned job and returns the
+// plans whose CAS succeeded, in order. Only those are ever sent. When the
+// entry's fate is unknown (an error), it returns, with the error, the plans
+// this replica already shows journaled with the identity minted here; the
+// others are not sent and converge by reconcile or the deadline if the
+// entry applies later.
+func (r *round) markRunning(plans []*dispatchPlan) ([]*dispatchPlan, error) {
+	marks := make([]*journal.TMarkRunning, len(plans))
+	for i, p := range plans {
+		marks[i] = p.mark
+	}
+	nowMs := r.d.d.Clock.Now().UnixMilli()
+	resp, err := propose(r.ctx, r.d.d.Proposer, raftfsm.CmdMarkRunningBatch,
+		&journal.TMarkRunningBatch{NowMs: nowMs, Jobs: marks})
+	if err != nil {
+		// The entry's fate is unknown. The jobs this replica already shows
+		// RUNNING with the identity we minted were journaled: they may be
+		// sent (each still passes the pre-send recheck). The others are not
+		// sent; if the entry applies later they converge by reconcile or
+		// the deadline.
+		return r.appliedMarks(plans), fmt.Errorf("journal MarkRunning for %d jobs (fate unknown): %w", len(plans), err)
+	}
+	if resp.Code != journal.TApplyCode_OK {
+		return nil, fmt.Errorf("journal MarkRunning for %d jobs: %s: %s", len(plans), resp.Code, resp.GetMessage())
+	}
+	var running []*dispatchPlan
+	for i, p := range plans {
+		if i >= len(resp.Items) {
+			break
+		}
+		it := resp.Items[i]
+		if it.JobID == p.rec.JobID && it.Code == journal.TApplyCode_OK {
+			running = append(running, p)
+			continue
+		}
+		r.d.log.Info("MarkRunning lost its compare-and-set; the job is not sent",
+			zap.Int64("job_id", p.rec.JobID), zap.Stringer("code", it.Code), zap.String("reason", it.GetMessage()))
+	}
+	return running, nil
+}
+
+// appliedMarks returns the plans whose M1 the local state shows applied.
+func (r *round) appliedMarks(plans []*dispatchPlan) []*dispatchPlan {
+	st := r.d.d.Reader.State()
+	var out []*dispatchPlan
+	for _, p := range plans {
+		if rec, ok := st.Job(p.rec.JobID); ok && rec.MutationState == job.Running &&
+			rec.DispatchRevision == p.rec.Rev+1 && rec.InvocationID == p.mark.InvocationID {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ---- preparing a request ---------------------------------------------------------
+
+type credsResult struct {
+	opts map[string]string
+	err  error
+}
+
+// preparer builds the whole request of a job before anything is journaled.
+type preparer struct {
+	r     *round
+	st    *raftfsm.State
+	opts  config.Options
+	creds map[string]credsResult // per credentials reference, read once per round
+}
+
+// Error kinds of a failed prepare, for logs.
+var (
+	errNoCatalog   = errors.New("the job's catalog is not registered")
+	errInvocation  = errors.New("cannot mint an invocation identity")
+	errCredentials = errors.New("cannot resolve the catalog's storage credentials")
+)
+
+func (pr *preparer) prepare(rec *job.Record, b *backendSlot) (*dispatchPlan, error) {
+	cat, ok := pr.st.CatalogByID(rec.CatalogID)
+	if !ok {
+		return nil, errNoCatalog
+	}
+	c, ok := pr.creds[cat.CredentialsRef]
+	if !ok {
+		c.opts, c.err = pr.r.d.d.Credentials.Resolve(cat.CredentialsRef)
+		pr.creds[cat.CredentialsRef] = c
+	}
+	if c.err != nil {
+		return nil, fmt.Errorf("%w: %w", errCredentials, c.err)
+	}
+	inv, err := pr.r.d.d.Invocations()
+	if err == nil && (inv.ID == "" || inv.Secret == "") {
+		err = errors.New("empty invocation id or secret")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errInvocation, err)
+	}
+	deadlineMs := pr.r.d.d.Clock.Now().UnixMilli() + pr.opts.ExecuteDeadlineSecond*1000
+	mark := &journal.TMarkRunning{
+		JobID:            rec.JobID,
+		ExpectedRev:      rec.Rev,
+		BackendID:        b.id,
+		ProcessEpoch:     b.epoch, // read once: the value journaled is the value sent
+		InvocationID:     inv.ID,
+		InvocationSecret: inv.Secret,
+		DeadlineMs:       deadlineMs,
+		LeaderTerm:       int64(pr.r.term),
+	}
+	return &dispatchPlan{rec: rec, addr: b.addr, mark: mark, request: buildRequest(rec, mark, c.opts, pr.opts)}, nil
+}
+
+// buildRequest is the TLanceIndexJobDispatch of DESIGN.md §10 for a job and
+// its M1. dispatch_revision is the rev M1 gives the record.
+func buildRequest(rec *job.Record, m *journal.TMarkRunning, storage map[string]string, opts config.Options) *wire.TLanceIndexJobDispatch {
+	secret, term := m.InvocationSecret, m.LeaderTerm
+	ifNotExists, ifExists := rec.IfNotExists, rec.IfExists
+	maxParts, maxSubVectors := clampInt32(opts.MaxNumPartitions), clampInt32(opts.MaxNumSubVectors)
+	d := &wire.TLanceIndexJobDispatch{
+		JobID:                  rec.JobID,
+		DispatchRevision:       rec.Rev + 1,
+		InvocationID:           m.InvocationID,
+		BeProcessEpoch:         m.ProcessEpoch,
+		DeadlineMs:             m.DeadlineMs,
+		MutationType:           wire.TLanceIndexMutationType(rec.MutationType),
+		IndexName:              rec.DisplayIndexName,
+		ColumnName:             rec.Column,
+		IndexType:              rec.IndexType,
+		IfNotExists:            &ifNotExists,
+		IfExists:               &ifExists,
+		DatasetURI:             rec.Locator,
+		AdmittedDatasetVersion: rec.AdmittedDatasetVersion,
+		SchemaContractJSON:     rec.SchemaContract,
+		StorageOptions:         storage,
+		InvocationSecret:       &secret,
+		MaxNumPartitions:       &maxParts,
+		MaxNumSubVectors:       &maxSubVectors,
+		LeaderTerm:             &term,
+	}
+	if rec.PropertiesJSON != "" {
+		p := rec.PropertiesJSON
+		d.PropertiesJSON = &p
+	}
+	return d
+}
+
+func clampInt32(v int64) int32 {
+	if v > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(v)
+}
+
+// errorKind names what failed without any content.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, errNoCatalog):
+		return "catalog"
+	case errors.Is(err, errCredentials):
+		return "credentials"
+	case errors.Is(err, errInvocation):
+		return "invocation"
+	}
+	return "other"
+}
+
+// safeErr logs only errors whose text is known to carry no secret: a
+// credentials error names the reference and the reason, never the content.
+func safeErr(err error) zap.Field {
+	var ce *config.CredentialsError
+	if errors.As(err, &ce) {
+		return zap.String("reason", ce.Error())
+	}
+	return zap.Skip()
+}
+
+// ---- choosing a backend ------------------------------------------------------------
+
+// backendSlot is a backend a job can go to this round.
+type backendSlot struct {
+	id    int64
+	addr  string
+	epoch int64
+	load  int64 // possible-live slots held, plus this round's
+}
+
+type backendPicker struct {
+	cands []*backendSlot // by id
+	max   int64
+}
+
+// newBackendPicker lists the backends that are alive, whose epoch this term
+// has heard, with their held slots.
+func (r *round) newBackendPicker(st *raftfsm.State, maxInflight int64) *backendPicker {
+	p := &backendPicker{max: maxInflight}
+	for _, b := range st.Backends() {
+		alive, epoch, heard := r.d.d.Pool.heardInTerm(b.ID, r.term)
+		if !heard || !alive {
+			continue
+		}
+		p.cands = append(p.cands, &backendSlot{id: b.ID, addr: b.Address, epoch: epoch, load: int64(st.HeldSlots(b.ID))})
+	}
+	return p
+}
+
+// pick returns the least loaded backend with room (lowest id on a tie), or
+// nil when none has room.
+func (p *backendPicker) pick() *backendSlot {
+	var best *backendSlot
+	for _, c := range p.cands {
+		if c.load < p.max && (best == nil || c.load < best.load) {
+			best = c
+		}
+	}
+	return best
+}

@@ -1,0 +1,220 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+// sendAndClassify sends every job its M1 made RUNNING exactly once, in
+// parallel (at most SendConcurrency at a time), and journals every
+// classification of the round in one CompleteBatch entry. It returns once
+// every send has returned, so a round's blocking time is bounded by the
+// send timeout.
+func (r *round) sendAndClassify(plans []*dispatchPlan) error {
+	completions := make([]*journal.TCompletion, len(plans))
+	sem := make(chan struct{}, r.d.d.SendConcurrency)
+	var wg sync.WaitGroup
+	for i, p := range plans {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			completions[i] = r.sendOnce(p)
+		}()
+	}
+	wg.Wait()
+	var batch []*journal.TCompletion
+	for _, c := range completions {
+		if c != nil {
+			batch = append(batch, c)
+		}
+	}
+	return r.d.completeWithResults(r.ctx, batch, "send classification")
+}
+
+// sendOnce rechecks, sends and classifies one dispatch. It returns the
+// completion to journal (M2 or M2'), or nil when there is nothing to
+// journal: not sent (the job converges by reconcile, report or deadline),
+// or enqueued (the report or the deadline decides).
+func (r *round) sendOnce(p *dispatchPlan) *journal.TCompletion {
+	id := p.rec.JobID
+	if h := r.d.d.Hooks.BeforeSend; h != nil {
+		if err := h(id); err != nil {
+			r.d.log.Info("dispatch not sent: aborted before the send", zap.Int64("job_id", id), zap.Error(err))
+			return nil
+		}
+	}
+	if why := r.recheck(p); why != "" {
+		r.d.log.Info("dispatch not sent: the pre-send recheck failed", zap.Int64("job_id", id), zap.String("reason", why))
+		return nil
+	}
+	r.d.noteSent(id, p.mark.InvocationID)
+	ctx, cancel := context.WithTimeout(r.ctx, r.d.d.SendTimeout)
+	status, err := r.d.d.Backends.Submit(ctx, p.addr, p.request)
+	cancel()
+
+	ident := planIdentity(p)
+	switch outcome, msg := classifySend(status, err); outcome {
+	case sendEnqueued:
+		r.d.log.Debug("dispatch enqueued", zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID))
+		return nil
+	case sendNeverEnqueued:
+		r.d.log.Info("dispatch never enqueued; NOT_COMMITTED, possible-live slot released",
+			zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID), zap.String("reason", msg), zapSendErr(err))
+		return ident.completion(job.PreInvocationResourceRejected, msg, true)
+	default:
+		r.d.log.Warn("dispatch outcome unknown (bytes may have left); UNKNOWN, possible-live slot kept",
+			zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID), zap.String("reason", msg), zapSendErr(err))
+		return ident.completion(job.NoTrustedResult, msg, false)
+	}
+}
+
+// recheck is done immediately before the send: this node still leads in
+// the round's term, and the record is RUNNING with the dispatch revision
+// and invocation id the M1 wrote. It returns why not, or "".
+func (r *round) recheck(p *dispatchPlan) string {
+	if r.ctx.Err() != nil {
+		return "the leadership term is over"
+	}
+	prop := r.d.d.Proposer
+	if !prop.IsLeader() {
+		return "not the leader"
+	}
+	if t := prop.LeaderTerm(); t != r.term {
+		return fmt.Sprintf("the leader term is %d, not %d", t, r.term)
+	}
+	if t, ok := r.d.d.Term(r.ctx); !ok || t != r.term {
+		return "the context's leader term changed"
+	}
+	rec, ok := r.d.d.Reader.State().Job(p.rec.JobID)
+	switch {
+	case !ok:
+		return "the job no longer exists"
+	case rec.MutationState != job.Running:
+		return "the job is " + rec.MutationState.String()
+	case rec.DispatchRevision != p.rec.Rev+1 || rec.InvocationID != p.mark.InvocationID:
+		return "the job carries another dispatch identity"
+	}
+	return ""
+}
+
+// sendOutcome is what a send proves (DESIGN.md §7).
+type sendOutcome int
+
+const (
+	sendEnqueued      sendOutcome = iota // OK: the report or the deadline decides
+	sendNeverEnqueued                    // M2': NOT_COMMITTED, slot released (NOT_ENQUEUED)
+	sendAmbiguous                        // M2 NO_TRUSTED_RESULT: UNKNOWN, slot kept
+)
+
+// classifySend reads only typed facts: whether bytes may have left, an
+// UNKNOWN_METHOD answer, and the status code. The message it returns names
+// the code and never carries error text (which could echo request content).
+func classifySend(st *wire.TStatus, err error) (sendOutcome, string) {
+	switch {
+	case err != nil && rpc.NotSent(err):
+		return sendNeverEnqueued, "dispatch never sent: the connection to the backend was not established"
+	case err != nil && rpc.IsUnknownMethod(err):
+		return sendNeverEnqueued, "dispatch refused: the backend does not implement submit_lance_index_job (UNKNOWN_METHOD)"
+	case err != nil:
+		return sendAmbiguous, "dispatch send failed after bytes may have left; no trusted result"
+	case st == nil:
+		return sendAmbiguous, "dispatch send returned no status; no trusted result"
+	case st.StatusCode != wire.TStatusCode_OK:
+		return sendNeverEnqueued, "dispatch refused by the backend with status " + st.StatusCode.String() + "; never enqueued"
+	}
+	return sendEnqueued, ""
+}
+
+// zapSendErr logs a client error: rpc errors carry the operation, the
+// address and the transport's message, never request content.
+func zapSendErr(err error) zap.Field {
+	if err == nil {
+		return zap.Skip()
+	}
+	return zap.Error(err)
+}
+
+// ---- dispatch identities and batches ----------------------------------------------
+
+// identity is the quad every M2 and P must name (DESIGN.md §3).
+type identity struct {
+	jobID            int64
+	dispatchRevision int64
+	invocationID     string
+	epoch            int64
+}
+
+func recordIdentity(r *job.Record) identity {
+	return identity{r.JobID, r.DispatchRevision, r.InvocationID, r.ProcessEpoch}
+}
+
+// planIdentity is the identity the plan's M1 gave its record.
+func planIdentity(p *dispatchPlan) identity {
+	return identity{p.rec.JobID, p.rec.Rev + 1, p.mark.InvocationID, p.mark.ProcessEpoch}
+}
+
+// completion is an M2 (or M2' with neverEnqueued) naming this identity.
+func (id identity) completion(code job.ResultCode, msg string, neverEnqueued bool) *journal.TCompletion {
+	c := journal.TResultCode(code)
+	m := msg
+	out := &journal.TCompletion{JobID: id.jobID, DispatchRevision: id.dispatchRevision,
+		InvocationID: id.invocationID, ProcessEpoch: id.epoch,
+		Result_: &journal.TJobResult_{Code: &c, Message: &m}}
+	if neverEnqueued {
+		t := true
+		out.NeverEnqueued = &t
+	}
+	return out
+}
+
+// proof is a P (RecordTerminationProof) naming this identity on a backend.
+func (id identity) proof(backendID int64, p job.TerminationProof) *journal.TProof {
+	return &journal.TProof{JobID: id.jobID, DispatchRevision: id.dispatchRevision, InvocationID: id.invocationID,
+		ProcessEpoch: id.epoch, BackendID: backendID, Proof: journal.TTerminationProof(p)}
+}
+
+// completeWithResults journals M2/M2' items as one CompleteBatch entry
+// (nothing for an empty batch). A failed item (a report got there first)
+// is logged, not an error.
+func (d *Dispatcher) completeWithResults(ctx context.Context, batch []*journal.TCompletion, what string) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	resp, err := propose(ctx, d.d.Proposer, raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: d.d.Clock.Now().UnixMilli(), Completions: batch})
+	return d.checkBatch(resp, err, what, len(batch))
+}
+
+// recordTerminationProofs journals P items as one RecordProofBatch entry.
+func (d *Dispatcher) recordTerminationProofs(ctx context.Context, batch []*journal.TProof, what string) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	resp, err := propose(ctx, d.d.Proposer, raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: d.d.Clock.Now().UnixMilli(), Proofs: batch})
+	return d.checkBatch(resp, err, what, len(batch))
+}
+
+func (d *Dispatcher) checkBatch(resp *journal.TApplyResponse, err error, what string, n int) error {
+	if err != nil {
+		return fmt.Errorf("journal %s (%d items): %w", what, n, err)
+	}
+	if resp.Code != journal.TApplyCode_OK {
+		return fmt.Errorf("journal %s (%d items): %s: %s", what, n, resp.Code, resp.GetMessage())
+	}
+	for _, it := range resp.Items {
+		if it.Code != journal.TApplyCode_OK {
+			d.log.Info("journal item not applied (stale or already settled)", zap.String("what", what),
+				zap.Int64("job_id", it.JobID), zap.Stringer("code", it.Code), zap.String("reason", it.GetMessage()))
+		}
+	}
+	return nil
+}

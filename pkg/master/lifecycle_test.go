@@ -1,0 +1,360 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/dispatch"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+// worker plays a backend on top of the fake: every dispatch it accepts
+// "finishes" at once (NATIVE_OK, child reaped): Query answers FINISHED with
+// the result, and the report is delivered to the masters unless suppressed.
+type worker struct {
+	c        *cluster3
+	mu       sync.Mutex
+	accepted map[string]bool
+	suppress bool
+	finished map[int64]bool // job ids the backend finished
+	wg       sync.WaitGroup
+	stop     chan struct{}
+}
+
+func newWorker(c *cluster3) *worker {
+	w := &worker{c: c, accepted: map[string]bool{}, finished: map[int64]bool{}, stop: make(chan struct{})}
+	c.backend.SetSubmitHook(w.submit)
+	c.t.Cleanup(func() { close(w.stop); w.wg.Wait() })
+	return w
+}
+
+func (w *worker) submit(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+	ok := &wire.TStatus{StatusCode: wire.TStatusCode_OK}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.accepted[d.InvocationID] {
+		return ok, nil // a redelivered invocation id answers OK
+	}
+	w.accepted[d.InvocationID] = true
+	w.finished[d.JobID] = true
+	code, proof := wire.TLanceIndexJobResultCode_NATIVE_OK, wire.TLanceIndexTerminationProof_CHILD_REAPED
+	rep := &wire.TLanceIndexJobReport{JobID: d.JobID, DispatchRevision: d.DispatchRevision, InvocationID: d.InvocationID,
+		BeProcessEpoch: d.BeProcessEpoch, ResultCode: &code, TerminationProof: &proof, InvocationSecret: d.InvocationSecret}
+	w.c.backend.SetInvocation(&wire.TInvocationStatus{InvocationID: d.InvocationID,
+		State: wire.TLanceInvocationState_FINISHED, Result_: rep, TerminationProof: &proof})
+	if !w.suppress {
+		w.wg.Add(1)
+		go w.deliver(rep)
+	}
+	return ok, nil
+}
+
+// deliver retries the report against the live masters until one accepts it,
+// as the backend's outbox does.
+func (w *worker) deliver(rep *wire.TLanceIndexJobReport) {
+	defer w.wg.Done()
+	for attempt := 0; attempt < 200; attempt++ {
+		var addrs []string
+		for i, m := range w.c.liveMasters() {
+			if m != nil {
+				addrs = append(addrs, w.c.nodes[i].RPCAdvertise)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var st *wire.TStatus
+		err := rpc.NewMasterClient(addrs, rpc.DefaultConfig(), zap.NewNop()).Call(ctx, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+			st, err = c.ReportLanceIndexJobResult_(ctx, rep)
+			return err
+		})
+		cancel()
+		if err == nil && st != nil && st.StatusCode == wire.TStatusCode_OK {
+			return
+		}
+		if err == nil && st != nil && st.StatusCode != wire.TStatusCode_NOT_LEADER && st.StatusCode != wire.TStatusCode_SERVICE_UNAVAILABLE {
+			return // refused for good (stale): the journal already decided
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (w *worker) setSuppress(v bool) { w.mu.Lock(); w.suppress = v; w.mu.Unlock() }
+
+func (w *worker) finishedJobs() map[int64]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[int64]bool{}
+	for k := range w.finished {
+		out[k] = true
+	}
+	return out
+}
+
+func (c *cluster3) liveMasters() []*Master {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Master(nil), c.masters...)
+}
+
+// settled reports whether every job of ids is terminal and refreshed.
+func settled(st *raftfsm.State, ids []int64) bool {
+	for _, id := range ids {
+		r, ok := st.Job(id)
+		if !ok || r.Unresolved() {
+			return false
+		}
+	}
+	return true
+}
+
+// admitIDs admits n BTREE indexes on table and returns their job ids.
+func (c *cluster3) admitIDs(via int, catalog, table, prefix string, n int) []int64 {
+	c.t.Helper()
+	cl := c.client(via)
+	var ids []int64
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := cl.Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+			resp, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: catalog, Db: "db", Table: table,
+				IndexName: fmt.Sprintf("%s%03d", prefix, i), Column: "id", IndexType: "BTREE"})
+			if err == nil {
+				ids = append(ids, resp.GetJobID())
+			}
+			return err
+		})
+		cancel()
+		if err != nil {
+			c.t.Fatalf("admit %s%03d: %v", prefix, i, err)
+		}
+	}
+	return ids
+}
+
+// Three masters, a fake Thrift backend that records every invocation it
+// receives, 200 jobs: the leader is killed between journal and send, after
+// the send before the report, and during a refresh. No invocation reaches the
+// backend twice, every job ends terminal, books agree on all three masters,
+// and jobs the backend finished are COMMITTED (through reconcile where the
+// report never came).
+func TestLifecycleSurvivesLeaderKills(t *testing.T) {
+	var (
+		holdMu      sync.Mutex
+		holdJobs    = map[int64]bool{} // journaled but never to be sent
+		armJournal  atomic.Bool
+		journaledCh = make(chan int, 1) // the master whose M1 was committed
+	)
+	c := newCluster3With(t, nil, func(i int) Options {
+		return Options{HeartbeatInterval: 50 * time.Millisecond, DispatchHooks: dispatch.Hooks{
+			AfterJournal: func(ids []int64) {
+				if armJournal.CompareAndSwap(true, false) {
+					holdMu.Lock()
+					for _, id := range ids {
+						holdJobs[id] = true
+					}
+					holdMu.Unlock()
+					journaledCh <- i
+				}
+			},
+			BeforeSend: func(id int64) error {
+				holdMu.Lock()
+				defer holdMu.Unlock()
+				if holdJobs[id] {
+					return fmt.Errorf("test: the leader dies before sending job %d", id)
+				}
+				return nil
+			},
+		}}
+	})
+	w := newWorker(c)
+	l := c.leader()
+	c.setup(l)
+	for _, tbl := range []string{"a", "b", "c", "d"} {
+		c.backend.SetDataset("/data/lake/db/"+tbl+".lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+		c.backend.SetDataset("/data/hooked/db/"+tbl+".lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+	}
+	c.setOptions(l, map[string]string{
+		config.OptMaxInflightPerBackend: "1000", config.OptMaxDispatchPerRound: "64", config.OptDispatchIntervalSecond: "1",
+		config.OptEnableLocalFileMutation: "true",
+	})
+	var all []int64
+
+	// A. Kill the leader between journal and send.
+	armJournal.Store(true)
+	ids := c.admitIDs(l, "lake", "a", "a", 50)
+	all = append(all, ids...)
+	var victim int
+	select {
+	case victim = <-journaledCh:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no dispatch round journaled")
+	}
+	c.kill(victim)
+	l = c.leader()
+	c.waitSettled(l, ids)
+	c.start(victim)
+
+	// B. Kill the leader after the send, before any report.
+	w.setSuppress(true)
+	l = c.leader()
+	ids = c.admitIDs(l, "lake", "b", "b", 50)
+	all = append(all, ids...)
+	eventually(t, 20*time.Second, "phase B dispatched", func() bool { return c.dispatchedAll(ids) })
+	c.kill(l)
+	w.setSuppress(false)
+	old := l
+	l = c.leader()
+	c.waitSettled(l, ids)
+	c.start(old)
+
+	// C. Kill the leader during a refresh.
+	var hookCalls atomic.Int64
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if hookCalls.Add(1) <= 3 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		rw.WriteHeader(http.StatusOK)
+	}))
+	defer hook.Close()
+	l = c.leader()
+	c.createCatalog(l, "hooked", "/data/hooked", hook.URL)
+	ids = c.admitIDs(l, "hooked", "c", "c", 50)
+	all = append(all, ids...)
+	eventually(t, 20*time.Second, "a refresh in flight", func() bool { return hookCalls.Load() > 0 })
+	c.kill(l)
+	close(release)
+	old = l
+	l = c.leader()
+	c.waitSettled(l, ids)
+	c.start(old)
+
+	// D. Undisturbed.
+	l = c.leader()
+	ids = c.admitIDs(l, "lake", "d", "d", 50)
+	all = append(all, ids...)
+	c.waitSettled(l, ids)
+
+	// Afterwards: no invocation twice, no job dispatched twice.
+	for inv, n := range c.backend.InvocationCounts() {
+		if n != 1 {
+			t.Errorf("invocation %s received %d times", inv, n)
+		}
+	}
+	perJob := map[int64]int{}
+	for _, d := range c.backend.Dispatches() {
+		perJob[d.JobID]++
+	}
+	for id, n := range perJob {
+		if n != 1 {
+			t.Errorf("job %d dispatched %d times", id, n)
+		}
+	}
+	// Every job terminal (all were dispatchable), the finished ones COMMITTED.
+	finished := w.finishedJobs()
+	st := c.masters[l].FSM().State()
+	for _, id := range all {
+		r, _ := st.Job(id)
+		if !r.Terminal() {
+			t.Errorf("job %d is %s", id, r.MutationState)
+		}
+		if finished[id] && r.MutationState != job.Committed {
+			t.Errorf("job %d was finished by the backend but is %s", id, r.MutationState)
+		}
+		if r.MutationState == job.Unknown {
+			t.Errorf("job %d ended UNKNOWN", id)
+		}
+	}
+	holdMu.Lock()
+	for id := range holdJobs {
+		if r, _ := st.Job(id); r.MutationState != job.NotCommitted || r.TerminationProof != job.ProofNotEnqueued {
+			t.Errorf("held job %d: %s proof %s; want NOT_COMMITTED / NOT_ENQUEUED", id, r.MutationState, r.TerminationProof)
+		}
+	}
+	held := len(holdJobs)
+	holdMu.Unlock()
+	if held == 0 {
+		t.Error("phase A held no job back")
+	}
+	// Books agree on all three masters once they have applied everything.
+	want := fmt.Sprint(st.Books())
+	for i, m := range c.masters {
+		eventually(t, 10*time.Second, fmt.Sprintf("m%d books agree", i+1), func() bool {
+			return m.FSM().State().AppliedIndex() >= st.AppliedIndex() && fmt.Sprint(m.FSM().State().Books()) == want
+		})
+	}
+	if len(st.Books().Slots) != 0 {
+		t.Errorf("slots still held: %v", st.Books().Slots)
+	}
+}
+
+func (c *cluster3) waitSettled(l int, ids []int64) {
+	c.t.Helper()
+	eventually(c.t, 30*time.Second, "jobs settle", func() bool {
+		m := c.liveMasters()[l]
+		return m != nil && settled(m.FSM().State(), ids)
+	})
+}
+
+func (c *cluster3) dispatchedAll(ids []int64) bool {
+	got := map[int64]bool{}
+	for _, d := range c.backend.Dispatches() {
+		got[d.JobID] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *cluster3) setOptions(via int, kv map[string]string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.client(via).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		for k, v := range kv {
+			if _, err := a.SetOption(ctx, k, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster3) createCatalog(via int, name, root, webhook string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kind := "webhook"
+	err := c.client(via).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		_, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: name, RootURI: &root, RefreshKind: &kind, RefreshURL: &webhook})
+		return err
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
