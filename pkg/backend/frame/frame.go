@@ -1,0 +1,138 @@
+// Package frame is the worker protocol between the backend agent and its
+// one-shot builder process (docs/worker-protocol.md): the agent writes ONE
+// request frame to the worker's stdin and reads ONE result frame from its
+// stdout. A frame is a 4-byte big-endian length followed by that many bytes
+// of UTF-8 JSON. Storage credentials travel only here, on stdin: never in
+// argv, the environment or a log.
+package frame
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Protocol is the version both sides put in every frame.
+const Protocol = 1
+
+// Size bounds. A frame above its bound is a protocol failure: a request is
+// never written, a result is not trusted.
+const (
+	MaxRequestBytes = 1 << 20   // a dispatch with ≤ 64 storage options of ≤ 4 KiB fits easily
+	MaxResultBytes  = 256 << 10 // a result or an inspect answer
+)
+
+// Modes.
+const (
+	ModeBuild   = "build"
+	ModeInspect = "inspect"
+)
+
+// Request is what a worker receives on stdin.
+type Request struct {
+	Protocol       int               `json:"protocol"`
+	Mode           string            `json:"mode"`
+	DatasetURI     string            `json:"dataset_uri"`
+	StorageOptions map[string]string `json:"storage_options,omitempty"`
+
+	// Build mode only.
+	JobID                  int64  `json:"job_id,omitempty"`
+	InvocationID           string `json:"invocation_id,omitempty"`
+	MutationType           string `json:"mutation_type,omitempty"` // CREATE | REPLACE | DROP
+	IndexName              string `json:"index_name,omitempty"`
+	ColumnName             string `json:"column_name,omitempty"`
+	IndexType              string `json:"index_type,omitempty"`      // IVF_PQ | BTREE | BITMAP ("" for DROP)
+	PropertiesJSON         string `json:"properties_json,omitempty"` // canonical, e.g. {"metric":"l2","num_partitions":64}
+	IfNotExists            bool   `json:"if_not_exists,omitempty"`
+	IfExists               bool   `json:"if_exists,omitempty"`
+	AdmittedDatasetVersion int64  `json:"admitted_dataset_version,omitempty"`
+	SchemaContractJSON     string `json:"schema_contract_json,omitempty"`
+	DeadlineMs             int64  `json:"deadline_ms,omitempty"`
+}
+
+// Field is one schema field as inspect reports it (the canonical types of
+// pkg/job: int32, utf8, fixed_size_list with list_dimension and element_type…).
+type Field struct {
+	FieldID         int32  `json:"field_id"`
+	Name            string `json:"name"`
+	DataType        string `json:"data_type"`
+	Nullable        bool   `json:"nullable"`
+	ListDimension   int32  `json:"list_dimension,omitempty"`
+	ElementType     string `json:"element_type,omitempty"`
+	ElementNullable bool   `json:"element_nullable,omitempty"`
+}
+
+// Index is one existing index as inspect reports it.
+type Index struct {
+	Name           string   `json:"name"`
+	IndexType      string   `json:"index_type"` // IVF_PQ | BTREE | BITMAP | other Lance names
+	Columns        []string `json:"columns"`
+	PropertiesJSON string   `json:"properties_json,omitempty"`
+}
+
+// Result is what a worker answers on stdout.
+//
+// Build mode: ResultCode is one of the wire's TLanceIndexJobResultCode names
+// (PRE_INVOCATION_STALE_ADMISSION … NATIVE_INTERNAL); Message is sanitized
+// (never a credential) and is cut to 1024 bytes by the agent.
+// Inspect mode: OK with DatasetVersion, Fields and Indexes, or !OK with
+// ErrorCode (NOT_FOUND | INVALID_ARGUMENT | IO | INTERNAL) and Message.
+type Result struct {
+	Protocol int    `json:"protocol"`
+	Mode     string `json:"mode"`
+
+	ResultCode               string `json:"result_code,omitempty"`
+	Message                  string `json:"message,omitempty"`
+	ExternalMetadataAdvanced bool   `json:"external_metadata_advanced,omitempty"`
+	NewDatasetVersion        int64  `json:"new_dataset_version,omitempty"`
+
+	OK             bool    `json:"ok,omitempty"`
+	ErrorCode      string  `json:"error_code,omitempty"`
+	DatasetVersion int64   `json:"dataset_version,omitempty"`
+	Fields         []Field `json:"fields,omitempty"`
+	Indexes        []Index `json:"indexes,omitempty"`
+}
+
+// ErrTooLarge: a frame above its bound.
+var ErrTooLarge = errors.New("frame: too large")
+
+// Write writes v as one frame of at most max bytes.
+func Write(w io.Writer, v any, max int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("frame: encode: %w", err)
+	}
+	if len(b) > max {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(b), max)
+	}
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+	if _, err := w.Write(append(n[:], b...)); err != nil {
+		return fmt.Errorf("frame: write: %w", err)
+	}
+	return nil
+}
+
+// Read reads one frame of at most max bytes into v. It never allocates more
+// than max+4 bytes whatever the length prefix claims. Trailing bytes after
+// the frame are the caller's concern (a worker must write exactly one frame).
+func Read(r io.Reader, v any, max int) error {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return fmt.Errorf("frame: read length: %w", err)
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if int64(size) > int64(max) {
+		return fmt.Errorf("%w: length prefix %d, at most %d", ErrTooLarge, size, max)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("frame: read body: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("frame: decode: %w", err)
+	}
+	return nil
+}
