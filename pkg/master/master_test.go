@@ -97,7 +97,10 @@ func (c *cluster3) start(i int) {
 	if c.opts != nil {
 		o = c.opts(i)
 	}
-	o.Node, o.Logger = c.nodes[i], zaptest.NewLogger(c.t, zaptest.Level(zap.WarnLevel))
+	o.Node = c.nodes[i]
+	if o.Logger == nil {
+		o.Logger = zaptest.NewLogger(c.t, zaptest.Level(zap.WarnLevel))
+	}
 	if o.Credentials == nil {
 		o.Credentials = config.StaticCredentials{}
 	}

@@ -1,0 +1,156 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+const storageCanary = "STORAGE-CANARY-9d41e7b2c0"
+
+// Storage credentials, read from the secrets directory at send time, reach
+// the backend inside the requests and appear nowhere else: not in a raft log
+// or snapshot file, not in a log line (debug level included), not in what the
+// admin API (and so the CLI, -o json included) shows.
+func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
+	secrets := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, "lake-creds"),
+		[]byte(`{"aws_access_key_id":"AKIA-canary","aws_secret_access_key":"`+storageCanary+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	c := newCluster3With(t, func(n *config.Node) {
+		n.SecretsDir = secrets
+		n.SnapshotThreshold, n.TrailingLogs = 32, 8
+	}, func(i int) Options {
+		return Options{Logger: zap.New(core), HeartbeatInterval: 50 * time.Millisecond,
+			Credentials: config.DirCredentials{Dir: secrets}}
+	})
+	newWorker(c)
+	l := c.leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	root, creds := "/data/lake", "lake-creds"
+	err := c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+			return err
+		}
+		if _, err := a.AddBackend(ctx, c.backend.Addr()); err != nil {
+			return err
+		}
+		_, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.backend.SetDataset("/data/lake/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+	ids := c.admitIDs(l, "lake", "t", "i", 5)
+	c.waitSettled(l, ids)
+
+	// It reached the wire: inspect and submit both carried it.
+	seen := 0
+	for _, o := range c.backend.StorageOptionsSeen() {
+		if o["aws_secret_access_key"] == storageCanary {
+			seen++
+		}
+	}
+	if seen < len(ids)+len(ids) {
+		t.Fatalf("the credential reached the backend %d times; want inspect and submit for each of %d jobs", seen, len(ids))
+	}
+
+	// Not in what operators see.
+	err = c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		list, err := a.ListJobs(ctx, &adminapi.TListJobsRequest{})
+		if err != nil {
+			return err
+		}
+		cats, err := a.ListCatalogs(ctx)
+		if err != nil {
+			return err
+		}
+		show, err := a.ShowJob(ctx, ids[0], true)
+		if err != nil {
+			return err
+		}
+		for _, v := range []any{list, cats, show} {
+			b, _ := json.Marshal(v)
+			if bytes.Contains(b, []byte(storageCanary)) {
+				t.Errorf("admin output carries the credential: %s", b)
+			}
+			if bytes.Contains(b, []byte("/data/lake/db")) {
+				t.Errorf("admin output carries a locator: %s", b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Not in any file a master wrote (raft log, stable store, snapshots).
+	for i, m := range c.masters {
+		if err := m.Node().Snapshot(); err != nil && !strings.Contains(err.Error(), "nothing new") {
+			t.Fatalf("m%d snapshot: %v", i+1, err)
+		}
+	}
+	files := 0
+	for _, n := range c.nodes {
+		_ = filepath.Walk(n.DataDir, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Errorf("read %s: %v", p, err)
+				return nil
+			}
+			files++
+			if bytes.Contains(b, []byte(storageCanary)) {
+				t.Errorf("%s holds the storage credential", p)
+			}
+			return nil
+		})
+	}
+	if files < 6 {
+		t.Fatalf("only %d files searched", files)
+	}
+
+	// Not in any log line.
+	for _, e := range logs.All() {
+		line := e.Message
+		for k, v := range e.ContextMap() {
+			line += " " + k + "=" + strings.ReplaceAll(toText(v), "\n", " ")
+		}
+		if strings.Contains(line, storageCanary) {
+			t.Fatalf("log line carries the credential: %s", line)
+		}
+	}
+	if logs.Len() == 0 {
+		t.Fatal("no log lines were captured")
+	}
+}
+
+func toText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case error:
+		return x.Error()
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
