@@ -28,14 +28,10 @@ func applyAdmit(t *tx, c *journal.TAdmitCommand) (*journal.TApplyResponse, error
 	if err := validateAdmission(r); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}
-	obj, err := t.txn.First(tableCatalogs, indexID, r.CatalogID)
-	if err != nil {
-		return nil, err
-	}
-	if obj == nil {
+	cat, ok := catalogByID(t.catalogs.tree(), r.CatalogID)
+	if !ok {
 		return respFail(journal.TApplyCode_NOT_FOUND, "catalog %d does not exist", r.CatalogID), nil
 	}
-	cat := obj.(*Catalog)
 	if r.Provider != cat.Provider {
 		return respFail(journal.TApplyCode_INVALID, "job provider %q does not match catalog %q provider %q",
 			r.Provider, cat.Name, cat.Provider), nil
@@ -53,6 +49,7 @@ func applyAdmit(t *tx, c *journal.TAdmitCommand) (*journal.TApplyResponse, error
 	}
 	t.m.lastJobID++
 	r.JobID = t.m.lastJobID
+	t.shareStrings(r)
 	if err := t.put(nil, r); err != nil {
 		return nil, err
 	}
@@ -87,6 +84,22 @@ func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
 		RefreshState:           job.RefreshNotRequired,
 		TerminationProof:       job.ProofNone,
 	}
+}
+
+// shareStrings replaces what an admitted record repeats from other jobs
+// (its target, definition and creator) with the FSM's shared copies.
+func (t *tx) shareStrings(r *job.Record) {
+	p := t.strs
+	r.Creator, r.DB, r.Table = p.get(r.Creator), p.get(r.DB), p.get(r.Table)
+	r.Provider, r.Locator = p.get(r.Provider), p.get(r.Locator)
+	r.DisplayIndexName = p.get(r.DisplayIndexName)
+	if r.NormalizedIndexName == r.DisplayIndexName {
+		r.NormalizedIndexName = r.DisplayIndexName
+	} else {
+		r.NormalizedIndexName = p.get(r.NormalizedIndexName)
+	}
+	r.IndexType, r.Column = p.get(r.IndexType), p.get(r.Column)
+	r.PropertiesJSON, r.SchemaContract = p.get(r.PropertiesJSON), p.get(r.SchemaContract)
 }
 
 // validateAdmission checks the record's own content: byte bounds, mutation

@@ -21,19 +21,12 @@ func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse
 	if err := validateBackendAddress(c.Address); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}
-	obj, err := t.txn.First(tableBackends, indexAddress, c.Address)
-	if err != nil {
-		return nil, err
-	}
-	if obj != nil {
-		b := obj.(*Backend)
+	if b, ok := byFold(t.backendAddrs.tree(), c.Address); ok {
 		return respFail(journal.TApplyCode_ALREADY_EXISTS, "backend %s is already registered as id %d", b.Address, b.ID), nil
 	}
 	t.m.lastBackendID++
 	b := &Backend{ID: t.m.lastBackendID, Address: c.Address, AddTimeMs: t.now}
-	if err := t.txn.Insert(tableBackends, b); err != nil {
-		return nil, err
-	}
+	t.putBackend(b)
 	t.m.backends++
 	return respID(b.ID), nil
 }
@@ -42,20 +35,15 @@ func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse
 // worker may still run there, and only a termination proof (or a
 // force-release) says otherwise (DESIGN.md §4.3).
 func applyRemoveBackend(t *tx, c *journal.TRemoveBackendCommand) (*journal.TApplyResponse, error) {
-	obj, err := t.txn.First(tableBackends, indexID, c.BackendID)
-	if err != nil {
-		return nil, err
-	}
-	if obj == nil {
+	b, ok := backendByID(t.backends.tree(), c.BackendID)
+	if !ok {
 		return respFail(journal.TApplyCode_NOT_FOUND, "backend %d is not registered", c.BackendID), nil
 	}
 	if n := t.books().slotCount(c.BackendID); n > 0 {
 		return respFail(journal.TApplyCode_BACKEND_IN_USE,
 			"backend %d holds %d possible-live slots; it can be removed once their workers are proven gone", c.BackendID, n), nil
 	}
-	if err := t.txn.Delete(tableBackends, obj); err != nil {
-		return nil, err
-	}
+	t.deleteBackend(b)
 	t.m.backends--
 	return respID(c.BackendID), nil
 }

@@ -134,7 +134,8 @@ func writeBenchSnapshot(w io.Writer, retained int) int {
 	}
 	must(sw.frame(&journal.TSnapshotHeader{FormatVersion: SnapshotFormatVersion, LastJobID: total,
 		LastCatalogID: benchCatalogs, LastBackendID: benchBackends,
-		JobCount: thrift.Int64Ptr(total), CatalogCount: thrift.Int64Ptr(benchCatalogs), BackendCount: thrift.Int64Ptr(benchBackends)}))
+		JobCount: thrift.Int64Ptr(total), CatalogCount: thrift.Int64Ptr(benchCatalogs), BackendCount: thrift.Int64Ptr(benchBackends),
+		AppliedIndex: thrift.Int64Ptr(0)}))
 	for c := int64(1); c <= benchCatalogs; c++ {
 		cat := &Catalog{ID: c, Name: "c" + strconv.FormatInt(c, 10), Provider: job.ProviderDirectory,
 			RootURI: "s3://bucket/c" + strconv.FormatInt(c, 10), RefreshKind: RefreshNone}
@@ -244,10 +245,10 @@ func BenchmarkApplyMarkRunning(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Apply on a private copy so the shared fixture stays as it is.
-	priv := &FSM{logger: f.logger, OnFatal: func(err error) { panic(err) }, db: s.db.Snapshot()}
+	// Apply on a private FSM from the same view: the view is persistent, so
+	// each iteration copies what it changes and the fixture stays as it is.
+	priv := &FSM{logger: f.logger, OnFatal: func(err error) { panic(err) }, strs: newStrPool()}
 	for b.Loop() {
-		priv.db = s.db.Snapshot()
 		priv.state.Store(s)
 		if resp := priv.Apply(&raft.Log{Index: 1, Data: entry}).(*journal.TApplyResponse); resp.Items[0].Code != journal.TApplyCode_OK {
 			b.Fatalf("M1: %v", resp.Items[0].GetMessage())

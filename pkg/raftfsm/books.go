@@ -313,3 +313,9 @@ func (v bookView) plain() Books {
 	})
 	return b
 }
+
+// appendKey64 encodes an int64 so that byte order is numeric order (sign bit
+// flipped, big-endian), which is what makes radix walks ordered.
+func appendKey64(b []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(v)^(1<<63))
+}

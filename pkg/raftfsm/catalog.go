@@ -19,12 +19,10 @@ func init() {
 	register(CmdRemoveCatalog, journal.NewTRemoveCatalogCommand, applyRemoveCatalog)
 }
 
-func (t *tx) catalogByName(name string) (*Catalog, error) {
-	obj, err := t.txn.First(tableCatalogs, indexName, name)
-	if err != nil || obj == nil {
-		return nil, err
-	}
-	return obj.(*Catalog), nil
+// catalogByName finds a catalog by name, case-insensitively (nil: none).
+func (t *tx) catalogByName(name string) *Catalog {
+	c, _ := byFold(t.catalogNames.tree(), name)
+	return c
 }
 
 func applyCreateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyResponse, error) {
@@ -38,17 +36,13 @@ func applyCreateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyRespo
 	if err := normalizeCatalog(cat); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}
-	if old, err := t.catalogByName(cat.Name); err != nil {
-		return nil, err
-	} else if old != nil {
+	if old := t.catalogByName(cat.Name); old != nil {
 		return respFail(journal.TApplyCode_ALREADY_EXISTS, "catalog %q already exists (as %q)", cat.Name, old.Name), nil
 	}
 	t.m.lastCatalogID++
 	cat.ID = t.m.lastCatalogID
 	cat.CreateTimeMs, cat.UpdateTimeMs = t.now, t.now
-	if err := t.txn.Insert(tableCatalogs, cat); err != nil {
-		return nil, err
-	}
+	t.putCatalog(cat)
 	t.m.catalogs++
 	return respID(cat.ID), nil
 }
@@ -58,10 +52,7 @@ func applyUpdateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyRespo
 	if c.Catalog == nil {
 		return respFail(journal.TApplyCode_INVALID, "update-catalog command carries no catalog"), nil
 	}
-	old, err := t.catalogByName(c.Catalog.Name)
-	if err != nil {
-		return nil, err
-	}
+	old := t.catalogByName(c.Catalog.Name)
 	if old == nil {
 		return respFail(journal.TApplyCode_NOT_FOUND, "catalog %q does not exist", c.Catalog.Name), nil
 	}
@@ -94,17 +85,12 @@ func applyUpdateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyRespo
 			"catalog %q has %d unresolved jobs; its root cannot change until they resolve", old.Name, inUse), nil
 	}
 	n.UpdateTimeMs = t.now
-	if err := t.txn.Insert(tableCatalogs, &n); err != nil {
-		return nil, err
-	}
+	t.putCatalog(&n)
 	return respID(n.ID), nil
 }
 
 func applyRemoveCatalog(t *tx, c *journal.TRemoveCatalogCommand) (*journal.TApplyResponse, error) {
-	old, err := t.catalogByName(c.Name)
-	if err != nil {
-		return nil, err
-	}
+	old := t.catalogByName(c.Name)
 	if old == nil {
 		return respFail(journal.TApplyCode_NOT_FOUND, "catalog %q does not exist", c.Name), nil
 	}
@@ -112,9 +98,7 @@ func applyRemoveCatalog(t *tx, c *journal.TRemoveCatalogCommand) (*journal.TAppl
 		return respFail(journal.TApplyCode_CATALOG_IN_USE,
 			"catalog %q has %d unresolved jobs; it cannot be removed until they resolve", old.Name, n), nil
 	}
-	if err := t.txn.Delete(tableCatalogs, old); err != nil {
-		return nil, err
-	}
+	t.deleteCatalog(old)
 	t.m.catalogs--
 	return respID(old.ID), nil
 }

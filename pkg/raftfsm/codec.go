@@ -354,3 +354,45 @@ func (in *interner) bytes(b []byte) string {
 	}
 	return s
 }
+
+// strPool shares equal strings among the records Apply creates, as the
+// interner does for a restore: without it every admitted job would carry its
+// own copy of its creator, db, table, locator, index names, properties and
+// schema contract (a few hundred bytes) however many jobs repeat them. Only
+// the FSM goroutine uses it, and sharing changes no record's value, so it
+// cannot make replicas differ.
+//
+// It is bounded by generations: lookups go to the current map and then to
+// the previous one (moving a hit forward); when the current map is full it
+// becomes the previous one and the oldest is dropped. A string no job uses
+// any more is forgotten after two generations.
+type strPool struct {
+	cur, prev map[string]string
+	bytes     int // in cur
+}
+
+const (
+	strPoolEntries = 1 << 14
+	strPoolBytes   = 4 << 20
+)
+
+func newStrPool() *strPool { return &strPool{cur: map[string]string{}} }
+
+// get returns the shared copy of s (s itself when it is new).
+func (p *strPool) get(s string) string {
+	if s == "" || p == nil {
+		return s
+	}
+	if v, ok := p.cur[s]; ok {
+		return v
+	}
+	if v, ok := p.prev[s]; ok {
+		s = v
+	}
+	if len(p.cur) >= strPoolEntries || p.bytes+len(s) > strPoolBytes {
+		p.prev, p.cur, p.bytes = p.cur, make(map[string]string, len(p.cur)), 0
+	}
+	p.cur[s] = s
+	p.bytes += len(s)
+	return s
+}

@@ -52,9 +52,7 @@ func markRunning(t *tx, m *journal.TMarkRunning) (*journal.TItemResult_, error) 
 	case !r.HasFenceIdentity():
 		return itemFail(m.JobID, journal.TApplyCode_CAS_FAILED, "job %d has no fence identity and cannot be dispatched", m.JobID), nil
 	}
-	if obj, err := t.txn.First(tableBackends, indexID, m.BackendID); err != nil {
-		return nil, err
-	} else if obj == nil {
+	if _, ok := backendByID(t.backends.tree(), m.BackendID); !ok {
 		return itemFail(m.JobID, journal.TApplyCode_NOT_FOUND, "backend %d is not registered", m.BackendID), nil
 	}
 	if m.InvocationID == "" {
@@ -126,7 +124,7 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 		n.Result = job.Result{
 			Code:                     code,
 			Reason:                   cls.Reason,
-			Message:                  job.TruncateMessage(res.GetMessage()),
+			Message:                  t.strs.get(job.TruncateMessage(res.GetMessage())),
 			ExternalMetadataAdvanced: ema,
 		}
 		if neverEnqueued && n.PossibleLiveOwned && n.TerminationProof == job.ProofNone {

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/thrift/lib/go/thrift"
-	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
@@ -31,8 +30,8 @@ type FSM struct {
 	OnFatal func(err error)
 
 	logger *zap.Logger
-	db     *memdb.MemDB          // written by the FSM goroutine only
 	state  atomic.Pointer[State] // the latest published view
+	strs   *strPool              // shares admitted strings; FSM goroutine only
 }
 
 // FatalError is what OnFatal receives.
@@ -53,22 +52,10 @@ func New(logger *zap.Logger) *FSM {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	f := &FSM{logger: logger}
+	f := &FSM{logger: logger, strs: newStrPool()}
 	f.OnFatal = f.exitOnFatal
-	f.db = newDB()
-	f.state.Store(&State{db: f.db.Snapshot(), m: emptyMeta()})
+	f.state.Store(&State{m: emptyMeta()})
 	return f
-}
-
-// newDB returns an empty database. It writes through a memdb snapshot rather
-// than the primary: nothing here watches for changes, and the primary would
-// track and close a channel for every modified radix node on every commit.
-func newDB() *memdb.MemDB {
-	db, err := memdb.NewMemDB(newSchema())
-	if err != nil {
-		panic("raftfsm: invalid memdb schema: " + err.Error())
-	}
-	return db.Snapshot()
 }
 
 // State returns the latest applied view. It is O(1) and safe from any
@@ -131,29 +118,29 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		if ct&IgnorableFlag != 0 {
 			f.logger.Warn("raftfsm: skipping an ignorable command type this master does not know",
 				zap.Uint8("command_type", uint8(ct)), zap.Uint64("log_index", l.Index))
-			f.publish(f.State().db, l.Index, *f.State().m)
+			f.publish(f.State().t, l.Index, *f.State().m)
 			return &journal.TApplyResponse{Code: journal.TApplyCode_OK, Message: thrift.StringPtr("ignored")}
 		}
 		return f.fatal(ct, l.Index, errors.New("unknown command type"))
 	}
 	prev := f.State()
-	t := &tx{txn: f.db.Txn(true), read: prev.db.Txn(false), m: *prev.m}
+	t := &tx{tableTxn: prev.t.txn(), m: *prev.m, strs: f.strs}
 	resp, err := fn(t, l.Data[1:])
 	if err != nil {
-		t.txn.Abort()
+		// Nothing to undo: the transaction copied every node it changed,
+		// and its copies are dropped with it.
 		return f.fatal(ct, l.Index, err)
 	}
-	t.txn.Commit()
 	if t.bk != nil {
 		t.m.books = t.bk.commit()
 	}
-	f.publish(f.db.Snapshot(), l.Index, t.m)
+	f.publish(t.commit(), l.Index, t.m)
 	return resp
 }
 
-func (f *FSM) publish(db *memdb.MemDB, index uint64, m meta) {
+func (f *FSM) publish(t tables, index uint64, m meta) {
 	m.appliedIndex = index
-	f.state.Store(&State{db: db, m: &m})
+	f.state.Store(&State{t: t, m: &m})
 }
 
 // fatal reports an entry that cannot be applied. If OnFatal returns (tests),
@@ -166,41 +153,22 @@ func (f *FSM) fatal(ct CommandType, index uint64, err error) *journal.TApplyResp
 
 // ---- the write transaction --------------------------------------------------
 
-// tx is one entry's write transaction: memdb writes, a private copy of meta
-// and, from the first change of a counter on, a transaction on the books.
+// tx is one entry's write transaction: copy-on-write table transactions, a
+// private copy of meta and, from the first change of a counter on, a
+// transaction on the books. Reads inside the entry (t.job) see its own
+// earlier writes: a batch naming one job twice sees its own first change.
 type tx struct {
-	txn *memdb.Txn
-	m   meta
-	bk  *bookTxn
-	now int64
-
-	// Job reads go to the view before this entry plus the records this
-	// entry wrote (nil: removed). Reading through the write transaction
-	// would make memdb clone the modified index, which drops its cache of
-	// already-copied radix nodes and makes every later write in a batch copy
-	// its whole path again.
-	read    *memdb.Txn
-	written map[int64]*job.Record
+	*tableTxn
+	m    meta
+	bk   *bookTxn
+	now  int64
+	strs *strPool
 }
 
-// job returns the current record of id, including earlier writes of this
-// entry (a batch naming one job twice sees its own first change).
+// job returns the current record of id, including earlier writes of this entry.
 func (t *tx) job(id int64) *job.Record {
-	if r, ok := t.written[id]; ok {
-		return r
-	}
-	obj, err := t.read.First(tableJobs, indexID, id)
-	if err != nil || obj == nil {
-		return nil
-	}
-	return obj.(*job.Record)
-}
-
-func (t *tx) wrote(id int64, r *job.Record) {
-	if t.written == nil {
-		t.written = make(map[int64]*job.Record, 16)
-	}
-	t.written[id] = r
+	r, _ := jobByID(t.jobs[ixID].tree(), id)
+	return r
 }
 
 // books reads the books as this entry left them so far.
@@ -225,24 +193,22 @@ func (t *tx) rebook(old, new *job.Record) {
 
 // put swaps new in for old (nil for a new record) and books the change.
 func (t *tx) put(old, new *job.Record) error {
-	if err := t.txn.Insert(tableJobs, new); err != nil {
-		return fmt.Errorf("insert job %d: %w", new.JobID, err)
+	if err := t.putJob(old, new); err != nil {
+		return err
 	}
 	if old == nil {
 		t.m.jobs++
 	}
-	t.wrote(new.JobID, new)
 	t.rebook(old, new)
 	return nil
 }
 
 // remove deletes a record and releases what it booked.
 func (t *tx) remove(old *job.Record) error {
-	if err := t.txn.Delete(tableJobs, old); err != nil {
-		return fmt.Errorf("delete job %d: %w", old.JobID, err)
+	if err := t.deleteJob(old); err != nil {
+		return err
 	}
 	t.m.jobs--
-	t.wrote(old.JobID, nil)
 	t.rebook(old, nil)
 	return nil
 }

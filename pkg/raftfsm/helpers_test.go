@@ -85,7 +85,7 @@ func snapshotBytes(t testing.TB, s *State) []byte {
 	t.Helper()
 	m := *s.m
 	m.appliedIndex = 0
-	s = &State{db: s.db, m: &m}
+	s = &State{t: s.t, m: &m}
 	var b bytes.Buffer
 	if err := s.WriteSnapshot(&b); err != nil {
 		t.Fatalf("snapshot: %v", err)

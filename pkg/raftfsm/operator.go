@@ -30,7 +30,7 @@ func applyCancel(t *tx, c *journal.TCancelCommand) (*journal.TApplyResponse, err
 	}
 	err := t.transition(r, func(n *job.Record) {
 		n.MutationState = job.Cancelled
-		n.CancelActor = c.Actor
+		n.CancelActor = t.strs.get(c.Actor)
 	})
 	if err != nil {
 		return nil, err
@@ -70,10 +70,10 @@ func applyForceRelease(t *tx, c *journal.TForceReleaseCommand) (*journal.TApplyR
 	}
 	err := t.transition(r, func(n *job.Record) {
 		n.ForceReleased = true
-		n.ForceActor = c.Actor
+		n.ForceActor = t.strs.get(c.Actor)
 		n.ForceTimeMs = t.now
-		n.ForceNote = c.Note
-		n.ForceWarning = c.Warning
+		n.ForceNote = t.strs.get(c.Note)
+		n.ForceWarning = t.strs.get(c.Warning)
 	})
 	if err != nil {
 		return nil, err

@@ -1,151 +1,324 @@
 package raftfsm
 
 import (
-	"encoding/binary"
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
-
-	"github.com/hashicorp/go-memdb"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
-// memdb tables and indexes. Every secondary index of the jobs table holds
-// only the rows a leader service asks for (AllowMissing), keyed so that the
-// query is one seek plus a walk over its matches: the dispatcher's queries
-// cost O(log n + matches) however many retained jobs there are.
-const (
-	tableJobs     = "jobs"
-	tableCatalogs = "catalogs"
-	tableBackends = "backends"
+// The tables of State: persistent B+trees (ordered.go) of shared pointers.
+// Jobs have eight orderings. Two cover every job (id, catalog) and GC covers
+// every retained one; the others hold only the rows a leader service asks
+// for, keyed so that each query is one seek plus a walk over its matches: the
+// dispatcher's queries cost O(log n + matches) however many retained jobs
+// there are. Every key ends with the job id, so keys are unique.
 
-	indexID             = "id"              // every table: the primary key, ascending
-	indexCatalog        = "catalog"         // jobs: (catalog_id, job_id), all jobs
-	indexPending        = "pending"         // jobs: job_id of PENDING jobs
-	indexRunning        = "running"         // jobs: (deadline, job_id) of RUNNING jobs
-	indexSlot           = "slot"            // jobs: (backend_id, job_id) of slot holders
-	indexRefreshDue     = "refresh_due"     // jobs: job_id of NeedsRefresh jobs
-	indexRefreshRunning = "refresh_running" // jobs: job_id of refresh RUNNING jobs
-	indexGC             = "gc"              // jobs: (update_time, job_id) of resolved, slot-free jobs
-	indexName           = "name"            // catalogs: lower(name), unique
-	indexAddress        = "address"         // backends: lower(address), unique
+type jobIndex int
+
+const (
+	ixID             jobIndex = iota // job_id, every job
+	ixCatalog                        // (catalog_id, job_id), every job
+	ixPending                        // job_id of PENDING jobs
+	ixRunning                        // (deadline, job_id) of RUNNING jobs
+	ixSlot                           // (backend_id, job_id) of slot holders
+	ixRefreshDue                     // job_id of NeedsRefresh jobs
+	ixRefreshRunning                 // job_id of refresh RUNNING jobs
+	ixGC                             // (update_time, job_id) of resolved, slot-free jobs
+	numJobIndexes
 )
 
-func newSchema() *memdb.DBSchema {
-	jobIndex := func(name string, key func(r *job.Record) ([]byte, bool)) *memdb.IndexSchema {
-		return &memdb.IndexSchema{
-			Name:         name,
-			Unique:       true, // every key ends with the job id, so memdb need not append it
-			AllowMissing: name != indexID && name != indexCatalog,
-			Indexer:      keyIndexer(func(o any) ([]byte, bool) { return key(o.(*job.Record)) }),
-		}
-	}
-	indexes := func(list ...*memdb.IndexSchema) map[string]*memdb.IndexSchema {
-		m := make(map[string]*memdb.IndexSchema, len(list))
-		for _, ix := range list {
-			m[ix.Name] = ix
-		}
-		return m
-	}
-	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		tableJobs: {Name: tableJobs, Indexes: indexes(
-			jobIndex(indexID, func(r *job.Record) ([]byte, bool) { return key64(r.JobID), true }),
-			jobIndex(indexCatalog, func(r *job.Record) ([]byte, bool) { return key64(r.CatalogID, r.JobID), true }),
-			jobIndex(indexPending, func(r *job.Record) ([]byte, bool) {
-				return keyIf(r.MutationState == job.Pending, r.JobID)
-			}),
-			jobIndex(indexRunning, func(r *job.Record) ([]byte, bool) {
-				return keyIf(r.MutationState == job.Running, r.DeadlineMs, r.JobID)
-			}),
-			jobIndex(indexSlot, func(r *job.Record) ([]byte, bool) {
-				return keyIf(r.HoldsPossibleLiveSlot(), r.BackendID, r.JobID)
-			}),
-			jobIndex(indexRefreshDue, func(r *job.Record) ([]byte, bool) {
-				return keyIf(r.NeedsRefresh(), r.JobID)
-			}),
-			jobIndex(indexRefreshRunning, func(r *job.Record) ([]byte, bool) {
-				return keyIf(r.RefreshState == job.RefreshRunning, r.JobID)
-			}),
-			jobIndex(indexGC, func(r *job.Record) ([]byte, bool) {
-				return keyIf(gcEligible(r), r.UpdateTimeMs, r.JobID)
-			}),
-		)},
-		tableCatalogs: {Name: tableCatalogs, Indexes: indexes(
-			&memdb.IndexSchema{Name: indexID, Unique: true,
-				Indexer: keyIndexer(func(o any) ([]byte, bool) { return key64(o.(*Catalog).ID), true })},
-			&memdb.IndexSchema{Name: indexName, Unique: true,
-				Indexer: keyIndexer(func(o any) ([]byte, bool) { return keyFold(o.(*Catalog).Name), true })},
-		)},
-		tableBackends: {Name: tableBackends, Indexes: indexes(
-			&memdb.IndexSchema{Name: indexID, Unique: true,
-				Indexer: keyIndexer(func(o any) ([]byte, bool) { return key64(o.(*Backend).ID), true })},
-			&memdb.IndexSchema{Name: indexAddress, Unique: true,
-				Indexer: keyIndexer(func(o any) ([]byte, bool) { return keyFold(o.(*Backend).Address), true })},
-		)},
-	}}
+// key2 is an index key: compared a first, then b.
+type key2 struct{ a, b int64 }
+
+func (k key2) cmp(o key2) int { return cmp.Or(cmp.Compare(k.a, o.a), cmp.Compare(k.b, o.b)) }
+
+type jobIndexSpec struct {
+	holds func(r *job.Record) bool // nil: every record
+	key   func(r *job.Record) key2
+	cmp   func(a, b *job.Record) int // by key
+	byID  bool                       // key is (job_id, 0): id order
 }
+
+func (s *jobIndexSpec) has(r *job.Record) bool { return r != nil && (s.holds == nil || s.holds(r)) }
+
+// from is a lower bound for a walk: it compares a row's key with k.
+func (s *jobIndexSpec) from(k key2) func(*job.Record) int {
+	return func(r *job.Record) int { return s.key(r).cmp(k) }
+}
+
+var jobIndexes = func() [numJobIndexes]jobIndexSpec {
+	byID := func(r *job.Record) key2 { return key2{r.JobID, 0} }
+	specs := [numJobIndexes]jobIndexSpec{
+		ixID:      {key: byID, byID: true},
+		ixCatalog: {key: func(r *job.Record) key2 { return key2{r.CatalogID, r.JobID} }},
+		ixPending: {key: byID, byID: true,
+			holds: func(r *job.Record) bool { return r.MutationState == job.Pending }},
+		ixRunning: {key: func(r *job.Record) key2 { return key2{r.DeadlineMs, r.JobID} },
+			holds: func(r *job.Record) bool { return r.MutationState == job.Running }},
+		ixSlot: {key: func(r *job.Record) key2 { return key2{r.BackendID, r.JobID} },
+			holds: (*job.Record).HoldsPossibleLiveSlot},
+		ixRefreshDue: {key: byID, byID: true, holds: (*job.Record).NeedsRefresh},
+		ixRefreshRunning: {key: byID, byID: true,
+			holds: func(r *job.Record) bool { return r.RefreshState == job.RefreshRunning }},
+		ixGC: {key: func(r *job.Record) key2 { return key2{r.UpdateTimeMs, r.JobID} },
+			holds: gcEligible},
+	}
+	for i := range specs {
+		key := specs[i].key
+		specs[i].cmp = func(a, b *job.Record) int { return key(a).cmp(key(b)) }
+	}
+	return specs
+}()
 
 // gcEligible: retention may remove a record only when it is resolved and
 // holds no slot (DESIGN.md §9); the cutoff is the caller's.
 func gcEligible(r *job.Record) bool { return !r.Unresolved() && !r.HoldsPossibleLiveSlot() }
 
-// keyIndexer adapts a key function to memdb. Query arguments are encoded the
-// same way (int64 → key64, string → keyFold), and fewer arguments than key
-// parts make a prefix: memdb's Get seeks by prefix and LowerBound by order.
-type keyIndexer func(obj any) ([]byte, bool)
-
-func (k keyIndexer) FromObject(raw any) (bool, []byte, error) {
-	key, ok := k(raw)
-	if !ok {
-		// memdb compares the old and new keys of an update before it looks
-		// at ok: a key returned with ok=false would keep a stale entry.
-		return false, nil, nil
-	}
-	return true, key, nil
+// folded is a row of a case-insensitive unique index: catalogs by name,
+// backends by address.
+type folded[T any] struct {
+	key string // strings.ToLower of the name
+	row T
 }
 
-func (k keyIndexer) FromArgs(args ...any) ([]byte, error) {
-	var out []byte
-	for _, a := range args {
-		switch v := a.(type) {
-		case int64:
-			out = appendKey64(out, v)
-		case string:
-			out = append(out, keyFold(v)...)
-		default:
-			return nil, fmt.Errorf("raftfsm: index argument of type %T", a)
+func fold(s string) string { return strings.ToLower(s) }
+
+func cmpFolded[T any](a, b folded[T]) int { return strings.Compare(a.key, b.key) }
+
+func cmpCatalogID(a, b *Catalog) int { return cmp.Compare(a.ID, b.ID) }
+func cmpBackendID(a, b *Backend) int { return cmp.Compare(a.ID, b.ID) }
+
+// tables is one version of every table. It is a value: a State holds one and
+// never changes it; a transaction (tableTxn) yields the next.
+type tables struct {
+	jobs         [numJobIndexes]ordTree[*job.Record]
+	catalogs     ordTree[*Catalog]
+	catalogNames ordTree[folded[*Catalog]]
+	backends     ordTree[*Backend]
+	backendAddrs ordTree[folded[*Backend]]
+}
+
+// tableTxn is one FSM entry's writes. Apply discards it when the entry fails,
+// so a failed entry changes nothing.
+type tableTxn struct {
+	jobs         [numJobIndexes]ordTxn[*job.Record]
+	catalogs     ordTxn[*Catalog]
+	catalogNames ordTxn[folded[*Catalog]]
+	backends     ordTxn[*Backend]
+	backendAddrs ordTxn[folded[*Backend]]
+}
+
+func (t *tables) txn() *tableTxn {
+	owner := newOwner()
+	x := &tableTxn{
+		catalogs:     t.catalogs.txn(owner, cmpCatalogID),
+		catalogNames: t.catalogNames.txn(owner, cmpFolded[*Catalog]),
+		backends:     t.backends.txn(owner, cmpBackendID),
+		backendAddrs: t.backendAddrs.txn(owner, cmpFolded[*Backend]),
+	}
+	for i := range x.jobs {
+		x.jobs[i] = t.jobs[i].txn(owner, jobIndexes[i].cmp)
+	}
+	return x
+}
+
+func (x *tableTxn) commit() tables {
+	t := tables{
+		catalogs:     x.catalogs.tree(),
+		catalogNames: x.catalogNames.tree(),
+		backends:     x.backends.tree(),
+		backendAddrs: x.backendAddrs.tree(),
+	}
+	for i := range x.jobs {
+		t.jobs[i] = x.jobs[i].tree()
+	}
+	return t
+}
+
+// ---- reads, on a version or inside a transaction --------------------------------
+
+func jobByID(t ordTree[*job.Record], id int64) (*job.Record, bool) {
+	return t.get(func(r *job.Record) int { return cmp.Compare(r.JobID, id) })
+}
+
+func catalogByID(t ordTree[*Catalog], id int64) (*Catalog, bool) {
+	return t.get(func(c *Catalog) int { return cmp.Compare(c.ID, id) })
+}
+
+func backendByID(t ordTree[*Backend], id int64) (*Backend, bool) {
+	return t.get(func(b *Backend) int { return cmp.Compare(b.ID, id) })
+}
+
+// byFold looks a name up case-insensitively.
+func byFold[T any](t ordTree[folded[T]], name string) (T, bool) {
+	key := fold(name)
+	f, ok := t.get(func(f folded[T]) int { return strings.Compare(f.key, key) })
+	return f.row, ok
+}
+
+// ---- writes -----------------------------------------------------------------------
+
+// putJob swaps new in for old (nil for a new record) in every index. A
+// missing old row or a second row for a new id means the indexes no longer
+// agree with each other: the entry is fatal rather than applied.
+func (x *tableTxn) putJob(old, new *job.Record) error {
+	if old != nil && old.JobID != new.JobID {
+		return errInvariant("job %d cannot replace job %d", new.JobID, old.JobID)
+	}
+	for i := range jobIndexes {
+		spec, ix := &jobIndexes[i], &x.jobs[i]
+		was, is := spec.has(old), spec.has(new)
+		if was && (!is || spec.cmp(old, new) != 0) {
+			if _, ok := ix.delete(old); !ok {
+				return errInvariant("job %d is missing from index %d", old.JobID, i)
+			}
+			was = false
+		}
+		if is {
+			if _, replaced := ix.set(new); replaced != was {
+				return errInvariant("job %d: index %d disagrees with the record (present %t)", new.JobID, i, replaced)
+			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
-func (k keyIndexer) PrefixFromArgs(args ...any) ([]byte, error) { return k.FromArgs(args...) }
-
-// keyIf is the key of a row that belongs in a sparse index, or no key.
-// (Most rows belong in none, so the key is not even built for them.)
-func keyIf(in bool, vs ...int64) ([]byte, bool) {
-	if !in {
-		return nil, false
+// deleteJob removes a record from every index that holds it.
+func (x *tableTxn) deleteJob(old *job.Record) error {
+	for i := range jobIndexes {
+		if jobIndexes[i].has(old) {
+			if _, ok := x.jobs[i].delete(old); !ok {
+				return errInvariant("job %d is missing from index %d", old.JobID, i)
+			}
+		}
 	}
-	return key64(vs...), true
+	return nil
 }
 
-// key64 encodes int64s so that byte order is numeric order (sign bit
-// flipped, big-endian), which is what makes index walks ordered.
-func key64(vs ...int64) []byte {
-	out := make([]byte, 0, 8*len(vs))
-	for _, v := range vs {
-		out = appendKey64(out, v)
+// putCatalog inserts a catalog or replaces the one with its id and name.
+func (x *tableTxn) putCatalog(c *Catalog) {
+	x.catalogs.set(c)
+	x.catalogNames.set(folded[*Catalog]{fold(c.Name), c})
+}
+
+func (x *tableTxn) deleteCatalog(c *Catalog) {
+	x.catalogs.delete(c)
+	x.catalogNames.delete(folded[*Catalog]{fold(c.Name), c})
+}
+
+func (x *tableTxn) putBackend(b *Backend) {
+	x.backends.set(b)
+	x.backendAddrs.set(folded[*Backend]{fold(b.Address), b})
+}
+
+func (x *tableTxn) deleteBackend(b *Backend) {
+	x.backends.delete(b)
+	x.backendAddrs.delete(folded[*Backend]{fold(b.Address), b})
+}
+
+// errInvariant: the tables no longer agree with each other, so the entry
+// cannot be applied (FSM.OnFatal).
+func errInvariant(format string, args ...any) error {
+	return fmt.Errorf("broken index invariant: "+format, args...)
+}
+
+// ---- bulk build (Restore) ---------------------------------------------------------
+
+// buildJobIndexes builds every job index from records in ascending id order.
+func buildJobIndexes(recs []*job.Record) [numJobIndexes]ordTree[*job.Record] {
+	var out [numJobIndexes]ordTree[*job.Record]
+	for i := range jobIndexes {
+		spec := &jobIndexes[i]
+		rows := recs
+		if spec.holds != nil {
+			rows = nil
+			for _, r := range recs {
+				if spec.holds(r) {
+					rows = append(rows, r)
+				}
+			}
+		}
+		switch {
+		case spec.byID:
+		case jobIndex(i) == ixCatalog:
+			rows = byCatalog(rows)
+		default:
+			rows = sortedBy(rows, spec.key)
+		}
+		out[i] = buildOrdTree(rows)
 	}
 	return out
 }
 
-func appendKey64(b []byte, v int64) []byte {
-	return binary.BigEndian.AppendUint64(b, uint64(v)^(1<<63))
+// byCatalog orders records (in id order) by (catalog, id) with a counting
+// sort: catalogs are few, and the order within each is kept.
+func byCatalog(recs []*job.Record) []*job.Record {
+	counts := map[int64]int{}
+	for _, r := range recs {
+		counts[r.CatalogID]++
+	}
+	ids := make([]int64, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	at := make(map[int64]int, len(ids))
+	off := 0
+	for _, id := range ids {
+		at[id] = off
+		off += counts[id]
+	}
+	out := make([]*job.Record, len(recs))
+	for _, r := range recs {
+		i := at[r.CatalogID]
+		out[i] = r
+		at[r.CatalogID] = i + 1
+	}
+	return out
 }
 
-// keyFold is a case-insensitive string key, terminated so that a prefix
-// seek for "abc" does not find "abcd".
-func keyFold(s string) []byte {
-	return append([]byte(strings.ToLower(s)), 0)
+// sortedBy returns rows ordered by their keys, sorting a copy only when they
+// are not in order already. It sorts (key, row) pairs: no record is read
+// during the sort, which matters for a million retained jobs.
+func sortedBy(rows []*job.Record, key func(*job.Record) key2) []*job.Record {
+	type keyed struct {
+		k key2
+		r *job.Record
+	}
+	ks := make([]keyed, len(rows))
+	sorted := true
+	for i, r := range rows {
+		ks[i] = keyed{key(r), r}
+		sorted = sorted && (i == 0 || ks[i-1].k.cmp(ks[i].k) < 0)
+	}
+	if sorted {
+		return rows
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return a.k.cmp(b.k) })
+	out := make([]*job.Record, len(ks))
+	for i := range ks {
+		out[i] = ks[i].r
+	}
+	return out
+}
+
+func buildCatalogs(cs []*Catalog) (ordTree[*Catalog], ordTree[folded[*Catalog]]) {
+	names := make([]folded[*Catalog], len(cs))
+	for i, c := range cs {
+		names[i] = folded[*Catalog]{fold(c.Name), c}
+	}
+	slices.SortFunc(names, cmpFolded[*Catalog])
+	return buildOrdTree(cs), buildOrdTree(names)
+}
+
+func buildBackends(bs []*Backend) (ordTree[*Backend], ordTree[folded[*Backend]]) {
+	addrs := make([]folded[*Backend], len(bs))
+	for i, b := range bs {
+		addrs[i] = folded[*Backend]{fold(b.Address), b}
+	}
+	slices.SortFunc(addrs, cmpFolded[*Backend])
+	return buildOrdTree(bs), buildOrdTree(addrs)
 }

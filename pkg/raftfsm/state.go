@@ -5,8 +5,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/hashicorp/go-memdb"
-
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
@@ -65,12 +63,12 @@ func (f JobFilter) match(r *job.Record) bool {
 // Limits: a limit <= 0 means "no limit"; the result is then bounded by the
 // matches of the query's index.
 type State struct {
-	db *memdb.MemDB // a memdb snapshot: later commits do not change it
-	m  *meta
+	t tables // persistent trees: later entries do not change this version
+	m *meta
 }
 
-// meta is everything outside memdb. Like the memdb snapshot it is never
-// modified once published; a transaction copies it (tx.meta) and swaps.
+// meta is everything outside the tables. Like them it is never modified
+// once published; a transaction copies it (tx.m) and swaps.
 type meta struct {
 	lastJobID, lastCatalogID, lastBackendID int64
 	jobs, catalogs, backends                int64             // row counts, for the snapshot header
@@ -84,33 +82,11 @@ func emptyMeta() *meta {
 	return &meta{options: map[string]string{}, resolved: config.ResolveOptions(nil), books: newBookTree()}
 }
 
-// walk visits the rows of one index from the lower bound given by args (all
-// rows when args is empty) until fn returns false.
-func walk[T any](s *State, table, index string, args []any, fn func(T) bool) {
-	txn := s.db.Txn(false)
-	var it memdb.ResultIterator
-	var err error
-	if len(args) == 0 {
-		it, err = txn.Get(table, index)
-	} else {
-		it, err = txn.LowerBound(table, index, args...)
-	}
-	if err != nil {
-		// Only a schema mistake gets here: table, index and argument types
-		// are this package's constants.
-		panic("raftfsm: " + err.Error())
-	}
-	for obj := it.Next(); obj != nil; obj = it.Next() {
-		if !fn(obj.(T)) {
-			return
-		}
-	}
-}
-
-// collect walks an index and keeps the records matching keep until limit;
-// stop ends the walk early (the index is past the range).
-func (s *State) collect(index string, args []any, limit int, stop, keep func(*job.Record) bool) (out []*job.Record, more bool) {
-	walk(s, tableJobs, index, args, func(r *job.Record) bool {
+// collect walks a job index from a lower bound (from; nil for the start) and
+// keeps the records matching keep until limit; stop ends the walk early (the
+// index is past the range).
+func (s *State) collect(ix jobIndex, from func(*job.Record) int, limit int, stop, keep func(*job.Record) bool) (out []*job.Record, more bool) {
+	s.t.jobs[ix].ascend(from, func(r *job.Record) bool {
 		if stop != nil && stop(r) {
 			return false
 		}
@@ -128,13 +104,7 @@ func (s *State) collect(index string, args []any, limit int, stop, keep func(*jo
 }
 
 // Job returns the record of id.
-func (s *State) Job(id int64) (*job.Record, bool) {
-	obj, err := s.db.Txn(false).First(tableJobs, indexID, id)
-	if err != nil || obj == nil {
-		return nil, false
-	}
-	return obj.(*job.Record), true
-}
+func (s *State) Job(id int64) (*job.Record, bool) { return jobByID(s.t.jobs[ixID], id) }
 
 // ListJobs returns the jobs matching f with id > afterID, in id order, and
 // whether more follow. A catalog filter walks that catalog's jobs only; a
@@ -147,19 +117,19 @@ func (s *State) ListJobs(f JobFilter, afterID int64, limit int) (jobs []*job.Rec
 	from := afterID + 1
 	switch {
 	case f.CatalogID != 0:
-		return s.collect(indexCatalog, []any{f.CatalogID, from}, limit,
+		return s.collect(ixCatalog, jobIndexes[ixCatalog].from(key2{f.CatalogID, from}), limit,
 			func(r *job.Record) bool { return r.CatalogID != f.CatalogID }, f.match)
 	case f.MutationState == job.Pending:
-		return s.collect(indexPending, []any{from}, limit, nil, f.match)
+		return s.collect(ixPending, jobIndexes[ixPending].from(key2{from, 0}), limit, nil, f.match)
 	case f.RefreshState == job.RefreshRunning:
-		return s.collect(indexRefreshRunning, []any{from}, limit, nil, f.match)
+		return s.collect(ixRefreshRunning, jobIndexes[ixRefreshRunning].from(key2{from, 0}), limit, nil, f.match)
 	}
-	return s.collect(indexID, []any{from}, limit, nil, f.match)
+	return s.collect(ixID, jobIndexes[ixID].from(key2{from, 0}), limit, nil, f.match)
 }
 
 // PendingInIDOrder returns PENDING jobs, oldest (smallest id) first.
 func (s *State) PendingInIDOrder(limit int) []*job.Record {
-	out, _ := s.collect(indexPending, nil, limit, nil, nil)
+	out, _ := s.collect(ixPending, nil, limit, nil, nil)
 	return out
 }
 
@@ -167,7 +137,7 @@ func (s *State) PendingInIDOrder(limit int) []*job.Record {
 // deadlineBeforeMs (strictly), earliest deadline first. Pass math.MaxInt64
 // for every RUNNING job.
 func (s *State) RunningByDeadline(deadlineBeforeMs int64, limit int) []*job.Record {
-	out, _ := s.collect(indexRunning, nil, limit,
+	out, _ := s.collect(ixRunning, nil, limit,
 		func(r *job.Record) bool { return r.DeadlineMs >= deadlineBeforeMs }, nil)
 	return out
 }
@@ -175,7 +145,7 @@ func (s *State) RunningByDeadline(deadlineBeforeMs int64, limit int) []*job.Reco
 // SlotHolders returns the jobs holding a possible-live slot on a backend, in
 // id order.
 func (s *State) SlotHolders(backendID int64) []*job.Record {
-	out, _ := s.collect(indexSlot, []any{backendID}, 0,
+	out, _ := s.collect(ixSlot, jobIndexes[ixSlot].from(key2{backendID, math.MinInt64}), 0,
 		func(r *job.Record) bool { return r.BackendID != backendID }, nil)
 	return out
 }
@@ -186,21 +156,21 @@ func (s *State) HeldSlots(backendID int64) int { return s.m.books.view().slotCou
 // RefreshDue returns jobs the refresh driver should pick up (NeedsRefresh),
 // in id order. The FAILED retry throttle is the caller's (it needs a clock).
 func (s *State) RefreshDue(limit int) []*job.Record {
-	out, _ := s.collect(indexRefreshDue, nil, limit, nil, nil)
+	out, _ := s.collect(ixRefreshDue, nil, limit, nil, nil)
 	return out
 }
 
 // RefreshRunning returns every job whose refresh is RUNNING, in id order
 // (a new leader turns them back to REQUIRED, R4).
 func (s *State) RefreshRunning() []*job.Record {
-	out, _ := s.collect(indexRefreshRunning, nil, 0, nil, nil)
+	out, _ := s.collect(ixRefreshRunning, nil, 0, nil, nil)
 	return out
 }
 
 // GCEligible returns resolved, slot-free jobs last updated before cutoffMs,
 // oldest update first (ties by id).
 func (s *State) GCEligible(cutoffMs int64, limit int) []*job.Record {
-	out, _ := s.collect(indexGC, nil, limit,
+	out, _ := s.collect(ixGC, nil, limit,
 		func(r *job.Record) bool { return r.UpdateTimeMs >= cutoffMs }, nil)
 	return out
 }
@@ -213,26 +183,20 @@ func (s *State) UnresolvedForFence(k job.FenceKey) []int64 {
 
 // Catalog looks a catalog up by name, case-insensitively.
 func (s *State) Catalog(name string) (*Catalog, bool) {
-	obj, err := s.db.Txn(false).First(tableCatalogs, indexName, name)
-	if err != nil || obj == nil || !strings.EqualFold(obj.(*Catalog).Name, name) {
+	c, ok := byFold(s.t.catalogNames, name)
+	if !ok || !strings.EqualFold(c.Name, name) {
 		return nil, false
 	}
-	return obj.(*Catalog), true
+	return c, true
 }
 
 // CatalogByID looks a catalog up by id.
-func (s *State) CatalogByID(id int64) (*Catalog, bool) {
-	obj, err := s.db.Txn(false).First(tableCatalogs, indexID, id)
-	if err != nil || obj == nil {
-		return nil, false
-	}
-	return obj.(*Catalog), true
-}
+func (s *State) CatalogByID(id int64) (*Catalog, bool) { return catalogByID(s.t.catalogs, id) }
 
 // Catalogs returns every catalog by id.
 func (s *State) Catalogs() []*Catalog {
 	var out []*Catalog
-	walk(s, tableCatalogs, indexID, nil, func(c *Catalog) bool { out = append(out, c); return true })
+	s.t.catalogs.ascend(nil, func(c *Catalog) bool { out = append(out, c); return true })
 	return out
 }
 
@@ -244,27 +208,21 @@ func (s *State) UnresolvedInCatalog(catalogID int64) int {
 }
 
 // Backend looks a backend up by id.
-func (s *State) Backend(id int64) (*Backend, bool) {
-	obj, err := s.db.Txn(false).First(tableBackends, indexID, id)
-	if err != nil || obj == nil {
-		return nil, false
-	}
-	return obj.(*Backend), true
-}
+func (s *State) Backend(id int64) (*Backend, bool) { return backendByID(s.t.backends, id) }
 
 // BackendByAddress looks a backend up by address, case-insensitively.
 func (s *State) BackendByAddress(addr string) (*Backend, bool) {
-	obj, err := s.db.Txn(false).First(tableBackends, indexAddress, addr)
-	if err != nil || obj == nil || !strings.EqualFold(obj.(*Backend).Address, addr) {
+	b, ok := byFold(s.t.backendAddrs, addr)
+	if !ok || !strings.EqualFold(b.Address, addr) {
 		return nil, false
 	}
-	return obj.(*Backend), true
+	return b, true
 }
 
 // Backends returns every backend by id.
 func (s *State) Backends() []*Backend {
 	var out []*Backend
-	walk(s, tableBackends, indexID, nil, func(b *Backend) bool { out = append(out, b); return true })
+	s.t.backends.ascend(nil, func(b *Backend) bool { out = append(out, b); return true })
 	return out
 }
 

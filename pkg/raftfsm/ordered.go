@@ -1,0 +1,436 @@
+package raftfsm
+
+import "sync/atomic"
+
+// A persistent (copy-on-write) B+tree: the ordered indexes of State.
+//
+// Why not a library tree: a retained job costs ~560 bytes of record and
+// strings, which leaves ~40 bytes per job for the three orderings that cover
+// every job (id, catalog, GC) within the 600-byte budget. google/btree's
+// nodes end half full under the append-mostly inserts of a journal (job ids
+// only grow, update times nearly so), and each ordering then costs ~20 bytes
+// per 8-byte item (measured, v1.1.3); go-memdb costs ~370 bytes per entry per
+// index. This tree stores only 8-byte items in 1 KiB nodes (one size class,
+// no slice headers); a full last node gives an appended item a new node of
+// its own, so appends leave full nodes behind; and Restore builds it
+// bottom-up from sorted items with every node full: ~8.3 bytes per item.
+//
+// Versions: a tree value (root, length) is immutable once published. A
+// writer (ordTxn) copies a node before its first change and then changes its
+// copy in place; nodes carry the id of the transaction that copied them, and
+// ids are never reused, so a published node is never written again. A
+// version therefore costs O(changed nodes × height) to make and O(1) to
+// publish, and any number of goroutines may read a published version while a
+// writer makes the next one.
+//
+// Invariants: items ascend strictly by the ordering's cmp; an inner node's
+// items[i] is the first item of kids[i]'s subtree; all leaves are at one
+// depth; every node off the rightmost path (where appends go) holds at least
+// minFill entries — the bulk build, the split rule and the rebalancing of
+// delete keep it so. Nothing relies on the fill for correctness, only for
+// memory.
+
+const (
+	// nodeCap is the entries per node: a 24-byte header plus 125 8-byte
+	// items is 1024 bytes, a malloc size class.
+	nodeCap = 125
+	minFill = nodeCap / 4
+)
+
+type node[T any] struct {
+	owner uint64             // the transaction that made this node; 0: built by Restore
+	n     int                // entries used
+	kids  *[nodeCap]*node[T] // nil for a leaf
+	items [nodeCap]T         // a leaf's items; an inner node's kids' first items
+}
+
+func (n *node[T]) leaf() bool { return n.kids == nil }
+
+// ordTree is one immutable version of an ordered set of T.
+type ordTree[T any] struct {
+	root *node[T]
+	size int
+}
+
+// txnIDs hands out transaction ids: never 0 (Restore's nodes), never reused.
+var txnIDs atomic.Uint64
+
+func newOwner() uint64 { return txnIDs.Add(1) }
+
+// ---- reading ---------------------------------------------------------------------
+
+// ascend calls fn for the items from the first one with from(item) >= 0 (all
+// items when from is nil), in order, until fn returns false. from compares an
+// item with the lower bound: negative when the item sorts before it.
+func (t ordTree[T]) ascend(from func(T) int, fn func(T) bool) {
+	if t.root != nil {
+		ascendNode(t.root, from, fn)
+	}
+}
+
+func ascendNode[T any](n *node[T], from func(T) int, fn func(T) bool) bool {
+	if n.leaf() {
+		i := 0
+		if from != nil {
+			i = searchNode(n, from)
+		}
+		for ; i < n.n; i++ {
+			if !fn(n.items[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	i := 0
+	if from != nil {
+		i = kidFor(n, from)
+	}
+	if !ascendNode(n.kids[i], from, fn) {
+		return false
+	}
+	for i++; i < n.n; i++ {
+		if !ascendNode(n.kids[i], nil, fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// get returns the item with to(item) == 0.
+func (t ordTree[T]) get(to func(T) int) (T, bool) {
+	var zero T
+	n := t.root
+	if n == nil {
+		return zero, false
+	}
+	for !n.leaf() {
+		n = n.kids[kidFor(n, to)]
+	}
+	if i := searchNode(n, to); i < n.n && to(n.items[i]) == 0 {
+		return n.items[i], true
+	}
+	return zero, false
+}
+
+// searchNode is the first entry with to(entry) >= 0, or n.n.
+func searchNode[T any](n *node[T], to func(T) int) int {
+	lo, hi := 0, n.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if to(n.items[m]) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// kidFor is the child of an inner node whose range holds the target: the
+// last kid whose first item is <= the target, or the first kid.
+func kidFor[T any](n *node[T], to func(T) int) int {
+	lo, hi := 0, n.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if to(n.items[m]) <= 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return max(lo-1, 0)
+}
+
+// ---- building ------------------------------------------------------------------
+
+// buildOrdTree builds a tree over items, which must ascend strictly, with
+// every node full except the last one or two of each level (which share
+// their entries evenly when the last would be under minFill).
+func buildOrdTree[T any](items []T) ordTree[T] {
+	if len(items) == 0 {
+		return ordTree[T]{}
+	}
+	level := make([]*node[T], 0, (len(items)+nodeCap-1)/nodeCap)
+	for _, size := range chunks(len(items)) {
+		n := &node[T]{n: size}
+		copy(n.items[:], items[:size])
+		items = items[size:]
+		level = append(level, n)
+	}
+	total := 0
+	for _, n := range level {
+		total += n.n
+	}
+	for len(level) > 1 {
+		up := make([]*node[T], 0, (len(level)+nodeCap-1)/nodeCap)
+		for _, size := range chunks(len(level)) {
+			n := &node[T]{n: size, kids: new([nodeCap]*node[T])}
+			for i, k := range level[:size] {
+				n.kids[i], n.items[i] = k, k.items[0]
+			}
+			level = level[size:]
+			up = append(up, n)
+		}
+		level = up
+	}
+	return ordTree[T]{root: level[0], size: total}
+}
+
+// chunks splits n entries into nodes of nodeCap, the last two sharing evenly
+// when the remainder would be under minFill.
+func chunks(n int) []int {
+	out := make([]int, 0, (n+nodeCap-1)/nodeCap)
+	for ; n > nodeCap; n -= nodeCap {
+		out = append(out, nodeCap)
+	}
+	out = append(out, n)
+	if k := len(out); k > 1 && n < minFill {
+		both := nodeCap + n
+		out[k-2], out[k-1] = both-both/2, both/2
+	}
+	return out
+}
+
+// ---- writing -------------------------------------------------------------------
+
+// ordTxn changes a tree: it starts from a published version and yields a new
+// one (tree) without touching the old. One transaction's owner id may be
+// shared by several ordTxns (the indexes of one FSM entry).
+type ordTxn[T any] struct {
+	ordTree[T]
+	owner uint64
+	cmp   func(a, b T) int
+}
+
+func (t ordTree[T]) txn(owner uint64, cmp func(a, b T) int) ordTxn[T] {
+	return ordTxn[T]{ordTree: t, owner: owner, cmp: cmp}
+}
+
+func (x *ordTxn[T]) tree() ordTree[T] { return x.ordTree }
+
+func (x *ordTxn[T]) to(item T) func(T) int {
+	return func(e T) int { return x.cmp(e, item) }
+}
+
+// mutable returns n itself if this transaction made it, else a copy it owns.
+func (x *ordTxn[T]) mutable(n *node[T]) *node[T] {
+	if n.owner == x.owner {
+		return n
+	}
+	c := &node[T]{owner: x.owner, n: n.n, items: n.items}
+	if n.kids != nil {
+		c.kids = new([nodeCap]*node[T])
+		*c.kids = *n.kids
+	}
+	return c
+}
+
+// set inserts item, or replaces the item equal to it (returning that one).
+func (x *ordTxn[T]) set(item T) (old T, replaced bool) {
+	if x.root == nil {
+		x.root = &node[T]{owner: x.owner, n: 1}
+		x.root.items[0] = item
+		x.size = 1
+		return old, false
+	}
+	x.root = x.mutable(x.root)
+	right, old, replaced := x.setIn(x.root, true, item, x.to(item))
+	if right != nil {
+		root := &node[T]{owner: x.owner, n: 2, kids: new([nodeCap]*node[T])}
+		root.kids[0], root.kids[1] = x.root, right
+		root.items[0], root.items[1] = x.root.items[0], right.items[0]
+		x.root = root
+	}
+	if !replaced {
+		x.size++
+	}
+	return old, replaced
+}
+
+// setIn puts item into the subtree of n (already mutable; last says n is
+// on the tree's rightmost path). A full node splits; the new right sibling
+// is returned for the parent to adopt.
+func (x *ordTxn[T]) setIn(n *node[T], last bool, item T, to func(T) int) (right *node[T], old T, replaced bool) {
+	if n.leaf() {
+		i := searchNode(n, to)
+		if i < n.n && to(n.items[i]) == 0 {
+			old, n.items[i] = n.items[i], item
+			return nil, old, true
+		}
+		return x.insertAt(n, last, i, item, nil), old, false
+	}
+	i := kidFor(n, to)
+	k := x.mutable(n.kids[i])
+	n.kids[i] = k
+	r, old, replaced := x.setIn(k, last && i == n.n-1, item, to)
+	n.items[i] = k.items[0]
+	if r == nil {
+		return nil, old, replaced
+	}
+	return x.insertAt(n, last, i+1, r.items[0], r), old, replaced
+}
+
+// insertAt puts an entry (an item, and for an inner node the kid it leads
+// to) at position i of n, splitting n when it is full.
+//
+// Where a full node splits decides how full the index stays. An entry past
+// the end of the tree's last node starts a new last node on its own, so
+// appends (new job ids, new update times) leave full nodes behind. Elsewhere
+// n splits at the insertion point, clamped to leave both halves at least
+// minFill: repeated inserts at one spot (the end of one catalog's jobs) then
+// leave nodes three quarters full or more, and descending runs do too.
+func (x *ordTxn[T]) insertAt(n *node[T], last bool, i int, item T, kid *node[T]) (right *node[T]) {
+	if n.n < nodeCap {
+		copy(n.items[i+1:n.n+1], n.items[i:n.n])
+		n.items[i] = item
+		if kid != nil {
+			copy(n.kids[i+1:n.n+1], n.kids[i:n.n])
+			n.kids[i] = kid
+		}
+		n.n++
+		return nil
+	}
+	right = &node[T]{owner: x.owner}
+	if kid != nil {
+		right.kids = new([nodeCap]*node[T])
+	}
+	if last && i == nodeCap {
+		right.n, right.items[0] = 1, item
+		if kid != nil {
+			right.kids[0] = kid
+		}
+		return right
+	}
+	at := min(max(i, minFill), nodeCap-minFill)
+	moveTail(n, right, at)
+	if i <= at {
+		x.insertAt(n, false, i, item, kid)
+	} else {
+		x.insertAt(right, false, i-at, item, kid)
+	}
+	return right
+}
+
+// moveTail moves n's entries from `from` on to the empty node dst.
+func moveTail[T any](n, dst *node[T], from int) {
+	dst.n = copy(dst.items[:], n.items[from:n.n])
+	if n.kids != nil {
+		copy(dst.kids[:], n.kids[from:n.n])
+	}
+	truncate(n, from)
+}
+
+// truncate keeps n's first k entries. Vacated slots are cleared: a stale
+// reference would keep a removed record alive.
+func truncate[T any](n *node[T], k int) {
+	clear(n.items[k:n.n])
+	if n.kids != nil {
+		clear(n.kids[k:n.n])
+	}
+	n.n = k
+}
+
+// dropHead removes n's first k entries.
+func dropHead[T any](n *node[T], k int) {
+	copy(n.items[:], n.items[k:n.n])
+	if n.kids != nil {
+		copy(n.kids[:], n.kids[k:n.n])
+	}
+	truncate(n, n.n-k)
+}
+
+// delete removes the item equal to item and returns it.
+func (x *ordTxn[T]) delete(item T) (old T, found bool) {
+	to := x.to(item)
+	if old, found = x.get(to); !found {
+		return old, false // nothing copied for a miss
+	}
+	x.root = x.mutable(x.root)
+	x.deleteIn(x.root, true, to)
+	for x.root.n == 1 && !x.root.leaf() {
+		x.root = x.root.kids[0]
+	}
+	if x.root.n == 0 {
+		x.root = nil
+	}
+	x.size--
+	return old, true
+}
+
+// deleteIn removes the item to finds (present) from the subtree of n
+// (already mutable; last: on the rightmost path, where appends go). A kid
+// left under minFill is rebalanced, unless it is the non-empty last node
+// that appends are filling.
+func (x *ordTxn[T]) deleteIn(n *node[T], last bool, to func(T) int) {
+	if n.leaf() {
+		i := searchNode(n, to)
+		removeAt(n, i)
+		return
+	}
+	i := kidFor(n, to)
+	k := x.mutable(n.kids[i])
+	n.kids[i] = k
+	kLast := last && i == n.n-1
+	x.deleteIn(k, kLast, to)
+	if k.n > 0 {
+		n.items[i] = k.items[0]
+	}
+	if k.n < minFill && !(kLast && k.n > 0) {
+		x.rebalance(n, i)
+	}
+}
+
+func removeAt[T any](n *node[T], i int) {
+	copy(n.items[i:], n.items[i+1:n.n])
+	if n.kids != nil {
+		copy(n.kids[i:], n.kids[i+1:n.n])
+	}
+	truncate(n, n.n-1)
+}
+
+// rebalance fixes kid i of n, which fell under minFill: it merges it with a
+// sibling when both fit in one node, else shares their entries evenly.
+func (x *ordTxn[T]) rebalance(n *node[T], i int) {
+	if n.n < 2 {
+		return // the root's only kid: delete collapses the root
+	}
+	l := max(i-1, 0)
+	a, b := x.mutable(n.kids[l]), x.mutable(n.kids[l+1])
+	n.kids[l], n.kids[l+1] = a, b
+	if a.n+b.n <= nodeCap {
+		copy(a.items[a.n:], b.items[:b.n])
+		if a.kids != nil {
+			copy(a.kids[a.n:], b.kids[:b.n])
+		}
+		a.n += b.n
+		removeAt(n, l+1)
+		if a.n == 0 {
+			removeAt(n, l)
+		} else {
+			n.items[l] = a.items[0]
+		}
+		return
+	}
+	want := (a.n + b.n) / 2
+	if k := a.n - want; k > 0 {
+		// a's tail moves to b's front.
+		copy(b.items[k:b.n+k], b.items[:b.n])
+		copy(b.items[:k], a.items[want:a.n])
+		if b.kids != nil {
+			copy(b.kids[k:b.n+k], b.kids[:b.n])
+			copy(b.kids[:k], a.kids[want:a.n])
+		}
+		b.n += k
+		truncate(a, want)
+	} else {
+		// b's head moves to a's end.
+		k = -k
+		copy(a.items[a.n:], b.items[:k])
+		if a.kids != nil {
+			copy(a.kids[a.n:], b.kids[:k])
+		}
+		a.n += k
+		dropHead(b, k)
+	}
+	n.items[l], n.items[l+1] = a.items[0], b.items[0]
+}

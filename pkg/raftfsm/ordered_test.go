@@ -1,0 +1,306 @@
+package raftfsm
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The persistent B+tree against a sorted slice: random inserts, replacements
+// and deletes over many transactions, every published version checked
+// afterwards (old versions must not change), plus the structural invariants.
+
+type ordItem struct {
+	k int64
+	v int // tells a replacement from the item it replaced
+}
+
+func cmpOrdItem(a, b *ordItem) int { return cmp.Compare(a.k, b.k) }
+
+func ordModelSet(m []*ordItem, it *ordItem) ([]*ordItem, bool) {
+	i, found := slices.BinarySearchFunc(m, it, cmpOrdItem)
+	if found {
+		m[i] = it
+		return m, true
+	}
+	return slices.Insert(m, i, it), false
+}
+
+func ordModelDelete(m []*ordItem, k int64) ([]*ordItem, bool) {
+	i, found := slices.BinarySearchFunc(m, &ordItem{k: k}, cmpOrdItem)
+	if !found {
+		return m, false
+	}
+	return slices.Delete(m, i, i+1), true
+}
+
+// checkOrdTree verifies t holds exactly want (same pointers, in order) and
+// the invariants of ordered.go.
+func checkOrdTree(t *testing.T, tr ordTree[*ordItem], want []*ordItem) {
+	t.Helper()
+	var got []*ordItem
+	tr.ascend(nil, func(it *ordItem) bool { got = append(got, it); return true })
+	if !slices.Equal(got, want) || tr.size != len(want) {
+		t.Fatalf("tree holds %d items (size %d), want %d; equal %t", len(got), tr.size, len(want), slices.Equal(got, want))
+	}
+	if tr.root == nil {
+		return
+	}
+	var walk func(n *node[*ordItem], last bool, depth int) int
+	leafDepth := -1
+	walk = func(n *node[*ordItem], last bool, depth int) int {
+		if !last && n.n < minFill {
+			t.Fatalf("a non-root node holds %d entries (min %d)", n.n, minFill)
+		}
+		if n.n == 0 || n.n > nodeCap {
+			t.Fatalf("node with %d entries", n.n)
+		}
+		for i := n.n; i < nodeCap; i++ {
+			if n.items[i] != nil || (n.kids != nil && n.kids[i] != nil) {
+				t.Fatalf("stale entry past the end of a node")
+			}
+		}
+		if n.leaf() {
+			if leafDepth == -1 {
+				leafDepth = depth
+			} else if leafDepth != depth {
+				t.Fatalf("leaves at depths %d and %d", leafDepth, depth)
+			}
+			return n.n
+		}
+		total := 0
+		for i := 0; i < n.n; i++ {
+			if n.items[i] != n.kids[i].items[0] {
+				t.Fatalf("separator %d is not its kid's first item", i)
+			}
+			total += walk(n.kids[i], last && i == n.n-1, depth+1)
+		}
+		return total
+	}
+	if walk(tr.root, true, 0) != len(want) {
+		t.Fatalf("node counts disagree")
+	}
+	// Lower bounds and point lookups.
+	for _, k := range []int64{-1, 0, 1, 500, 999, 5000, 1 << 40} {
+		from := func(it *ordItem) int { return cmp.Compare(it.k, k) }
+		i, found := slices.BinarySearchFunc(want, &ordItem{k: k}, cmpOrdItem)
+		var first *ordItem
+		tr.ascend(from, func(it *ordItem) bool { first = it; return false })
+		if i < len(want) && first != want[i] || i == len(want) && first != nil {
+			t.Fatalf("ascend from %d starts at %v", k, first)
+		}
+		g, ok := tr.get(from)
+		if ok != found || found && g != want[i] {
+			t.Fatalf("get %d = %v %t", k, g, ok)
+		}
+	}
+}
+
+func TestOrdTreeAgainstModel(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		keys := int64(200 + rng.IntN(5000))
+		var tr ordTree[*ordItem]
+		var model []*ordItem
+		type version struct {
+			tr    ordTree[*ordItem]
+			model []*ordItem
+		}
+		var versions []version
+		for round := 0; round < 120; round++ {
+			x := tr.txn(newOwner(), cmpOrdItem)
+			model = slices.Clone(model) // saved versions keep theirs
+			ops := 1 + rng.IntN(400)
+			mode := rng.IntN(4) // 0 random, 1 appends, 2 deletes from the front, 3 mixed
+			next := int64(0)
+			if len(model) > 0 {
+				next = model[len(model)-1].k + 1
+			}
+			for i := 0; i < ops; i++ {
+				switch {
+				case mode == 1 || mode == 3 && rng.IntN(3) == 0:
+					it := &ordItem{k: next, v: round}
+					next++
+					x.set(it)
+					model, _ = ordModelSet(model, it)
+				case mode == 2 && len(model) > 0:
+					k := model[0].k
+					if _, ok := x.delete(&ordItem{k: k}); !ok {
+						t.Fatalf("delete of the first item missed")
+					}
+					model, _ = ordModelDelete(model, k)
+				case rng.IntN(2) == 0:
+					it := &ordItem{k: rng.Int64N(keys), v: round*1000 + i}
+					_, replaced := x.set(it)
+					var want bool
+					model, want = ordModelSet(model, it)
+					if replaced != want {
+						t.Fatalf("set replaced = %t, want %t", replaced, want)
+					}
+				default:
+					k := rng.Int64N(keys)
+					_, ok := x.delete(&ordItem{k: k})
+					var want bool
+					model, want = ordModelDelete(model, k)
+					if ok != want {
+						t.Fatalf("delete found = %t, want %t", ok, want)
+					}
+				}
+			}
+			tr = x.tree()
+			checkOrdTree(t, tr, model)
+			versions = append(versions, version{tr, model})
+			if rng.IntN(10) == 0 {
+				// Rebuild the way Restore does, then keep writing on it.
+				tr = buildOrdTree(model)
+				checkOrdTree(t, tr, model)
+			}
+		}
+		for _, v := range versions {
+			checkOrdTree(t, v.tr, v.model)
+		}
+	}
+}
+
+func TestOrdTreeBuild(t *testing.T) {
+	for _, n := range []int{0, 1, 2, minFill - 1, minFill, nodeCap - 1, nodeCap, nodeCap + 1, nodeCap + minFill,
+		2 * nodeCap, nodeCap*nodeCap + 1, nodeCap*nodeCap + minFill - 1, 100_000} {
+		items := make([]*ordItem, n)
+		for i := range items {
+			items[i] = &ordItem{k: int64(i) * 2}
+		}
+		tr := buildOrdTree(items)
+		checkOrdTree(t, tr, items)
+		// Deleting everything, front to back, keeps the invariants.
+		if n <= 2*nodeCap+1 {
+			x := tr.txn(newOwner(), cmpOrdItem)
+			for i := range items {
+				x.delete(items[i])
+				if i%17 == 0 {
+					checkOrdTree(t, x.tree(), items[i+1:])
+				}
+			}
+			checkOrdTree(t, x.tree(), nil)
+		}
+		checkOrdTree(t, tr, items)
+	}
+}
+
+// TestOrdTreeAppendsFillNodes: ascending inserts (new job ids, new update
+// times) leave full nodes, one transaction or many.
+func TestOrdTreeAppendsFillNodes(t *testing.T) {
+	const n = 100_000
+	var tr ordTree[*ordItem]
+	for i := 0; i < n; {
+		x := tr.txn(newOwner(), cmpOrdItem)
+		for j := 0; j < 7 && i < n; j, i = j+1, i+1 {
+			x.set(&ordItem{k: int64(i)})
+		}
+		tr = x.tree()
+	}
+	leaves := 0
+	var count func(n *node[*ordItem])
+	count = func(n *node[*ordItem]) {
+		if n.leaf() {
+			leaves++
+			return
+		}
+		for _, k := range n.kids[:n.n] {
+			count(k)
+		}
+	}
+	count(tr.root)
+	if want := (n + nodeCap - 1) / nodeCap; leaves != want {
+		t.Fatalf("%d leaves for %d appended items, want %d", leaves, n, want)
+	}
+}
+
+// TestOrdTreeDeep drives a three-level tree through inner-node splits,
+// merges and redistributions, then empties it.
+func TestOrdTreeDeep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	const keys = 60_000
+	perm := rng.Perm(keys)
+	var tr ordTree[*ordItem]
+	var model []*ordItem
+	var versions []ordTree[*ordItem]
+	var models [][]*ordItem
+	apply := func(ops []func(x *ordTxn[*ordItem])) {
+		x := tr.txn(newOwner(), cmpOrdItem)
+		for _, op := range ops {
+			op(&x)
+		}
+		tr = x.tree()
+	}
+	// Fill in random order, in transactions of 2,000.
+	for lo := 0; lo < keys; lo += 2000 {
+		model = slices.Clone(model)
+		var ops []func(x *ordTxn[*ordItem])
+		for _, k := range perm[lo : lo+2000] {
+			it := &ordItem{k: int64(k)}
+			ops = append(ops, func(x *ordTxn[*ordItem]) { x.set(it) })
+			model, _ = ordModelSet(model, it)
+		}
+		apply(ops)
+		checkOrdTree(t, tr, model)
+		versions, models = append(versions, tr), append(models, model)
+	}
+	if tr.root.leaf() || tr.root.kids[0].leaf() {
+		t.Fatalf("the tree is not three levels deep")
+	}
+	// Delete in another random order: ranges first (they empty whole inner
+	// nodes), then the rest.
+	order := append([]int{}, perm...)
+	slices.Sort(order[:keys/2])
+	for lo := 0; lo < keys; lo += 3000 {
+		model = slices.Clone(model)
+		var ops []func(x *ordTxn[*ordItem])
+		for _, k := range order[lo : lo+3000] {
+			ops = append(ops, func(x *ordTxn[*ordItem]) {
+				if _, ok := x.delete(&ordItem{k: int64(k)}); !ok {
+					t.Fatalf("delete %d missed", k)
+				}
+			})
+			model, _ = ordModelDelete(model, int64(k))
+		}
+		apply(ops)
+		checkOrdTree(t, tr, model)
+		versions, models = append(versions, tr), append(models, model)
+	}
+	if tr.root != nil || tr.size != 0 {
+		t.Fatalf("an emptied tree keeps %d items", tr.size)
+	}
+	for i, v := range versions {
+		checkOrdTree(t, v, models[i])
+	}
+}
+
+// TestOrdTreeDescendingRuns: inserts that keep landing just after one full
+// node (a descending run) must not leave a node per item.
+func TestOrdTreeDescendingRuns(t *testing.T) {
+	items := make([]*ordItem, nodeCap)
+	for i := range items {
+		items[i] = &ordItem{k: int64(i)}
+	}
+	tr := buildOrdTree(items)
+	x := tr.txn(newOwner(), cmpOrdItem)
+	x.set(&ordItem{k: 1 << 30}) // a new last node
+	for k := int64(1<<30 - 1); k > 1<<30-5000; k-- {
+		x.set(&ordItem{k: k})
+	}
+	nodes := 0
+	var count func(n *node[*ordItem])
+	count = func(n *node[*ordItem]) {
+		nodes++
+		if !n.leaf() {
+			for _, k := range n.kids[:n.n] {
+				count(k)
+			}
+		}
+	}
+	count(x.root)
+	if per := float64(x.size) / float64(nodes); per < nodeCap/2 {
+		t.Fatalf("%.1f items per node after descending runs", per)
+	}
+}
