@@ -173,6 +173,15 @@ struct TBackend {
   6: optional i32 held_slots,
 }
 
+// What an operator sees of a dataset: its version, schema and indexes, as a
+// backend inspected it just now. Never the locator or the credentials.
+struct TDatasetView {
+  1: required i64 dataset_version,
+  2: required list<wire.TLanceField> fields,
+  3: required list<wire.TLanceIndexInfo> indexes,
+  4: optional i64 backend_id,        // the backend that inspected it
+}
+
 struct TOption {
   1: required string key,
   2: required string value,
@@ -209,6 +218,9 @@ service LanceMasterService {
   TJobView showJob(1: i64 job_id, 2: bool consistent) throws (1: TAdminError err),
   TResolveResponse resolveJob(1: TResolveRequest request) throws (1: TAdminError err),
   TJobView cancelJob(1: TCancelRequest request) throws (1: TAdminError err),
+
+  // datasets: inspect through a live backend (nothing is journaled)
+  TDatasetView inspectDataset(1: string catalog, 2: string db, 3: string table) throws (1: TAdminError err),
 
   // catalogs
   TCatalog createCatalog(1: TCatalog catalog) throws (1: TAdminError err),

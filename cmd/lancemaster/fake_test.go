@@ -131,6 +131,16 @@ func (f *fakeMaster) ListBackends(context.Context) ([]*adminapi.TBackend, error)
 	return f.backends, f.record("ListBackends", nil)
 }
 
+func (f *fakeMaster) InspectDataset(_ context.Context, catalog, db, table string) (*adminapi.TDatasetView, error) {
+	dim, elem := int32(4), "float32"
+	p := `{"metric":"l2"}`
+	v := &adminapi.TDatasetView{DatasetVersion: 3,
+		Fields: []*wire.TLanceField{{FieldID: 0, Name: "id", DataType: "int32"},
+			{FieldID: 1, Name: "vector", DataType: "fixed_size_list", ListDimension: &dim, ElementType: &elem}},
+		Indexes: []*wire.TLanceIndexInfo{{Name: "vec_idx", IndexType: "IVF_PQ", Columns: []string{"vector"}, PropertiesJSON: &p}}}
+	return v, f.record("InspectDataset", []string{catalog, db, table})
+}
+
 func (f *fakeMaster) RemoveBackend(_ context.Context, ref string) error {
 	return f.record("RemoveBackend", ref)
 }

@@ -90,6 +90,7 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 		newBackendsCmd(g),
 		newConfigCmd(g),
 		newOperatorCmd(g),
+		newDatasetsCmd(g),
 	)
 	// Daemon commands. They inherit the persistent flags above: do not reuse
 	// the -o shorthand.

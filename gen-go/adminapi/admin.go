@@ -7052,6 +7052,331 @@ func (p *TBackend) String() string {
 }
 
 // Attributes:
+//   - DatasetVersion
+//   - Fields
+//   - Indexes
+//   - BackendID
+type TDatasetView struct {
+	DatasetVersion int64                   `thrift:"dataset_version,1,required" db:"dataset_version" json:"dataset_version"`
+	Fields         []*wire.TLanceField     `thrift:"fields,2,required" db:"fields" json:"fields"`
+	Indexes        []*wire.TLanceIndexInfo `thrift:"indexes,3,required" db:"indexes" json:"indexes"`
+	BackendID      *int64                  `thrift:"backend_id,4" db:"backend_id" json:"backend_id,omitempty"`
+}
+
+func NewTDatasetView() *TDatasetView {
+	return &TDatasetView{}
+}
+
+func (p *TDatasetView) GetDatasetVersion() int64 {
+	return p.DatasetVersion
+}
+
+func (p *TDatasetView) GetFields() []*wire.TLanceField {
+	return p.Fields
+}
+
+func (p *TDatasetView) GetIndexes() []*wire.TLanceIndexInfo {
+	return p.Indexes
+}
+
+var TDatasetView_BackendID_DEFAULT int64
+
+func (p *TDatasetView) GetBackendID() int64 {
+	if !p.IsSetBackendID() {
+		return TDatasetView_BackendID_DEFAULT
+	}
+	return *p.BackendID
+}
+func (p *TDatasetView) IsSetBackendID() bool {
+	return p.BackendID != nil
+}
+
+func (p *TDatasetView) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetDatasetVersion bool = false
+	var issetFields bool = false
+	var issetIndexes bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetDatasetVersion = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetFields = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetIndexes = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetDatasetVersion {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field DatasetVersion is not set"))
+	}
+	if !issetFields {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Fields is not set"))
+	}
+	if !issetIndexes {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Indexes is not set"))
+	}
+	return nil
+}
+
+func (p *TDatasetView) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.DatasetVersion = v
+	}
+	return nil
+}
+
+func (p *TDatasetView) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*wire.TLanceField, 0, size)
+	p.Fields = tSlice
+	for i := 0; i < size; i++ {
+		_elem4 := &wire.TLanceField{}
+		if err := _elem4.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
+		}
+		p.Fields = append(p.Fields, _elem4)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TDatasetView) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*wire.TLanceIndexInfo, 0, size)
+	p.Indexes = tSlice
+	for i := 0; i < size; i++ {
+		_elem5 := &wire.TLanceIndexInfo{}
+		if err := _elem5.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem5), err)
+		}
+		p.Indexes = append(p.Indexes, _elem5)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TDatasetView) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.BackendID = &v
+	}
+	return nil
+}
+
+func (p *TDatasetView) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TDatasetView"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TDatasetView) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "dataset_version", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:dataset_version: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.DatasetVersion)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.dataset_version (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:dataset_version: ", p), err)
+	}
+	return err
+}
+
+func (p *TDatasetView) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "fields", thrift.LIST, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:fields: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Fields)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Fields {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:fields: ", p), err)
+	}
+	return err
+}
+
+func (p *TDatasetView) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "indexes", thrift.LIST, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:indexes: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Indexes)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Indexes {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:indexes: ", p), err)
+	}
+	return err
+}
+
+func (p *TDatasetView) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBackendID() {
+		if err := oprot.WriteFieldBegin(ctx, "backend_id", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:backend_id: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.BackendID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.backend_id (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:backend_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TDatasetView) Equals(other *TDatasetView) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.DatasetVersion != other.DatasetVersion {
+		return false
+	}
+	if len(p.Fields) != len(other.Fields) {
+		return false
+	}
+	for i, _tgt := range p.Fields {
+		_src6 := other.Fields[i]
+		if !_tgt.Equals(_src6) {
+			return false
+		}
+	}
+	if len(p.Indexes) != len(other.Indexes) {
+		return false
+	}
+	for i, _tgt := range p.Indexes {
+		_src7 := other.Indexes[i]
+		if !_tgt.Equals(_src7) {
+			return false
+		}
+	}
+	if p.BackendID != other.BackendID {
+		if p.BackendID == nil || other.BackendID == nil {
+			return false
+		}
+		if (*p.BackendID) != (*other.BackendID) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TDatasetView) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TDatasetView(%+v)", *p)
+}
+
+// Attributes:
 //   - Key
 //   - Value
 //   - DefaultValue
@@ -7887,11 +8212,11 @@ func (p *TRaftPeersResponse) ReadField1(ctx context.Context, iprot thrift.TProto
 	tSlice := make([]*TRaftPeer, 0, size)
 	p.Peers = tSlice
 	for i := 0; i < size; i++ {
-		_elem4 := &TRaftPeer{}
-		if err := _elem4.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
+		_elem8 := &TRaftPeer{}
+		if err := _elem8.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
 		}
-		p.Peers = append(p.Peers, _elem4)
+		p.Peers = append(p.Peers, _elem8)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -8056,8 +8381,8 @@ func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Peers {
-		_src5 := other.Peers[i]
-		if !_tgt.Equals(_src5) {
+		_src9 := other.Peers[i]
+		if !_tgt.Equals(_src9) {
 			return false
 		}
 	}
@@ -8131,6 +8456,11 @@ type LanceMasterService interface {
 	CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error)
 	// Parameters:
 	//  - Catalog
+	//  - Db
+	//  - Table
+	InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error)
+	// Parameters:
+	//  - Catalog
 	CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error)
 	ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error)
 	// Parameters:
@@ -8201,29 +8531,11 @@ func (p *LanceMasterServiceClient) SetLastResponseMeta_(meta thrift.ResponseMeta
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Context, report *wire.TLanceIndexJobReport) (_r *wire.TStatus, _err error) {
-	var _args6 LanceMasterServiceReportLanceIndexJobResultArgs
-	_args6.Report = report
-	var _result8 LanceMasterServiceReportLanceIndexJobResultResult
-	var _meta7 thrift.ResponseMeta
-	_meta7, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args6, &_result8)
-	p.SetLastResponseMeta_(_meta7)
-	if _err != nil {
-		return
-	}
-	if _ret9 := _result8.GetSuccess(); _ret9 != nil {
-		return _ret9, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobResult failed: unknown result")
-}
-
-// Parameters:
-//   - Report
-func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Context, report *wire.TLanceIndexJobTerminationReport) (_r *wire.TStatus, _err error) {
-	var _args10 LanceMasterServiceReportLanceIndexJobTerminationArgs
+	var _args10 LanceMasterServiceReportLanceIndexJobResultArgs
 	_args10.Report = report
-	var _result12 LanceMasterServiceReportLanceIndexJobTerminationResult
+	var _result12 LanceMasterServiceReportLanceIndexJobResultResult
 	var _meta11 thrift.ResponseMeta
-	_meta11, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args10, &_result12)
+	_meta11, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args10, &_result12)
 	p.SetLastResponseMeta_(_meta11)
 	if _err != nil {
 		return
@@ -8231,40 +8543,35 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Co
 	if _ret13 := _result12.GetSuccess(); _ret13 != nil {
 		return _ret13, nil
 	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobResult failed: unknown result")
+}
+
+// Parameters:
+//   - Report
+func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Context, report *wire.TLanceIndexJobTerminationReport) (_r *wire.TStatus, _err error) {
+	var _args14 LanceMasterServiceReportLanceIndexJobTerminationArgs
+	_args14.Report = report
+	var _result16 LanceMasterServiceReportLanceIndexJobTerminationResult
+	var _meta15 thrift.ResponseMeta
+	_meta15, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args14, &_result16)
+	p.SetLastResponseMeta_(_meta15)
+	if _err != nil {
+		return
+	}
+	if _ret17 := _result16.GetSuccess(); _ret17 != nil {
+		return _ret17, nil
+	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobTermination failed: unknown result")
 }
 
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args14 LanceMasterServiceCreateIndexArgs
-	_args14.Request = request
-	var _result16 LanceMasterServiceCreateIndexResult
-	var _meta15 thrift.ResponseMeta
-	_meta15, _err = p.Client_().Call(ctx, "createIndex", &_args14, &_result16)
-	p.SetLastResponseMeta_(_meta15)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result16.Err != nil:
-		return _r, _result16.Err
-	}
-
-	if _ret17 := _result16.GetSuccess(); _ret17 != nil {
-		return _ret17, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
-}
-
-// Parameters:
-//   - Request
-func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args18 LanceMasterServiceDropIndexArgs
+	var _args18 LanceMasterServiceCreateIndexArgs
 	_args18.Request = request
-	var _result20 LanceMasterServiceDropIndexResult
+	var _result20 LanceMasterServiceCreateIndexResult
 	var _meta19 thrift.ResponseMeta
-	_meta19, _err = p.Client_().Call(ctx, "dropIndex", &_args18, &_result20)
+	_meta19, _err = p.Client_().Call(ctx, "createIndex", &_args18, &_result20)
 	p.SetLastResponseMeta_(_meta19)
 	if _err != nil {
 		return
@@ -8277,17 +8584,17 @@ func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDrop
 	if _ret21 := _result20.GetSuccess(); _ret21 != nil {
 		return _ret21, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
 }
 
 // Parameters:
 //   - Request
-func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
-	var _args22 LanceMasterServiceListJobsArgs
+func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
+	var _args22 LanceMasterServiceDropIndexArgs
 	_args22.Request = request
-	var _result24 LanceMasterServiceListJobsResult
+	var _result24 LanceMasterServiceDropIndexResult
 	var _meta23 thrift.ResponseMeta
-	_meta23, _err = p.Client_().Call(ctx, "listJobs", &_args22, &_result24)
+	_meta23, _err = p.Client_().Call(ctx, "dropIndex", &_args22, &_result24)
 	p.SetLastResponseMeta_(_meta23)
 	if _err != nil {
 		return
@@ -8300,19 +8607,17 @@ func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJ
 	if _ret25 := _result24.GetSuccess(); _ret25 != nil {
 		return _ret25, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
 }
 
 // Parameters:
-//   - JobID
-//   - Consistent
-func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
-	var _args26 LanceMasterServiceShowJobArgs
-	_args26.JobID = job_id
-	_args26.Consistent = consistent
-	var _result28 LanceMasterServiceShowJobResult
+//   - Request
+func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
+	var _args26 LanceMasterServiceListJobsArgs
+	_args26.Request = request
+	var _result28 LanceMasterServiceListJobsResult
 	var _meta27 thrift.ResponseMeta
-	_meta27, _err = p.Client_().Call(ctx, "showJob", &_args26, &_result28)
+	_meta27, _err = p.Client_().Call(ctx, "listJobs", &_args26, &_result28)
 	p.SetLastResponseMeta_(_meta27)
 	if _err != nil {
 		return
@@ -8325,17 +8630,19 @@ func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, co
 	if _ret29 := _result28.GetSuccess(); _ret29 != nil {
 		return _ret29, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
 }
 
 // Parameters:
-//   - Request
-func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
-	var _args30 LanceMasterServiceResolveJobArgs
-	_args30.Request = request
-	var _result32 LanceMasterServiceResolveJobResult
+//   - JobID
+//   - Consistent
+func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
+	var _args30 LanceMasterServiceShowJobArgs
+	_args30.JobID = job_id
+	_args30.Consistent = consistent
+	var _result32 LanceMasterServiceShowJobResult
 	var _meta31 thrift.ResponseMeta
-	_meta31, _err = p.Client_().Call(ctx, "resolveJob", &_args30, &_result32)
+	_meta31, _err = p.Client_().Call(ctx, "showJob", &_args30, &_result32)
 	p.SetLastResponseMeta_(_meta31)
 	if _err != nil {
 		return
@@ -8348,17 +8655,17 @@ func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TRes
 	if _ret33 := _result32.GetSuccess(); _ret33 != nil {
 		return _ret33, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
 }
 
 // Parameters:
 //   - Request
-func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
-	var _args34 LanceMasterServiceCancelJobArgs
+func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
+	var _args34 LanceMasterServiceResolveJobArgs
 	_args34.Request = request
-	var _result36 LanceMasterServiceCancelJobResult
+	var _result36 LanceMasterServiceResolveJobResult
 	var _meta35 thrift.ResponseMeta
-	_meta35, _err = p.Client_().Call(ctx, "cancelJob", &_args34, &_result36)
+	_meta35, _err = p.Client_().Call(ctx, "resolveJob", &_args34, &_result36)
 	p.SetLastResponseMeta_(_meta35)
 	if _err != nil {
 		return
@@ -8371,17 +8678,17 @@ func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCanc
 	if _ret37 := _result36.GetSuccess(); _ret37 != nil {
 		return _ret37, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
 }
 
 // Parameters:
-//   - Catalog
-func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
-	var _args38 LanceMasterServiceCreateCatalogArgs
-	_args38.Catalog = catalog
-	var _result40 LanceMasterServiceCreateCatalogResult
+//   - Request
+func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
+	var _args38 LanceMasterServiceCancelJobArgs
+	_args38.Request = request
+	var _result40 LanceMasterServiceCancelJobResult
 	var _meta39 thrift.ResponseMeta
-	_meta39, _err = p.Client_().Call(ctx, "createCatalog", &_args38, &_result40)
+	_meta39, _err = p.Client_().Call(ctx, "cancelJob", &_args38, &_result40)
 	p.SetLastResponseMeta_(_meta39)
 	if _err != nil {
 		return
@@ -8394,14 +8701,21 @@ func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *T
 	if _ret41 := _result40.GetSuccess(); _ret41 != nil {
 		return _ret41, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
 }
 
-func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
-	var _args42 LanceMasterServiceListCatalogsArgs
-	var _result44 LanceMasterServiceListCatalogsResult
+// Parameters:
+//   - Catalog
+//   - Db
+//   - Table
+func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error) {
+	var _args42 LanceMasterServiceInspectDatasetArgs
+	_args42.Catalog = catalog
+	_args42.Db = db
+	_args42.Table = table
+	var _result44 LanceMasterServiceInspectDatasetResult
 	var _meta43 thrift.ResponseMeta
-	_meta43, _err = p.Client_().Call(ctx, "listCatalogs", &_args42, &_result44)
+	_meta43, _err = p.Client_().Call(ctx, "inspectDataset", &_args42, &_result44)
 	p.SetLastResponseMeta_(_meta43)
 	if _err != nil {
 		return
@@ -8411,28 +8725,71 @@ func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCat
 		return _r, _result44.Err
 	}
 
-	return _result44.GetSuccess(), nil
+	if _ret45 := _result44.GetSuccess(); _ret45 != nil {
+		return _ret45, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspectDataset failed: unknown result")
+}
+
+// Parameters:
+//   - Catalog
+func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
+	var _args46 LanceMasterServiceCreateCatalogArgs
+	_args46.Catalog = catalog
+	var _result48 LanceMasterServiceCreateCatalogResult
+	var _meta47 thrift.ResponseMeta
+	_meta47, _err = p.Client_().Call(ctx, "createCatalog", &_args46, &_result48)
+	p.SetLastResponseMeta_(_meta47)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result48.Err != nil:
+		return _r, _result48.Err
+	}
+
+	if _ret49 := _result48.GetSuccess(); _ret49 != nil {
+		return _ret49, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
+}
+
+func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
+	var _args50 LanceMasterServiceListCatalogsArgs
+	var _result52 LanceMasterServiceListCatalogsResult
+	var _meta51 thrift.ResponseMeta
+	_meta51, _err = p.Client_().Call(ctx, "listCatalogs", &_args50, &_result52)
+	p.SetLastResponseMeta_(_meta51)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result52.Err != nil:
+		return _r, _result52.Err
+	}
+
+	return _result52.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error) {
-	var _args45 LanceMasterServiceUpdateCatalogArgs
-	_args45.Request = request
-	var _result47 LanceMasterServiceUpdateCatalogResult
-	var _meta46 thrift.ResponseMeta
-	_meta46, _err = p.Client_().Call(ctx, "updateCatalog", &_args45, &_result47)
-	p.SetLastResponseMeta_(_meta46)
+	var _args53 LanceMasterServiceUpdateCatalogArgs
+	_args53.Request = request
+	var _result55 LanceMasterServiceUpdateCatalogResult
+	var _meta54 thrift.ResponseMeta
+	_meta54, _err = p.Client_().Call(ctx, "updateCatalog", &_args53, &_result55)
+	p.SetLastResponseMeta_(_meta54)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result47.Err != nil:
-		return _r, _result47.Err
+	case _result55.Err != nil:
+		return _r, _result55.Err
 	}
 
-	if _ret48 := _result47.GetSuccess(); _ret48 != nil {
-		return _ret48, nil
+	if _ret56 := _result55.GetSuccess(); _ret56 != nil {
+		return _ret56, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "updateCatalog failed: unknown result")
 }
@@ -8440,18 +8797,18 @@ func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *T
 // Parameters:
 //   - Name
 func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
-	var _args49 LanceMasterServiceRemoveCatalogArgs
-	_args49.Name = name
-	var _result51 LanceMasterServiceRemoveCatalogResult
-	var _meta50 thrift.ResponseMeta
-	_meta50, _err = p.Client_().Call(ctx, "removeCatalog", &_args49, &_result51)
-	p.SetLastResponseMeta_(_meta50)
+	var _args57 LanceMasterServiceRemoveCatalogArgs
+	_args57.Name = name
+	var _result59 LanceMasterServiceRemoveCatalogResult
+	var _meta58 thrift.ResponseMeta
+	_meta58, _err = p.Client_().Call(ctx, "removeCatalog", &_args57, &_result59)
+	p.SetLastResponseMeta_(_meta58)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result51.Err != nil:
-		return _result51.Err
+	case _result59.Err != nil:
+		return _result59.Err
 	}
 
 	return nil
@@ -8460,58 +8817,58 @@ func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name strin
 // Parameters:
 //   - Address
 func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
-	var _args52 LanceMasterServiceAddBackendArgs
-	_args52.Address = address
-	var _result54 LanceMasterServiceAddBackendResult
-	var _meta53 thrift.ResponseMeta
-	_meta53, _err = p.Client_().Call(ctx, "addBackend", &_args52, &_result54)
-	p.SetLastResponseMeta_(_meta53)
+	var _args60 LanceMasterServiceAddBackendArgs
+	_args60.Address = address
+	var _result62 LanceMasterServiceAddBackendResult
+	var _meta61 thrift.ResponseMeta
+	_meta61, _err = p.Client_().Call(ctx, "addBackend", &_args60, &_result62)
+	p.SetLastResponseMeta_(_meta61)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result54.Err != nil:
-		return _r, _result54.Err
+	case _result62.Err != nil:
+		return _r, _result62.Err
 	}
 
-	if _ret55 := _result54.GetSuccess(); _ret55 != nil {
-		return _ret55, nil
+	if _ret63 := _result62.GetSuccess(); _ret63 != nil {
+		return _ret63, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
-	var _args56 LanceMasterServiceListBackendsArgs
-	var _result58 LanceMasterServiceListBackendsResult
-	var _meta57 thrift.ResponseMeta
-	_meta57, _err = p.Client_().Call(ctx, "listBackends", &_args56, &_result58)
-	p.SetLastResponseMeta_(_meta57)
+	var _args64 LanceMasterServiceListBackendsArgs
+	var _result66 LanceMasterServiceListBackendsResult
+	var _meta65 thrift.ResponseMeta
+	_meta65, _err = p.Client_().Call(ctx, "listBackends", &_args64, &_result66)
+	p.SetLastResponseMeta_(_meta65)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result58.Err != nil:
-		return _r, _result58.Err
+	case _result66.Err != nil:
+		return _r, _result66.Err
 	}
 
-	return _result58.GetSuccess(), nil
+	return _result66.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Backend
 func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
-	var _args59 LanceMasterServiceRemoveBackendArgs
-	_args59.Backend = backend
-	var _result61 LanceMasterServiceRemoveBackendResult
-	var _meta60 thrift.ResponseMeta
-	_meta60, _err = p.Client_().Call(ctx, "removeBackend", &_args59, &_result61)
-	p.SetLastResponseMeta_(_meta60)
+	var _args67 LanceMasterServiceRemoveBackendArgs
+	_args67.Backend = backend
+	var _result69 LanceMasterServiceRemoveBackendResult
+	var _meta68 thrift.ResponseMeta
+	_meta68, _err = p.Client_().Call(ctx, "removeBackend", &_args67, &_result69)
+	p.SetLastResponseMeta_(_meta68)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result61.Err != nil:
-		return _result61.Err
+	case _result69.Err != nil:
+		return _result69.Err
 	}
 
 	return nil
@@ -8520,56 +8877,11 @@ func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend st
 // Parameters:
 //   - Key
 func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
-	var _args62 LanceMasterServiceGetOptionArgs
-	_args62.Key = key
-	var _result64 LanceMasterServiceGetOptionResult
-	var _meta63 thrift.ResponseMeta
-	_meta63, _err = p.Client_().Call(ctx, "getOption", &_args62, &_result64)
-	p.SetLastResponseMeta_(_meta63)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result64.Err != nil:
-		return _r, _result64.Err
-	}
-
-	if _ret65 := _result64.GetSuccess(); _ret65 != nil {
-		return _ret65, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
-}
-
-// Parameters:
-//   - Key
-//   - Value
-func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
-	var _args66 LanceMasterServiceSetOptionArgs
-	_args66.Key = key
-	_args66.Value = value
-	var _result68 LanceMasterServiceSetOptionResult
-	var _meta67 thrift.ResponseMeta
-	_meta67, _err = p.Client_().Call(ctx, "setOption", &_args66, &_result68)
-	p.SetLastResponseMeta_(_meta67)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result68.Err != nil:
-		return _r, _result68.Err
-	}
-
-	if _ret69 := _result68.GetSuccess(); _ret69 != nil {
-		return _ret69, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
-}
-
-func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
-	var _args70 LanceMasterServiceListOptionsArgs
-	var _result72 LanceMasterServiceListOptionsResult
+	var _args70 LanceMasterServiceGetOptionArgs
+	_args70.Key = key
+	var _result72 LanceMasterServiceGetOptionResult
 	var _meta71 thrift.ResponseMeta
-	_meta71, _err = p.Client_().Call(ctx, "listOptions", &_args70, &_result72)
+	_meta71, _err = p.Client_().Call(ctx, "getOption", &_args70, &_result72)
 	p.SetLastResponseMeta_(_meta71)
 	if _err != nil {
 		return
@@ -8579,25 +8891,70 @@ func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOpti
 		return _r, _result72.Err
 	}
 
-	return _result72.GetSuccess(), nil
+	if _ret73 := _result72.GetSuccess(); _ret73 != nil {
+		return _ret73, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
 }
 
-func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
-	var _args73 LanceMasterServiceListPeersArgs
-	var _result75 LanceMasterServiceListPeersResult
-	var _meta74 thrift.ResponseMeta
-	_meta74, _err = p.Client_().Call(ctx, "listPeers", &_args73, &_result75)
-	p.SetLastResponseMeta_(_meta74)
+// Parameters:
+//   - Key
+//   - Value
+func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
+	var _args74 LanceMasterServiceSetOptionArgs
+	_args74.Key = key
+	_args74.Value = value
+	var _result76 LanceMasterServiceSetOptionResult
+	var _meta75 thrift.ResponseMeta
+	_meta75, _err = p.Client_().Call(ctx, "setOption", &_args74, &_result76)
+	p.SetLastResponseMeta_(_meta75)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result75.Err != nil:
-		return _r, _result75.Err
+	case _result76.Err != nil:
+		return _r, _result76.Err
 	}
 
-	if _ret76 := _result75.GetSuccess(); _ret76 != nil {
-		return _ret76, nil
+	if _ret77 := _result76.GetSuccess(); _ret77 != nil {
+		return _ret77, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
+}
+
+func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
+	var _args78 LanceMasterServiceListOptionsArgs
+	var _result80 LanceMasterServiceListOptionsResult
+	var _meta79 thrift.ResponseMeta
+	_meta79, _err = p.Client_().Call(ctx, "listOptions", &_args78, &_result80)
+	p.SetLastResponseMeta_(_meta79)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result80.Err != nil:
+		return _r, _result80.Err
+	}
+
+	return _result80.GetSuccess(), nil
+}
+
+func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
+	var _args81 LanceMasterServiceListPeersArgs
+	var _result83 LanceMasterServiceListPeersResult
+	var _meta82 thrift.ResponseMeta
+	_meta82, _err = p.Client_().Call(ctx, "listPeers", &_args81, &_result83)
+	p.SetLastResponseMeta_(_meta82)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result83.Err != nil:
+		return _r, _result83.Err
+	}
+
+	if _ret84 := _result83.GetSuccess(); _ret84 != nil {
+		return _ret84, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
 }
@@ -8605,41 +8962,41 @@ func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeer
 // Parameters:
 //   - TargetID
 func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
-	var _args77 LanceMasterServiceTransferLeaderArgs
-	_args77.TargetID = target_id
-	var _result79 LanceMasterServiceTransferLeaderResult
-	var _meta78 thrift.ResponseMeta
-	_meta78, _err = p.Client_().Call(ctx, "transferLeader", &_args77, &_result79)
-	p.SetLastResponseMeta_(_meta78)
+	var _args85 LanceMasterServiceTransferLeaderArgs
+	_args85.TargetID = target_id
+	var _result87 LanceMasterServiceTransferLeaderResult
+	var _meta86 thrift.ResponseMeta
+	_meta86, _err = p.Client_().Call(ctx, "transferLeader", &_args85, &_result87)
+	p.SetLastResponseMeta_(_meta86)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result79.Err != nil:
-		return _r, _result79.Err
+	case _result87.Err != nil:
+		return _r, _result87.Err
 	}
 
-	return _result79.GetSuccess(), nil
+	return _result87.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Command
 func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
-	var _args80 LanceMasterServiceForwardApplyArgs
-	_args80.Command = command
-	var _result82 LanceMasterServiceForwardApplyResult
-	var _meta81 thrift.ResponseMeta
-	_meta81, _err = p.Client_().Call(ctx, "forwardApply", &_args80, &_result82)
-	p.SetLastResponseMeta_(_meta81)
+	var _args88 LanceMasterServiceForwardApplyArgs
+	_args88.Command = command
+	var _result90 LanceMasterServiceForwardApplyResult
+	var _meta89 thrift.ResponseMeta
+	_meta89, _err = p.Client_().Call(ctx, "forwardApply", &_args88, &_result90)
+	p.SetLastResponseMeta_(_meta89)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result82.Err != nil:
-		return _r, _result82.Err
+	case _result90.Err != nil:
+		return _r, _result90.Err
 	}
 
-	return _result82.GetSuccess(), nil
+	return _result90.GetSuccess(), nil
 }
 
 type LanceMasterServiceProcessor struct {
@@ -8662,29 +9019,30 @@ func (p *LanceMasterServiceProcessor) ProcessorMap() map[string]thrift.TProcesso
 
 func NewLanceMasterServiceProcessor(handler LanceMasterService) *LanceMasterServiceProcessor {
 
-	self83 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self83.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
-	self83.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
-	self83.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
-	self83.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
-	self83.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
-	self83.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
-	self83.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
-	self83.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
-	self83.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
-	self83.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
-	self83.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
-	self83.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
-	self83.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
-	self83.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
-	self83.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
-	self83.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
-	self83.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
-	self83.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
-	self83.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
-	self83.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
-	self83.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
-	return self83
+	self91 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self91.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
+	self91.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
+	self91.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
+	self91.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
+	self91.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
+	self91.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
+	self91.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
+	self91.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
+	self91.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
+	self91.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
+	self91.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
+	self91.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
+	self91.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
+	self91.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
+	self91.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
+	self91.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
+	self91.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
+	self91.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
+	self91.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
+	self91.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
+	self91.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
+	self91.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
+	return self91
 }
 
 func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -8697,12 +9055,12 @@ func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot 
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x84 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x92 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x84.Write(ctx, oprot)
+	x92.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x84
+	return false, x92
 
 }
 
@@ -8711,7 +9069,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobResult_ struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err85 error
+	var _write_err93 error
 	args := LanceMasterServiceReportLanceIndexJobResultArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -8757,21 +9115,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc86 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
+		_exc94 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err85 = thrift.WrapTException(err2)
+			_write_err93 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc86.Write(ctx, oprot); _write_err85 == nil && err2 != nil {
-			_write_err85 = thrift.WrapTException(err2)
+		if err2 := _exc94.Write(ctx, oprot); _write_err93 == nil && err2 != nil {
+			_write_err93 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err85 == nil && err2 != nil {
-			_write_err85 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err93 == nil && err2 != nil {
+			_write_err93 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err85 == nil && err2 != nil {
-			_write_err85 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err93 == nil && err2 != nil {
+			_write_err93 = thrift.WrapTException(err2)
 		}
-		if _write_err85 != nil {
-			return false, thrift.WrapTException(_write_err85)
+		if _write_err93 != nil {
+			return false, thrift.WrapTException(_write_err93)
 		}
 		return true, err
 	} else {
@@ -8779,19 +9137,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.REPLY, seqId); err2 != nil {
-		_write_err85 = thrift.WrapTException(err2)
+		_write_err93 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err85 == nil && err2 != nil {
-		_write_err85 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err93 == nil && err2 != nil {
+		_write_err93 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err85 == nil && err2 != nil {
-		_write_err85 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err93 == nil && err2 != nil {
+		_write_err93 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err85 == nil && err2 != nil {
-		_write_err85 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err93 == nil && err2 != nil {
+		_write_err93 = thrift.WrapTException(err2)
 	}
-	if _write_err85 != nil {
-		return false, thrift.WrapTException(_write_err85)
+	if _write_err93 != nil {
+		return false, thrift.WrapTException(_write_err93)
 	}
 	return true, err
 }
@@ -8801,7 +9159,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobTermination struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err87 error
+	var _write_err95 error
 	args := LanceMasterServiceReportLanceIndexJobTerminationArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -8847,21 +9205,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc88 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
+		_exc96 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err87 = thrift.WrapTException(err2)
+			_write_err95 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc88.Write(ctx, oprot); _write_err87 == nil && err2 != nil {
-			_write_err87 = thrift.WrapTException(err2)
+		if err2 := _exc96.Write(ctx, oprot); _write_err95 == nil && err2 != nil {
+			_write_err95 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err87 == nil && err2 != nil {
-			_write_err87 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err95 == nil && err2 != nil {
+			_write_err95 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err87 == nil && err2 != nil {
-			_write_err87 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err95 == nil && err2 != nil {
+			_write_err95 = thrift.WrapTException(err2)
 		}
-		if _write_err87 != nil {
-			return false, thrift.WrapTException(_write_err87)
+		if _write_err95 != nil {
+			return false, thrift.WrapTException(_write_err95)
 		}
 		return true, err
 	} else {
@@ -8869,19 +9227,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.REPLY, seqId); err2 != nil {
-		_write_err87 = thrift.WrapTException(err2)
+		_write_err95 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err87 == nil && err2 != nil {
-		_write_err87 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err95 == nil && err2 != nil {
+		_write_err95 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err87 == nil && err2 != nil {
-		_write_err87 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err95 == nil && err2 != nil {
+		_write_err95 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err87 == nil && err2 != nil {
-		_write_err87 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err95 == nil && err2 != nil {
+		_write_err95 = thrift.WrapTException(err2)
 	}
-	if _write_err87 != nil {
-		return false, thrift.WrapTException(_write_err87)
+	if _write_err95 != nil {
+		return false, thrift.WrapTException(_write_err95)
 	}
 	return true, err
 }
@@ -8891,7 +9249,7 @@ type lanceMasterServiceProcessorCreateIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err89 error
+	var _write_err97 error
 	args := LanceMasterServiceCreateIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -8941,21 +9299,21 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc90 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
+			_exc98 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err89 = thrift.WrapTException(err2)
+				_write_err97 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc90.Write(ctx, oprot); _write_err89 == nil && err2 != nil {
-				_write_err89 = thrift.WrapTException(err2)
+			if err2 := _exc98.Write(ctx, oprot); _write_err97 == nil && err2 != nil {
+				_write_err97 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err89 == nil && err2 != nil {
-				_write_err89 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err97 == nil && err2 != nil {
+				_write_err97 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err89 == nil && err2 != nil {
-				_write_err89 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err97 == nil && err2 != nil {
+				_write_err97 = thrift.WrapTException(err2)
 			}
-			if _write_err89 != nil {
-				return false, thrift.WrapTException(_write_err89)
+			if _write_err97 != nil {
+				return false, thrift.WrapTException(_write_err97)
 			}
 			return true, err
 		}
@@ -8964,19 +9322,19 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err89 = thrift.WrapTException(err2)
+		_write_err97 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err89 == nil && err2 != nil {
-		_write_err89 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err97 == nil && err2 != nil {
+		_write_err97 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err89 == nil && err2 != nil {
-		_write_err89 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err97 == nil && err2 != nil {
+		_write_err97 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err89 == nil && err2 != nil {
-		_write_err89 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err97 == nil && err2 != nil {
+		_write_err97 = thrift.WrapTException(err2)
 	}
-	if _write_err89 != nil {
-		return false, thrift.WrapTException(_write_err89)
+	if _write_err97 != nil {
+		return false, thrift.WrapTException(_write_err97)
 	}
 	return true, err
 }
@@ -8986,7 +9344,7 @@ type lanceMasterServiceProcessorDropIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err91 error
+	var _write_err99 error
 	args := LanceMasterServiceDropIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9036,21 +9394,21 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc92 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
+			_exc100 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err91 = thrift.WrapTException(err2)
+				_write_err99 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc92.Write(ctx, oprot); _write_err91 == nil && err2 != nil {
-				_write_err91 = thrift.WrapTException(err2)
+			if err2 := _exc100.Write(ctx, oprot); _write_err99 == nil && err2 != nil {
+				_write_err99 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err91 == nil && err2 != nil {
-				_write_err91 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err99 == nil && err2 != nil {
+				_write_err99 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err91 == nil && err2 != nil {
-				_write_err91 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err99 == nil && err2 != nil {
+				_write_err99 = thrift.WrapTException(err2)
 			}
-			if _write_err91 != nil {
-				return false, thrift.WrapTException(_write_err91)
+			if _write_err99 != nil {
+				return false, thrift.WrapTException(_write_err99)
 			}
 			return true, err
 		}
@@ -9059,19 +9417,19 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err91 = thrift.WrapTException(err2)
+		_write_err99 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err91 == nil && err2 != nil {
-		_write_err91 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err99 == nil && err2 != nil {
+		_write_err99 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err91 == nil && err2 != nil {
-		_write_err91 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err99 == nil && err2 != nil {
+		_write_err99 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err91 == nil && err2 != nil {
-		_write_err91 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err99 == nil && err2 != nil {
+		_write_err99 = thrift.WrapTException(err2)
 	}
-	if _write_err91 != nil {
-		return false, thrift.WrapTException(_write_err91)
+	if _write_err99 != nil {
+		return false, thrift.WrapTException(_write_err99)
 	}
 	return true, err
 }
@@ -9081,7 +9439,7 @@ type lanceMasterServiceProcessorListJobs struct {
 }
 
 func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err93 error
+	var _write_err101 error
 	args := LanceMasterServiceListJobsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9131,21 +9489,21 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc94 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
+			_exc102 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err93 = thrift.WrapTException(err2)
+				_write_err101 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc94.Write(ctx, oprot); _write_err93 == nil && err2 != nil {
-				_write_err93 = thrift.WrapTException(err2)
+			if err2 := _exc102.Write(ctx, oprot); _write_err101 == nil && err2 != nil {
+				_write_err101 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err93 == nil && err2 != nil {
-				_write_err93 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err101 == nil && err2 != nil {
+				_write_err101 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err93 == nil && err2 != nil {
-				_write_err93 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err101 == nil && err2 != nil {
+				_write_err101 = thrift.WrapTException(err2)
 			}
-			if _write_err93 != nil {
-				return false, thrift.WrapTException(_write_err93)
+			if _write_err101 != nil {
+				return false, thrift.WrapTException(_write_err101)
 			}
 			return true, err
 		}
@@ -9154,19 +9512,19 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.REPLY, seqId); err2 != nil {
-		_write_err93 = thrift.WrapTException(err2)
+		_write_err101 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err93 == nil && err2 != nil {
-		_write_err93 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err101 == nil && err2 != nil {
+		_write_err101 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err93 == nil && err2 != nil {
-		_write_err93 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err101 == nil && err2 != nil {
+		_write_err101 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err93 == nil && err2 != nil {
-		_write_err93 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err101 == nil && err2 != nil {
+		_write_err101 = thrift.WrapTException(err2)
 	}
-	if _write_err93 != nil {
-		return false, thrift.WrapTException(_write_err93)
+	if _write_err101 != nil {
+		return false, thrift.WrapTException(_write_err101)
 	}
 	return true, err
 }
@@ -9176,7 +9534,7 @@ type lanceMasterServiceProcessorShowJob struct {
 }
 
 func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err95 error
+	var _write_err103 error
 	args := LanceMasterServiceShowJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9226,21 +9584,21 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc96 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
+			_exc104 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err95 = thrift.WrapTException(err2)
+				_write_err103 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc96.Write(ctx, oprot); _write_err95 == nil && err2 != nil {
-				_write_err95 = thrift.WrapTException(err2)
+			if err2 := _exc104.Write(ctx, oprot); _write_err103 == nil && err2 != nil {
+				_write_err103 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err95 == nil && err2 != nil {
-				_write_err95 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err103 == nil && err2 != nil {
+				_write_err103 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err95 == nil && err2 != nil {
-				_write_err95 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err103 == nil && err2 != nil {
+				_write_err103 = thrift.WrapTException(err2)
 			}
-			if _write_err95 != nil {
-				return false, thrift.WrapTException(_write_err95)
+			if _write_err103 != nil {
+				return false, thrift.WrapTException(_write_err103)
 			}
 			return true, err
 		}
@@ -9249,19 +9607,19 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err95 = thrift.WrapTException(err2)
+		_write_err103 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err95 == nil && err2 != nil {
-		_write_err95 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err103 == nil && err2 != nil {
+		_write_err103 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err95 == nil && err2 != nil {
-		_write_err95 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err103 == nil && err2 != nil {
+		_write_err103 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err95 == nil && err2 != nil {
-		_write_err95 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err103 == nil && err2 != nil {
+		_write_err103 = thrift.WrapTException(err2)
 	}
-	if _write_err95 != nil {
-		return false, thrift.WrapTException(_write_err95)
+	if _write_err103 != nil {
+		return false, thrift.WrapTException(_write_err103)
 	}
 	return true, err
 }
@@ -9271,7 +9629,7 @@ type lanceMasterServiceProcessorResolveJob struct {
 }
 
 func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err97 error
+	var _write_err105 error
 	args := LanceMasterServiceResolveJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9321,21 +9679,21 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc98 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
+			_exc106 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err97 = thrift.WrapTException(err2)
+				_write_err105 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc98.Write(ctx, oprot); _write_err97 == nil && err2 != nil {
-				_write_err97 = thrift.WrapTException(err2)
+			if err2 := _exc106.Write(ctx, oprot); _write_err105 == nil && err2 != nil {
+				_write_err105 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err97 == nil && err2 != nil {
-				_write_err97 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err105 == nil && err2 != nil {
+				_write_err105 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err97 == nil && err2 != nil {
-				_write_err97 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err105 == nil && err2 != nil {
+				_write_err105 = thrift.WrapTException(err2)
 			}
-			if _write_err97 != nil {
-				return false, thrift.WrapTException(_write_err97)
+			if _write_err105 != nil {
+				return false, thrift.WrapTException(_write_err105)
 			}
 			return true, err
 		}
@@ -9344,19 +9702,19 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err97 = thrift.WrapTException(err2)
+		_write_err105 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err97 == nil && err2 != nil {
-		_write_err97 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err105 == nil && err2 != nil {
+		_write_err105 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err97 == nil && err2 != nil {
-		_write_err97 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err105 == nil && err2 != nil {
+		_write_err105 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err97 == nil && err2 != nil {
-		_write_err97 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err105 == nil && err2 != nil {
+		_write_err105 = thrift.WrapTException(err2)
 	}
-	if _write_err97 != nil {
-		return false, thrift.WrapTException(_write_err97)
+	if _write_err105 != nil {
+		return false, thrift.WrapTException(_write_err105)
 	}
 	return true, err
 }
@@ -9366,7 +9724,7 @@ type lanceMasterServiceProcessorCancelJob struct {
 }
 
 func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err99 error
+	var _write_err107 error
 	args := LanceMasterServiceCancelJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9416,21 +9774,21 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc100 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
+			_exc108 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err99 = thrift.WrapTException(err2)
+				_write_err107 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc100.Write(ctx, oprot); _write_err99 == nil && err2 != nil {
-				_write_err99 = thrift.WrapTException(err2)
+			if err2 := _exc108.Write(ctx, oprot); _write_err107 == nil && err2 != nil {
+				_write_err107 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err99 == nil && err2 != nil {
-				_write_err99 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err107 == nil && err2 != nil {
+				_write_err107 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err99 == nil && err2 != nil {
-				_write_err99 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err107 == nil && err2 != nil {
+				_write_err107 = thrift.WrapTException(err2)
 			}
-			if _write_err99 != nil {
-				return false, thrift.WrapTException(_write_err99)
+			if _write_err107 != nil {
+				return false, thrift.WrapTException(_write_err107)
 			}
 			return true, err
 		}
@@ -9439,19 +9797,114 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err99 = thrift.WrapTException(err2)
+		_write_err107 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err99 == nil && err2 != nil {
-		_write_err99 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err107 == nil && err2 != nil {
+		_write_err107 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err99 == nil && err2 != nil {
-		_write_err99 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err107 == nil && err2 != nil {
+		_write_err107 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err99 == nil && err2 != nil {
-		_write_err99 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err107 == nil && err2 != nil {
+		_write_err107 = thrift.WrapTException(err2)
 	}
-	if _write_err99 != nil {
-		return false, thrift.WrapTException(_write_err99)
+	if _write_err107 != nil {
+		return false, thrift.WrapTException(_write_err107)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorInspectDataset struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err109 error
+	args := LanceMasterServiceInspectDatasetArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceInspectDatasetResult{}
+	if retval, err2 := p.handler.InspectDataset(ctx, args.Catalog, args.Db, args.Table); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc110 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err109 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc110.Write(ctx, oprot); _write_err109 == nil && err2 != nil {
+				_write_err109 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err109 == nil && err2 != nil {
+				_write_err109 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err109 == nil && err2 != nil {
+				_write_err109 = thrift.WrapTException(err2)
+			}
+			if _write_err109 != nil {
+				return false, thrift.WrapTException(_write_err109)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.REPLY, seqId); err2 != nil {
+		_write_err109 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err109 == nil && err2 != nil {
+		_write_err109 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err109 == nil && err2 != nil {
+		_write_err109 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err109 == nil && err2 != nil {
+		_write_err109 = thrift.WrapTException(err2)
+	}
+	if _write_err109 != nil {
+		return false, thrift.WrapTException(_write_err109)
 	}
 	return true, err
 }
@@ -9461,7 +9914,7 @@ type lanceMasterServiceProcessorCreateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err101 error
+	var _write_err111 error
 	args := LanceMasterServiceCreateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9511,21 +9964,21 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc102 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
+			_exc112 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err101 = thrift.WrapTException(err2)
+				_write_err111 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc102.Write(ctx, oprot); _write_err101 == nil && err2 != nil {
-				_write_err101 = thrift.WrapTException(err2)
+			if err2 := _exc112.Write(ctx, oprot); _write_err111 == nil && err2 != nil {
+				_write_err111 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err101 == nil && err2 != nil {
-				_write_err101 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err111 == nil && err2 != nil {
+				_write_err111 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err101 == nil && err2 != nil {
-				_write_err101 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err111 == nil && err2 != nil {
+				_write_err111 = thrift.WrapTException(err2)
 			}
-			if _write_err101 != nil {
-				return false, thrift.WrapTException(_write_err101)
+			if _write_err111 != nil {
+				return false, thrift.WrapTException(_write_err111)
 			}
 			return true, err
 		}
@@ -9534,19 +9987,19 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err101 = thrift.WrapTException(err2)
+		_write_err111 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err101 == nil && err2 != nil {
-		_write_err101 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err111 == nil && err2 != nil {
+		_write_err111 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err101 == nil && err2 != nil {
-		_write_err101 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err111 == nil && err2 != nil {
+		_write_err111 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err101 == nil && err2 != nil {
-		_write_err101 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err111 == nil && err2 != nil {
+		_write_err111 = thrift.WrapTException(err2)
 	}
-	if _write_err101 != nil {
-		return false, thrift.WrapTException(_write_err101)
+	if _write_err111 != nil {
+		return false, thrift.WrapTException(_write_err111)
 	}
 	return true, err
 }
@@ -9556,7 +10009,7 @@ type lanceMasterServiceProcessorListCatalogs struct {
 }
 
 func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err103 error
+	var _write_err113 error
 	args := LanceMasterServiceListCatalogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9606,21 +10059,21 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc104 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
+			_exc114 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err103 = thrift.WrapTException(err2)
+				_write_err113 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc104.Write(ctx, oprot); _write_err103 == nil && err2 != nil {
-				_write_err103 = thrift.WrapTException(err2)
+			if err2 := _exc114.Write(ctx, oprot); _write_err113 == nil && err2 != nil {
+				_write_err113 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err103 == nil && err2 != nil {
-				_write_err103 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err113 == nil && err2 != nil {
+				_write_err113 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err103 == nil && err2 != nil {
-				_write_err103 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err113 == nil && err2 != nil {
+				_write_err113 = thrift.WrapTException(err2)
 			}
-			if _write_err103 != nil {
-				return false, thrift.WrapTException(_write_err103)
+			if _write_err113 != nil {
+				return false, thrift.WrapTException(_write_err113)
 			}
 			return true, err
 		}
@@ -9629,19 +10082,19 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err103 = thrift.WrapTException(err2)
+		_write_err113 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err103 == nil && err2 != nil {
-		_write_err103 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err113 == nil && err2 != nil {
+		_write_err113 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err103 == nil && err2 != nil {
-		_write_err103 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err113 == nil && err2 != nil {
+		_write_err113 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err103 == nil && err2 != nil {
-		_write_err103 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err113 == nil && err2 != nil {
+		_write_err113 = thrift.WrapTException(err2)
 	}
-	if _write_err103 != nil {
-		return false, thrift.WrapTException(_write_err103)
+	if _write_err113 != nil {
+		return false, thrift.WrapTException(_write_err113)
 	}
 	return true, err
 }
@@ -9651,7 +10104,7 @@ type lanceMasterServiceProcessorUpdateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err105 error
+	var _write_err115 error
 	args := LanceMasterServiceUpdateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9701,21 +10154,21 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc106 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
+			_exc116 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err105 = thrift.WrapTException(err2)
+				_write_err115 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc106.Write(ctx, oprot); _write_err105 == nil && err2 != nil {
-				_write_err105 = thrift.WrapTException(err2)
+			if err2 := _exc116.Write(ctx, oprot); _write_err115 == nil && err2 != nil {
+				_write_err115 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err105 == nil && err2 != nil {
-				_write_err105 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err115 == nil && err2 != nil {
+				_write_err115 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err105 == nil && err2 != nil {
-				_write_err105 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err115 == nil && err2 != nil {
+				_write_err115 = thrift.WrapTException(err2)
 			}
-			if _write_err105 != nil {
-				return false, thrift.WrapTException(_write_err105)
+			if _write_err115 != nil {
+				return false, thrift.WrapTException(_write_err115)
 			}
 			return true, err
 		}
@@ -9724,19 +10177,19 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err105 = thrift.WrapTException(err2)
+		_write_err115 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err105 == nil && err2 != nil {
-		_write_err105 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err115 == nil && err2 != nil {
+		_write_err115 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err105 == nil && err2 != nil {
-		_write_err105 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err115 == nil && err2 != nil {
+		_write_err115 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err105 == nil && err2 != nil {
-		_write_err105 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err115 == nil && err2 != nil {
+		_write_err115 = thrift.WrapTException(err2)
 	}
-	if _write_err105 != nil {
-		return false, thrift.WrapTException(_write_err105)
+	if _write_err115 != nil {
+		return false, thrift.WrapTException(_write_err115)
 	}
 	return true, err
 }
@@ -9746,7 +10199,7 @@ type lanceMasterServiceProcessorRemoveCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err107 error
+	var _write_err117 error
 	args := LanceMasterServiceRemoveCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9796,40 +10249,40 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc108 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
+			_exc118 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err107 = thrift.WrapTException(err2)
+				_write_err117 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc108.Write(ctx, oprot); _write_err107 == nil && err2 != nil {
-				_write_err107 = thrift.WrapTException(err2)
+			if err2 := _exc118.Write(ctx, oprot); _write_err117 == nil && err2 != nil {
+				_write_err117 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err107 == nil && err2 != nil {
-				_write_err107 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err117 == nil && err2 != nil {
+				_write_err117 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err107 == nil && err2 != nil {
-				_write_err107 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err117 == nil && err2 != nil {
+				_write_err117 = thrift.WrapTException(err2)
 			}
-			if _write_err107 != nil {
-				return false, thrift.WrapTException(_write_err107)
+			if _write_err117 != nil {
+				return false, thrift.WrapTException(_write_err117)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err107 = thrift.WrapTException(err2)
+		_write_err117 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err107 == nil && err2 != nil {
-		_write_err107 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err117 == nil && err2 != nil {
+		_write_err117 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err107 == nil && err2 != nil {
-		_write_err107 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err117 == nil && err2 != nil {
+		_write_err117 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err107 == nil && err2 != nil {
-		_write_err107 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err117 == nil && err2 != nil {
+		_write_err117 = thrift.WrapTException(err2)
 	}
-	if _write_err107 != nil {
-		return false, thrift.WrapTException(_write_err107)
+	if _write_err117 != nil {
+		return false, thrift.WrapTException(_write_err117)
 	}
 	return true, err
 }
@@ -9839,7 +10292,7 @@ type lanceMasterServiceProcessorAddBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err109 error
+	var _write_err119 error
 	args := LanceMasterServiceAddBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9889,21 +10342,21 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc110 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
+			_exc120 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err109 = thrift.WrapTException(err2)
+				_write_err119 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc110.Write(ctx, oprot); _write_err109 == nil && err2 != nil {
-				_write_err109 = thrift.WrapTException(err2)
+			if err2 := _exc120.Write(ctx, oprot); _write_err119 == nil && err2 != nil {
+				_write_err119 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err109 == nil && err2 != nil {
-				_write_err109 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err119 == nil && err2 != nil {
+				_write_err119 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err109 == nil && err2 != nil {
-				_write_err109 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err119 == nil && err2 != nil {
+				_write_err119 = thrift.WrapTException(err2)
 			}
-			if _write_err109 != nil {
-				return false, thrift.WrapTException(_write_err109)
+			if _write_err119 != nil {
+				return false, thrift.WrapTException(_write_err119)
 			}
 			return true, err
 		}
@@ -9912,19 +10365,19 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err109 = thrift.WrapTException(err2)
+		_write_err119 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err109 == nil && err2 != nil {
-		_write_err109 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err119 == nil && err2 != nil {
+		_write_err119 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err109 == nil && err2 != nil {
-		_write_err109 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err119 == nil && err2 != nil {
+		_write_err119 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err109 == nil && err2 != nil {
-		_write_err109 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err119 == nil && err2 != nil {
+		_write_err119 = thrift.WrapTException(err2)
 	}
-	if _write_err109 != nil {
-		return false, thrift.WrapTException(_write_err109)
+	if _write_err119 != nil {
+		return false, thrift.WrapTException(_write_err119)
 	}
 	return true, err
 }
@@ -9934,7 +10387,7 @@ type lanceMasterServiceProcessorListBackends struct {
 }
 
 func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err111 error
+	var _write_err121 error
 	args := LanceMasterServiceListBackendsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9984,21 +10437,21 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc112 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
+			_exc122 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err111 = thrift.WrapTException(err2)
+				_write_err121 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc112.Write(ctx, oprot); _write_err111 == nil && err2 != nil {
-				_write_err111 = thrift.WrapTException(err2)
+			if err2 := _exc122.Write(ctx, oprot); _write_err121 == nil && err2 != nil {
+				_write_err121 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err111 == nil && err2 != nil {
-				_write_err111 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err121 == nil && err2 != nil {
+				_write_err121 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err111 == nil && err2 != nil {
-				_write_err111 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err121 == nil && err2 != nil {
+				_write_err121 = thrift.WrapTException(err2)
 			}
-			if _write_err111 != nil {
-				return false, thrift.WrapTException(_write_err111)
+			if _write_err121 != nil {
+				return false, thrift.WrapTException(_write_err121)
 			}
 			return true, err
 		}
@@ -10007,19 +10460,19 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.REPLY, seqId); err2 != nil {
-		_write_err111 = thrift.WrapTException(err2)
+		_write_err121 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err111 == nil && err2 != nil {
-		_write_err111 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err121 == nil && err2 != nil {
+		_write_err121 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err111 == nil && err2 != nil {
-		_write_err111 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err121 == nil && err2 != nil {
+		_write_err121 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err111 == nil && err2 != nil {
-		_write_err111 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err121 == nil && err2 != nil {
+		_write_err121 = thrift.WrapTException(err2)
 	}
-	if _write_err111 != nil {
-		return false, thrift.WrapTException(_write_err111)
+	if _write_err121 != nil {
+		return false, thrift.WrapTException(_write_err121)
 	}
 	return true, err
 }
@@ -10029,7 +10482,7 @@ type lanceMasterServiceProcessorRemoveBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err113 error
+	var _write_err123 error
 	args := LanceMasterServiceRemoveBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10079,40 +10532,40 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc114 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
+			_exc124 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err113 = thrift.WrapTException(err2)
+				_write_err123 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc114.Write(ctx, oprot); _write_err113 == nil && err2 != nil {
-				_write_err113 = thrift.WrapTException(err2)
+			if err2 := _exc124.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
+				_write_err123 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err113 == nil && err2 != nil {
-				_write_err113 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
+				_write_err123 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err113 == nil && err2 != nil {
-				_write_err113 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
+				_write_err123 = thrift.WrapTException(err2)
 			}
-			if _write_err113 != nil {
-				return false, thrift.WrapTException(_write_err113)
+			if _write_err123 != nil {
+				return false, thrift.WrapTException(_write_err123)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err113 = thrift.WrapTException(err2)
+		_write_err123 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err113 == nil && err2 != nil {
-		_write_err113 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
+		_write_err123 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err113 == nil && err2 != nil {
-		_write_err113 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
+		_write_err123 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err113 == nil && err2 != nil {
-		_write_err113 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
+		_write_err123 = thrift.WrapTException(err2)
 	}
-	if _write_err113 != nil {
-		return false, thrift.WrapTException(_write_err113)
+	if _write_err123 != nil {
+		return false, thrift.WrapTException(_write_err123)
 	}
 	return true, err
 }
@@ -10122,7 +10575,7 @@ type lanceMasterServiceProcessorGetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err115 error
+	var _write_err125 error
 	args := LanceMasterServiceGetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10172,21 +10625,21 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc116 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
+			_exc126 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err115 = thrift.WrapTException(err2)
+				_write_err125 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc116.Write(ctx, oprot); _write_err115 == nil && err2 != nil {
-				_write_err115 = thrift.WrapTException(err2)
+			if err2 := _exc126.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
+				_write_err125 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err115 == nil && err2 != nil {
-				_write_err115 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
+				_write_err125 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err115 == nil && err2 != nil {
-				_write_err115 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
+				_write_err125 = thrift.WrapTException(err2)
 			}
-			if _write_err115 != nil {
-				return false, thrift.WrapTException(_write_err115)
+			if _write_err125 != nil {
+				return false, thrift.WrapTException(_write_err125)
 			}
 			return true, err
 		}
@@ -10195,19 +10648,19 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err115 = thrift.WrapTException(err2)
+		_write_err125 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err115 == nil && err2 != nil {
-		_write_err115 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
+		_write_err125 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err115 == nil && err2 != nil {
-		_write_err115 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
+		_write_err125 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err115 == nil && err2 != nil {
-		_write_err115 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
+		_write_err125 = thrift.WrapTException(err2)
 	}
-	if _write_err115 != nil {
-		return false, thrift.WrapTException(_write_err115)
+	if _write_err125 != nil {
+		return false, thrift.WrapTException(_write_err125)
 	}
 	return true, err
 }
@@ -10217,7 +10670,7 @@ type lanceMasterServiceProcessorSetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err117 error
+	var _write_err127 error
 	args := LanceMasterServiceSetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10267,21 +10720,21 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc118 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
+			_exc128 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err117 = thrift.WrapTException(err2)
+				_write_err127 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc118.Write(ctx, oprot); _write_err117 == nil && err2 != nil {
-				_write_err117 = thrift.WrapTException(err2)
+			if err2 := _exc128.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
+				_write_err127 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err117 == nil && err2 != nil {
-				_write_err117 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
+				_write_err127 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err117 == nil && err2 != nil {
-				_write_err117 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
+				_write_err127 = thrift.WrapTException(err2)
 			}
-			if _write_err117 != nil {
-				return false, thrift.WrapTException(_write_err117)
+			if _write_err127 != nil {
+				return false, thrift.WrapTException(_write_err127)
 			}
 			return true, err
 		}
@@ -10290,19 +10743,19 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err117 = thrift.WrapTException(err2)
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err117 == nil && err2 != nil {
-		_write_err117 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err117 == nil && err2 != nil {
-		_write_err117 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err117 == nil && err2 != nil {
-		_write_err117 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if _write_err117 != nil {
-		return false, thrift.WrapTException(_write_err117)
+	if _write_err127 != nil {
+		return false, thrift.WrapTException(_write_err127)
 	}
 	return true, err
 }
@@ -10312,7 +10765,7 @@ type lanceMasterServiceProcessorListOptions struct {
 }
 
 func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err119 error
+	var _write_err129 error
 	args := LanceMasterServiceListOptionsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10362,21 +10815,21 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc120 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
+			_exc130 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err119 = thrift.WrapTException(err2)
+				_write_err129 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc120.Write(ctx, oprot); _write_err119 == nil && err2 != nil {
-				_write_err119 = thrift.WrapTException(err2)
+			if err2 := _exc130.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
+				_write_err129 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err119 == nil && err2 != nil {
-				_write_err119 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
+				_write_err129 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err119 == nil && err2 != nil {
-				_write_err119 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
+				_write_err129 = thrift.WrapTException(err2)
 			}
-			if _write_err119 != nil {
-				return false, thrift.WrapTException(_write_err119)
+			if _write_err129 != nil {
+				return false, thrift.WrapTException(_write_err129)
 			}
 			return true, err
 		}
@@ -10385,19 +10838,19 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.REPLY, seqId); err2 != nil {
-		_write_err119 = thrift.WrapTException(err2)
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err119 == nil && err2 != nil {
-		_write_err119 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err119 == nil && err2 != nil {
-		_write_err119 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err119 == nil && err2 != nil {
-		_write_err119 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if _write_err119 != nil {
-		return false, thrift.WrapTException(_write_err119)
+	if _write_err129 != nil {
+		return false, thrift.WrapTException(_write_err129)
 	}
 	return true, err
 }
@@ -10407,7 +10860,7 @@ type lanceMasterServiceProcessorListPeers struct {
 }
 
 func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err121 error
+	var _write_err131 error
 	args := LanceMasterServiceListPeersArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10457,21 +10910,21 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc122 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
+			_exc132 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err121 = thrift.WrapTException(err2)
+				_write_err131 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc122.Write(ctx, oprot); _write_err121 == nil && err2 != nil {
-				_write_err121 = thrift.WrapTException(err2)
+			if err2 := _exc132.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
+				_write_err131 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err121 == nil && err2 != nil {
-				_write_err121 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
+				_write_err131 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err121 == nil && err2 != nil {
-				_write_err121 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
+				_write_err131 = thrift.WrapTException(err2)
 			}
-			if _write_err121 != nil {
-				return false, thrift.WrapTException(_write_err121)
+			if _write_err131 != nil {
+				return false, thrift.WrapTException(_write_err131)
 			}
 			return true, err
 		}
@@ -10480,19 +10933,19 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.REPLY, seqId); err2 != nil {
-		_write_err121 = thrift.WrapTException(err2)
+		_write_err131 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err121 == nil && err2 != nil {
-		_write_err121 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err121 == nil && err2 != nil {
-		_write_err121 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err121 == nil && err2 != nil {
-		_write_err121 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
 	}
-	if _write_err121 != nil {
-		return false, thrift.WrapTException(_write_err121)
+	if _write_err131 != nil {
+		return false, thrift.WrapTException(_write_err131)
 	}
 	return true, err
 }
@@ -10502,7 +10955,7 @@ type lanceMasterServiceProcessorTransferLeader struct {
 }
 
 func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err123 error
+	var _write_err133 error
 	args := LanceMasterServiceTransferLeaderArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10552,21 +11005,21 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc124 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
+			_exc134 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err123 = thrift.WrapTException(err2)
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc124.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
-				_write_err123 = thrift.WrapTException(err2)
+			if err2 := _exc134.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
-				_write_err123 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
-				_write_err123 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if _write_err123 != nil {
-				return false, thrift.WrapTException(_write_err123)
+			if _write_err133 != nil {
+				return false, thrift.WrapTException(_write_err133)
 			}
 			return true, err
 		}
@@ -10575,19 +11028,19 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.REPLY, seqId); err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if _write_err123 != nil {
-		return false, thrift.WrapTException(_write_err123)
+	if _write_err133 != nil {
+		return false, thrift.WrapTException(_write_err133)
 	}
 	return true, err
 }
@@ -10597,7 +11050,7 @@ type lanceMasterServiceProcessorForwardApply struct {
 }
 
 func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err125 error
+	var _write_err135 error
 	args := LanceMasterServiceForwardApplyArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10647,21 +11100,21 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc126 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
+			_exc136 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err125 = thrift.WrapTException(err2)
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc126.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
-				_write_err125 = thrift.WrapTException(err2)
+			if err2 := _exc136.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
-				_write_err125 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
-				_write_err125 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if _write_err125 != nil {
-				return false, thrift.WrapTException(_write_err125)
+			if _write_err135 != nil {
+				return false, thrift.WrapTException(_write_err135)
 			}
 			return true, err
 		}
@@ -10670,19 +11123,19 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.REPLY, seqId); err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if _write_err125 != nil {
-		return false, thrift.WrapTException(_write_err125)
+	if _write_err135 != nil {
+		return false, thrift.WrapTException(_write_err135)
 	}
 	return true, err
 }
@@ -12758,6 +13211,347 @@ func (p *LanceMasterServiceCancelJobResult) String() string {
 
 // Attributes:
 //   - Catalog
+//   - Db
+//   - Table
+type LanceMasterServiceInspectDatasetArgs struct {
+	Catalog string `thrift:"catalog,1" db:"catalog" json:"catalog"`
+	Db      string `thrift:"db,2" db:"db" json:"db"`
+	Table   string `thrift:"table,3" db:"table" json:"table"`
+}
+
+func NewLanceMasterServiceInspectDatasetArgs() *LanceMasterServiceInspectDatasetArgs {
+	return &LanceMasterServiceInspectDatasetArgs{}
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) GetCatalog() string {
+	return p.Catalog
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) GetDb() string {
+	return p.Db
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) GetTable() string {
+	return p.Table
+}
+func (p *LanceMasterServiceInspectDatasetArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Catalog = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Db = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Table = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "inspectDataset_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "catalog", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:catalog: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Catalog)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.catalog (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:catalog: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "db", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:db: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Db)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.db (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:db: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "table", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:table: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Table)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.table (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:table: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceInspectDatasetArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceInspectDatasetArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceInspectDatasetResult struct {
+	Success *TDatasetView `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError  `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceInspectDatasetResult() *LanceMasterServiceInspectDatasetResult {
+	return &LanceMasterServiceInspectDatasetResult{}
+}
+
+var LanceMasterServiceInspectDatasetResult_Success_DEFAULT *TDatasetView
+
+func (p *LanceMasterServiceInspectDatasetResult) GetSuccess() *TDatasetView {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceInspectDatasetResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceInspectDatasetResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceInspectDatasetResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceInspectDatasetResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceInspectDatasetResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceInspectDatasetResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceInspectDatasetResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TDatasetView{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "inspectDataset_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceInspectDatasetResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceInspectDatasetResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceInspectDatasetResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceInspectDatasetResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Catalog
 type LanceMasterServiceCreateCatalogArgs struct {
 	Catalog *TCatalog `thrift:"catalog,1" db:"catalog" json:"catalog"`
 }
@@ -13169,11 +13963,11 @@ func (p *LanceMasterServiceListCatalogsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TCatalog, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem127 := &TCatalog{}
-		if err := _elem127.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem127), err)
+		_elem137 := &TCatalog{}
+		if err := _elem137.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem137), err)
 		}
-		p.Success = append(p.Success, _elem127)
+		p.Success = append(p.Success, _elem137)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -14135,11 +14929,11 @@ func (p *LanceMasterServiceListBackendsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TBackend, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem128 := &TBackend{}
-		if err := _elem128.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem128), err)
+		_elem138 := &TBackend{}
+		if err := _elem138.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem138), err)
 		}
-		p.Success = append(p.Success, _elem128)
+		p.Success = append(p.Success, _elem138)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -15134,11 +15928,11 @@ func (p *LanceMasterServiceListOptionsResult) ReadField0(ctx context.Context, ip
 	tSlice := make([]*TOption, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem129 := &TOption{}
-		if err := _elem129.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem129), err)
+		_elem139 := &TOption{}
+		if err := _elem139.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem139), err)
 		}
-		p.Success = append(p.Success, _elem129)
+		p.Success = append(p.Success, _elem139)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
