@@ -95,6 +95,7 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	// Daemon commands. They inherit the persistent flags above: do not reuse
 	// the -o shorthand.
 	root.AddCommand(newServeCmd())
+	root.AddCommand(newBackendCmd())
 	return root
 }
 

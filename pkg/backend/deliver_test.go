@@ -1,0 +1,166 @@
+package backend
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/backend/frame"
+)
+
+// The report is in the outbox before the first delivery attempt: the
+// master checks the agent's outbox when the first report arrives.
+func TestReportStoredBeforeFirstDelivery(t *testing.T) {
+	m := newFakeMaster(t)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
+	var inOutbox []bool
+	m.onReport = func() { inOutbox = append(inOutbox, slices.Contains(outboxIDs(t, h.a), "inv")) }
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { return m.callCount() == 1 }, "no report arrived")
+	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "the delivered report was not acknowledged")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(inOutbox) != 1 || !inOutbox[0] {
+		t.Fatal("the report reached a master before it was in the outbox")
+	}
+	if r := m.results[0]; r.GetResultCode() != wire.TLanceIndexJobResultCode_NATIVE_OK || r.GetInvocationSecret() != testSecret ||
+		r.BeProcessEpoch != h.a.Epoch() || r.GetTerminationProof() != wire.TLanceIndexTerminationProof_CHILD_REAPED {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+// Masters unreachable: the finished report waits in the outbox, and the
+// invocation is FINISHED meanwhile.
+func TestUndeliveredReportWaitsInTheOutbox(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Masters = []string{closedAddr(t)} })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
+	time.Sleep(50 * time.Millisecond) // several failed rounds
+	if ids := outboxIDs(t, h.a); len(ids) != 1 || ids[0] != "inv" {
+		t.Fatalf("outbox %v, want [inv]", ids)
+	}
+}
+
+func TestDeliveryFollowsNotLeaderAndRetries(t *testing.T) {
+	follower := newFakeMaster(t, wire.TStatusCode_NOT_LEADER)
+	leader := newFakeMaster(t, wire.TStatusCode_SERVICE_UNAVAILABLE, wire.TStatusCode_INTERNAL_ERROR, wire.TStatusCode_OK)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{closedAddr(t), follower.Addr(), leader.Addr()} })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 && leader.callCount() == 3 }, "the report was not delivered")
+	if follower.callCount() != 3 {
+		t.Fatalf("the follower was asked %d times, want once per round (3)", follower.callCount())
+	}
+	// The master that took it is asked first next time.
+	if got := h.a.dlv.order(); got[0] != leader.Addr() {
+		t.Fatalf("targets %v: the accepting master should come first", got)
+	}
+	h.submit(h.dispatch("inv2", 1))
+	eventually(t, func() bool { return leader.callCount() == 4 }, "the second report was not delivered")
+	if follower.callCount() != 3 {
+		t.Fatal("the second report went to the follower first")
+	}
+}
+
+func TestDeliveryGivesUp(t *testing.T) {
+	for _, code := range []wire.TStatusCode{wire.TStatusCode_STALE_REPORT, wire.TStatusCode_UNAUTHENTICATED, wire.TStatusCode_INVALID_ARGUMENT} {
+		t.Run(code.String(), func(t *testing.T) {
+			m := newFakeMaster(t, code)
+			h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
+			h.ready(1)
+			h.submit(h.dispatch("inv", 1))
+			eventually(t, func() bool { return m.callCount() == 1 && len(outboxIDs(t, h.a)) == 0 }, "not given up")
+			time.Sleep(30 * time.Millisecond)
+			if m.callCount() != 1 {
+				t.Fatalf("%d calls after a give-up status, want 1", m.callCount())
+			}
+		})
+	}
+}
+
+// Heartbeats name the masters; they replace the configured report targets.
+func TestHeartbeatSetsReportTargets(t *testing.T) {
+	m := newFakeMaster(t)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{closedAddr(t)} })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
+	h.heartbeat(1, m.Addr())
+	eventually(t, func() bool { return m.callCount() == 1 && len(outboxIDs(t, h.a)) == 0 }, "not delivered to the heartbeat's master")
+}
+
+// No trusted result but a proof: the proof goes by a termination report.
+func TestProofOnlyGoesAsTermination(t *testing.T) {
+	m := newFakeMaster(t)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
+	h.runner.setScript(func(context.Context, *frame.Request) Outcome {
+		return Outcome{Proof: ProofChildReaped, Failure: "deadline passed; killed", Signal: "SIGKILL"}
+	})
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { return m.callCount() == 1 }, "no report")
+	results, terms := m.received()
+	if len(results) != 0 || len(terms) != 1 {
+		t.Fatalf("results %d terminations %d", len(results), len(terms))
+	}
+	tr := terms[0]
+	if tr.Proof != wire.TLanceIndexTerminationProof_CHILD_REAPED || tr.GetInvocationSecret() != testSecret ||
+		tr.JobID != 11 || tr.DispatchRevision != 2 || tr.InvocationID != "inv" || tr.BeProcessEpoch != h.a.Epoch() {
+		t.Fatalf("termination %+v", tr)
+	}
+	st := h.state(1, "inv")
+	if st.Result_ == nil || st.Result_.ResultCode != nil || st.Result_.GetSanitizedMessage() == "" {
+		t.Fatalf("query: %+v", st.Result_)
+	}
+}
+
+// Neither a result nor a proof: nothing to report; query still says FINISHED.
+func TestNothingToReport(t *testing.T) {
+	m := newFakeMaster(t)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
+	h.runner.setScript(func(context.Context, *frame.Request) Outcome { return Outcome{Failure: "lost the child"} })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	st := h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
+	if st.TerminationProof != nil || st.Result_.ResultCode != nil {
+		t.Fatalf("status %+v", st)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if m.callCount() != 0 || len(outboxIDs(t, h.a)) != 0 {
+		t.Fatalf("calls %d, outbox %v", m.callCount(), outboxIDs(t, h.a))
+	}
+}
+
+func TestResultCodes(t *testing.T) {
+	proof := func(p Proof) Outcome { return Outcome{Proof: p} }
+	for _, tc := range []struct {
+		name      string
+		out       Outcome
+		wantCode  *wire.TLanceIndexJobResultCode
+		wantProof *wire.TLanceIndexTerminationProof
+	}{
+		{"commit conflict", Outcome{Proof: ProofChildReaped, Result: &frame.Result{Mode: frame.ModeBuild, ResultCode: "NATIVE_COMMIT_CONFLICT"}},
+			wire.TLanceIndexJobResultCodePtr(wire.TLanceIndexJobResultCode_NATIVE_COMMIT_CONFLICT), wire.TLanceIndexTerminationProofPtr(wire.TLanceIndexTerminationProof_CHILD_REAPED)},
+		{"stale admission, no proof", Outcome{Result: &frame.Result{ResultCode: "PRE_INVOCATION_STALE_ADMISSION"}},
+			wire.TLanceIndexJobResultCodePtr(wire.TLanceIndexJobResultCode_PRE_INVOCATION_STALE_ADMISSION), nil},
+		{"unknown name", Outcome{Proof: ProofChildReaped, Result: &frame.Result{ResultCode: "NATIVE_MAYBE"}},
+			nil, wire.TLanceIndexTerminationProofPtr(wire.TLanceIndexTerminationProof_CHILD_REAPED)},
+		{"inspect frame to a build", Outcome{Result: &frame.Result{Mode: frame.ModeInspect, OK: true}}, nil, nil},
+		{"never launched", proof(ProofNeverLaunched), wire.TLanceIndexJobResultCodePtr(wire.TLanceIndexJobResultCode_PRE_INVOCATION_RESOURCE_REJECTED),
+			wire.TLanceIndexTerminationProofPtr(wire.TLanceIndexTerminationProof_NEVER_LAUNCHED)},
+		{"no result, no proof", proof(ProofNone), nil, nil},
+	} {
+		d := (&harness{a: &Agent{epoch: 5}}).dispatch("inv", 1)
+		r := reportFromOutcome(d, 5, tc.out, newScrubber(nil))
+		if (r.ResultCode == nil) != (tc.wantCode == nil) || (r.ResultCode != nil && *r.ResultCode != *tc.wantCode) {
+			t.Errorf("%s: code %v, want %v", tc.name, r.ResultCode, tc.wantCode)
+		}
+		if (r.TerminationProof == nil) != (tc.wantProof == nil) || (r.TerminationProof != nil && *r.TerminationProof != *tc.wantProof) {
+			t.Errorf("%s: proof %v, want %v", tc.name, r.TerminationProof, tc.wantProof)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package supervisor
+
+// Test workers: the test binary re-executed. LM_SUPERVISOR_TEST_WORKER=1
+// makes it a worker that reads its request frame and acts on
+// request.IndexName; =sleeper makes it a descendant that ignores SIGTERM and
+// sleeps. request.DatasetURI names a scratch directory for handshakes with
+// the test (ready / release files).
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/backend/frame"
+)
+
+const (
+	workerEnv   = "LM_SUPERVISOR_TEST_WORKER"
+	noHelperEnv = "LM_SUPERVISOR_TEST_NO_HELPER"
+	tokenEnv    = "LM_SUPERVISOR_TEST_TOKEN"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(noHelperEnv) != "" {
+		os.Exit(3) // a main() that forgot MaybeRunHelper
+	}
+	MaybeRunHelper()
+	switch os.Getenv(workerEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "sleeper":
+		sleeper()
+	default:
+		os.Exit(worker())
+	}
+}
+
+// sleeper ignores SIGTERM, announces itself in $LM_DIR, and sleeps.
+func sleeper() {
+	signal.Ignore(syscall.SIGTERM)
+	if d := os.Getenv("LM_DIR"); d != "" {
+		_ = os.WriteFile(filepath.Join(d, "sleeper-"+strconv.Itoa(os.Getpid())), nil, 0o644)
+	}
+	time.Sleep(time.Hour)
+	os.Exit(0)
+}
+
+func writeResult(msg string) {
+	_ = frame.Write(os.Stdout, &frame.Result{Protocol: frame.Protocol, Mode: frame.ModeBuild, ResultCode: "OK", Message: msg}, frame.MaxResultBytes)
+}
+
+// spawnSleepers starts n same-group sleepers and, if escape, one more in
+// its own session; it waits until all have announced themselves (so they
+// ignore SIGTERM) and prints their pids to stderr.
+func spawnSleepers(dir string, n int, escape bool) {
+	start := func(setsid bool) {
+		cmd := exec.Command("/proc/self/exe")
+		cmd.Env = append(os.Environ(), workerEnv+"=sleeper", "LM_DIR="+dir)
+		cmd.Stderr = os.Stderr // holds the stderr pipe open while alive
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "spawn sleeper:", err)
+			os.Exit(20)
+		}
+		fmt.Fprintf(os.Stderr, "sleeper %d setsid=%v\n", cmd.Process.Pid, setsid)
+	}
+	total := n
+	for i := 0; i < n; i++ {
+		start(false)
+	}
+	if escape {
+		start(true)
+		total++
+	}
+	for {
+		m, _ := filepath.Glob(filepath.Join(dir, "sleeper-*"))
+		if len(m) >= total {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func waitFile(path string) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+}
+
+func ready(dir string) { _ = os.WriteFile(filepath.Join(dir, "ready"), nil, 0o644) }
+
+func worker() int {
+	var req frame.Request
+	if err := frame.Read(bufio.NewReader(os.Stdin), &req, frame.MaxRequestBytes); err != nil {
+		fmt.Fprintln(os.Stderr, "read request:", err)
+		return 10
+	}
+	dir := req.DatasetURI
+	switch req.IndexName {
+	case "echo":
+		writeResult(req.InvocationID)
+	case "exit3":
+		writeResult("bye")
+		return 3
+	case "noframe":
+	case "malformed":
+		_, _ = os.Stdout.Write([]byte{0, 0, 0, 10})
+		_, _ = os.Stdout.WriteString("not json!!")
+	case "oversized":
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], frame.MaxResultBytes+1)
+		_, _ = os.Stdout.Write(n[:])
+		_, _ = os.Stdout.Write(make([]byte, frame.MaxResultBytes+1))
+	case "trailing":
+		writeResult("ok")
+		_, _ = os.Stdout.WriteString("extra")
+	case "flood":
+		line := strings.Repeat("x", 1023) + "\n"
+		for i := 0; i < 8<<10; i++ { // 8 MiB
+			_, _ = os.Stderr.WriteString(line)
+		}
+		_, _ = os.Stderr.WriteString("tail-marker\n")
+		writeResult("flooded")
+	case "secret":
+		sec := req.StorageOptions["aws_secret_access_key"]
+		fmt.Fprintf(os.Stderr, "connecting with key=%s\nagain %s!\n", sec, sec)
+		ready(dir)
+		waitFile(filepath.Join(dir, "release"))
+		writeResult("used " + sec)
+		_, _ = os.Stderr.WriteString("cut short: " + sec[:len(sec)/2])
+	case "oom":
+		var keep [][]byte
+		for i := 0; i < 4096; i++ { // up to 4 GiB, every page touched
+			b := make([]byte, 1<<20)
+			for j := 0; j < len(b); j += 4096 {
+				b[j] = 1
+			}
+			keep = append(keep, b)
+		}
+		writeResult(fmt.Sprint(len(keep)))
+	case "whereami":
+		b, _ := json.Marshal(whereami())
+		writeResult(string(b))
+	case "hang":
+		time.Sleep(time.Hour)
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		ready(dir)
+		time.Sleep(time.Hour)
+	case "grandchildren":
+		spawnSleepers(dir, 2, true)
+		ready(dir)
+		time.Sleep(time.Hour)
+	case "linger":
+		spawnSleepers(dir, 1, true)
+		writeResult("done")
+	case "segv":
+		_ = syscall.Exec("/bin/sh", []string{"sh", "-c", "kill -SEGV $$"}, os.Environ())
+		return 11
+	case "abort":
+		_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+		debug.SetTraceback("crash")
+		panic("test worker aborts")
+	default:
+		fmt.Fprintln(os.Stderr, "unknown behaviour", req.IndexName)
+		return 12
+	}
+	return 0
+}
+
+// whereami reports the worker's own cgroups and the limits it finds there.
+func whereami() map[string]string {
+	res := map[string]string{}
+	self, _ := selfCgroups()
+	mounts, _ := readMountInfo()
+	read := func(path string) string { b, _ := os.ReadFile(path); return strings.TrimSpace(string(b)) }
+	if m, ok := v1Mount(mounts, "memory"); ok {
+		d := hostDir(m, self["memory"])
+		res["memory_cgroup"], res["memory_limit"] = d, read(filepath.Join(d, "memory.limit_in_bytes"))
+	}
+	if m, ok := v1Mount(mounts, "pids"); ok {
+		d := hostDir(m, self["pids"])
+		res["pids_cgroup"], res["pids_limit"] = d, read(filepath.Join(d, "pids.max"))
+	}
+	for _, m := range mounts {
+		if p, ok := self[""]; ok && m.fstype == "cgroup2" {
+			d := hostDir(m, p)
+			res["v2_cgroup"] = d
+			if v := read(filepath.Join(d, "memory.max")); v != "" {
+				res["memory_limit"], res["pids_limit"] = v, read(filepath.Join(d, "pids.max"))
+			}
+			break
+		}
+	}
+	return res
+}
