@@ -12,7 +12,7 @@ CLUSTER := deploy/local/cluster.sh
 GO_SOURCES = $(shell find . -name '*.go' -not -path './gen-go/*' -not -path './.git/*' \
                -not -path '*/node_modules/*' -not -path './deploy/local/.state/*')
 
-.PHONY: build test gen bench demo demo-down vet fmt fmt-check clean
+.PHONY: build test gen bench setup demo demo-down vet fmt fmt-check clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lancemaster
@@ -46,18 +46,15 @@ fmt:
 bench:
 	$(GO) run ./cmd/lancemaster-bench $(BENCH_ARGS)
 
-# A local three-master cluster on 127.0.0.1 (see the header of deploy/local/cluster.sh).
+# Install the builder's pinned npm packages (builders/lancedb/package-lock.json).
+setup:
+	cd builders/lancedb && npm ci --no-audit --no-fund
+
+# The whole thing on 127.0.0.1: three masters, a backend, a real dataset and
+# real IVF_PQ and BTREE builds to COMMITTED / DONE (deploy/local/demo.sh).
 demo: build
-	LANCEMASTER_BIN=$(CURDIR)/$(BIN) $(CLUSTER) up
-	@echo
-	@echo "Try (after the export above):"
-	@echo "  $(BIN) operator raft list-peers"
-	@echo "  $(BIN) config list"
-	@echo "  $(BIN) catalogs create lake --root /tmp/lake"
-	@echo "  $(BIN) catalogs list -o json"
-	@echo "  $(BIN) jobs list"
-	@echo "  $(BIN) operator raft transfer-leader"
-	@echo "Status: $(CLUSTER) status    Stop: make demo-down"
+	@[ -d builders/lancedb/node_modules/@lancedb/lancedb ] || $(MAKE) setup
+	LANCEMASTER_BIN=$(CURDIR)/$(BIN) deploy/local/demo.sh
 
 demo-down:
 	LANCEMASTER_BIN=$(CURDIR)/$(BIN) $(CLUSTER) down

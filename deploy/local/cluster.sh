@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# A local three-master lancemaster cluster on 127.0.0.1, for trying things out.
+# A local lancemaster cluster on 127.0.0.1, for trying things out: three
+# masters and one backend agent.
 #
-#   deploy/local/cluster.sh up      start master1..3, wait until they answer
+#   deploy/local/cluster.sh up      start master1..3 and backend1, wait until they answer
 #   deploy/local/cluster.sh status  which masters run, and the raft peers
 #   deploy/local/cluster.sh down    stop them (TERM, then KILL) and delete the state
 #
 # It builds nothing: it runs $LANCEMASTER_BIN, or bin/lancemaster of this
 # checkout (`make build`; `make demo` does both).
 #
-# Ports: raft 7101-7103, rpc (admin API, reports) 7201-7203, http 7301-7303.
+# Ports: raft 7101-7103, rpc (admin API, reports) 7201-7203, http 7301-7303,
+# backend 7401.
 # State: deploy/local/.state/ (git-ignored): masterN/ is the data dir passed
 # as --data-dir, masterN.log the log, masterN.pid the pid, secrets/ the
 # secrets dir. Every master runs with deploy/local/ as its working directory,
@@ -26,9 +28,11 @@ bin=${LANCEMASTER_BIN:-$root/bin/lancemaster}
 start_timeout=${LANCEMASTER_START_TIMEOUT:-60}
 stop_timeout=${LANCEMASTER_STOP_TIMEOUT:-20}
 
-nodes=(master1 master2 master3)
+masters=(master1 master2 master3)
+nodes=(master1 master2 master3 backend1)
 rpc_addrs=(127.0.0.1:7201 127.0.0.1:7202 127.0.0.1:7203)
-all_ports=(7101 7102 7103 7201 7202 7203 7301 7302 7303)
+backend_addr=127.0.0.1:7401
+all_ports=(7101 7102 7103 7201 7202 7203 7301 7302 7303 7401)
 addr_list=$(IFS=,; echo "${rpc_addrs[*]}")
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
@@ -37,7 +41,15 @@ need_bin() {
   [ -x "$bin" ] || die "no lancemaster binary at $bin: run 'make build' or set LANCEMASTER_BIN"
 }
 
-# pid_of NODE prints the node's pid if it is alive and still our master
+# config_of NODE is the node's config file.
+config_of() {
+  case "$1" in
+    backend1) echo "$here/backend.yaml" ;;
+    *) echo "$here/$1.yaml" ;;
+  esac
+}
+
+# pid_of NODE prints the node's pid if it is alive and still our process
 # (the pid file may be stale and the pid reused by another process).
 pid_of() {
   local pidfile="$state/$1.pid" pid
@@ -45,7 +57,7 @@ pid_of() {
   pid=$(cat "$pidfile" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--config $here/$1.yaml" || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--config $(config_of "$1") " || return 1
   echo "$pid"
 }
 
@@ -60,9 +72,11 @@ list_peers() {
   "$bin" --address "$addr" --timeout 3s operator raft list-peers "$@"
 }
 
-# ready: every master answers list-peers and one of them knows a leader.
+# ready: every master answers list-peers, one of them knows a leader, and the
+# backend accepts connections.
 ready() {
   local addr out leader=no
+  port_in_use "${backend_addr##*:}" || return 1
   for addr in "${rpc_addrs[@]}"; do
     out=$(list_peers "$addr" -o json 2>/dev/null) || return 1
     if grep -Eq '"leader_id": *"[^"]+"' <<<"$out"; then
@@ -129,11 +143,19 @@ cmd_up() {
   for i in "${!nodes[@]}"; do
     node=${nodes[$i]}
     mkdir -p "$state/$node"
-    # exec: the pid recorded is the master's own, not a subshell's.
-    (cd "$here" && exec nohup "$bin" serve --config "$here/$node.yaml" --data-dir "$state/$node") \
-      >>"$state/$node.log" 2>&1 </dev/null &
-    echo $! >"$state/$node.pid"
-    echo "started $node (pid $!, rpc ${rpc_addrs[$i]}, log $state/$node.log)"
+    # exec: the pid recorded is the process's own, not a subshell's. The
+    # trailing --log-format keeps "--config FILE " matchable by pid_of.
+    if [ "$node" = backend1 ]; then
+      (cd "$here" && exec nohup "$bin" backend --config "$(config_of "$node")" --data-dir "$state/$node" --log-format console) \
+        >>"$state/$node.log" 2>&1 </dev/null &
+      echo $! >"$state/$node.pid"
+      echo "started $node (pid $!, rpc $backend_addr, log $state/$node.log)"
+    else
+      (cd "$here" && exec nohup "$bin" serve --config "$(config_of "$node")" --data-dir "$state/$node" --log-format console) \
+        >>"$state/$node.log" 2>&1 </dev/null &
+      echo $! >"$state/$node.pid"
+      echo "started $node (pid $!, rpc ${rpc_addrs[$i]}, log $state/$node.log)"
+    fi
   done
 
   # Interrupted while waiting: do not leave half a cluster behind.
@@ -162,7 +184,8 @@ cmd_up() {
   echo
   list_peers "$addr_list"
   echo
-  echo "The cluster is up. Point the CLI at it with:"
+  echo "The cluster is up (backend at $backend_addr: register it with 'backends add $backend_addr')."
+  echo "Point the CLI at it with:"
   echo "export LANCEMASTER_ADDR=$addr_list"
 }
 

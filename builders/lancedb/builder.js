@@ -1,0 +1,493 @@
+#!/usr/bin/env node
+// builder.js: lancemaster's one-shot Lance index worker (docs/builder.md).
+//
+// The backend agent starts it once per invocation, writes ONE request frame
+// to its stdin and reads ONE result frame from its stdout
+// (pkg/backend/frame): a 4-byte big-endian length, then that many bytes of
+// UTF-8 JSON. Diagnostics go to stderr only, and never carry a storage
+// option value or the request.
+//
+// Exit codes:
+//   0  a result frame was written (whatever it says, success or failure)
+//   2  the request frame was unusable (bad or oversized length prefix,
+//      truncated, not UTF-8 JSON, not an object, wrong protocol, unknown
+//      mode): nothing is written to stdout
+//   3  the result frame could not be written (encoding above the 256 KiB
+//      bound, or stdout failed): stdout holds no complete frame
+//   other (1, signals)  the builder crashed; stdout holds no complete frame
+"use strict";
+
+const util = require("node:util");
+const lib = require("./lib.js");
+
+const { RC, IE, KIND, Failure } = lib;
+const EXIT_OK = 0;
+const EXIT_BAD_REQUEST = 2;
+const EXIT_NO_RESULT = 3;
+
+// ---- stdout discipline: only the result frame goes there --------------------
+
+const stdout = process.stdout;
+const writeStdout = stdout.write.bind(stdout);
+stdout.write = function redirected(chunk, encoding, cb) {
+  return process.stderr.write(chunk, encoding, cb);
+};
+for (const m of ["log", "info", "debug", "dir", "table", "trace"]) {
+  console[m] = (...args) => process.stderr.write(util.format(...args) + "\n");
+}
+
+// Quiet Lance's WARN lines unless the agent chose a level. Thread pools
+// (LANCE_CPU_THREADS, LANCE_IO_THREADS, RAYON_NUM_THREADS, UV_THREADPOOL_SIZE,
+// TOKIO_WORKER_THREADS) are the agent's to set; they are never touched here.
+if (!process.env.LANCEDB_LOG) process.env.LANCEDB_LOG = "error";
+
+let sanitize = lib.makeSanitizer(null);
+let resultWritten = false;
+let currentMode = "";
+
+function log(msg) {
+  process.stderr.write(`builder: ${lib.shortMessage(sanitize(msg))}\n`);
+}
+
+function finish(code) {
+  process.exit(code);
+}
+
+// writeResult encodes and writes the one result frame, then exits.
+function writeResult(result) {
+  if (resultWritten) return;
+  resultWritten = true;
+  let body;
+  try {
+    body = Buffer.from(JSON.stringify(result), "utf8");
+  } catch (e) {
+    log(`result cannot be encoded: ${e && e.message}`);
+    finish(EXIT_NO_RESULT);
+    return;
+  }
+  if (body.length > lib.MAX_RESULT_BYTES) {
+    log(`result is ${body.length} bytes; at most ${lib.MAX_RESULT_BYTES} are allowed; nothing written`);
+    finish(EXIT_NO_RESULT);
+    return;
+  }
+  const frame = Buffer.alloc(4 + body.length);
+  frame.writeUInt32BE(body.length, 0);
+  body.copy(frame, 4);
+  stdout.once("error", (e) => {
+    log(`stdout failed: ${e && e.code}`);
+    finish(EXIT_NO_RESULT);
+  });
+  writeStdout(frame, (err) => {
+    if (err) {
+      log(`stdout failed: ${err.code || err.message}`);
+      finish(EXIT_NO_RESULT);
+      return;
+    }
+    finish(EXIT_OK);
+  });
+}
+
+// ---- the request frame --------------------------------------------------------
+
+class BadRequest extends Error {}
+
+// readRequest reads exactly one frame from stdin: never more than
+// MAX_REQUEST_BYTES+4 bytes are kept, whatever the prefix claims. Bytes after
+// the frame are ignored; stdin is not read to its end.
+function readRequest() {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    let have = 0;
+    let need = -1;
+    let done = false;
+    const stdin = process.stdin;
+    const stop = (fn, v) => {
+      if (done) return;
+      done = true;
+      stdin.removeAllListeners("data");
+      stdin.removeAllListeners("end");
+      stdin.pause();
+      stdin.destroy();
+      fn(v);
+    };
+    stdin.on("data", (c) => {
+      if (done) return;
+      chunks.push(c);
+      have += c.length;
+      if (need < 0 && have >= 4) {
+        const head = Buffer.concat(chunks);
+        chunks.length = 0;
+        chunks.push(head);
+        need = head.readUInt32BE(0);
+        if (need === 0) return stop(reject, new BadRequest("request frame is empty (length prefix 0)"));
+        if (need > lib.MAX_REQUEST_BYTES) {
+          return stop(reject, new BadRequest(`request frame length prefix ${need} exceeds ${lib.MAX_REQUEST_BYTES}`));
+        }
+      }
+      if (need >= 0 && have >= 4 + need) {
+        const all = Buffer.concat(chunks);
+        if (all.length > 4 + need) log(`ignoring ${all.length - 4 - need} bytes after the request frame`);
+        stop(resolve, all.subarray(4, 4 + need));
+      }
+    });
+    stdin.on("end", () => {
+      stop(reject, new BadRequest(need < 0
+        ? `stdin ended after ${have} bytes, before a 4-byte length prefix`
+        : `stdin ended after ${have - 4} of ${need} request bytes`));
+    });
+    stdin.on("error", (e) => stop(reject, new BadRequest(`stdin failed: ${e.code || e.message}`)));
+  });
+}
+
+function decodeRequest(body) {
+  let text;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(body);
+  } catch (e) {
+    throw new BadRequest("request frame is not valid UTF-8");
+  }
+  let req;
+  try {
+    req = JSON.parse(text);
+  } catch (e) {
+    throw new BadRequest("request frame is not valid JSON");
+  }
+  if (req === null || typeof req !== "object" || Array.isArray(req)) throw new BadRequest("request frame is not a JSON object");
+  // Redact storage option values from here on, even if the request is refused.
+  sanitize = lib.makeSanitizer(req.storage_options);
+  if (req.protocol !== lib.PROTOCOL) throw new BadRequest(`request protocol ${JSON.stringify(req.protocol ?? null).slice(0, 16)} is not ${lib.PROTOCOL}`);
+  if (req.mode !== "build" && req.mode !== "inspect") throw new BadRequest("request mode is neither build nor inspect");
+  return req;
+}
+
+// ---- LanceDB -------------------------------------------------------------------
+
+let lancedb = null;
+
+function storageOptions(req) {
+  const so = req.storage_options;
+  if (so === undefined || so === null) return undefined;
+  if (typeof so !== "object" || Array.isArray(so)) throw new Failure(KIND.INVALID, "storage_options must be an object of strings");
+  for (const v of Object.values(so)) {
+    if (typeof v !== "string") throw new Failure(KIND.INVALID, "storage_options values must be strings");
+  }
+  return Object.keys(so).length ? { ...so } : undefined;
+}
+
+// openTable opens <parent>/<name>.lance at its latest version.
+async function openTable(req) {
+  const { parent, name } = lib.splitDatasetURI(req.dataset_uri);
+  const so = storageOptions(req);
+  if (!lancedb) lancedb = require("@lancedb/lancedb");
+  const db = await lancedb.connect(parent, so ? { storageOptions: so } : {});
+  const tbl = await db.openTable(name, undefined, so ? { storageOptions: so } : {});
+  return { db, tbl };
+}
+
+// errKind classifies an error: the builder's own Failures carry their kind;
+// anything else is classified from its (sanitized) message chain.
+function errKind(e) {
+  if (e instanceof Failure) return e.kind;
+  return lib.classify(sanitize(errText(e)));
+}
+
+function errText(e) {
+  if (e && typeof e.message === "string") return e.message;
+  return String(e);
+}
+
+function errMessage(e) {
+  return lib.shortMessage(sanitize(errText(e)));
+}
+
+async function readFields(tbl) {
+  const schema = await tbl.schema();
+  return schema.fields.map((f, i) => lib.canonicalField(f, i));
+}
+
+// ---- inspect ---------------------------------------------------------------------
+
+const INSPECT_CODE = {
+  [KIND.NOT_FOUND]: IE.NOT_FOUND,
+  [KIND.INVALID]: IE.INVALID_ARGUMENT,
+  [KIND.IO]: IE.IO,
+  [KIND.CREDENTIAL]: IE.IO,
+};
+
+async function inspect(req) {
+  const fail = (e) => ({
+    protocol: lib.PROTOCOL, mode: "inspect", ok: false,
+    error_code: INSPECT_CODE[errKind(e)] || IE.INTERNAL, message: errMessage(e),
+  });
+  let tbl;
+  try {
+    ({ tbl } = await openTable(req));
+    const version = await tbl.version();
+    const fields = await readFields(tbl);
+    const indexes = [];
+    for (const ix of await tbl.listIndices()) {
+      const type = lib.normalizeIndexType(ix.indexType);
+      let stats;
+      const details = ix.indexDetails && typeof ix.indexDetails === "object" ? ix.indexDetails : {};
+      if (lib.isVectorIndexType(type) && typeof details.metric_type !== "string") {
+        stats = await tbl.indexStats(ix.name);
+      }
+      indexes.push({
+        name: ix.name, index_type: type, columns: Array.isArray(ix.columns) ? ix.columns.map(String) : [],
+        properties_json: lib.indexProperties(details, stats),
+      });
+    }
+    return { protocol: lib.PROTOCOL, mode: "inspect", ok: true, dataset_version: version, fields, indexes };
+  } catch (e) {
+    log(`inspect failed: ${errText(e)}`);
+    return fail(e);
+  } finally {
+    if (tbl) try { tbl.close(); } catch (_) { /* closing is best effort */ }
+  }
+}
+
+// ---- build ------------------------------------------------------------------------
+
+const MUTATIONS = new Set(["CREATE", "REPLACE", "DROP"]);
+const BUILD_TYPES = new Set(["IVF_PQ", "BTREE", "BITMAP"]);
+
+function buildResult(code, message, extra) {
+  return { protocol: lib.PROTOCOL, mode: "build", result_code: code, message: lib.shortMessage(sanitize(message)), ...extra };
+}
+
+// Codes for errors before any mutating call (nothing can have committed).
+const PRE_TOUCH_CODE = {
+  [KIND.RESOURCE]: RC.RESOURCE_REJECTED,
+  [KIND.CREDENTIAL]: RC.CREDENTIAL_EXPIRED,
+  [KIND.NOT_FOUND]: RC.STALE, // the admitted dataset is gone
+  [KIND.INVALID]: RC.INVALID_ARGUMENT,
+  [KIND.NOT_SUPPORTED]: RC.NOT_SUPPORTED,
+  [KIND.IO]: RC.IO,
+  [KIND.INDEX]: RC.INDEX,
+  [KIND.COMMIT_CONFLICT]: RC.COMMIT_CONFLICT,
+  [KIND.ALREADY_EXISTS]: RC.COMMIT_CONFLICT,
+};
+
+// validateBuild checks the request's own fields (no I/O).
+function validateBuild(req) {
+  const mutation = String(req.mutation_type || "").toUpperCase();
+  if (!MUTATIONS.has(mutation)) throw new Failure(KIND.INVALID, "mutation_type must be CREATE, REPLACE or DROP");
+  if (typeof req.index_name !== "string" || req.index_name.trim() === "") throw new Failure(KIND.INVALID, "index_name is empty");
+  if (!Number.isSafeInteger(req.admitted_dataset_version) || req.admitted_dataset_version < 1) {
+    throw new Failure(KIND.INVALID, "admitted_dataset_version must be a positive integer");
+  }
+  const b = { mutation, indexName: req.index_name, admitted: req.admitted_dataset_version };
+  if (mutation === "DROP") return b;
+  if (typeof req.column_name !== "string" || req.column_name.trim() === "") throw new Failure(KIND.INVALID, "column_name is empty");
+  b.column = req.column_name;
+  b.indexType = String(req.index_type || "").toUpperCase();
+  if (!BUILD_TYPES.has(b.indexType)) {
+    throw new Failure(KIND.NOT_SUPPORTED, `index type ${JSON.stringify(String(req.index_type || "").slice(0, 32))} is not supported (want IVF_PQ, BTREE or BITMAP)`);
+  }
+  const props = lib.parseProperties(req.properties_json);
+  if (b.indexType === "IVF_PQ") {
+    b.ivfPq = lib.ivfPqOptions(props);
+  } else if (Object.keys(props).length) {
+    throw new Failure(KIND.INVALID, `${b.indexType} takes no properties`);
+  }
+  return b;
+}
+
+// findIndex: the exact name, else the only case-insensitive match.
+function findIndex(indexes, name) {
+  const exact = indexes.filter((ix) => ix.name === name);
+  if (exact.length) return { hit: exact[0] };
+  const lc = name.toLowerCase();
+  const folded = indexes.filter((ix) => String(ix.name).toLowerCase() === lc);
+  if (folded.length > 1) return { ambiguous: folded.length };
+  return { hit: folded[0] };
+}
+
+// latestVersion opens the dataset afresh and reads its latest version; null if it cannot.
+async function latestVersion(req) {
+  let tbl;
+  try {
+    ({ tbl } = await openTable(req));
+    return await tbl.version();
+  } catch (e) {
+    log(`re-reading the dataset version after a failure failed: ${errText(e)}`);
+    return null;
+  } finally {
+    if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
+  }
+}
+
+async function build(req) {
+  // 0. The request itself, and the admitted contract's version: no I/O.
+  let b;
+  try {
+    b = validateBuild(req);
+  } catch (e) {
+    return buildResult(PRE_TOUCH_CODE[errKind(e)] || RC.INVALID_ARGUMENT, errText(e));
+  }
+  let admittedContract = null;
+  if (b.mutation !== "DROP") {
+    const pc = lib.parseContract(req.schema_contract_json);
+    if (pc.unsupported) return buildResult(RC.UNSUPPORTED_CONTRACT, pc.unsupported);
+    admittedContract = pc.contract;
+  }
+
+  let tbl;
+  try {
+    // 1-3. Open, check the version, recompute the contract, resolve names:
+    // read-only, so nothing can have committed if any of this fails.
+    let plan;
+    try {
+      ({ tbl } = await openTable(req));
+      const current = await tbl.version();
+      if (current !== b.admitted) {
+        return buildResult(RC.STALE, `the dataset is at version ${current}; the job was admitted at version ${b.admitted}`);
+      }
+      plan = await planMutation(tbl, b, admittedContract);
+    } catch (e) {
+      const kind = errKind(e);
+      log(`build: failed before touching the dataset: ${errText(e)}`);
+      return buildResult(PRE_TOUCH_CODE[kind] || RC.INTERNAL, errText(e));
+    }
+    if (plan.result) return plan.result;
+
+    // 4. Act.
+    const started = Date.now();
+    try {
+      await plan.act();
+    } catch (e) {
+      return await actFailure(req, b, e);
+    }
+    let version;
+    try {
+      version = await tbl.version();
+    } catch (e) {
+      version = await latestVersion(req);
+    }
+    log(`build: ${b.mutation} ${b.indexType || ""} done in ${Date.now() - started} ms; dataset version ${version}`);
+    const extra = Number.isSafeInteger(version) && version > 0 ? { new_dataset_version: version } : {};
+    return buildResult(RC.OK, plan.done, extra);
+  } finally {
+    if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
+  }
+}
+
+// planMutation does the read-only checks of steps 3 and 4 and returns either
+// {result} (a pre-touch answer) or {act, done}.
+async function planMutation(tbl, b, admittedContract) {
+  const schema = await tbl.schema();
+  const indexes = await tbl.listIndices();
+  const found = findIndex(indexes, b.indexName);
+  if (found.ambiguous) {
+    return { result: buildResult(RC.INVALID_ARGUMENT, `index name ${JSON.stringify(b.indexName)} matches ${found.ambiguous} indexes that differ only in case`) };
+  }
+  if (b.mutation === "DROP") {
+    if (!found.hit) return { result: buildResult(RC.NOT_FOUND, `index ${JSON.stringify(b.indexName)} does not exist`) };
+    const name = found.hit.name;
+    return { act: () => tbl.dropIndex(name), done: `dropped index ${JSON.stringify(name)}` };
+  }
+
+  // 3. The schema contract of the column, recomputed at this version.
+  const col = lib.findColumn(schema.fields, b.column);
+  if (col.error) {
+    return { result: buildResult(RC.STALE, `column ${JSON.stringify(b.column)} ${col.error} at the admitted version`) };
+  }
+  const current = lib.contractOf(lib.canonicalField(col.field, col.pos));
+  const diff = lib.compareContracts(admittedContract, current);
+  if (diff) return { result: buildResult(RC.STALE, `the schema contract of column ${JSON.stringify(col.field.name)} changed: ${diff}`) };
+
+  // 4. Names and the index config.
+  let name = b.indexName;
+  if (found.hit) {
+    if (b.mutation === "CREATE") {
+      return { result: buildResult(RC.COMMIT_CONFLICT, `index ${JSON.stringify(found.hit.name)} already exists`) };
+    }
+    name = found.hit.name; // REPLACE keeps the stored spelling
+    const cols = Array.isArray(found.hit.columns) ? found.hit.columns : [];
+    if (cols.length !== 1 || cols[0] !== col.field.name) {
+      return { result: buildResult(RC.INVALID_ARGUMENT, `index ${JSON.stringify(name)} is on other columns; Lance cannot replace it with an index on ${JSON.stringify(col.field.name)}`) };
+    }
+  }
+  let config;
+  if (b.indexType === "IVF_PQ") config = lancedb.Index.ivfPq(b.ivfPq);
+  else if (b.indexType === "BTREE") config = lancedb.Index.btree();
+  else config = lancedb.Index.bitmap();
+  const replace = b.mutation === "REPLACE";
+  const verb = replace ? (found.hit ? "replaced" : "created (REPLACE)") : "created";
+  return {
+    act: () => tbl.createIndex(col.field.name, { name, replace, config }),
+    done: `${verb} ${b.indexType} index ${JSON.stringify(name)} on column ${JSON.stringify(col.field.name)}`,
+  };
+}
+
+// actFailure maps an error of createIndex/dropIndex. A code that classifies
+// NOT_COMMITTED is only answered when it is certain: Lance's own "already
+// exists" and commit-conflict errors are raised instead of a commit; a
+// credential or resource error only after a fresh read shows the dataset
+// still at the admitted version. Everything else classifies UNKNOWN.
+async function actFailure(req, b, e) {
+  const kind = errKind(e);
+  log(`build: ${b.mutation} failed: ${errText(e)}`);
+  const latest = await latestVersion(req);
+  const advanced = latest !== null && latest > b.admitted;
+  const unchanged = latest !== null && latest === b.admitted;
+  let code;
+  switch (kind) {
+    case KIND.ALREADY_EXISTS:
+      code = b.mutation === "CREATE" ? RC.COMMIT_CONFLICT : RC.INVALID_ARGUMENT;
+      break;
+    case KIND.COMMIT_CONFLICT:
+      code = RC.COMMIT_CONFLICT;
+      break;
+    case KIND.CREDENTIAL:
+      code = unchanged ? RC.CREDENTIAL_EXPIRED : RC.IO;
+      break;
+    case KIND.RESOURCE:
+      code = unchanged ? RC.RESOURCE_REJECTED : RC.INTERNAL;
+      break;
+    case KIND.NOT_FOUND: code = RC.NOT_FOUND; break;
+    case KIND.INVALID: code = RC.INVALID_ARGUMENT; break;
+    case KIND.NOT_SUPPORTED: code = RC.NOT_SUPPORTED; break;
+    case KIND.INDEX: code = RC.INDEX; break;
+    case KIND.IO: code = RC.IO; break;
+    default: code = RC.INTERNAL;
+  }
+  const extra = advanced ? { external_metadata_advanced: true } : {};
+  return buildResult(code, errText(e), extra);
+}
+
+// ---- main ----------------------------------------------------------------------------
+
+async function main() {
+  let req;
+  try {
+    req = decodeRequest(await readRequest());
+  } catch (e) {
+    if (e instanceof BadRequest) {
+      log(`refusing the request frame: ${e.message}`);
+      finish(EXIT_BAD_REQUEST);
+      return;
+    }
+    throw e;
+  }
+  currentMode = req.mode;
+  const t0 = Date.now();
+  const result = req.mode === "inspect" ? await inspect(req) : await build(req);
+  const what = req.mode === "inspect" ? (result.ok ? "ok" : result.error_code) : result.result_code;
+  log(`${req.mode}: ${what} in ${Date.now() - t0} ms`);
+  writeResult(result);
+}
+
+// A last resort: an unexpected JS error still yields a typed failure frame
+// (NATIVE_INTERNAL / INTERNAL) when the mode is known and none was written.
+function lastResort(e) {
+  log(`unexpected error: ${errText(e)}`);
+  if (resultWritten) return;
+  if (currentMode === "build") writeResult(buildResult(RC.INTERNAL, `unexpected builder error: ${errText(e)}`));
+  else if (currentMode === "inspect") writeResult({ protocol: lib.PROTOCOL, mode: "inspect", ok: false, error_code: IE.INTERNAL, message: errMessage(e) });
+  else finish(1);
+}
+
+process.on("uncaughtException", lastResort);
+process.on("unhandledRejection", lastResort);
+main().catch(lastResort);

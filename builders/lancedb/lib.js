@@ -1,0 +1,404 @@
+// lib.js: the pure parts of the builder (no I/O, no LanceDB): frame bounds,
+// dataset URI splitting, canonical Arrow types, the schema contract, index
+// type/properties normalization, error classification and message
+// sanitizing. builder.js does the I/O; test/lib.test.js tests these directly.
+// docs/builder.md documents every rule here.
+"use strict";
+
+const path = require("node:path");
+const { fileURLToPath } = require("node:url");
+
+const PROTOCOL = 1;
+const MAX_REQUEST_BYTES = 1 << 20; // frame.MaxRequestBytes
+const MAX_RESULT_BYTES = 256 << 10; // frame.MaxResultBytes
+const MAX_MESSAGE_BYTES = 1024; // the agent cuts messages to this; so do we
+const SCHEMA_CONTRACT_VERSION = 1;
+const MIN_REDACT_LEN = 4; // shorter storage option values are not searched for in messages
+
+// Result codes: idl/wire.thrift TLanceIndexJobResultCode names.
+const RC = Object.freeze({
+  STALE: "PRE_INVOCATION_STALE_ADMISSION",
+  UNSUPPORTED_CONTRACT: "PRE_INVOCATION_UNSUPPORTED_SCHEMA_CONTRACT",
+  CREDENTIAL_EXPIRED: "PRE_INVOCATION_CREDENTIAL_EXPIRED",
+  RESOURCE_REJECTED: "PRE_INVOCATION_RESOURCE_REJECTED",
+  OK: "NATIVE_OK",
+  COMMIT_CONFLICT: "NATIVE_COMMIT_CONFLICT",
+  NOT_FOUND: "NATIVE_NOT_FOUND",
+  INVALID_ARGUMENT: "NATIVE_INVALID_ARGUMENT",
+  NOT_SUPPORTED: "NATIVE_NOT_SUPPORTED",
+  INDEX: "NATIVE_INDEX",
+  IO: "NATIVE_IO",
+  INTERNAL: "NATIVE_INTERNAL",
+});
+
+// Inspect error codes.
+const IE = Object.freeze({ NOT_FOUND: "NOT_FOUND", INVALID_ARGUMENT: "INVALID_ARGUMENT", IO: "IO", INTERNAL: "INTERNAL" });
+
+// A typed failure raised by the builder itself (not by Lance).
+class Failure extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.kind = kind; // one of KIND
+  }
+}
+
+// Error kinds, what classify() tells. Build and inspect map them to codes.
+const KIND = Object.freeze({
+  RESOURCE: "resource",
+  CREDENTIAL: "credential",
+  COMMIT_CONFLICT: "commit_conflict",
+  ALREADY_EXISTS: "already_exists",
+  INVALID: "invalid",
+  NOT_SUPPORTED: "not_supported",
+  NOT_FOUND: "not_found",
+  INDEX: "index",
+  IO: "io",
+  INTERNAL: "internal",
+});
+
+// ---- dataset URI ----------------------------------------------------------
+
+const OBJECT_STORE_SCHEMES = new Set(["s3", "gs", "az"]);
+// LanceDB's table-name rule (openTable refuses anything else; "" panics).
+const TABLE_NAME = /^[A-Za-z0-9_.-]+$/;
+
+// splitDatasetURI turns <parent>/<name>.lance into {parent, name} for
+// connect(parent) + openTable(name). Throws Failure(INVALID) otherwise. The
+// messages never echo the URI.
+function splitDatasetURI(uri) {
+  if (typeof uri !== "string" || uri.trim() === "") throw new Failure(KIND.INVALID, "dataset_uri is empty");
+  if (/[\u0000-\u001f\u007f]/.test(uri)) throw new Failure(KIND.INVALID, "dataset_uri contains a control character");
+  const u = uri.trim();
+  const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/(.*)$/s.exec(u);
+  let parent;
+  let base;
+  if (!m) {
+    if (!u.startsWith("/")) throw new Failure(KIND.INVALID, "a dataset path without a scheme must be absolute");
+    const p = path.posix.normalize(u).replace(/\/+$/, "");
+    parent = path.posix.dirname(p);
+    base = path.posix.basename(p);
+  } else {
+    const scheme = m[1].toLowerCase();
+    if (/[?#]/.test(m[2])) throw new Failure(KIND.INVALID, "dataset_uri may not carry a query string or fragment");
+    if (scheme === "file") {
+      let p;
+      try {
+        p = fileURLToPath("file://" + m[2]);
+      } catch (e) {
+        throw new Failure(KIND.INVALID, "dataset_uri is not a valid local file:// URI");
+      }
+      p = path.posix.normalize(p).replace(/\/+$/, "");
+      parent = path.posix.dirname(p);
+      base = path.posix.basename(p);
+    } else if (OBJECT_STORE_SCHEMES.has(scheme)) {
+      const rest = m[2].replace(/\/+$/, "");
+      const slash = rest.indexOf("/");
+      if (slash <= 0) throw new Failure(KIND.INVALID, `a ${scheme}:// dataset_uri needs a bucket and a path ending in <name>.lance`);
+      const authority = rest.slice(0, slash);
+      if (authority.includes("@")) throw new Failure(KIND.INVALID, "dataset_uri may not carry user information");
+      const last = rest.lastIndexOf("/");
+      parent = `${scheme}://${rest.slice(0, last)}`;
+      base = rest.slice(last + 1);
+    } else {
+      throw new Failure(KIND.INVALID, `dataset_uri scheme "${scheme.slice(0, 16)}" is not supported (want an absolute path, file://, s3://, gs:// or az://)`);
+    }
+  }
+  if (!base.endsWith(".lance")) throw new Failure(KIND.INVALID, "dataset_uri must end in <name>.lance");
+  const name = base.slice(0, -".lance".length);
+  if (!TABLE_NAME.test(name)) {
+    throw new Failure(KIND.INVALID, "the dataset directory name (before .lance) may hold only letters, digits, '_', '-' and '.' (LanceDB's table-name rule)");
+  }
+  return { parent, name };
+}
+
+// ---- canonical Arrow types ------------------------------------------------
+
+// Arrow JS Type ids (apache-arrow 18): the base ids schema fields carry.
+const T = { Null: 1, Int: 2, Float: 3, Binary: 4, Utf8: 5, Bool: 6, Decimal: 7, Date: 8, Time: 9, Timestamp: 10,
+  Interval: 11, List: 12, Struct: 13, Union: 14, FixedSizeBinary: 15, FixedSizeList: 16, Map: 17, Duration: 18,
+  LargeBinary: 19, LargeUtf8: 20, Dictionary: -1 };
+const OTHER_NAMES = { [T.Null]: "null", [T.Interval]: "interval", [T.Union]: "union", [T.FixedSizeBinary]: "fixed_size_binary",
+  [T.Map]: "map", [T.Duration]: "duration", [T.Dictionary]: "dictionary" };
+
+// canonicalType names an Arrow JS DataType the way pkg/job does.
+function canonicalType(type) {
+  const id = type.typeId;
+  switch (id) {
+    case T.Int:
+      return `${type.isSigned ? "int" : "uint"}${type.bitWidth}`;
+    case T.Float:
+      return ["float16", "float32", "float64"][type.precision] || "float";
+    case T.Bool: return "bool";
+    case T.Utf8: return "utf8";
+    case T.LargeUtf8: return "large_utf8";
+    case T.Binary: return "binary";
+    case T.LargeBinary: return "large_binary";
+    case T.Date: return type.unit === 0 ? "date32" : "date64";
+    case T.Timestamp: return "timestamp";
+    case T.FixedSizeList: return "fixed_size_list";
+    case T.List: return "list";
+    case T.Struct: return "struct";
+    case T.Decimal: return `decimal${type.bitWidth || 128}`;
+    case T.Time: return `time${type.bitWidth || 32}`;
+    default:
+      if (OTHER_NAMES[id]) return OTHER_NAMES[id];
+      return String(type).toLowerCase().replace(/[^a-z0-9_]+/g, "_").replace(/^_+|_+$/g, "") || "unknown";
+  }
+}
+
+// canonicalField converts the Arrow field at top-level position pos into the
+// frame.Field shape. The field id is the position (docs/builder.md).
+function canonicalField(field, pos) {
+  const out = { field_id: pos, name: field.name, data_type: canonicalType(field.type), nullable: !!field.nullable };
+  if (field.type.typeId === T.FixedSizeList) {
+    const child = field.type.children[0];
+    out.list_dimension = field.type.listSize;
+    out.element_type = canonicalType(child.type);
+    out.element_nullable = !!child.nullable;
+  }
+  return out;
+}
+
+// ---- the schema contract (pkg/job/schema.go SchemaContract) ----------------
+
+// findColumn: the exact name, else the only case-insensitive match
+// (pkg/job Snapshot.FindColumn). Returns {field, pos} or {error}.
+function findColumn(fields, column) {
+  const exact = fields.findIndex((f) => f.name === column);
+  if (exact >= 0) return { field: fields[exact], pos: exact };
+  const lc = String(column).toLowerCase();
+  const folded = [];
+  fields.forEach((f, i) => { if (f.name.toLowerCase() === lc) folded.push(i); });
+  if (folded.length === 1) return { field: fields[folded[0]], pos: folded[0] };
+  return { error: folded.length === 0 ? "does not exist" : `matches ${folded.length} columns that differ only in case` };
+}
+
+// contractOf computes contract v1 (as a plain object) of one canonical field.
+function contractOf(cf) {
+  return {
+    v: SCHEMA_CONTRACT_VERSION,
+    fields: [{
+      id: cf.field_id, name: cf.name.toLowerCase(), type: cf.data_type, nullable: cf.nullable,
+      dim: cf.list_dimension || 0, elem: cf.element_type || "", elem_nullable: !!cf.element_nullable,
+    }],
+  };
+}
+
+const CONTRACT_FIELD_KEYS = new Set(["id", "name", "type", "nullable", "dim", "elem", "elem_nullable"]);
+
+// parseContract parses an admitted contract. Returns {contract} or
+// {unsupported: reason} (an unknown version, shape or key).
+function parseContract(json) {
+  if (typeof json !== "string" || json === "") return { unsupported: "the dispatch carries no schema contract" };
+  let c;
+  try {
+    c = JSON.parse(json);
+  } catch (e) {
+    return { unsupported: "the schema contract is not valid JSON" };
+  }
+  if (c === null || typeof c !== "object" || Array.isArray(c)) return { unsupported: "the schema contract is not a JSON object" };
+  if (c.v !== SCHEMA_CONTRACT_VERSION) return { unsupported: `schema contract version ${JSON.stringify(c.v ?? null).slice(0, 20)} is not supported (want ${SCHEMA_CONTRACT_VERSION})` };
+  for (const k of Object.keys(c)) if (k !== "v" && k !== "fields") return { unsupported: `schema contract v1 has no key ${JSON.stringify(k.slice(0, 32))}` };
+  if (!Array.isArray(c.fields) || c.fields.length === 0) return { unsupported: "schema contract v1 needs a non-empty fields array" };
+  const fields = [];
+  for (const f of c.fields) {
+    if (f === null || typeof f !== "object" || Array.isArray(f)) return { unsupported: "a schema contract field is not an object" };
+    for (const k of Object.keys(f)) if (!CONTRACT_FIELD_KEYS.has(k)) return { unsupported: `schema contract v1 fields have no key ${JSON.stringify(k.slice(0, 32))}` };
+    if (!Number.isInteger(f.id) || typeof f.name !== "string" || typeof f.type !== "string" || typeof f.nullable !== "boolean" ||
+        (f.dim !== undefined && !Number.isInteger(f.dim)) || (f.elem !== undefined && typeof f.elem !== "string") ||
+        (f.elem_nullable !== undefined && typeof f.elem_nullable !== "boolean")) {
+      return { unsupported: "a schema contract field has a missing or mistyped value" };
+    }
+    fields.push({ id: f.id, name: f.name.toLowerCase(), type: f.type, nullable: f.nullable,
+      dim: f.dim || 0, elem: f.elem || "", elem_nullable: !!f.elem_nullable });
+  }
+  return { contract: { v: c.v, fields } };
+}
+
+// compareContracts compares structurally; returns "" when equal, else what differs.
+function compareContracts(admitted, current) {
+  if (admitted.fields.length !== current.fields.length) {
+    return `the contract names ${admitted.fields.length} fields, the column has ${current.fields.length}`;
+  }
+  for (let i = 0; i < admitted.fields.length; i++) {
+    const a = admitted.fields[i];
+    const c = current.fields[i];
+    for (const k of ["id", "name", "type", "nullable", "dim", "elem", "elem_nullable"]) {
+      if (a[k] !== c[k]) return `field ${k} was ${JSON.stringify(a[k])} at admission and is ${JSON.stringify(c[k])} now`;
+    }
+  }
+  return "";
+}
+
+// ---- index types and properties ---------------------------------------------
+
+const INDEX_TYPE_NAMES = {
+  IvfPq: "IVF_PQ", IvfFlat: "IVF_FLAT", IvfSq: "IVF_SQ", IvfRq: "IVF_RQ", IvfHnswPq: "IVF_HNSW_PQ",
+  IvfHnswSq: "IVF_HNSW_SQ", IvfHnswFlat: "IVF_HNSW_FLAT", BTree: "BTREE", Bitmap: "BITMAP",
+  LabelList: "LABEL_LIST", NGram: "NGRAM", FTS: "FTS", Inverted: "INVERTED",
+};
+
+function normalizeIndexType(t) {
+  const s = String(t || "");
+  return INDEX_TYPE_NAMES[s] || s.toUpperCase();
+}
+
+function isVectorIndexType(t) {
+  return t.startsWith("IVF_");
+}
+
+// canonicalJSON renders a flat object with sorted keys ("" when empty).
+function canonicalJSON(obj) {
+  const keys = Object.keys(obj).sort();
+  if (keys.length === 0) return "";
+  const sorted = {};
+  for (const k of keys) sorted[k] = obj[k];
+  return JSON.stringify(sorted);
+}
+
+// indexProperties reads what LanceDB tells reliably about an index:
+// listIndices().indexDetails (metric_type, compression {type:"pq", num_bits,
+// num_sub_vectors}) and, for a vector index without a metric there,
+// indexStats().distanceType. num_partitions is not exposed by lancedb 0.31.
+function indexProperties(details, stats) {
+  const p = {};
+  const d = details && typeof details === "object" ? details : {};
+  if (typeof d.metric_type === "string" && d.metric_type) p.metric = d.metric_type.toLowerCase();
+  else if (stats && typeof stats.distanceType === "string" && stats.distanceType) p.metric = stats.distanceType.toLowerCase();
+  const c = d.compression;
+  if (c && typeof c === "object" && String(c.type).toLowerCase() === "pq") {
+    if (Number.isInteger(c.num_bits)) p.num_bits = c.num_bits;
+    if (Number.isInteger(c.num_sub_vectors)) p.num_sub_vectors = c.num_sub_vectors;
+  }
+  return canonicalJSON(p);
+}
+
+const IVF_PQ_KEYS = { metric: "distanceType", num_partitions: "numPartitions", num_sub_vectors: "numSubVectors", num_bits: "numBits" };
+const METRICS = new Set(["l2", "cosine", "dot"]);
+
+// ivfPqOptions maps canonical properties to Index.ivfPq options. Throws Failure(INVALID).
+function ivfPqOptions(props) {
+  const o = {};
+  for (const [k, v] of Object.entries(props)) {
+    const key = IVF_PQ_KEYS[k];
+    if (!key) throw new Failure(KIND.INVALID, `IVF_PQ does not take property ${JSON.stringify(k.slice(0, 64))}`);
+    if (k === "metric") {
+      const m = String(v).toLowerCase();
+      if (!METRICS.has(m)) throw new Failure(KIND.INVALID, "metric must be one of l2, cosine, dot");
+      o[key] = m;
+    } else {
+      const n = typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v;
+      if (!Number.isSafeInteger(n) || n < 1) throw new Failure(KIND.INVALID, `${k} must be a positive integer`);
+      if (k === "num_bits" && n !== 4 && n !== 8) throw new Failure(KIND.INVALID, "num_bits must be 4 or 8");
+      o[key] = n;
+    }
+  }
+  return o;
+}
+
+// parseProperties parses properties_json ("" = none) into a flat object.
+function parseProperties(json) {
+  if (json === undefined || json === null || json === "") return {};
+  if (typeof json !== "string") throw new Failure(KIND.INVALID, "properties_json must be a string");
+  let p;
+  try {
+    p = JSON.parse(json);
+  } catch (e) {
+    throw new Failure(KIND.INVALID, "properties_json is not valid JSON");
+  }
+  if (p === null || typeof p !== "object" || Array.isArray(p)) throw new Failure(KIND.INVALID, "properties_json is not a JSON object");
+  const out = {};
+  for (const [k, v] of Object.entries(p)) {
+    const lk = k.toLowerCase();
+    if (Object.prototype.hasOwnProperty.call(out, lk)) throw new Failure(KIND.INVALID, `property ${JSON.stringify(lk.slice(0, 64))} is given twice`);
+    out[lk] = v;
+  }
+  return out;
+}
+
+// ---- error classification ---------------------------------------------------
+
+// Ordered: the first rule that matches wins. Tested against the whole
+// message chain (every "Caused by:"), after redaction.
+const RULES = [
+  // Thread-pool / process / memory exhaustion: rayon or tokio failing to
+  // spawn a thread under pids.max answers EAGAIN (os error 11).
+  [KIND.RESOURCE, /Resource temporarily unavailable|\bEAGAIN\b|os error 11\b|WouldBlock|Cannot allocate memory|os error 12\b|\bENOMEM\b|failed to spawn thread|ThreadPoolBuildError|memory allocation of \d+ bytes failed|Too many open files|os error 24\b|\bEMFILE\b/i],
+  // Local permission problems are I/O, not credentials.
+  [KIND.IO, /Permission denied \(os error 13\)|os error 13\b|\bEACCES\b|Read-only file system|os error 30\b/i],
+  [KIND.CREDENTIAL, /ExpiredToken|TokenRefreshRequired|RequestExpired|InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|InvalidClientTokenId|UnrecognizedClientException|AccessDenied|Access Denied|AuthenticationFailed|AuthorizationFailure|AuthorizationPermissionMismatch|InvalidAuthenticationInfo|\bUnauthenticated\b|PermissionDenied|Permission denied|invalid_grant|\b40[13] (?:Unauthorized|Forbidden)\b|status(?: code)?:? 40[13]\b|credentials? (?:ha(?:s|ve) )?expired|expired (?:credential|token)|No credential|Error (?:loading|retrieving) credential|credential provider|failed to (?:fetch|load|refresh) credential/i],
+  [KIND.COMMIT_CONFLICT, /Retryable commit conflict|Commit conflict for version|Incompatible transaction|Too many concurrent writers|Version conflict error/i],
+  [KIND.ALREADY_EXISTS, /Index name '.*' already exists|already exists with different fields/is],
+  [KIND.INVALID, /Invalid user input|Invalid input|Schema Error|LanceError\(Schema\)|Unprocessable|Invalid table name|cannot be created on the field|Field path .* not found in schema|must divide vector dimension|Table names cannot be empty/is],
+  [KIND.NOT_SUPPORTED, /Not supported|NotImplemented|not implemented|Unsupported/i],
+  [KIND.NOT_FOUND, /Lance index not found|Index '.*' was not found|Table '.*' was not found|Dataset at path .* was not found|Not found:|Version not found|\bNoSuchKey\b|\bNoSuchBucket\b|404 Not Found|No such file or directory|os error 2\b/is],
+  [KIND.INDEX, /LanceError\(Index\)|KMeans|kmeans|\bcentroid|codebook|index build/i],
+  [KIND.IO, /LanceError\(IO\)|object_store error|Generic \w+ error|\bos error \d+|I\/O error|\bio error|Timeout|timed out|Connection (?:refused|reset|closed)|connect error|dns error|error sending request|Encountered corrupt file|Http error|\b5\d\d (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)\b/i],
+];
+
+function classify(message) {
+  const s = String(message || "");
+  for (const [kind, re] of RULES) if (re.test(s)) return kind;
+  return KIND.INTERNAL;
+}
+
+// ---- sanitizing --------------------------------------------------------------
+
+function escapeRegExp(s) {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+// makeSanitizer returns a function that removes every storage option value
+// (raw, URI-encoded and JSON-escaped forms; values of ≥ MIN_REDACT_LEN chars),
+// URI user information and query strings, signed-request credentials and
+// secret-bearing XML elements from a message.
+function makeSanitizer(storageOptions) {
+  const needles = new Set();
+  if (storageOptions && typeof storageOptions === "object") {
+    for (const v of Object.values(storageOptions)) {
+      const s = typeof v === "string" ? v : JSON.stringify(v);
+      if (typeof s !== "string") continue;
+      for (const form of [s, encodeURIComponent(s), JSON.stringify(s).slice(1, -1), s.trim()]) {
+        if (form.length >= MIN_REDACT_LEN) needles.add(form);
+      }
+    }
+  }
+  const sorted = [...needles].sort((a, b) => b.length - a.length);
+  const secretRe = sorted.length ? new RegExp(sorted.map(escapeRegExp).join("|"), "g") : null;
+  return function sanitize(msg) {
+    let s = String(msg === undefined || msg === null ? "" : msg);
+    // Structure first (user info, query strings, signed-request parts), so
+    // the rules still see URL schemes; then every storage option value.
+    s = s.replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@'"<>]*@/gi, "$1***@"); // user info
+    s = s.replace(/\b([a-z][a-z0-9+.-]*:\/\/[^\s?#'"<>]*)[?#][^\s'"<>]*/gi, "$1?***"); // query strings
+    s = s.replace(/\b(Credential|Signature|X-Amz-Credential|X-Amz-Signature|X-Amz-Security-Token|sig|token)=[^\s,&"'<>]+/gi, "$1=***");
+    s = s.replace(/<(\w*(?:AccessKey|Signature|StringToSign|CanonicalRequest|Token|Secret|Credential)\w*)>[^<]*<\/\1>/gi, "<$1>***</$1>");
+    if (secretRe) s = s.replace(secretRe, "***");
+    return s;
+  };
+}
+
+// shortMessage keeps the first link of a Rust error chain, drops Rust source
+// locations, collapses whitespace and cuts to MAX_MESSAGE_BYTES of UTF-8.
+function shortMessage(s) {
+  let m = String(s).split(/\s*Caused by:/)[0];
+  m = m.replace(/,?\s*\/[^\s,]*\.rs:\d+:\d+/g, "");
+  m = m.replace(/[\u0000-\u001f\u007f]+/g, " ").replace(/\s+/g, " ").trim();
+  return cutBytes(m, MAX_MESSAGE_BYTES);
+}
+
+function cutBytes(s, max) {
+  const b = Buffer.from(s, "utf8");
+  if (b.length <= max) return s;
+  let end = max - 3;
+  while (end > 0 && (b[end] & 0xc0) === 0x80) end--; // do not split a UTF-8 sequence
+  return b.subarray(0, end).toString("utf8") + "...";
+}
+
+module.exports = {
+  PROTOCOL, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, MAX_MESSAGE_BYTES, SCHEMA_CONTRACT_VERSION, MIN_REDACT_LEN,
+  RC, IE, KIND, Failure,
+  splitDatasetURI, canonicalType, canonicalField, findColumn, contractOf, parseContract, compareContracts,
+  normalizeIndexType, isVectorIndexType, canonicalJSON, indexProperties, ivfPqOptions, parseProperties,
+  classify, makeSanitizer, shortMessage, cutBytes,
+};
