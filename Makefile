@@ -27,6 +27,7 @@ gen:
 # The README's test command; CI runs it (.ci/run).
 test: fmt-check vet
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd builders/lancedb && node --test test/
 
 vet:
 	$(GO) vet ./...
