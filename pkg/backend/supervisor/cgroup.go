@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -239,7 +240,7 @@ func (c *invCgroup) joinFiles() ([]*os.File, error) {
 // removes it.
 func (s *Supervisor) verifyCgroups(b *cgroupBackend) error {
 	s.removeStale(b)
-	c, err := b.create(fmt.Sprintf("%s%d-probe", cgroupPrefix, os.Getpid()))
+	c, err := b.create(nextName())
 	if err != nil {
 		return err
 	}
@@ -255,12 +256,24 @@ func (s *Supervisor) verifyCgroups(b *cgroupBackend) error {
 	return c.remove()
 }
 
+// stale serializes stale-cgroup cleanup and remembers the parents this
+// process has already cleaned.
+var stale = struct {
+	sync.Mutex
+	seen map[string]bool
+}{seen: map[string]bool{}}
+
 // removeStale removes empty per-invocation cgroups left by agents that are
-// no longer running (or by an earlier process with this pid). Non-empty ones
-// are only reported: their processes cannot be attributed safely (another
-// pid namespace may share the parent).
+// no longer running, and — the first time this process uses a parent,
+// before any of its runs there — by an earlier process with this pid.
+// Non-empty ones are only reported: their processes cannot be attributed
+// safely (another pid namespace may share the parent).
 func (s *Supervisor) removeStale(b *cgroupBackend) {
+	stale.Lock()
+	defer stale.Unlock()
 	for _, parent := range b.dirs() {
+		first := !stale.seen[parent]
+		stale.seen[parent] = true
 		ents, err := os.ReadDir(parent)
 		if err != nil {
 			continue
@@ -271,6 +284,9 @@ func (s *Supervisor) removeStale(b *cgroupBackend) {
 			pid, err := strconv.Atoi(pidStr)
 			if !e.IsDir() || !ok || !ok2 || err != nil || pid <= 0 {
 				continue
+			}
+			if pid == os.Getpid() && !first {
+				continue // another Supervisor of this process
 			}
 			if pid != os.Getpid() && !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 				continue // its agent may still be running

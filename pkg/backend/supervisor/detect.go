@@ -127,18 +127,15 @@ func detectCgroups(cfg Config) (*cgroupBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read /proc/self/cgroup: %w", err)
 	}
-	var reasons []string
-	if b, err := autoV2(cfg, mounts, self); err == nil {
+	b, err2 := autoV2(cfg, mounts, self)
+	if err2 == nil {
 		return b, nil
-	} else {
-		reasons = append(reasons, "cgroup v2: "+err.Error())
 	}
-	if b, err := autoV1(cfg, mounts, self); err == nil {
+	b, err1 := autoV1(cfg, mounts, self)
+	if err1 == nil {
 		return b, nil
-	} else {
-		reasons = append(reasons, "cgroup v1: "+err.Error())
 	}
-	return nil, errors.New(strings.Join(reasons, "; "))
+	return nil, fmt.Errorf("cgroup v2: %v; cgroup v1: %v", err2, err1)
 }
 
 func autoV2(cfg Config, mounts []mountInfo, self map[string]string) (*cgroupBackend, error) {

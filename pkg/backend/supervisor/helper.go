@@ -19,6 +19,7 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -50,33 +51,33 @@ func MaybeRunHelper() {
 // runHelper: args = mode, number of cgroup fds, then for "run" the worker's
 // path and argv.
 func runHelper(args []string) int {
-	fail := func(msg string, code int) int {
+	report := func(msg string, code int) int {
 		_, _ = syscall.Write(helperStatusFD, []byte(msg))
 		return code
 	}
 	if len(args) < 2 {
-		return fail("helper: bad arguments", 126)
+		return report("helper: bad arguments", 126)
 	}
 	n, err := strconv.Atoi(args[1])
 	if err != nil || n < 0 || n > 8 {
-		return fail("helper: bad arguments", 126)
+		return report("helper: bad arguments", 126)
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()))
 	for i := 0; i < n; i++ {
 		if _, err := syscall.Write(helperJoinFD+i, pid); err != nil {
-			return fail("cgroup join: "+err.Error(), 125)
+			return report("cgroup join: "+err.Error(), 125)
 		}
 		_ = syscall.Close(helperJoinFD + i)
 	}
 	switch {
 	case args[0] == helperProbe:
-		return fail(helperOK, 0)
+		return report(helperOK, 0)
 	case args[0] != helperRun || len(args) < 4:
-		return fail("helper: bad arguments", 126)
+		return report("helper: bad arguments", 126)
 	}
 	syscall.CloseOnExec(helperStatusFD)
 	err = syscall.Exec(args[2], args[3:], os.Environ())
-	return fail("exec: "+err.Error(), 127)
+	return report("exec: "+err.Error(), 127)
 }
 
 // helperArgv is the helper's argv for the given mode.
@@ -125,7 +126,7 @@ func (s *Supervisor) probeHelper(c *invCgroup) error {
 	ch, err := s.spawn("/proc/self/exe", helperArgv(helperProbe, len(join), "", nil), s.cfg.Env, s.cfg.Dir, files, -1)
 	statusW.Close()
 	if err != nil {
-		return err
+		return fmt.Errorf("start the cgroup v1 re-exec helper: %w", err)
 	}
 	status := readStatus(statusR, 10*time.Second)
 	select {

@@ -50,7 +50,7 @@ func baseConfig(t *testing.T) Config {
 // modeCase is one isolation mode the behaviour tests run under.
 type modeCase struct {
 	name string
-	tune func(t *testing.T, c *Config) // "" skip reason returned through t.Skip
+	tune func(t *testing.T, c *Config) // may t.Skip when the host lacks the mode
 	want string
 }
 
@@ -84,17 +84,63 @@ func newSupervisor(t *testing.T, mc modeCase, tune ...func(*Config)) *Supervisor
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if !s.Verified() {
-		t.Skipf("isolation %q unavailable here: %s", mc.name, s.Reason())
-	}
-	if mc.want != "" && s.Mode() != mc.want {
-		t.Skipf("mode %q unavailable here (got %s: %s)", mc.want, s.Mode(), s.Reason())
-	}
-	if mc.name == "auto" && s.Mode() == ModeProcessGroup {
-		t.Skipf("no cgroups here: %s", s.Reason())
+	ok := s.Verified() && (mc.want == "" || s.Mode() == mc.want) && (mc.name != "auto" || s.Mode() != ModeProcessGroup)
+	if !ok {
+		// A skip must mean the host lacks the capability, never that the
+		// supervisor failed to use it: ask the host directly.
+		if why := hostLacks(mc.name); why != "" {
+			t.Skipf("isolation %q unavailable here (%s): %s", mc.name, why, s.Reason())
+		}
+		t.Fatalf("the host offers %q but the supervisor runs %s, verified %v: %s", mc.name, s.Mode(), s.Verified(), s.Reason())
 	}
 	t.Cleanup(killLeftovers)
 	return s
+}
+
+// hostLacks checks, independently of the supervisor, whether this host lets
+// the test make cgroups for a mode; "" means it does.
+func hostLacks(mode string) string {
+	mounts, err := readMountInfo()
+	self, err2 := selfCgroups()
+	if err != nil || err2 != nil {
+		return "cannot read mountinfo or /proc/self/cgroup"
+	}
+	try := func(dir string) string {
+		d := filepath.Join(dir, "lm-host-check-"+token)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return "cannot create a cgroup in " + dir + ": " + err.Error()
+		}
+		_ = os.Remove(d)
+		return ""
+	}
+	switch mode {
+	case "process-group":
+		return "" // always available
+	case "cgroup-v2-kill-only":
+		for _, m := range mounts {
+			if m.fstype == "cgroup2" {
+				return try(m.point)
+			}
+		}
+		return "no cgroup2 mount"
+	}
+	for _, m := range mounts { // auto: a v2 cgroup with memory and pids, or v1 memory and pids
+		if m.fstype == "cgroup2" {
+			d := hostDir(m, self[""])
+			if c, _ := os.ReadFile(filepath.Join(d, "cgroup.controllers")); strings.Contains(string(c), "memory") && strings.Contains(string(c), "pids") {
+				return try(d)
+			}
+		}
+	}
+	mem, ok1 := v1Mount(mounts, "memory")
+	pids, ok2 := v1Mount(mounts, "pids")
+	if !ok1 || !ok2 {
+		return "neither cgroup v2 memory+pids nor v1 memory and pids hierarchies"
+	}
+	if why := try(hostDir(mem, self["memory"])); why != "" {
+		return why
+	}
+	return try(hostDir(pids, self["pids"]))
 }
 
 // forEachMode runs f under every available isolation mode.
@@ -172,8 +218,8 @@ func assertClean(t *testing.T, s *Supervisor, out Outcome) {
 		t.Errorf("children of the test process left: %v", describe(kids))
 	}
 	if out.PID > 0 {
-		if m, _ := groupMembers(out.PID, -1); len(m) > 0 {
-			t.Errorf("process group %d not empty: %v", out.PID, describe(m))
+		if m, _ := sessionMembers(out.PID, -1); len(m) > 0 {
+			t.Errorf("process group or session %d not empty: %v", out.PID, describe(m))
 		}
 	}
 	if p := tokenProcs(); len(p) > 0 {
@@ -216,14 +262,15 @@ func killLeftovers() {
 	}
 }
 
-var sleeperLine = regexp.MustCompile(`sleeper (\d+) setsid=(true|false)`)
+var sleeperLine = regexp.MustCompile(`sleeper (\d+) (group|setpgid|setsid)`)
 
-// sleeperPids parses the pids a worker reported on stderr.
+// sleeperPids parses the pids a worker reported on stderr, and how many
+// left the worker's process group (setpgid) or session (setsid).
 func sleeperPids(stderr []byte) (pids []int, escaped int) {
 	for _, m := range sleeperLine.FindAllSubmatch(stderr, -1) {
 		p, _ := strconv.Atoi(string(m[1]))
 		pids = append(pids, p)
-		if string(m[2]) == "true" {
+		if string(m[2]) != "group" {
 			escaped++
 		}
 	}

@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	MaybeRunHelper()
 	switch os.Getenv(workerEnv) {
 	case "":
+		if d := os.Getenv(parentEnv); d != "" {
+			parentMain(d)
+		}
 		os.Exit(m.Run())
 	case "sleeper":
 		sleeper()
@@ -60,32 +63,31 @@ func writeResult(msg string) {
 	_ = frame.Write(os.Stdout, &frame.Result{Protocol: frame.Protocol, Mode: frame.ModeBuild, ResultCode: "OK", Message: msg}, frame.MaxResultBytes)
 }
 
-// spawnSleepers starts n same-group sleepers and, if escape, one more in
-// its own session; it waits until all have announced themselves (so they
-// ignore SIGTERM) and prints their pids to stderr.
-func spawnSleepers(dir string, n int, escape bool) {
-	start := func(setsid bool) {
+// spawnSleepers starts sleepers — n in the worker's process group, then one
+// per escape kind ("setpgid": a new group in the same session; "setsid": a
+// new session) — waits until all have announced themselves (so they ignore
+// SIGTERM) and reports their pids on stderr.
+func spawnSleepers(dir string, n int, escapes ...string) {
+	start := func(kind string) {
 		cmd := exec.Command("/proc/self/exe")
 		cmd.Env = append(os.Environ(), workerEnv+"=sleeper", "LM_DIR="+dir)
 		cmd.Stderr = os.Stderr // holds the stderr pipe open while alive
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: kind == "setpgid", Setsid: kind == "setsid"}
 		if err := cmd.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, "spawn sleeper:", err)
 			os.Exit(20)
 		}
-		fmt.Fprintf(os.Stderr, "sleeper %d setsid=%v\n", cmd.Process.Pid, setsid)
+		fmt.Fprintf(os.Stderr, "sleeper %d %s\n", cmd.Process.Pid, kind)
 	}
-	total := n
 	for i := 0; i < n; i++ {
-		start(false)
+		start("group")
 	}
-	if escape {
-		start(true)
-		total++
+	for _, e := range escapes {
+		start(e)
 	}
 	for {
 		m, _ := filepath.Glob(filepath.Join(dir, "sleeper-*"))
-		if len(m) >= total {
+		if len(m) >= n+len(escapes) {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -156,16 +158,19 @@ func worker() int {
 		writeResult(string(b))
 	case "hang":
 		time.Sleep(time.Hour)
+	case "hang-ready":
+		ready(dir)
+		time.Sleep(time.Hour)
 	case "ignore-term":
 		signal.Ignore(syscall.SIGTERM)
 		ready(dir)
 		time.Sleep(time.Hour)
 	case "grandchildren":
-		spawnSleepers(dir, 2, true)
+		spawnSleepers(dir, 2, "setpgid", "setsid")
 		ready(dir)
 		time.Sleep(time.Hour)
 	case "linger":
-		spawnSleepers(dir, 1, true)
+		spawnSleepers(dir, 1, "setsid")
 		writeResult("done")
 	case "segv":
 		_ = syscall.Exec("/bin/sh", []string{"sh", "-c", "kill -SEGV $$"}, os.Environ())

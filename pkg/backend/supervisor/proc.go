@@ -14,9 +14,10 @@ import (
 
 // procStat is the part of /proc/PID/stat the supervisor needs.
 type procStat struct {
-	state byte
-	ppid  int
-	pgrp  int
+	state   byte
+	ppid    int
+	pgrp    int
+	session int
 }
 
 func readStat(pid int) (procStat, error) {
@@ -30,15 +31,16 @@ func readStat(pid int) (procStat, error) {
 		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	f := bytes.Fields(b[i+2:])
-	if len(f) < 3 || len(f[0]) != 1 {
+	if len(f) < 4 || len(f[0]) != 1 {
 		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	pgrp, err2 := strconv.Atoi(string(f[2]))
-	if err1 != nil || err2 != nil {
+	sid, err3 := strconv.Atoi(string(f[3]))
+	if err1 != nil || err2 != nil || err3 != nil {
 		return procStat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, nil
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, session: sid}, nil
 }
 
 // allPids lists the processes (thread-group leaders) in /proc.
@@ -87,10 +89,30 @@ func childrenOf(ppid int) ([]int, error) {
 	return scanProcs(func(_ int, st procStat) bool { return st.ppid == ppid })
 }
 
-// groupMembers lists the members (live or zombie) of process group pgid
-// other than except.
-func groupMembers(pgid, except int) ([]int, error) {
-	return scanProcs(func(p int, st procStat) bool { return st.pgrp == pgid && p != except })
+// sessionMembers lists the processes (live or zombie) other than except
+// whose process group or session is id: a worker's group and session both
+// carry its pid, so this finds every descendant that did not setsid.
+func sessionMembers(id, except int) ([]int, error) {
+	return scanProcs(func(p int, st procStat) bool { return (st.pgrp == id || st.session == id) && p != except })
+}
+
+// signalSession signals the members of session id outside its main process
+// group (descendants that called setpgid). Call only while the leader is
+// unreaped: its pid, hence the session id, cannot be recycled, and each
+// member is re-checked through a pidfd.
+func signalSession(id int, sig syscall.Signal) {
+	pids, err := scanProcs(func(_ int, st procStat) bool { return st.session == id && st.pgrp != id })
+	if err != nil || len(pids) == 0 {
+		return
+	}
+	signalVerified(pids, sig, func(want map[int]bool) map[int]bool {
+		for p := range want {
+			if st, err := readStat(p); err != nil || st.session != id {
+				delete(want, p)
+			}
+		}
+		return want
+	})
 }
 
 // groupGone is the group proof: no live or zombie member of pgid remains.

@@ -12,7 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// child is a spawned worker leader (its pid is its process group id).
+// child is a spawned worker leader; its pid is also the id of its session
+// and of its process group.
 type child struct {
 	pid      int
 	exited   chan struct{} // closed once the leader has exited (still unreaped)
@@ -23,6 +24,7 @@ type child struct {
 
 // sigchldInfo is siginfo_t for SIGCHLD on 64-bit Linux (x/sys keeps the
 // union opaque): the pid, uid and status follow the three ints and padding.
+// The guards below stop a build where the layout would differ.
 type sigchldInfo struct {
 	Signo, Errno, Code, _ int32
 	Pid                   int32
@@ -33,12 +35,15 @@ type sigchldInfo struct {
 
 var _ [unsafe.Sizeof(unix.Siginfo{}) - unsafe.Sizeof(sigchldInfo{})]byte // same size
 var _ [unsafe.Sizeof(sigchldInfo{}) - unsafe.Sizeof(unix.Siginfo{})]byte
+var _ [unsafe.Sizeof(uintptr(0)) - 8]byte // 64-bit only
 
-// spawn forks and execs one child in its own process group. The fork and
+// spawn forks and execs one child in a session and process group of its
+// own. The fork and
 // the whole life of the child happen on one locked OS thread, because
 // Pdeathsig fires when the forking *thread* exits, not the process. The
 // goroutine waits for the child's exit with WNOWAIT, so the leader stays a
-// zombie — pinning its pid and process group id — until finish reaps it.
+// zombie — pinning its pid, session and process group ids — until finish
+// reaps it.
 // A non-nil error means no child process exists any more (the kernel never
 // created it, or it failed before its execve and Go reaped it).
 func (s *Supervisor) spawn(argv0 string, argv, env []string, dir string, files []uintptr, cgroupFD int) (*child, error) {
@@ -46,17 +51,20 @@ func (s *Supervisor) spawn(argv0 string, argv, env []string, dir string, files [
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		// Setsid: a new session and process group, both with the child's pid
+		// as id. No descendant can ever re-enter the agent's session, which
+		// is how sweep tells worker orphans from the agent's other children.
+		sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 		if cgroupFD >= 0 {
 			sys.UseCgroupFD, sys.CgroupFD = true, cgroupFD
 		}
-		s.spawnMu.RLock()
+		reg.spawnMu.RLock()
 		pid, err := syscall.ForkExec(argv0, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: sys})
 		if err == nil {
 			c.pid = pid
-			s.register(pid)
+			register(pid)
 		}
-		s.spawnMu.RUnlock()
+		reg.spawnMu.RUnlock()
 		started <- err
 		if err != nil {
 			runtime.UnlockOSThread()
@@ -83,21 +91,28 @@ func (s *Supervisor) spawn(argv0 string, argv, env []string, dir string, files [
 	return c, nil
 }
 
-// sweep SIGKILLs and reaps every child of this process that is not a
-// registered worker leader: as child subreaper the agent inherits whatever
-// a worker leaves behind (including setsid escapees once their parents
-// die). It returns how many such children it saw; 0 means there were none
-// at that instant, with no spawn in flight.
+// sweep SIGKILLs and reaps the worker orphans among this process's
+// children. As child subreaper the agent inherits whatever a worker leaves
+// behind, setsid escapees included, once their parents die. An orphan is a
+// child that is not a registered leader and is not in the agent's own
+// session: every worker starts a session of its own and no descendant can
+// rejoin the agent's, so children the agent starts by other means are left
+// alone. It returns how many orphans it saw; 0 means there were none at that
+// instant, with no spawn in flight.
 func (s *Supervisor) sweep() int {
-	s.spawnMu.Lock()
-	defer s.spawnMu.Unlock()
-	kids, err := childrenOf(os.Getpid())
+	reg.spawnMu.Lock()
+	defer reg.spawnMu.Unlock()
+	own, err := unix.Getsid(0)
 	if err != nil {
 		return 1 // unknown: never report a clean sweep
 	}
+	kids, err := scanProcs(func(_ int, st procStat) bool { return st.ppid == os.Getpid() && st.session != own })
+	if err != nil {
+		return 1
+	}
 	n := 0
 	for _, k := range kids {
-		if s.isLeader(k) {
+		if isLeader(k) {
 			continue
 		}
 		n++
@@ -111,17 +126,17 @@ func (s *Supervisor) sweep() int {
 
 // reapLeader reaps an exited leader and unregisters it atomically with
 // respect to sweeps and spawns, so its pid is never misattributed.
-func (s *Supervisor) reapLeader(pid int) (ru syscall.Rusage, ok bool) {
-	s.spawnMu.Lock()
-	defer s.spawnMu.Unlock()
+func reapLeader(pid int) (ru syscall.Rusage, ok bool) {
+	reg.spawnMu.Lock()
+	defer reg.spawnMu.Unlock()
 	var ws syscall.WaitStatus
 	wpid, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
 	switch {
 	case wpid == pid:
-		delete(s.leaders, pid)
+		delete(reg.leaders, pid)
 		return ru, true
 	case errors.Is(err, syscall.ECHILD):
-		delete(s.leaders, pid) // reaped behind our back: nothing is provable
+		delete(reg.leaders, pid) // reaped behind our back: nothing is provable
 	}
 	return ru, false
 }
@@ -137,11 +152,12 @@ type finishResult struct {
 }
 
 // finish runs after the leader has exited. While the unreaped leader pins
-// the process group id it SIGKILLs the group and the cgroup and sweeps
-// orphans, until a pass finds no group member besides the leader, an empty
-// cgroup and no orphan. Only then does it reap the leader and check the
-// proofs: kill(-pgid, 0) == ESRCH, pids.current == 0 (zombies included) and
-// the cgroup directory removed. If the budget runs out first it returns
+// its pid — the id of its session and process group — it SIGKILLs the
+// group, the session's other groups and the cgroup and sweeps orphans, until
+// a pass finds no session member besides the leader, an empty cgroup and no
+// orphan. Only then does it reap the leader and check the proofs:
+// kill(-pgid, 0) == ESRCH and no session member left, pids.current == 0
+// (zombies included) and the cgroup directory removed. If the budget runs out first it returns
 // without reaping (the group stays pinned) unless lastTry is set.
 func (s *Supervisor) finish(c *child, cg *invCgroup, budget time.Duration, lastTry bool) finishResult {
 	<-c.exited
@@ -150,11 +166,12 @@ func (s *Supervisor) finish(c *child, cg *invCgroup, budget time.Duration, lastT
 	backoff := time.Millisecond
 	for {
 		_ = syscall.Kill(-c.pid, syscall.SIGKILL) // pinned: cannot hit a recycled group
+		signalSession(c.pid, syscall.SIGKILL)
 		if cg != nil {
 			cg.kill()
 		}
 		orphans := s.sweep()
-		members, err := groupMembers(c.pid, c.pid)
+		members, err := sessionMembers(c.pid, c.pid)
 		if orphans == 0 && err == nil && len(members) == 0 && (cg == nil || cg.empty()) {
 			r.clean = true
 			break
@@ -172,8 +189,9 @@ func (s *Supervisor) finish(c *child, cg *invCgroup, budget time.Duration, lastT
 	if c.code == 0 {
 		r.detail = "leader status lost"
 	}
-	r.ru, r.reaped = s.reapLeader(c.pid)
-	r.proof = r.clean && r.reaped && c.code != 0 && groupGone(c.pid)
+	r.ru, r.reaped = reapLeader(c.pid)
+	left, err := sessionMembers(c.pid, -1)
+	r.proof = r.clean && r.reaped && c.code != 0 && groupGone(c.pid) && err == nil && len(left) == 0
 	if cg == nil {
 		return r
 	}
@@ -216,10 +234,12 @@ func (s *Supervisor) finishLater(c *child, cg *invCgroup, done func()) {
 	}()
 }
 
-// signalGroup sends sig to the worker's process group and cgroup. The leader
-// is unreaped (alive or zombie), so the group id is pinned.
+// signalGroup sends sig to the worker's process group, the rest of its
+// session and its cgroup. The leader is unreaped (alive or zombie), so the
+// ids are pinned.
 func signalGroup(c *child, cg *invCgroup, sig syscall.Signal) {
 	_ = syscall.Kill(-c.pid, sig)
+	signalSession(c.pid, sig)
 	if cg == nil {
 		return
 	}

@@ -37,9 +37,10 @@ const (
 	statusBudget = 2 * time.Second
 )
 
-// Run runs one worker for req and reports what became of it. It blocks until
-// the worker and everything it started are gone (or proven impossible to
-// reap within a bound). deadline (zero = none) or ctx ending sends SIGTERM
+// Run runs one worker for req and reports what became of it. It is safe for
+// concurrent use. It blocks until the worker and everything it started are
+// gone (or cannot be reaped within a bound; cleanup then goes on in the
+// background). deadline (zero = none) or ctx ending sends SIGTERM
 // to the worker's process group and cgroup, then SIGKILL after KillGrace.
 func (s *Supervisor) Run(ctx context.Context, req *frame.Request, deadline time.Time) Outcome {
 	secrets := secretValues(req)
@@ -186,7 +187,7 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 	var cg *invCgroup
 	if s.cg != nil {
 		for i := 0; ; i++ {
-			if cg, err = s.cg.create(s.nextName()); err == nil || !errors.Is(err, os.ErrExist) || i == 3 {
+			if cg, err = s.cg.create(nextName()); err == nil || !errors.Is(err, os.ErrExist) || i == 3 {
 				break
 			}
 		}

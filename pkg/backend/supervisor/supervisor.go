@@ -1,10 +1,10 @@
 // Package supervisor runs one worker process per call under hard isolation
 // and proves what became of it (DESIGN.md §12, docs/isolation.md).
 //
-// Every Run starts a fresh child in its own process group, from a goroutine
-// that holds its OS thread for the child's whole life (Pdeathsig SIGKILL is
-// per thread), inside a fresh per-invocation cgroup with memory and pids
-// limits set before the worker executes. The request frame goes in on stdin,
+// Every Run starts a fresh child in a session and process group of its own,
+// from a goroutine that holds its OS thread for the child's whole life
+// (Pdeathsig SIGKILL is per thread), inside a fresh per-invocation cgroup
+// with memory and pids limits set before the worker executes. The request frame goes in on stdin,
 // one bounded result frame comes out on stdout, stderr is kept in a bounded
 // ring scrubbed of the request's storage option values. A deadline or a
 // cancelled context sends SIGTERM, then SIGKILL after KillGrace. The process
@@ -13,10 +13,10 @@
 // is proven.
 //
 // A process hosting a Supervisor must call MaybeRunHelper first thing in
-// main (and in TestMain), must not create child processes by other means,
-// and must never wait for "any child" (wait4(-1)): every child that is not a
-// worker the supervisor started is treated as an orphaned worker descendant
-// and is killed and reaped.
+// main (and in TestMain), and must never wait for "any child" (wait4(-1)).
+// Children outside the agent's session that are not workers are orphaned
+// worker descendants: they are killed and reaped. Children the agent starts
+// by other means stay in its session and are left alone.
 package supervisor
 
 import (
@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -150,15 +151,19 @@ type Supervisor struct {
 	verified bool
 	reason   string // why isolation is not verified, or why cgroups are off
 
+}
+
+// reg is process-wide, like the subreaper: every Supervisor of the process
+// spawns and sweeps against the same set of children.
+var reg = struct {
 	// spawnMu orders spawns against sweeps: a spawn holds it shared from
-	// fork until its pid is registered, a sweep holds it exclusively while
-	// it decides which children are orphans, and a leader is reaped and
+	// fork until its pid is registered; a sweep holds it exclusively while it
+	// decides which children are orphans; a leader is reaped and
 	// unregistered under it, so a recycled pid is never misattributed.
 	spawnMu sync.RWMutex
-	lmu     sync.Mutex       // guards leaders (written under a shared spawnMu) and seq
-	leaders map[int]struct{} // live or unreaped worker leaders (and helpers)
-	seq     uint64
-}
+	mu      sync.Mutex       // guards leaders while spawnMu is shared
+	leaders map[int]struct{} // worker leaders (and helpers) not yet reaped
+}{leaders: map[int]struct{}{}}
 
 var subreaper struct {
 	once sync.Once
@@ -207,7 +212,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if subreaper.err != nil {
 		return nil, fmt.Errorf("supervisor: PR_SET_CHILD_SUBREAPER: %w", subreaper.err)
 	}
-	s := &Supervisor{cfg: cfg, log: cfg.Logger.Named("supervisor"), leaders: map[int]struct{}{}}
+	s := &Supervisor{cfg: cfg, log: cfg.Logger.Named("supervisor")}
 	s.detect()
 	return s, nil
 }
@@ -246,24 +251,24 @@ func (s *Supervisor) detect() {
 	}
 }
 
+// invSeq numbers cgroups process-wide, so Supervisors sharing a parent
+// never pick the same name.
+var invSeq atomic.Uint64
+
 // nextName names a per-invocation cgroup: unique per agent process, and the
 // pid lets a later agent find and remove what a crashed one left behind.
-func (s *Supervisor) nextName() string {
-	s.lmu.Lock()
-	s.seq++
-	n := s.seq
-	s.lmu.Unlock()
-	return fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), n)
+func nextName() string {
+	return fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), invSeq.Add(1))
 }
 
-func (s *Supervisor) register(pid int) {
-	s.lmu.Lock()
-	s.leaders[pid] = struct{}{}
-	s.lmu.Unlock()
+func register(pid int) {
+	reg.mu.Lock()
+	reg.leaders[pid] = struct{}{}
+	reg.mu.Unlock()
 }
 
-// isLeader must be called with spawnMu held exclusively.
-func (s *Supervisor) isLeader(pid int) bool {
-	_, ok := s.leaders[pid]
+// isLeader must be called with reg.spawnMu held exclusively.
+func isLeader(pid int) bool {
+	_, ok := reg.leaders[pid]
 	return ok
 }

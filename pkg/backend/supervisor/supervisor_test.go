@@ -86,15 +86,15 @@ func TestIgnoredTermIsFollowedByKill(t *testing.T) {
 	})
 }
 
-// Grandchildren that ignore SIGTERM, one of them escaped into its own
-// session, are all killed and reaped.
+// Grandchildren that ignore SIGTERM — two in the worker's group, one in a
+// group of its own, one in a session of its own — are all killed and reaped.
 func TestGrandchildrenIgnoringTermAndEscapee(t *testing.T) {
 	forEachMode(t, func(t *testing.T, s *Supervisor) {
 		out := runUntilReady(t, s, request(t, "grandchildren"))
 		wantOutcome(t, out, ProofChildReaped, "canceled")
 		pids, escaped := sleeperPids(out.Stderr)
-		if len(pids) != 3 || escaped != 1 {
-			t.Fatalf("want 3 sleepers (1 escaped), stderr reports %v", pids)
+		if len(pids) != 4 || escaped != 2 {
+			t.Fatalf("want 4 sleepers (2 escaped), stderr reports %v", pids)
 		}
 		assertGone(t, pids)
 		assertClean(t, s, out)
