@@ -17,6 +17,7 @@
 //   other (1, signals)  the builder crashed; stdout holds no complete frame
 "use strict";
 
+const fs = require("node:fs");
 const util = require("node:util");
 const lib = require("./lib.js");
 
@@ -66,7 +67,14 @@ function writeResult(result) {
     return;
   }
   if (body.length > lib.MAX_RESULT_BYTES) {
-    log(`result is ${body.length} bytes; at most ${lib.MAX_RESULT_BYTES} are allowed; nothing written`);
+    const msg = `the ${result.mode} answer is ${body.length} bytes; at most ${lib.MAX_RESULT_BYTES} are allowed`;
+    log(msg);
+    if (result.mode === "inspect" && result.ok) {
+      // A very wide schema: answer a typed failure instead of a frame the agent must refuse.
+      resultWritten = false;
+      writeResult({ protocol: lib.PROTOCOL, mode: "inspect", ok: false, error_code: IE.INTERNAL, message: msg });
+      return;
+    }
     finish(EXIT_NO_RESULT);
     return;
   }
@@ -155,7 +163,7 @@ function decodeRequest(body) {
   if (req === null || typeof req !== "object" || Array.isArray(req)) throw new BadRequest("request frame is not a JSON object");
   // Redact storage option values from here on, even if the request is refused.
   sanitize = lib.makeSanitizer(req.storage_options);
-  if (req.protocol !== lib.PROTOCOL) throw new BadRequest(`request protocol ${JSON.stringify(req.protocol ?? null).slice(0, 16)} is not ${lib.PROTOCOL}`);
+  if (req.protocol !== lib.PROTOCOL) throw new BadRequest(`request protocol is not ${lib.PROTOCOL}`);
   if (req.mode !== "build" && req.mode !== "inspect") throw new BadRequest("request mode is neither build nor inspect");
   return req;
 }
@@ -184,11 +192,46 @@ async function openTable(req) {
   return { db, tbl };
 }
 
+// pidsMaxHits sums the "max" counters of our cgroup's pids.events (v1 or
+// v2): how many thread/process spawns the pids limit refused. null if unknown.
+function pidsMaxHits() {
+  let cg;
+  try {
+    cg = fs.readFileSync("/proc/self/cgroup", "utf8");
+  } catch (_) {
+    return null;
+  }
+  let total = null;
+  for (const p of lib.pidsEventsPaths(cg)) {
+    try {
+      const n = lib.parsePidsMax(fs.readFileSync(p, "utf8"));
+      if (n !== null) total = (total || 0) + n;
+    } catch (_) { /* not this hierarchy */ }
+  }
+  return total;
+}
+
+const pidsHitsAtStart = pidsMaxHits();
+let pidsRefusals = 0;
+
+function pidsLimitHit() {
+  if (pidsHitsAtStart === null) return false;
+  const now = pidsMaxHits();
+  if (now === null || now <= pidsHitsAtStart) return false;
+  pidsRefusals = now - pidsHitsAtStart;
+  log(`the pids limit refused ${pidsRefusals} thread/process spawns during this run`);
+  return true;
+}
+
 // errKind classifies an error: the builder's own Failures carry their kind;
-// anything else is classified from its (sanitized) message chain.
+// anything else is classified from its (sanitized) message chain. A Rust
+// panic carries no cause to JS ("Panic in async function"), so an
+// INTERNAL/IO/INDEX error while our pids limit refused spawns is RESOURCE.
 function errKind(e) {
   if (e instanceof Failure) return e.kind;
-  return lib.classify(sanitize(errText(e)));
+  const kind = lib.classify(sanitize(errText(e)));
+  if ((kind === KIND.INTERNAL || kind === KIND.IO || kind === KIND.INDEX) && pidsLimitHit()) return KIND.RESOURCE;
+  return kind;
 }
 
 function errText(e) {
@@ -196,8 +239,15 @@ function errText(e) {
   return String(e);
 }
 
+// errMessage is the sanitized first link of an error's message; a
+// RESOURCE error told by the pids counter says so.
 function errMessage(e) {
-  return lib.shortMessage(sanitize(errText(e)));
+  return lib.shortMessage(sanitize(errDetail(e)));
+}
+
+function errDetail(e) {
+  const t = errText(e);
+  return pidsRefusals > 0 ? `the pids limit refused ${pidsRefusals} thread/process spawns: ${t}` : t;
 }
 
 async function readFields(tbl) {
@@ -347,7 +397,7 @@ async function build(req) {
     } catch (e) {
       const kind = errKind(e);
       log(`build: failed before touching the dataset: ${errText(e)}`);
-      return buildResult(PRE_TOUCH_CODE[kind] || RC.INTERNAL, errText(e));
+      return buildResult(PRE_TOUCH_CODE[kind] || RC.INTERNAL, errDetail(e));
     }
     if (plan.result) return plan.result;
 
@@ -453,7 +503,7 @@ async function actFailure(req, b, e) {
     default: code = RC.INTERNAL;
   }
   const extra = advanced ? { external_metadata_advanced: true } : {};
-  return buildResult(code, errText(e), extra);
+  return buildResult(code, errDetail(e), extra);
 }
 
 // ---- main ----------------------------------------------------------------------------

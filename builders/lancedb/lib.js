@@ -342,6 +342,36 @@ function classify(message) {
   return KIND.INTERNAL;
 }
 
+// ---- thread/process limit evidence -------------------------------------------
+
+// A Rust panic reaches JS only as "Panic in async function": the panic text
+// (e.g. rayon's ThreadPoolBuildError ... "Resource temporarily unavailable")
+// goes straight to fd 2. The typed evidence of a refused thread or process
+// spawn is the pids controller's "max" event counter of our own cgroup.
+
+// pidsEventsPaths lists the pids.events files of the cgroup /proc/self/cgroup names.
+function pidsEventsPaths(procSelfCgroup, root = "/sys/fs/cgroup") {
+  const out = [];
+  for (const line of String(procSelfCgroup || "").split("\n")) {
+    const m = /^(\d+):([^:]*):(.*)$/.exec(line.trim());
+    if (!m) continue;
+    const [, id, controllers, p] = m;
+    const rel = p === "/" ? "" : p;
+    if (controllers.split(",").includes("pids")) out.push(`${root}/pids${rel}/pids.events`); // v1
+    else if (id === "0" && controllers === "") {
+      out.push(`${root}${rel}/pids.events`); // v2 (pure)
+      out.push(`${root}/unified${rel}/pids.events`); // v2 (hybrid)
+    }
+  }
+  return out;
+}
+
+// parsePidsMax reads the "max N" counter of a pids.events file; null if absent.
+function parsePidsMax(text) {
+  const m = /^max\s+(\d+)\s*$/m.exec(String(text || ""));
+  return m ? Number(m[1]) : null;
+}
+
 // ---- sanitizing --------------------------------------------------------------
 
 function escapeRegExp(s) {
@@ -400,5 +430,5 @@ module.exports = {
   RC, IE, KIND, Failure,
   splitDatasetURI, canonicalType, canonicalField, findColumn, contractOf, parseContract, compareContracts,
   normalizeIndexType, isVectorIndexType, canonicalJSON, indexProperties, ivfPqOptions, parseProperties,
-  classify, makeSanitizer, shortMessage, cutBytes,
+  classify, makeSanitizer, shortMessage, cutBytes, pidsEventsPaths, parsePidsMax,
 };

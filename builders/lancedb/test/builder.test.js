@@ -7,7 +7,7 @@ const test = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const path = require("node:path");
-const h = require("./helpers.js");
+const h = require("../harness.js");
 
 const CANARY = "CANARY-7f3a9c-do-not-print";
 const CANARY2 = "canary_second_value_42";
@@ -297,4 +297,19 @@ test("protocol: one frame is answered without waiting for EOF; trailing bytes ar
   r = await h.runRaw(Buffer.concat([req, Buffer.from("garbage after the frame")]));
   assert.equal(r.code, 0, r.stderr);
   assert.equal(h.decodeResult(r.stdout).ok, true);
+});
+
+test("protocol: an inspect answer above 256 KiB becomes a typed INTERNAL failure frame", async () => {
+  process.env.LANCEDB_LOG = process.env.LANCEDB_LOG || "error";
+  const lancedb = require("@lancedb/lancedb");
+  const arrow = require("apache-arrow");
+  const cols = {};
+  for (let i = 0; i < 2500; i++) cols[`column_with_a_rather_long_descriptive_name_number_${String(i).padStart(5, "0")}`] = arrow.makeVector(new Int8Array([1]));
+  const db = await lancedb.connect(root);
+  (await db.createTable("wide", new arrow.Table(cols), { mode: "create" })).close();
+  const r = await h.run(h.inspectReq(path.join(root, "wide.lance")));
+  assert.ok(r.stdout.length <= 4 + (256 << 10));
+  assert.equal(r.result.ok, false);
+  assert.equal(r.result.error_code, "INTERNAL");
+  assert.match(r.result.message, /at most 262144/);
 });

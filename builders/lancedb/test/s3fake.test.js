@@ -9,7 +9,7 @@
 const test = require("node:test");
 const assert = require("node:assert/strict");
 const http = require("node:http");
-const h = require("./helpers.js");
+const h = require("../harness.js");
 
 const CANARY = "CANARYs3secretValue9";
 

@@ -1,4 +1,6 @@
-// Shared test helpers: spawn builder.js, speak the frame protocol, make datasets.
+// Test harness (used by test/*.test.js): spawn builder.js, speak the frame
+// protocol, make datasets. Kept outside test/ so `node --test test/` does not
+// run it as a test file.
 "use strict";
 
 const { spawn, execFileSync } = require("node:child_process");
@@ -6,7 +8,7 @@ const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
 
-const DIR = path.resolve(__dirname, "..");
+const DIR = __dirname;
 const BUILDER = path.join(DIR, "builder.js");
 const MAKE_DATASET = path.join(DIR, "make-dataset.js");
 

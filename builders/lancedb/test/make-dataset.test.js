@@ -1,0 +1,44 @@
+// make-dataset.js: the schema of DESIGN's demo dataset and deterministic content.
+"use strict";
+
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
+const { spawnSync } = require("node:child_process");
+const h = require("../harness.js");
+
+process.env.LANCEDB_LOG = process.env.LANCEDB_LOG || "error";
+const lancedb = require("@lancedb/lancedb");
+
+async function rows(parent, name) {
+  const db = await lancedb.connect(parent);
+  const t = await db.openTable(name);
+  const a = await t.toArrow();
+  t.close();
+  return { schema: a.schema.fields.map((f) => `${f.name}:${f.type}:${f.nullable}`), rows: a.toArray().map((r) => JSON.stringify(r.toJSON())) };
+}
+
+test("make-dataset: id int32, vector fixed_size_list<float32>[dim], text utf8; same seed, same bytes", async () => {
+  const root = h.tmpDir("lm-make-dataset-");
+  try {
+    const a = h.makeDataset(path.join(root, "a"), "items", { rows: 300, dim: 8 });
+    h.makeDataset(path.join(root, "b"), "items", { rows: 300, dim: 8 });
+    assert.deepEqual(a, { uri: path.join(root, "a", "items.lance"), version: 1, rows: 300, dim: 8 });
+    const ra = await rows(path.join(root, "a"), "items");
+    const rb = await rows(path.join(root, "b"), "items");
+    assert.deepEqual(ra.schema, ["id:Int32:false", "vector:FixedSizeList[8]<Float32>:false", "text:Utf8:true"]);
+    assert.equal(ra.rows.length, 300);
+    assert.deepEqual(ra.rows, rb.rows);
+    const other = spawnSync(process.execPath, [path.join(h.DIR, "make-dataset.js"), path.join(root, "c"), "items", "--rows", "300", "--dim", "8", "--seed", "7"]);
+    assert.equal(other.status, 0, String(other.stderr));
+    assert.notDeepEqual((await rows(path.join(root, "c"), "items")).rows, ra.rows);
+    // It refuses to overwrite unless told to, and rejects bad arguments.
+    const again = spawnSync(process.execPath, [path.join(h.DIR, "make-dataset.js"), path.join(root, "a"), "items", "--rows", "10", "--dim", "8"]);
+    assert.equal(again.status, 1);
+    const bad = spawnSync(process.execPath, [path.join(h.DIR, "make-dataset.js"), path.join(root, "a"), "it ems"]);
+    assert.equal(bad.status, 2);
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});
