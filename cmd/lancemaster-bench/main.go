@@ -12,17 +12,33 @@
 //	admission  3 lancemaster masters over loopback, a fake backend, c Thrift
 //	           clients calling CreateIndex on the leader; admissions/s and
 //	           latency at c = 64 and 256, against raw Apply at the same c.
+//	dispatch   3 complete masters (master.Start: dispatcher, pool, reports)
+//	           over loopback, one fast fake backend, caps lifted: N jobs
+//	           admitted paused, then RUNNING transitions/s from the unpause,
+//	           against raw transitions/s packed 64 per entry, 1 in flight.
+//	reports    the same cluster: N NATIVE_OK reports from 64 clients to the
+//	           leader; results applied/s, against raw Apply at c = 64.
+//	latency    an idle cluster: CreateIndex call → submit received by the
+//	           backend, p50/p99 of sequential admissions, against raw Apply
+//	           latency at c = 1.
+//	failover   fast raft profile, PENDING work queued: leader killed, and
+//	           SIGTERM (leadership transfer) → first dispatch by the new
+//	           leader, median [min–max], against raw kill/transfer → first
+//	           commit with the same timeouts.
 //	fsm        the raftfsm benchmarks (go test -bench, a subprocess): queries
 //	           over 1M retained jobs, snapshot persist/restore, heap per job,
 //	           against a same-run gob snapshot of 1M ~200 B records.
 //
 // A section's baseline runs whenever the section does: admission runs raw
-// Apply at the same concurrency, fsm runs the gob snapshot baseline.
+// Apply at the same concurrency, dispatch, reports and latency run the raw
+// load points they compare with, failover runs raw failover and transfer,
+// fsm runs the gob snapshot baseline.
 //
 // Usage (make bench BENCH_ARGS="..." runs the same):
 //
-//	go run ./cmd/lancemaster-bench [-dur 10s] [-quick] [-only raw,admission,fsm]
-//	    [-c 64,256] [-tmp dir] [-json] [-cpuprofile file]
+//	go run ./cmd/lancemaster-bench [-dur 10s] [-quick] [-only raw,admission,...]
+//	    [-c 64,256] [-n 20000] [-lat 200] [-reps 5] [-tmp dir] [-json]
+//	    [-cpuprofile file]
 //
 // Progress goes to stderr, the table (or -json) to stdout. Everything runs on
 // 127.0.0.1 under one temp dir, removed at the end (also on SIGINT/SIGTERM).
@@ -46,10 +62,14 @@ import (
 const (
 	secRaw       = "raw"
 	secAdmission = "admission"
+	secDispatch  = "dispatch"
+	secReports   = "reports"
+	secLatency   = "latency"
+	secFailover  = "failover"
 	secFSM       = "fsm"
 )
 
-var allSections = []string{secRaw, secAdmission, secFSM}
+var allSections = []string{secRaw, secAdmission, secDispatch, secReports, secLatency, secFailover, secFSM}
 
 // Load points and sizes of a default run and of a -quick smoke run.
 const (
@@ -65,6 +85,8 @@ const (
 	// maxConc keeps every client connection within a master's default
 	// connection cap (rpc.DefaultMaxConns).
 	maxConc = 256
+	// maxLifeJobs: the dispatcher scans at most 65,536 PENDING jobs a round.
+	maxLifeJobs = 65_536
 )
 
 type options struct {
@@ -76,6 +98,9 @@ type options struct {
 	cpuprof   string
 	snapN     int   // records of the gob snapshot baseline and of the fsm benchmarks
 	conc      []int // load points of raw and admission
+	lifeJobs  int   // jobs of the dispatch and reports sections
+	latN      int   // samples of the latency section
+	reps      int   // repetitions of each failover kind
 }
 
 func main() { os.Exit(benchMain()) }
@@ -134,26 +159,47 @@ func startCPUProfile(path string) (func(), error) {
 func parseFlags() (*options, error) {
 	o := &options{warm: defaultWarm, snapN: defaultSnapN}
 	flag.DurationVar(&o.dur, "dur", 10*time.Second, "measurement window per load point")
-	flag.BoolVar(&o.quick, "quick", false, "smoke run: 2 s windows (unless -dur is given), 100k-record snapshots")
+	flag.BoolVar(&o.quick, "quick", false, "smoke run: 2 s windows, 100k-record snapshots, 2,000 dispatched jobs, 50 latency samples, 3 failovers of each kind (unless given)")
 	only := flag.String("only", strings.Join(allSections, ","), "comma list of sections: "+strings.Join(allSections, ", "))
 	flag.StringVar(&o.tmp, "tmp", os.TempDir(), "parent directory for the run's temp dir (removed at the end)")
 	flag.BoolVar(&o.json, "json", false, "print the report as JSON instead of a table")
 	concFlag := flag.String("c", defaultConc, "comma list of concurrencies (load points) of raw and admission")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file (for finding bottlenecks)")
+	flag.IntVar(&o.lifeJobs, "n", defaultLifeJobs, fmt.Sprintf("jobs dispatched and reported by dispatch and reports (-quick: %d)", quickLifeJobs))
+	flag.IntVar(&o.latN, "lat", defaultLatencyN, fmt.Sprintf("sequential admissions measured by latency (-quick: %d)", quickLatencyN))
+	flag.IntVar(&o.reps, "reps", defaultFailoverReps, fmt.Sprintf("repetitions of each failover kind (-quick: %d)", quickFailoverReps))
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
-	durSet := false
-	flag.Visit(func(f *flag.Flag) { durSet = durSet || f.Name == "dur" })
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.quick {
 		o.warm, o.snapN = quickWarm, quickSnapN
-		if !durSet {
+		if !set["dur"] {
 			o.dur = quickDur
+		}
+		if !set["n"] {
+			o.lifeJobs = quickLifeJobs
+		}
+		if !set["lat"] {
+			o.latN = quickLatencyN
+		}
+		if !set["reps"] {
+			o.reps = quickFailoverReps
 		}
 	}
 	if o.dur <= 0 || o.dur > 10*time.Minute {
 		return nil, fmt.Errorf("-dur %s: want (0, 10m]", o.dur)
+	}
+	if o.lifeJobs < 1 || o.lifeJobs > maxLifeJobs {
+		return nil, fmt.Errorf("-n %d: want [1, %d]", o.lifeJobs, maxLifeJobs)
+	}
+	if o.latN < 1 || o.latN > 10_000 {
+		return nil, fmt.Errorf("-lat %d: want [1, 10000]", o.latN)
+	}
+	if o.reps < 1 || o.reps > 100 {
+		return nil, fmt.Errorf("-reps %d: want [1, 100]", o.reps)
 	}
 	for _, f := range strings.Split(*concFlag, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(f))
@@ -196,7 +242,8 @@ func run(o *options) *report {
 		Host:     hostInfo{GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH},
 		Sections: map[string]float64{},
 		Options: map[string]any{"dur": o.dur.String(), "warm": o.warm.String(), "quick": o.quick,
-			"only": keys(o.only), "concurrency": o.conc, "snapshot_records": o.snapN},
+			"only": keys(o.only), "concurrency": o.conc, "snapshot_records": o.snapN,
+			"lifecycle_jobs": o.lifeJobs, "latency_samples": o.latN, "failover_reps": o.reps},
 	}
 	root, err := os.MkdirTemp(o.tmp, "lancemaster-bench-")
 	if err != nil {
@@ -223,6 +270,9 @@ func run(o *options) *report {
 
 	if o.only[secRaw] || o.only[secAdmission] {
 		runLoadSections(o, rep)
+	}
+	if o.only[secDispatch] || o.only[secReports] || o.only[secLatency] || o.only[secFailover] {
+		runLifecycleSections(o, rep)
 	}
 	if o.only[secFSM] {
 		runFSMSection(o, rep)

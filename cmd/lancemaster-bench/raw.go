@@ -58,6 +58,25 @@ type rawNode struct {
 	r     *raft.Raft
 	trans *raft.NetworkTransport
 	store *raftboltdb.BoltStore
+	down  bool // stopped (a killed leader); close skips it
+}
+
+// stop shuts the node down as a crash would look to the others: raft stops
+// answering, its transport and store close. Idempotent.
+func (nd *rawNode) stop() {
+	if nd.down {
+		return
+	}
+	nd.down = true
+	if nd.r != nil {
+		nd.r.Shutdown().Error()
+	}
+	if nd.trans != nil {
+		nd.trans.Close()
+	}
+	if nd.store != nil {
+		nd.store.Close()
+	}
 }
 
 type rawCluster struct {
@@ -65,8 +84,9 @@ type rawCluster struct {
 	nodes []*rawNode
 }
 
-// startRawCluster bootstraps three voters under a fresh dir in parent.
-func startRawCluster(parent string) (cl *rawCluster, err error) {
+// startRawCluster bootstraps three voters under a fresh dir in parent; tweak,
+// when given, adjusts each node's raft config (the fast timeouts, say).
+func startRawCluster(parent string, tweak ...func(*raft.Config)) (cl *rawCluster, err error) {
 	dir, err := os.MkdirTemp(parent, "raw-")
 	if err != nil {
 		return nil, err
@@ -107,6 +127,9 @@ func startRawCluster(parent string) (cl *rawCluster, err error) {
 		conf := raft.DefaultConfig()
 		conf.LocalID = rawID(i)
 		conf.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: io.Discard})
+		for _, t := range tweak {
+			t(conf)
+		}
 		if err := raft.BootstrapCluster(conf, logs, nd.store, snaps, nd.trans, raft.Configuration{Servers: servers}); err != nil {
 			return cl, err
 		}
@@ -136,15 +159,7 @@ func (cl *rawCluster) leader() (*raft.Raft, error) {
 // close shuts every node down and removes the cluster's dir.
 func (cl *rawCluster) close() {
 	for _, nd := range cl.nodes {
-		if nd.r != nil {
-			nd.r.Shutdown().Error()
-		}
-		if nd.trans != nil {
-			nd.trans.Close()
-		}
-		if nd.store != nil {
-			nd.store.Close()
-		}
+		nd.stop()
 	}
 	os.RemoveAll(cl.dir)
 }

@@ -47,6 +47,16 @@ func (r row) atLeastRatio(x float64) row {
 	return r
 }
 
+// atLeast: the target is LM >= x (in the row's unit).
+func (r row) atLeast(x float64, unit string) row {
+	r.Target = fmt.Sprintf(">= %s %s", sig(x, 3), unit)
+	if r.LM != nil {
+		met := *r.LM >= x
+		r.Met = &met
+	}
+	return r
+}
+
 // atMost: the target is LM <= x (in the row's unit).
 func (r row) atMost(x float64, unit string) row {
 	r.Target = fmt.Sprintf("<= %g %s", x, unit)
@@ -66,6 +76,11 @@ type report struct {
 	Raw      []loadResult       `json:"raw_apply,omitempty"`
 	Admit    []loadResult       `json:"admission,omitempty"`
 	RawSnap  *snapResult        `json:"raw_snapshot,omitempty"`
+	RawLife  *rawLifeResult     `json:"raw_lifecycle,omitempty"`
+	Dispatch *dispatchResult    `json:"dispatch,omitempty"`
+	Reports  *reportsResult     `json:"reports,omitempty"`
+	Latency  *latencyResult     `json:"latency,omitempty"`
+	Failover *failoverResult    `json:"failover,omitempty"`
 	FSM      []benchLine        `json:"fsm_benchmarks,omitempty"`
 	Errors   []string           `json:"errors,omitempty"`
 	Sections map[string]float64 `json:"section_seconds"`

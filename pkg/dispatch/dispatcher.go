@@ -107,6 +107,8 @@ type Dispatcher struct {
 	sentMu   sync.Mutex
 	sentTerm uint64
 	sent     map[int64]string
+	// sentAfterPrune is len(sent) after the last prune (see pruneSent).
+	sentAfterPrune int
 }
 
 // New returns a Dispatcher with defaults filled in.
@@ -253,7 +255,7 @@ func (d *Dispatcher) beginSentTerm(term uint64) {
 	d.sentMu.Lock()
 	defer d.sentMu.Unlock()
 	if d.sentTerm != term {
-		d.sentTerm, d.sent = term, map[int64]string{}
+		d.sentTerm, d.sent, d.sentAfterPrune = term, map[int64]string{}, 0
 	}
 }
 
@@ -283,15 +285,23 @@ func (d *Dispatcher) mayBeOnTheWire(r *job.Record, term uint64) bool {
 }
 
 // pruneSent forgets the sends whose job no longer runs that invocation.
+// Stale entries are harmless (mayBeOnTheWire compares the invocation id,
+// which is never reused), so pruning is only memory hygiene: it runs when
+// the map has doubled since the last prune, which keeps its cost amortized
+// O(1) per send instead of O(RUNNING jobs) per round.
 func (d *Dispatcher) pruneSent() {
-	st := d.d.Reader.State()
 	d.sentMu.Lock()
 	defer d.sentMu.Unlock()
+	if len(d.sent) < 2*d.sentAfterPrune+64 {
+		return
+	}
+	st := d.d.Reader.State()
 	for id, inv := range d.sent {
 		if r, ok := st.Job(id); !ok || r.MutationState != job.Running || r.InvocationID != inv {
 			delete(d.sent, id)
 		}
 	}
+	d.sentAfterPrune = len(d.sent)
 }
 
 // The refresh driver is the round's step 3.

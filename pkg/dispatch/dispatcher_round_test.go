@@ -401,3 +401,35 @@ func TestMarkRunningFateUnknown(t *testing.T) {
 		})
 	}
 }
+
+// A round that fills max_dispatch_per_round wakes the next round at once, so
+// a backlog drains without waiting for the interval; a round below its cap
+// does not wake itself.
+func TestFullRoundWakesTheNext(t *testing.T) {
+	e := newEnv(t)
+	e.addBackend("b1:9060", 1)
+	e.setOption(config.OptMaxDispatchPerRound, "2")
+	e.setOption(config.OptMaxInflightPerBackend, "10")
+	ids := e.admit(3)
+	e.heartbeat()
+	drain := func() bool {
+		select {
+		case <-e.waker.C():
+			return true
+		default:
+			return false
+		}
+	}
+	drain() // admissions and heartbeats may have woken it already
+	e.round()
+	if !drain() {
+		t.Fatal("a round that filled its cap did not wake the next one")
+	}
+	e.round() // dispatches the third job: below the cap
+	if drain() {
+		t.Fatal("a round below its cap woke itself")
+	}
+	for _, id := range ids {
+		e.wantState(id, job.Running)
+	}
+}

@@ -69,6 +69,13 @@ func (r *round) dispatchPending() error {
 	if len(running) == 0 {
 		return markErr
 	}
+	// A round that filled its cap may have left dispatchable work behind:
+	// run the next round at once instead of after the interval (the cap
+	// bounds one round's work, not the rate). A round that dispatches
+	// nothing never wakes itself, so this cannot spin.
+	if int64(len(running)) >= opts.MaxDispatchPerRound && r.d.d.Waker != nil {
+		r.d.d.Waker.Wake()
+	}
 	if h := r.d.d.Hooks.AfterJournal; h != nil {
 		ids := make([]int64, len(running))
 		for i, p := range running {

@@ -1,0 +1,511 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	lmaster "github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
+)
+
+// The lifecycle sections (dispatch, reports, latency, failover) run three
+// complete masters in this process, each started by master.Start exactly as
+// `lancemaster serve` starts one: journal FSM, raft node with raft-boltdb
+// stores (fsync on) under its own data dir, admin/report Thrift server,
+// and the leader services (backend pool with heartbeats, dispatcher,
+// refresh driver, retention GC). One rpctest.FakeBackend, reached over
+// loopback Thrift like a real backend, is the only registered backend; its
+// submit hook is the benchmark's probe.
+//
+// Each master reaches the backend through a gatedBackends: the production
+// Thrift client, whose heartbeats the benchmark can refuse (the failover
+// section uses that to keep work PENDING on a leader). Nothing else is
+// changed.
+
+// gatedBackends is rpc.NewThriftBackendClient with a gate on Heartbeat:
+// while closed, every heartbeat fails as "not sent", so the master's pool
+// hears no backend and its dispatcher sends nothing.
+type gatedBackends struct {
+	rpc.BackendClient
+	closed atomic.Bool
+}
+
+var errGateClosed = errors.New("bench: heartbeats refused (gate closed)")
+
+func (g *gatedBackends) Heartbeat(ctx context.Context, addr string, req *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
+	if g.closed.Load() {
+		return nil, &rpc.SendError{Op: "heartbeat", Addr: addr, Err: errGateClosed}
+	}
+	return g.BackendClient.Heartbeat(ctx, addr, req)
+}
+
+// mclusterConfig is what differs between the lifecycle clusters.
+type mclusterConfig struct {
+	name    string        // for errors and the temp dir
+	profile string        // config.RaftProfileDefault or RaftProfileFast
+	pool    time.Duration // the pool's heartbeat interval; 0 = production default (1 s)
+	options [][2]string   // set after benchOptions, in order
+}
+
+// mcluster is three master.Master over loopback and one fake backend.
+type mcluster struct {
+	cfg       mclusterConfig
+	dir       string
+	logs      *logCapture
+	nodes     []*config.Node
+	gates     []*gatedBackends
+	fake      *rpctest.FakeBackend
+	stopFake  func()
+	backendID int64
+	prevSlog  *slog.Logger // restored by close
+	tables    atomic.Int64 // table names are unique across the cluster's life
+
+	mu      sync.Mutex
+	masters []*lmaster.Master // nil while stopped
+}
+
+// startMCluster starts the fake backend and three masters, waits for a
+// leader, and configures the cluster through it (backend, catalog, options).
+func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
+	dir, err := os.MkdirTemp(o.tmp, cfg.name+"-")
+	if err != nil {
+		return nil, err
+	}
+	c = &mcluster{cfg: cfg, dir: dir, logs: &logCapture{}, prevSlog: slog.Default()}
+	// The Thrift library reports through slog; serve routes it into the
+	// master's log, and so does the benchmark (into the captured warnings).
+	slog.SetDefault(slog.New(config.SlogHandler(c.logs.logger().Named("thrift"))))
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	if c.fake, c.stopFake, err = startFakeBackend(); err != nil {
+		return c, fmt.Errorf("%s: fake backend: %w", cfg.name, err)
+	}
+	var peers []config.Peer
+	for i := 0; i < 3; i++ {
+		raftAddr, err := freeAddr()
+		if err != nil {
+			return c, err
+		}
+		rpcAddr, err := freeAddr()
+		if err != nil {
+			return c, err
+		}
+		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i), RaftAddress: raftAddr, RPCAddress: rpcAddr})
+	}
+	for i := range peers {
+		n := config.DefaultNode()
+		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, filepath.Join(dir, peers[i].ID), cfg.profile
+		if err := n.Validate(); err != nil {
+			return c, fmt.Errorf("%s: node %s: %w", cfg.name, n.NodeID, err)
+		}
+		c.nodes = append(c.nodes, n)
+		c.gates = append(c.gates, &gatedBackends{BackendClient: rpc.NewThriftBackendClient(rpc.DefaultConfig())})
+	}
+	c.masters = make([]*lmaster.Master, len(c.nodes))
+	for i := range c.nodes {
+		if err := c.start(i); err != nil {
+			return c, err
+		}
+	}
+	_, l, err := c.leader(-1)
+	if err != nil {
+		return c, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	err = withAdmin(ctx, l.RPCAddr(), func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		if _, err := a.AddBackend(ctx, c.fake.Addr()); err != nil {
+			return fmt.Errorf("add backend: %w", err)
+		}
+		root := benchRoot
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: benchCatalog, RootURI: &root}); err != nil {
+			return fmt.Errorf("create catalog: %w", err)
+		}
+		for _, kv := range append(append([][2]string(nil), benchOptions...), cfg.options...) {
+			if _, err := a.SetOption(ctx, kv[0], kv[1]); err != nil {
+				return fmt.Errorf("set %s: %w", kv[0], err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return c, fmt.Errorf("%s: configure: %w", cfg.name, err)
+	}
+	bs := l.FSM().State().Backends()
+	if len(bs) != 1 {
+		return c, fmt.Errorf("%s: %d backends registered, want 1", cfg.name, len(bs))
+	}
+	c.backendID = bs[0].ID
+	// The leader's pool hears a new backend at its next heartbeat pass (up
+	// to an interval later); until then nothing can be dispatched.
+	if !waitFor(setupTimeout, 5*time.Millisecond, func() bool {
+		s, _ := l.Pool().Status(c.backendID)
+		return s.Alive
+	}) {
+		return c, fmt.Errorf("%s: the leader never heard the backend", cfg.name)
+	}
+	return c, nil
+}
+
+// start starts (or restarts, from its data dir) master i.
+func (c *mcluster) start(i int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	m, err := lmaster.Start(ctx, lmaster.Options{
+		Node:              c.nodes[i],
+		Logger:            c.logs.logger(),
+		Backends:          c.gates[i],
+		Credentials:       config.StaticCredentials{}, // the bench catalog has no credentials
+		HeartbeatInterval: c.cfg.pool,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: start master %s: %w", c.cfg.name, c.nodes[i].NodeID, err)
+	}
+	c.mu.Lock()
+	c.masters[i] = m
+	c.mu.Unlock()
+	return nil
+}
+
+// stop closes master i: transfer = SIGTERM (leadership handed over first),
+// else a kill as the others see it (raft stops answering).
+func (c *mcluster) stop(i int, transfer bool) {
+	c.mu.Lock()
+	m := c.masters[i]
+	c.masters[i] = nil
+	c.mu.Unlock()
+	if m != nil {
+		m.Close(transfer)
+	}
+}
+
+func (c *mcluster) master(i int) *lmaster.Master {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.masters[i]
+}
+
+// leader waits for a master other than not (-1: any) that leads and has run
+// its leader barrier.
+func (c *mcluster) leader(not int) (int, *lmaster.Master, error) {
+	deadline := time.Now().Add(leaderTimeout)
+	for time.Now().Before(deadline) {
+		for i := range c.nodes {
+			if m := c.master(i); i != not && m != nil && m.Node().LeaderTerm() != 0 {
+				return i, m, nil
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return -1, nil, fmt.Errorf("%s: no leader elected", c.cfg.name)
+}
+
+// term is the highest raft term any running master has seen.
+func (c *mcluster) term() uint64 {
+	var t uint64
+	for i := range c.nodes {
+		if m := c.master(i); m != nil {
+			if v, err := strconv.ParseUint(m.Node().Stats()["term"], 10, 64); err == nil && v > t {
+				t = v
+			}
+		}
+	}
+	return t
+}
+
+// close stops every master (at once: no point in a leader change) and the
+// fake, and removes the data dirs.
+func (c *mcluster) close() {
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.stop(i, false) }()
+	}
+	wg.Wait()
+	if c.stopFake != nil {
+		c.stopFake()
+	}
+	slog.SetDefault(c.prevSlog)
+	os.RemoveAll(c.dir)
+}
+
+// withAdmin runs fn on a fresh admin connection to addr.
+func withAdmin(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
+	conn, err := rpc.Dial(ctx, addr, rpc.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return fn(ctx, adminapi.NewLanceMasterServiceClient(conn.Client()))
+}
+
+// setOption sets one cluster option through the master at addr.
+func setOption(addr, key, value string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	return withAdmin(ctx, addr, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		_, err := a.SetOption(ctx, key, value)
+		return err
+	})
+}
+
+// admitter is one admission client with its own connection.
+type admitter struct {
+	c      *mcluster
+	addr   string
+	conn   *rpc.Conn
+	client *adminapi.LanceMasterServiceClient
+}
+
+func (c *mcluster) newAdmitter(addr string) *admitter { return &admitter{c: c, addr: addr} }
+
+// prepare registers a fresh table with the fake backend and returns the
+// request admitting a BTREE index on its id column.
+func (a *admitter) prepare() (*adminapi.TCreateIndexRequest, error) {
+	table := "t" + strconv.FormatInt(a.c.tables.Add(1), 10)
+	loc, err := job.DatasetLocator(benchRoot, benchDB, table)
+	if err != nil {
+		return nil, err
+	}
+	a.c.fake.SetDataset(loc, benchSnapshot)
+	return &adminapi.TCreateIndexRequest{
+		Catalog: benchCatalog, Db: benchDB, Table: table, IndexName: benchIndexName, Column: "id", IndexType: "BTREE",
+	}, nil
+}
+
+// create calls CreateIndex: the full admission path (inspect round trip to
+// the backend, preflight, one Raft entry). It returns the job id.
+func (a *admitter) create(req *adminapi.TCreateIndexRequest) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	if a.conn == nil {
+		conn, err := rpc.Dial(ctx, a.addr, rpc.DefaultConfig())
+		if err != nil {
+			return 0, err
+		}
+		a.conn, a.client = conn, adminapi.NewLanceMasterServiceClient(conn.Client())
+	}
+	resp, err := a.client.CreateIndex(ctx, req)
+	var ae *adminapi.TAdminError
+	switch {
+	case errors.As(err, &ae):
+		return 0, err
+	case err != nil:
+		a.close() // a broken stream: dial again next time
+		return 0, err
+	case resp.GetJobID() <= 0:
+		return 0, fmt.Errorf("no job admitted (noop=%v)", resp.GetNoop())
+	}
+	return resp.GetJobID(), nil
+}
+
+// admit is prepare then create.
+func (a *admitter) admit() (int64, error) {
+	req, err := a.prepare()
+	if err != nil {
+		return 0, err
+	}
+	return a.create(req)
+}
+
+func (a *admitter) close() {
+	if a.conn != nil {
+		a.conn.Close()
+		a.conn, a.client = nil, nil
+	}
+}
+
+// admitRetries bounds the attempts of one admission in admitMany.
+const admitRetries = 3
+
+// admitMany admits n jobs through addr with conc clients and returns their
+// ids (in no particular order).
+func (c *mcluster) admitMany(addr string, n, conc int) ([]int64, error) {
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		ids      = make([]int64, 0, n)
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for g := 0; g < conc; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := c.newAdmitter(addr)
+			defer a.close()
+			for next.Add(1) <= int64(n) {
+				var id int64
+				var err error
+				for try := 0; try < admitRetries; try++ {
+					if id, err = a.admit(); err == nil {
+						break
+					}
+					time.Sleep(errorBackoff)
+				}
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return ids, fmt.Errorf("admission failed after %d tries: %w", admitRetries, firstErr)
+	}
+	return ids, nil
+}
+
+// okReport is the report a backend sends for a dispatch that finished:
+// NATIVE_OK, child reaped, authenticated by the dispatch's secret.
+func okReport(d *wire.TLanceIndexJobDispatch) *wire.TLanceIndexJobReport {
+	code, proof := wire.TLanceIndexJobResultCode_NATIVE_OK, wire.TLanceIndexTerminationProof_CHILD_REAPED
+	return &wire.TLanceIndexJobReport{JobID: d.JobID, DispatchRevision: d.DispatchRevision, InvocationID: d.InvocationID,
+		BeProcessEpoch: d.BeProcessEpoch, ResultCode: &code, TerminationProof: &proof, InvocationSecret: d.InvocationSecret}
+}
+
+// deliverResult is one deliverReports run.
+type deliverResult struct {
+	Elapsed  time.Duration
+	Lats     []time.Duration // sorted; one per report answered OK
+	Retries  int64           // answers asking to retry (or transport errors)
+	Refused  int64           // reports refused for good
+	FirstErr string
+}
+
+// deliverRetries bounds the attempts of one report.
+const deliverRetries = 20
+
+// deliverReports sends every report to addr with conc clients, each with
+// its own connection, retrying what the master asks to retry, as a
+// backend's outbox does. Latency is per report call that was answered OK.
+func deliverReports(addr string, reps []*wire.TLanceIndexJobReport, conc int) deliverResult {
+	var (
+		next             atomic.Int64
+		retries, refused atomic.Int64
+		firstErr         atomic.Pointer[string]
+		wg               sync.WaitGroup
+	)
+	lats := make([][]time.Duration, conc)
+	note := func(s string) { firstErr.CompareAndSwap(nil, &s) }
+	t0 := time.Now()
+	for g := 0; g < conc; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var conn *rpc.Conn
+			var client *adminapi.LanceMasterServiceClient
+			defer func() {
+				if conn != nil {
+					conn.Close()
+				}
+			}()
+			for {
+				k := next.Add(1) - 1
+				if k >= int64(len(reps)) {
+					return
+				}
+				for try := 0; ; try++ {
+					if try == deliverRetries {
+						refused.Add(1)
+						note(fmt.Sprintf("job %d: gave up after %d tries", reps[k].JobID, try))
+						break
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+					if conn == nil {
+						c, err := rpc.Dial(ctx, addr, rpc.DefaultConfig())
+						if err != nil {
+							cancel()
+							retries.Add(1)
+							note(err.Error())
+							time.Sleep(errorBackoff)
+							continue
+						}
+						conn, client = c, adminapi.NewLanceMasterServiceClient(c.Client())
+					}
+					s := time.Now()
+					st, err := client.ReportLanceIndexJobResult_(ctx, reps[k])
+					d := time.Since(s)
+					cancel()
+					switch {
+					case err != nil:
+						conn.Close()
+						conn, client = nil, nil
+						retries.Add(1)
+						note(err.Error())
+						time.Sleep(errorBackoff)
+						continue
+					case st.GetStatusCode() == wire.TStatusCode_OK:
+						lats[g] = append(lats[g], d)
+					case st.GetStatusCode() == wire.TStatusCode_SERVICE_UNAVAILABLE || st.GetStatusCode() == wire.TStatusCode_NOT_LEADER:
+						retries.Add(1)
+						note(fmt.Sprintf("job %d: %s %v", reps[k].JobID, st.GetStatusCode(), st.GetErrorMsgs()))
+						time.Sleep(errorBackoff)
+						continue
+					default:
+						refused.Add(1)
+						note(fmt.Sprintf("job %d: %s %v", reps[k].JobID, st.GetStatusCode(), st.GetErrorMsgs()))
+					}
+					break
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res := deliverResult{Elapsed: time.Since(t0), Retries: retries.Load(), Refused: refused.Load()}
+	for _, l := range lats {
+		res.Lats = append(res.Lats, l...)
+	}
+	slices.Sort(res.Lats)
+	if p := firstErr.Load(); p != nil {
+		res.FirstErr = *p
+	}
+	return res
+}
+
+// waitFor polls cond every interval until it holds or timeout passes.
+func waitFor(timeout, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(interval)
+	}
+	return true
+}
+
+// settledAll reports whether every job of ids is terminal and refreshed on m.
+func settledAll(m *lmaster.Master, ids []int64) bool {
+	st := m.FSM().State()
+	for _, id := range ids {
+		if r, ok := st.Job(id); !ok || r.Unresolved() {
+			return false
+		}
+	}
+	return true
+}
