@@ -12,7 +12,7 @@ CLUSTER := deploy/local/cluster.sh
 GO_SOURCES = $(shell find . -name '*.go' -not -path './gen-go/*' -not -path './.git/*' \
                -not -path '*/node_modules/*' -not -path './deploy/local/.state/*')
 
-.PHONY: build test gen bench setup demo demo-down vet fmt fmt-check clean
+.PHONY: build test fuzz gen bench setup demo demo-down vet fmt fmt-check clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lancemaster
@@ -31,6 +31,21 @@ test: fmt-check vet
 
 vet:
 	$(GO) vet ./...
+
+# Runs each fuzz target for FUZZTIME (go test -fuzz takes one target in one
+# package at a time); CI runs it after make test. The committed seed corpora
+# (testdata/fuzz/<target>/) also run as plain tests in make test. A failing
+# input is written to the package's testdata/fuzz/<target>/: commit it with
+# the fix, as a regression test.
+FUZZTIME     ?= 10s
+FUZZ_TARGETS := FuzzApply:./pkg/raftfsm FuzzReport:./pkg/report FuzzAdminRequest:./pkg/admin
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  name=$${t%%:*}; pkg=$${t#*:}; \
+	  echo "==> $$name ($$pkg) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 # Fails listing the files gofmt would change; `make fmt` fixes them.
 fmt-check:

@@ -206,6 +206,52 @@ struct TRaftPeersResponse {
   5: optional i64 applied_index,
 }
 
+// ---- operator snapshots and membership (docs/operations.md) ---------------
+
+// A snapshot transfer moves one snapshot file (the format is documented in
+// docs/operations.md and pkg/cluster/snapfile.go) between the leader and the
+// CLI in chunks of at most 256 KiB, half the 512 KiB frame bound. A transfer
+// lives on the master that began it; offsets are checked, so a lost or
+// repeated chunk fails the transfer instead of corrupting the file. A transfer
+// left idle for idle_timeout_ms is dropped by the master.
+struct TSnapshotTransfer {
+  1: required string transfer_id,
+  2: required i64 size,              // bytes of the whole file
+  3: required i32 chunk_size,        // the largest chunk either side may send
+  4: required i64 idle_timeout_ms,
+  5: optional i64 index,             // save: the snapshot's raft index
+  6: optional i64 term,              // save: the snapshot's raft term
+  7: optional string node_id,        // the master holding the transfer (the leader)
+}
+
+struct TSnapshotChunk {
+  1: required string transfer_id,
+  2: required i64 offset,            // of data[0] within the file
+  3: required binary data,           // at most chunk_size bytes
+  4: optional bool eof,              // save: data ends the file
+}
+
+struct TSnapshotRestoreResponse {
+  1: required i64 index,             // the raft index the restored state lives at
+  2: required i64 snapshot_index,    // the file's raft index and term
+  3: required i64 snapshot_term,
+  4: optional i64 job_count,
+  5: optional i64 catalog_count,
+  6: optional i64 backend_count,
+  7: optional string leader_id,      // the leader after the restore (it hands leadership over)
+}
+
+struct TAddVoterRequest {
+  1: required string id,
+  2: required string raft_address,
+  3: optional string rpc_address,    // remembered by the leader that adds it (docs/operations.md)
+}
+
+struct TRemovePeerRequest {
+  1: required string id,
+  2: optional bool force,            // allow the leader to remove itself
+}
+
 service LanceMasterService {
   // reports (DESIGN.md §9); followers forward to the leader
   wire.TStatus reportLanceIndexJobResult(1: wire.TLanceIndexJobReport report),
@@ -245,4 +291,16 @@ service LanceMasterService {
   // internal: a follower forwards an encoded journal command to the leader,
   // which proposes it and answers the encoded TApplyResponse.
   binary forwardApply(1: binary command) throws (1: TAdminError err),
+
+  // operator: snapshots, leader only (docs/operations.md)
+  TSnapshotTransfer beginSnapshotSave() throws (1: TAdminError err),
+  TSnapshotChunk readSnapshotChunk(1: string transfer_id, 2: i64 offset) throws (1: TAdminError err),
+  TSnapshotTransfer beginSnapshotRestore(1: i64 size) throws (1: TAdminError err),
+  void writeSnapshotChunk(1: TSnapshotChunk chunk) throws (1: TAdminError err),
+  TSnapshotRestoreResponse finishSnapshotRestore(1: string transfer_id) throws (1: TAdminError err),
+  void abortSnapshotTransfer(1: string transfer_id) throws (1: TAdminError err),
+
+  // operator: raft membership, leader only
+  TRaftPeersResponse addVoter(1: TAddVoterRequest request) throws (1: TAdminError err),
+  TRaftPeersResponse removePeer(1: TRemovePeerRequest request) throws (1: TAdminError err),
 }

@@ -140,6 +140,15 @@ struct TAdmitCommand {
   2: required TJobRecord job,   // job_id, rev, states are set by the FSM
 }
 
+// M0, batched (group commit): concurrent admissions in one entry with one
+// clock. Each job is applied in order exactly as one TAdmitCommand would be
+// (catalog, fence and quota guards, the id allocated in order), with an item
+// result per job: a refused job changes nothing and does not stop the others.
+struct TAdmitBatch {
+  1: required i64 now_ms,
+  2: required list<TJobRecord> jobs,   // as TAdmitCommand.job
+}
+
 struct TMarkRunning {
   1: required i64 job_id,
   2: required i64 expected_rev,
@@ -267,6 +276,8 @@ struct TItemResult {
   1: required i64 job_id,
   2: required TApplyCode code,
   3: optional string message,
+  4: optional i64 id,                   // admit batch: the allocated job id
+  5: optional i64 conflict_job_id,      // admit batch, FENCE_CONFLICT: the smallest fencing job id
 }
 
 struct TApplyResponse {

@@ -18,7 +18,9 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -280,6 +282,10 @@ var pinnedStructs = []pinnedStruct{
 		{"now_ms", 1, "i64", req},
 		{"job", 2, "TJobRecord", req},
 	}},
+	{"TAdmitBatch", func() thrift.TStruct { return journal.NewTAdmitBatch() }, []pin{
+		{"now_ms", 1, "i64", req},
+		{"jobs", 2, "list<TJobRecord>", req},
+	}},
 	{"TMarkRunning", func() thrift.TStruct { return journal.NewTMarkRunning() }, []pin{
 		{"job_id", 1, "i64", req},
 		{"expected_rev", 2, "i64", req},
@@ -371,6 +377,8 @@ var pinnedStructs = []pinnedStruct{
 		{"job_id", 1, "i64", req},
 		{"code", 2, "TApplyCode", req},
 		{"message", 3, "string", opt},
+		{"id", 4, "i64", opt},
+		{"conflict_job_id", 5, "i64", opt},
 	}},
 	{"TApplyResponse", func() thrift.TStruct { return journal.NewTApplyResponse() }, []pin{
 		{"code", 1, "TApplyCode", req},
@@ -420,6 +428,32 @@ func TestPinnedMethodNames(t *testing.T) {
 	for _, m := range []string{"reportLanceIndexJobResult", "reportLanceIndexJobTermination", "forwardApply"} {
 		if _, ok := master[m]; !ok {
 			t.Errorf("LanceMasterService has no method %q", m)
+		}
+	}
+}
+
+// Every struct of the wire and the journal is pinned: a struct added to
+// either IDL fails here until it gets its rows above (a new journal command
+// is replayed from old logs by every later version).
+func TestEveryWireAndJournalStructIsPinned(t *testing.T) {
+	pinned := map[string]bool{}
+	for _, ps := range pinnedStructs {
+		pinned[ps.name] = true
+	}
+	decl := regexp.MustCompile(`(?m)^(?:struct|exception|union)\s+(\w+)`)
+	for _, f := range []string{"wire.thrift", "journal.thrift"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := decl.FindAllSubmatch(src, -1)
+		if len(found) == 0 {
+			t.Fatalf("%s declares no struct; the scan is broken", f)
+		}
+		for _, m := range found {
+			if name := string(m[1]); !pinned[name] {
+				t.Errorf("%s: struct %s is not pinned: add its rows to pinnedStructs", f, name)
+			}
 		}
 	}
 }

@@ -23,9 +23,9 @@ func init() { supervisor.MaybeRunHelper() }
 // backendFlags are the command-line overrides of a backend config file;
 // only the flags the user set override it.
 type backendFlags struct {
-	listen, advertise, dataDir, isolation, logFormat, logLevel string
-	masters, worker                                            []string
-	concurrency, queueSize                                     int
+	listen, advertise, httpListen, dataDir, isolation, logFormat, logLevel string
+	masters, worker                                                        []string
+	concurrency, queueSize                                                 int
 }
 
 // newBackendCmd runs the backend agent until SIGTERM or SIGINT, then shuts
@@ -46,6 +46,7 @@ func newBackendCmd() *cobra.Command {
 	fs.StringVar(&path, "config", "", "backend configuration file (YAML)")
 	fs.StringVar(&f.listen, "listen", "", "Thrift listen address host:port")
 	fs.StringVar(&f.advertise, "advertise", "", "address masters dial (default: --listen)")
+	fs.StringVar(&f.httpListen, "http-listen", "", "HTTP listen address host:port for /metrics, /livez and /readyz (default: none)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory of the outbox (holds invocation secrets: keep it private)")
 	fs.StringSliceVar(&f.masters, "master", nil, "master RPC address HOST:PORT; repeat or comma-separate (replaces the file's masters)")
 	fs.IntVar(&f.concurrency, "concurrency", backend.DefaultConcurrency, "workers running at once")
@@ -81,9 +82,12 @@ func newBackendCmd() *cobra.Command {
 		}
 		defer func() { _ = log.Sync() }()
 		slog.SetDefault(slog.New(config.SlogHandler(log.Named("thrift"))))
-		if _, err := os.Stat(fc.Worker[1]); defaultWorker && err != nil {
-			log.Warn("the default worker's script is missing: every build and inspect will fail; set worker in the config",
-				zap.Strings("worker", fc.Worker), zap.Error(err))
+		if defaultWorker {
+			// Only the default worker is known to have a script at argv[1].
+			if _, err := os.Stat(fc.Worker[1]); err != nil {
+				log.Warn("the default worker's script is missing: every build and inspect will fail; set worker in the config",
+					zap.Strings("worker", fc.Worker), zap.Error(err))
+			}
 		}
 		return runBackend(cmd, fc, log)
 	}
@@ -99,6 +103,7 @@ func (f *backendFlags) apply(cmd *cobra.Command, fc *backend.FileConfig) {
 	}
 	str("listen", &fc.Listen, f.listen)
 	str("advertise", &fc.Advertise, f.advertise)
+	str("http-listen", &fc.HTTPListen, f.httpListen)
 	str("data-dir", &fc.DataDir, f.dataDir)
 	str("isolation", &fc.Isolation, f.isolation)
 	str("log-format", &fc.LogFormat, f.logFormat)

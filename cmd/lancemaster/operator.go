@@ -15,7 +15,10 @@ func newOperatorCmd(g *globals) *cobra.Command {
 		groupCmd("raft", "Inspect and steer the Raft cluster of masters",
 			newRaftListPeersCmd(g),
 			newRaftTransferLeaderCmd(g),
+			newRaftAddVoterCmd(g),
+			newRaftRemovePeerCmd(g),
 		),
+		newSnapshotCmd(g),
 	)
 }
 
@@ -32,40 +35,45 @@ func newRaftListPeersCmd(g *globals) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if resp.Peers == nil {
-				resp.Peers = []*adminapi.TRaftPeer{}
-			}
-			out := cmd.OutOrStdout()
-			if g.jsonOutput() {
-				return printJSON(out, resp)
-			}
-			rows := make([][]string, 0, len(resp.Peers))
-			for _, p := range resp.Peers {
-				leader := ""
-				if p.GetIsLeader() || (resp.LeaderID != nil && p.ID == *resp.LeaderID) {
-					leader = "*"
-				}
-				rows = append(rows, []string{p.ID, p.RaftAddress, str(p.RPCAddress), str(p.Suffrage), leader})
-			}
-			if err := printTable(out, []string{"ID", "RAFT ADDRESS", "RPC ADDRESS", "SUFFRAGE", "LEADER"}, rows); err != nil {
-				return err
-			}
-			var facts []string
-			for _, f := range []struct {
-				name  string
-				value *int64
-			}{{"term", resp.Term}, {"commit index", resp.CommitIndex}, {"applied index", resp.AppliedIndex}} {
-				if f.value != nil {
-					facts = append(facts, fmt.Sprintf("%s %d", f.name, *f.value))
-				}
-			}
-			if len(facts) > 0 {
-				_, err := fmt.Fprintf(out, "\n%s\n", strings.Join(facts, ", "))
-				return err
-			}
-			return nil
+			return printPeers(cmd, g, resp)
 		},
 	}
+}
+
+// printPeers prints a raft configuration (list-peers, add-voter, remove-peer).
+func printPeers(cmd *cobra.Command, g *globals, resp *adminapi.TRaftPeersResponse) error {
+	if resp.Peers == nil {
+		resp.Peers = []*adminapi.TRaftPeer{}
+	}
+	out := cmd.OutOrStdout()
+	if g.jsonOutput() {
+		return printJSON(out, resp)
+	}
+	rows := make([][]string, 0, len(resp.Peers))
+	for _, p := range resp.Peers {
+		leader := ""
+		if p.GetIsLeader() || (resp.LeaderID != nil && p.ID == *resp.LeaderID) {
+			leader = "*"
+		}
+		rows = append(rows, []string{p.ID, p.RaftAddress, str(p.RPCAddress), str(p.Suffrage), leader})
+	}
+	if err := printTable(out, []string{"ID", "RAFT ADDRESS", "RPC ADDRESS", "SUFFRAGE", "LEADER"}, rows); err != nil {
+		return err
+	}
+	var facts []string
+	for _, f := range []struct {
+		name  string
+		value *int64
+	}{{"term", resp.Term}, {"commit index", resp.CommitIndex}, {"applied index", resp.AppliedIndex}} {
+		if f.value != nil {
+			facts = append(facts, fmt.Sprintf("%s %d", f.name, *f.value))
+		}
+	}
+	if len(facts) > 0 {
+		_, err := fmt.Fprintf(out, "\n%s\n", strings.Join(facts, ", "))
+		return err
+	}
+	return nil
 }
 
 func newRaftTransferLeaderCmd(g *globals) *cobra.Command {
@@ -97,5 +105,78 @@ func newRaftTransferLeaderCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "the peer ID to transfer to (default: let Raft pick)")
+	return c
+}
+
+func newRaftAddVoterCmd(g *globals) *cobra.Command {
+	var rpcAddr string
+	c := &cobra.Command{
+		Use:         "add-voter ID RAFT_ADDRESS [--rpc-address HOST:PORT]",
+		Annotations: writeCommand(),
+		Short:       "Add a master to the Raft configuration as a voter (on the leader)",
+		Long: "add-voter adds the master ID, reachable by the other masters at RAFT_ADDRESS, as a voter\n" +
+			"and returns once the new configuration is committed; the new master then catches up from\n" +
+			"the leader. Raft stores only the raft address: every master learns the new master's RPC\n" +
+			"address from its own node config's peers list, so add the new master there on every\n" +
+			"master and restart them one at a time (docs/operations.md). --rpc-address is remembered\n" +
+			"by the leader that runs the command until it restarts.",
+		Example: "  lancemaster operator raft add-voter m4 10.0.0.4:7000 --rpc-address 10.0.0.4:9090",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, raftAddr := strings.TrimSpace(args[0]), strings.TrimSpace(args[1])
+			if id == "" || raftAddr == "" {
+				return usagef("ID and RAFT_ADDRESS must not be empty")
+			}
+			req := &adminapi.TAddVoterRequest{ID: id, RaftAddress: raftAddr}
+			if a := strings.TrimSpace(rpcAddr); a != "" {
+				req.RPCAddress = &a
+			}
+			var resp *adminapi.TRaftPeersResponse
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				resp, err = c.AddVoter(ctx, req)
+				return err
+			}); err != nil {
+				return err
+			}
+			return printPeers(cmd, g, resp)
+		},
+	}
+	c.Flags().StringVar(&rpcAddr, "rpc-address", "", "the new master's RPC address HOST:PORT (remembered by the leader)")
+	return c
+}
+
+func newRaftRemovePeerCmd(g *globals) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:         "remove-peer ID [--force]",
+		Annotations: writeCommand(),
+		Short:       "Remove a master from the Raft configuration (on the leader)",
+		Long: "remove-peer removes the member ID and returns once the smaller configuration is committed.\n" +
+			"Stop the removed master's process (before or after) and take it out of every peers list.\n" +
+			"The last voter cannot be removed. The leader removes itself only with --force (it steps\n" +
+			"down and stops its Raft; the others elect a leader after an election timeout): prefer\n" +
+			"transfer-leader first, then remove-peer on the new leader.",
+		Example: "  lancemaster operator raft remove-peer m4",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := strings.TrimSpace(args[0])
+			if id == "" {
+				return usagef("ID must not be empty")
+			}
+			req := &adminapi.TRemovePeerRequest{ID: id}
+			if force {
+				req.Force = &force
+			}
+			var resp *adminapi.TRaftPeersResponse
+			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+				resp, err = c.RemovePeer(ctx, req)
+				return err
+			}); err != nil {
+				return err
+			}
+			return printPeers(cmd, g, resp)
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "allow removing the leader itself")
 	return c
 }

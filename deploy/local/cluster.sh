@@ -10,7 +10,7 @@
 # checkout (`make build`; `make demo` does both).
 #
 # Ports: raft 7101-7103, rpc (admin API, reports) 7201-7203, http 7301-7303,
-# backend 7401.
+# backend 7401 (its http 7501).
 # State: deploy/local/.state/ (git-ignored): masterN/ is the data dir passed
 # as --data-dir, masterN.log the log, masterN.pid the pid, secrets/ the
 # secrets dir. Every master runs with deploy/local/ as its working directory,

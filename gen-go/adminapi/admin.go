@@ -8428,6 +8428,1583 @@ func (p *TRaftPeersResponse) String() string {
 	return fmt.Sprintf("TRaftPeersResponse(%+v)", *p)
 }
 
+// Attributes:
+//   - TransferID
+//   - Size
+//   - ChunkSize
+//   - IdleTimeoutMs
+//   - Index
+//   - Term
+//   - NodeID
+type TSnapshotTransfer struct {
+	TransferID    string  `thrift:"transfer_id,1,required" db:"transfer_id" json:"transfer_id"`
+	Size          int64   `thrift:"size,2,required" db:"size" json:"size"`
+	ChunkSize     int32   `thrift:"chunk_size,3,required" db:"chunk_size" json:"chunk_size"`
+	IdleTimeoutMs int64   `thrift:"idle_timeout_ms,4,required" db:"idle_timeout_ms" json:"idle_timeout_ms"`
+	Index         *int64  `thrift:"index,5" db:"index" json:"index,omitempty"`
+	Term          *int64  `thrift:"term,6" db:"term" json:"term,omitempty"`
+	NodeID        *string `thrift:"node_id,7" db:"node_id" json:"node_id,omitempty"`
+}
+
+func NewTSnapshotTransfer() *TSnapshotTransfer {
+	return &TSnapshotTransfer{}
+}
+
+func (p *TSnapshotTransfer) GetTransferID() string {
+	return p.TransferID
+}
+
+func (p *TSnapshotTransfer) GetSize() int64 {
+	return p.Size
+}
+
+func (p *TSnapshotTransfer) GetChunkSize() int32 {
+	return p.ChunkSize
+}
+
+func (p *TSnapshotTransfer) GetIdleTimeoutMs() int64 {
+	return p.IdleTimeoutMs
+}
+
+var TSnapshotTransfer_Index_DEFAULT int64
+
+func (p *TSnapshotTransfer) GetIndex() int64 {
+	if !p.IsSetIndex() {
+		return TSnapshotTransfer_Index_DEFAULT
+	}
+	return *p.Index
+}
+
+var TSnapshotTransfer_Term_DEFAULT int64
+
+func (p *TSnapshotTransfer) GetTerm() int64 {
+	if !p.IsSetTerm() {
+		return TSnapshotTransfer_Term_DEFAULT
+	}
+	return *p.Term
+}
+
+var TSnapshotTransfer_NodeID_DEFAULT string
+
+func (p *TSnapshotTransfer) GetNodeID() string {
+	if !p.IsSetNodeID() {
+		return TSnapshotTransfer_NodeID_DEFAULT
+	}
+	return *p.NodeID
+}
+func (p *TSnapshotTransfer) IsSetIndex() bool {
+	return p.Index != nil
+}
+
+func (p *TSnapshotTransfer) IsSetTerm() bool {
+	return p.Term != nil
+}
+
+func (p *TSnapshotTransfer) IsSetNodeID() bool {
+	return p.NodeID != nil
+}
+
+func (p *TSnapshotTransfer) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetTransferID bool = false
+	var issetSize bool = false
+	var issetChunkSize bool = false
+	var issetIdleTimeoutMs bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetTransferID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetSize = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetChunkSize = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+				issetIdleTimeoutMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetTransferID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field TransferID is not set"))
+	}
+	if !issetSize {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Size is not set"))
+	}
+	if !issetChunkSize {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ChunkSize is not set"))
+	}
+	if !issetIdleTimeoutMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field IdleTimeoutMs is not set"))
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.TransferID = v
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Size = v
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.ChunkSize = v
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.IdleTimeoutMs = v
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Index = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.Term = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.NodeID = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TSnapshotTransfer"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TSnapshotTransfer) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "transfer_id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:transfer_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.TransferID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.transfer_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:transfer_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotTransfer) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "size", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:size: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Size)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.size (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:size: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotTransfer) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "chunk_size", thrift.I32, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:chunk_size: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.ChunkSize)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.chunk_size (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:chunk_size: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotTransfer) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "idle_timeout_ms", thrift.I64, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:idle_timeout_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.IdleTimeoutMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.idle_timeout_ms (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:idle_timeout_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotTransfer) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndex() {
+		if err := oprot.WriteFieldBegin(ctx, "index", thrift.I64, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:index: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.Index)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:index: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotTransfer) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTerm() {
+		if err := oprot.WriteFieldBegin(ctx, "term", thrift.I64, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:term: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.Term)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.term (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:term: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotTransfer) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNodeID() {
+		if err := oprot.WriteFieldBegin(ctx, "node_id", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:node_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.NodeID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.node_id (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:node_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotTransfer) Equals(other *TSnapshotTransfer) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.TransferID != other.TransferID {
+		return false
+	}
+	if p.Size != other.Size {
+		return false
+	}
+	if p.ChunkSize != other.ChunkSize {
+		return false
+	}
+	if p.IdleTimeoutMs != other.IdleTimeoutMs {
+		return false
+	}
+	if p.Index != other.Index {
+		if p.Index == nil || other.Index == nil {
+			return false
+		}
+		if (*p.Index) != (*other.Index) {
+			return false
+		}
+	}
+	if p.Term != other.Term {
+		if p.Term == nil || other.Term == nil {
+			return false
+		}
+		if (*p.Term) != (*other.Term) {
+			return false
+		}
+	}
+	if p.NodeID != other.NodeID {
+		if p.NodeID == nil || other.NodeID == nil {
+			return false
+		}
+		if (*p.NodeID) != (*other.NodeID) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TSnapshotTransfer) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TSnapshotTransfer(%+v)", *p)
+}
+
+// Attributes:
+//   - TransferID
+//   - Offset
+//   - Data
+//   - EOF
+type TSnapshotChunk struct {
+	TransferID string `thrift:"transfer_id,1,required" db:"transfer_id" json:"transfer_id"`
+	Offset     int64  `thrift:"offset,2,required" db:"offset" json:"offset"`
+	Data       []byte `thrift:"data,3,required" db:"data" json:"data"`
+	EOF        *bool  `thrift:"eof,4" db:"eof" json:"eof,omitempty"`
+}
+
+func NewTSnapshotChunk() *TSnapshotChunk {
+	return &TSnapshotChunk{}
+}
+
+func (p *TSnapshotChunk) GetTransferID() string {
+	return p.TransferID
+}
+
+func (p *TSnapshotChunk) GetOffset() int64 {
+	return p.Offset
+}
+
+func (p *TSnapshotChunk) GetData() []byte {
+	return p.Data
+}
+
+var TSnapshotChunk_EOF_DEFAULT bool
+
+func (p *TSnapshotChunk) GetEOF() bool {
+	if !p.IsSetEOF() {
+		return TSnapshotChunk_EOF_DEFAULT
+	}
+	return *p.EOF
+}
+func (p *TSnapshotChunk) IsSetEOF() bool {
+	return p.EOF != nil
+}
+
+func (p *TSnapshotChunk) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetTransferID bool = false
+	var issetOffset bool = false
+	var issetData bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetTransferID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetOffset = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetData = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetTransferID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field TransferID is not set"))
+	}
+	if !issetOffset {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Offset is not set"))
+	}
+	if !issetData {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Data is not set"))
+	}
+	return nil
+}
+
+func (p *TSnapshotChunk) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.TransferID = v
+	}
+	return nil
+}
+
+func (p *TSnapshotChunk) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Offset = v
+	}
+	return nil
+}
+
+func (p *TSnapshotChunk) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBinary(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Data = v
+	}
+	return nil
+}
+
+func (p *TSnapshotChunk) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.EOF = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotChunk) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TSnapshotChunk"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TSnapshotChunk) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "transfer_id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:transfer_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.TransferID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.transfer_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:transfer_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotChunk) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "offset", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:offset: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Offset)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.offset (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:offset: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotChunk) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "data", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:data: ", p), err)
+	}
+	if err := oprot.WriteBinary(ctx, p.Data); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.data (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:data: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotChunk) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetEOF() {
+		if err := oprot.WriteFieldBegin(ctx, "eof", thrift.BOOL, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:eof: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.EOF)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.eof (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:eof: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotChunk) Equals(other *TSnapshotChunk) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.TransferID != other.TransferID {
+		return false
+	}
+	if p.Offset != other.Offset {
+		return false
+	}
+	if bytes.Compare(p.Data, other.Data) != 0 {
+		return false
+	}
+	if p.EOF != other.EOF {
+		if p.EOF == nil || other.EOF == nil {
+			return false
+		}
+		if (*p.EOF) != (*other.EOF) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TSnapshotChunk) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TSnapshotChunk(%+v)", *p)
+}
+
+// Attributes:
+//   - Index
+//   - SnapshotIndex
+//   - SnapshotTerm
+//   - JobCount
+//   - CatalogCount
+//   - BackendCount
+//   - LeaderID
+type TSnapshotRestoreResponse struct {
+	Index         int64   `thrift:"index,1,required" db:"index" json:"index"`
+	SnapshotIndex int64   `thrift:"snapshot_index,2,required" db:"snapshot_index" json:"snapshot_index"`
+	SnapshotTerm  int64   `thrift:"snapshot_term,3,required" db:"snapshot_term" json:"snapshot_term"`
+	JobCount      *int64  `thrift:"job_count,4" db:"job_count" json:"job_count,omitempty"`
+	CatalogCount  *int64  `thrift:"catalog_count,5" db:"catalog_count" json:"catalog_count,omitempty"`
+	BackendCount  *int64  `thrift:"backend_count,6" db:"backend_count" json:"backend_count,omitempty"`
+	LeaderID      *string `thrift:"leader_id,7" db:"leader_id" json:"leader_id,omitempty"`
+}
+
+func NewTSnapshotRestoreResponse() *TSnapshotRestoreResponse {
+	return &TSnapshotRestoreResponse{}
+}
+
+func (p *TSnapshotRestoreResponse) GetIndex() int64 {
+	return p.Index
+}
+
+func (p *TSnapshotRestoreResponse) GetSnapshotIndex() int64 {
+	return p.SnapshotIndex
+}
+
+func (p *TSnapshotRestoreResponse) GetSnapshotTerm() int64 {
+	return p.SnapshotTerm
+}
+
+var TSnapshotRestoreResponse_JobCount_DEFAULT int64
+
+func (p *TSnapshotRestoreResponse) GetJobCount() int64 {
+	if !p.IsSetJobCount() {
+		return TSnapshotRestoreResponse_JobCount_DEFAULT
+	}
+	return *p.JobCount
+}
+
+var TSnapshotRestoreResponse_CatalogCount_DEFAULT int64
+
+func (p *TSnapshotRestoreResponse) GetCatalogCount() int64 {
+	if !p.IsSetCatalogCount() {
+		return TSnapshotRestoreResponse_CatalogCount_DEFAULT
+	}
+	return *p.CatalogCount
+}
+
+var TSnapshotRestoreResponse_BackendCount_DEFAULT int64
+
+func (p *TSnapshotRestoreResponse) GetBackendCount() int64 {
+	if !p.IsSetBackendCount() {
+		return TSnapshotRestoreResponse_BackendCount_DEFAULT
+	}
+	return *p.BackendCount
+}
+
+var TSnapshotRestoreResponse_LeaderID_DEFAULT string
+
+func (p *TSnapshotRestoreResponse) GetLeaderID() string {
+	if !p.IsSetLeaderID() {
+		return TSnapshotRestoreResponse_LeaderID_DEFAULT
+	}
+	return *p.LeaderID
+}
+func (p *TSnapshotRestoreResponse) IsSetJobCount() bool {
+	return p.JobCount != nil
+}
+
+func (p *TSnapshotRestoreResponse) IsSetCatalogCount() bool {
+	return p.CatalogCount != nil
+}
+
+func (p *TSnapshotRestoreResponse) IsSetBackendCount() bool {
+	return p.BackendCount != nil
+}
+
+func (p *TSnapshotRestoreResponse) IsSetLeaderID() bool {
+	return p.LeaderID != nil
+}
+
+func (p *TSnapshotRestoreResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetIndex bool = false
+	var issetSnapshotIndex bool = false
+	var issetSnapshotTerm bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetIndex = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetSnapshotIndex = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetSnapshotTerm = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetIndex {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Index is not set"))
+	}
+	if !issetSnapshotIndex {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field SnapshotIndex is not set"))
+	}
+	if !issetSnapshotTerm {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field SnapshotTerm is not set"))
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Index = v
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.SnapshotIndex = v
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.SnapshotTerm = v
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.JobCount = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.CatalogCount = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.BackendCount = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.LeaderID = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TSnapshotRestoreResponse"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "index", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:index: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Index)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.index (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:index: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotRestoreResponse) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "snapshot_index", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:snapshot_index: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.SnapshotIndex)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.snapshot_index (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:snapshot_index: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotRestoreResponse) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "snapshot_term", thrift.I64, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:snapshot_term: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.SnapshotTerm)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.snapshot_term (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:snapshot_term: ", p), err)
+	}
+	return err
+}
+
+func (p *TSnapshotRestoreResponse) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetJobCount() {
+		if err := oprot.WriteFieldBegin(ctx, "job_count", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:job_count: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.JobCount)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.job_count (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:job_count: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotRestoreResponse) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetCatalogCount() {
+		if err := oprot.WriteFieldBegin(ctx, "catalog_count", thrift.I64, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:catalog_count: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.CatalogCount)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.catalog_count (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:catalog_count: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotRestoreResponse) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBackendCount() {
+		if err := oprot.WriteFieldBegin(ctx, "backend_count", thrift.I64, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:backend_count: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.BackendCount)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.backend_count (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:backend_count: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotRestoreResponse) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeaderID() {
+		if err := oprot.WriteFieldBegin(ctx, "leader_id", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:leader_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LeaderID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leader_id (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:leader_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotRestoreResponse) Equals(other *TSnapshotRestoreResponse) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Index != other.Index {
+		return false
+	}
+	if p.SnapshotIndex != other.SnapshotIndex {
+		return false
+	}
+	if p.SnapshotTerm != other.SnapshotTerm {
+		return false
+	}
+	if p.JobCount != other.JobCount {
+		if p.JobCount == nil || other.JobCount == nil {
+			return false
+		}
+		if (*p.JobCount) != (*other.JobCount) {
+			return false
+		}
+	}
+	if p.CatalogCount != other.CatalogCount {
+		if p.CatalogCount == nil || other.CatalogCount == nil {
+			return false
+		}
+		if (*p.CatalogCount) != (*other.CatalogCount) {
+			return false
+		}
+	}
+	if p.BackendCount != other.BackendCount {
+		if p.BackendCount == nil || other.BackendCount == nil {
+			return false
+		}
+		if (*p.BackendCount) != (*other.BackendCount) {
+			return false
+		}
+	}
+	if p.LeaderID != other.LeaderID {
+		if p.LeaderID == nil || other.LeaderID == nil {
+			return false
+		}
+		if (*p.LeaderID) != (*other.LeaderID) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TSnapshotRestoreResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TSnapshotRestoreResponse(%+v)", *p)
+}
+
+// Attributes:
+//   - ID
+//   - RaftAddress
+//   - RPCAddress
+type TAddVoterRequest struct {
+	ID          string  `thrift:"id,1,required" db:"id" json:"id"`
+	RaftAddress string  `thrift:"raft_address,2,required" db:"raft_address" json:"raft_address"`
+	RPCAddress  *string `thrift:"rpc_address,3" db:"rpc_address" json:"rpc_address,omitempty"`
+}
+
+func NewTAddVoterRequest() *TAddVoterRequest {
+	return &TAddVoterRequest{}
+}
+
+func (p *TAddVoterRequest) GetID() string {
+	return p.ID
+}
+
+func (p *TAddVoterRequest) GetRaftAddress() string {
+	return p.RaftAddress
+}
+
+var TAddVoterRequest_RPCAddress_DEFAULT string
+
+func (p *TAddVoterRequest) GetRPCAddress() string {
+	if !p.IsSetRPCAddress() {
+		return TAddVoterRequest_RPCAddress_DEFAULT
+	}
+	return *p.RPCAddress
+}
+func (p *TAddVoterRequest) IsSetRPCAddress() bool {
+	return p.RPCAddress != nil
+}
+
+func (p *TAddVoterRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetID bool = false
+	var issetRaftAddress bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetRaftAddress = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ID is not set"))
+	}
+	if !issetRaftAddress {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field RaftAddress is not set"))
+	}
+	return nil
+}
+
+func (p *TAddVoterRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.ID = v
+	}
+	return nil
+}
+
+func (p *TAddVoterRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.RaftAddress = v
+	}
+	return nil
+}
+
+func (p *TAddVoterRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.RPCAddress = &v
+	}
+	return nil
+}
+
+func (p *TAddVoterRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TAddVoterRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TAddVoterRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.ID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:id: ", p), err)
+	}
+	return err
+}
+
+func (p *TAddVoterRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "raft_address", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:raft_address: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.RaftAddress)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.raft_address (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:raft_address: ", p), err)
+	}
+	return err
+}
+
+func (p *TAddVoterRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRPCAddress() {
+		if err := oprot.WriteFieldBegin(ctx, "rpc_address", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:rpc_address: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RPCAddress)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.rpc_address (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:rpc_address: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAddVoterRequest) Equals(other *TAddVoterRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.ID != other.ID {
+		return false
+	}
+	if p.RaftAddress != other.RaftAddress {
+		return false
+	}
+	if p.RPCAddress != other.RPCAddress {
+		if p.RPCAddress == nil || other.RPCAddress == nil {
+			return false
+		}
+		if (*p.RPCAddress) != (*other.RPCAddress) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TAddVoterRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TAddVoterRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - ID
+//   - Force
+type TRemovePeerRequest struct {
+	ID    string `thrift:"id,1,required" db:"id" json:"id"`
+	Force *bool  `thrift:"force,2" db:"force" json:"force,omitempty"`
+}
+
+func NewTRemovePeerRequest() *TRemovePeerRequest {
+	return &TRemovePeerRequest{}
+}
+
+func (p *TRemovePeerRequest) GetID() string {
+	return p.ID
+}
+
+var TRemovePeerRequest_Force_DEFAULT bool
+
+func (p *TRemovePeerRequest) GetForce() bool {
+	if !p.IsSetForce() {
+		return TRemovePeerRequest_Force_DEFAULT
+	}
+	return *p.Force
+}
+func (p *TRemovePeerRequest) IsSetForce() bool {
+	return p.Force != nil
+}
+
+func (p *TRemovePeerRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetID bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ID is not set"))
+	}
+	return nil
+}
+
+func (p *TRemovePeerRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.ID = v
+	}
+	return nil
+}
+
+func (p *TRemovePeerRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Force = &v
+	}
+	return nil
+}
+
+func (p *TRemovePeerRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TRemovePeerRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TRemovePeerRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.ID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:id: ", p), err)
+	}
+	return err
+}
+
+func (p *TRemovePeerRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetForce() {
+		if err := oprot.WriteFieldBegin(ctx, "force", thrift.BOOL, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:force: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Force)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.force (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:force: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRemovePeerRequest) Equals(other *TRemovePeerRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.ID != other.ID {
+		return false
+	}
+	if p.Force != other.Force {
+		if p.Force == nil || other.Force == nil {
+			return false
+		}
+		if (*p.Force) != (*other.Force) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TRemovePeerRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TRemovePeerRequest(%+v)", *p)
+}
+
 type LanceMasterService interface {
 	// Parameters:
 	//  - Report
@@ -8491,6 +10068,29 @@ type LanceMasterService interface {
 	// Parameters:
 	//  - Command
 	ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error)
+	BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error)
+	// Parameters:
+	//  - TransferID
+	//  - Offset
+	ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error)
+	// Parameters:
+	//  - Size
+	BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error)
+	// Parameters:
+	//  - Chunk
+	WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error)
+	// Parameters:
+	//  - TransferID
+	FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error)
+	// Parameters:
+	//  - TransferID
+	AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error)
+	// Parameters:
+	//  - Request
+	AddVoter(ctx context.Context, request *TAddVoterRequest) (_r *TRaftPeersResponse, _err error)
+	// Parameters:
+	//  - Request
+	RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error)
 }
 
 type LanceMasterServiceClient struct {
@@ -8999,6 +10599,183 @@ func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []b
 	return _result90.GetSuccess(), nil
 }
 
+func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
+	var _args91 LanceMasterServiceBeginSnapshotSaveArgs
+	var _result93 LanceMasterServiceBeginSnapshotSaveResult
+	var _meta92 thrift.ResponseMeta
+	_meta92, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args91, &_result93)
+	p.SetLastResponseMeta_(_meta92)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result93.Err != nil:
+		return _r, _result93.Err
+	}
+
+	if _ret94 := _result93.GetSuccess(); _ret94 != nil {
+		return _ret94, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
+}
+
+// Parameters:
+//   - TransferID
+//   - Offset
+func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
+	var _args95 LanceMasterServiceReadSnapshotChunkArgs
+	_args95.TransferID = transfer_id
+	_args95.Offset = offset
+	var _result97 LanceMasterServiceReadSnapshotChunkResult
+	var _meta96 thrift.ResponseMeta
+	_meta96, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args95, &_result97)
+	p.SetLastResponseMeta_(_meta96)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result97.Err != nil:
+		return _r, _result97.Err
+	}
+
+	if _ret98 := _result97.GetSuccess(); _ret98 != nil {
+		return _ret98, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "readSnapshotChunk failed: unknown result")
+}
+
+// Parameters:
+//   - Size
+func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error) {
+	var _args99 LanceMasterServiceBeginSnapshotRestoreArgs
+	_args99.Size = size
+	var _result101 LanceMasterServiceBeginSnapshotRestoreResult
+	var _meta100 thrift.ResponseMeta
+	_meta100, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args99, &_result101)
+	p.SetLastResponseMeta_(_meta100)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result101.Err != nil:
+		return _r, _result101.Err
+	}
+
+	if _ret102 := _result101.GetSuccess(); _ret102 != nil {
+		return _ret102, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotRestore failed: unknown result")
+}
+
+// Parameters:
+//   - Chunk
+func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error) {
+	var _args103 LanceMasterServiceWriteSnapshotChunkArgs
+	_args103.Chunk = chunk
+	var _result105 LanceMasterServiceWriteSnapshotChunkResult
+	var _meta104 thrift.ResponseMeta
+	_meta104, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args103, &_result105)
+	p.SetLastResponseMeta_(_meta104)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result105.Err != nil:
+		return _result105.Err
+	}
+
+	return nil
+}
+
+// Parameters:
+//   - TransferID
+func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error) {
+	var _args106 LanceMasterServiceFinishSnapshotRestoreArgs
+	_args106.TransferID = transfer_id
+	var _result108 LanceMasterServiceFinishSnapshotRestoreResult
+	var _meta107 thrift.ResponseMeta
+	_meta107, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args106, &_result108)
+	p.SetLastResponseMeta_(_meta107)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result108.Err != nil:
+		return _r, _result108.Err
+	}
+
+	if _ret109 := _result108.GetSuccess(); _ret109 != nil {
+		return _ret109, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "finishSnapshotRestore failed: unknown result")
+}
+
+// Parameters:
+//   - TransferID
+func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error) {
+	var _args110 LanceMasterServiceAbortSnapshotTransferArgs
+	_args110.TransferID = transfer_id
+	var _result112 LanceMasterServiceAbortSnapshotTransferResult
+	var _meta111 thrift.ResponseMeta
+	_meta111, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args110, &_result112)
+	p.SetLastResponseMeta_(_meta111)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result112.Err != nil:
+		return _result112.Err
+	}
+
+	return nil
+}
+
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVoterRequest) (_r *TRaftPeersResponse, _err error) {
+	var _args113 LanceMasterServiceAddVoterArgs
+	_args113.Request = request
+	var _result115 LanceMasterServiceAddVoterResult
+	var _meta114 thrift.ResponseMeta
+	_meta114, _err = p.Client_().Call(ctx, "addVoter", &_args113, &_result115)
+	p.SetLastResponseMeta_(_meta114)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result115.Err != nil:
+		return _r, _result115.Err
+	}
+
+	if _ret116 := _result115.GetSuccess(); _ret116 != nil {
+		return _ret116, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addVoter failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error) {
+	var _args117 LanceMasterServiceRemovePeerArgs
+	_args117.Request = request
+	var _result119 LanceMasterServiceRemovePeerResult
+	var _meta118 thrift.ResponseMeta
+	_meta118, _err = p.Client_().Call(ctx, "removePeer", &_args117, &_result119)
+	p.SetLastResponseMeta_(_meta118)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result119.Err != nil:
+		return _r, _result119.Err
+	}
+
+	if _ret120 := _result119.GetSuccess(); _ret120 != nil {
+		return _ret120, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "removePeer failed: unknown result")
+}
+
 type LanceMasterServiceProcessor struct {
 	processorMap map[string]thrift.TProcessorFunction
 	handler      LanceMasterService
@@ -9019,30 +10796,38 @@ func (p *LanceMasterServiceProcessor) ProcessorMap() map[string]thrift.TProcesso
 
 func NewLanceMasterServiceProcessor(handler LanceMasterService) *LanceMasterServiceProcessor {
 
-	self91 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self91.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
-	self91.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
-	self91.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
-	self91.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
-	self91.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
-	self91.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
-	self91.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
-	self91.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
-	self91.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
-	self91.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
-	self91.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
-	self91.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
-	self91.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
-	self91.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
-	self91.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
-	self91.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
-	self91.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
-	self91.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
-	self91.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
-	self91.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
-	self91.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
-	self91.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
-	return self91
+	self121 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self121.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
+	self121.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
+	self121.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
+	self121.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
+	self121.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
+	self121.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
+	self121.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
+	self121.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
+	self121.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
+	self121.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
+	self121.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
+	self121.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
+	self121.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
+	self121.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
+	self121.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
+	self121.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
+	self121.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
+	self121.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
+	self121.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
+	self121.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
+	self121.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
+	self121.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
+	self121.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
+	self121.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
+	self121.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
+	self121.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
+	self121.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
+	self121.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
+	self121.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
+	self121.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
+	return self121
 }
 
 func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -9055,12 +10840,12 @@ func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot 
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x92 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x122 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x92.Write(ctx, oprot)
+	x122.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x92
+	return false, x122
 
 }
 
@@ -9069,7 +10854,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobResult_ struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err93 error
+	var _write_err123 error
 	args := LanceMasterServiceReportLanceIndexJobResultArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9115,21 +10900,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc94 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
+		_exc124 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err93 = thrift.WrapTException(err2)
+			_write_err123 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc94.Write(ctx, oprot); _write_err93 == nil && err2 != nil {
-			_write_err93 = thrift.WrapTException(err2)
+		if err2 := _exc124.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
+			_write_err123 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err93 == nil && err2 != nil {
-			_write_err93 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
+			_write_err123 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err93 == nil && err2 != nil {
-			_write_err93 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
+			_write_err123 = thrift.WrapTException(err2)
 		}
-		if _write_err93 != nil {
-			return false, thrift.WrapTException(_write_err93)
+		if _write_err123 != nil {
+			return false, thrift.WrapTException(_write_err123)
 		}
 		return true, err
 	} else {
@@ -9137,19 +10922,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.REPLY, seqId); err2 != nil {
-		_write_err93 = thrift.WrapTException(err2)
+		_write_err123 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err93 == nil && err2 != nil {
-		_write_err93 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
+		_write_err123 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err93 == nil && err2 != nil {
-		_write_err93 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
+		_write_err123 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err93 == nil && err2 != nil {
-		_write_err93 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
+		_write_err123 = thrift.WrapTException(err2)
 	}
-	if _write_err93 != nil {
-		return false, thrift.WrapTException(_write_err93)
+	if _write_err123 != nil {
+		return false, thrift.WrapTException(_write_err123)
 	}
 	return true, err
 }
@@ -9159,7 +10944,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobTermination struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err95 error
+	var _write_err125 error
 	args := LanceMasterServiceReportLanceIndexJobTerminationArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9205,21 +10990,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc96 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
+		_exc126 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err95 = thrift.WrapTException(err2)
+			_write_err125 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc96.Write(ctx, oprot); _write_err95 == nil && err2 != nil {
-			_write_err95 = thrift.WrapTException(err2)
+		if err2 := _exc126.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
+			_write_err125 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err95 == nil && err2 != nil {
-			_write_err95 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
+			_write_err125 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err95 == nil && err2 != nil {
-			_write_err95 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
+			_write_err125 = thrift.WrapTException(err2)
 		}
-		if _write_err95 != nil {
-			return false, thrift.WrapTException(_write_err95)
+		if _write_err125 != nil {
+			return false, thrift.WrapTException(_write_err125)
 		}
 		return true, err
 	} else {
@@ -9227,19 +11012,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.REPLY, seqId); err2 != nil {
-		_write_err95 = thrift.WrapTException(err2)
+		_write_err125 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err95 == nil && err2 != nil {
-		_write_err95 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
+		_write_err125 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err95 == nil && err2 != nil {
-		_write_err95 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
+		_write_err125 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err95 == nil && err2 != nil {
-		_write_err95 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
+		_write_err125 = thrift.WrapTException(err2)
 	}
-	if _write_err95 != nil {
-		return false, thrift.WrapTException(_write_err95)
+	if _write_err125 != nil {
+		return false, thrift.WrapTException(_write_err125)
 	}
 	return true, err
 }
@@ -9249,7 +11034,7 @@ type lanceMasterServiceProcessorCreateIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err97 error
+	var _write_err127 error
 	args := LanceMasterServiceCreateIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9299,21 +11084,21 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc98 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
+			_exc128 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err97 = thrift.WrapTException(err2)
+				_write_err127 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc98.Write(ctx, oprot); _write_err97 == nil && err2 != nil {
-				_write_err97 = thrift.WrapTException(err2)
+			if err2 := _exc128.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
+				_write_err127 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err97 == nil && err2 != nil {
-				_write_err97 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
+				_write_err127 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err97 == nil && err2 != nil {
-				_write_err97 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
+				_write_err127 = thrift.WrapTException(err2)
 			}
-			if _write_err97 != nil {
-				return false, thrift.WrapTException(_write_err97)
+			if _write_err127 != nil {
+				return false, thrift.WrapTException(_write_err127)
 			}
 			return true, err
 		}
@@ -9322,19 +11107,19 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err97 = thrift.WrapTException(err2)
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err97 == nil && err2 != nil {
-		_write_err97 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err97 == nil && err2 != nil {
-		_write_err97 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err97 == nil && err2 != nil {
-		_write_err97 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if _write_err97 != nil {
-		return false, thrift.WrapTException(_write_err97)
+	if _write_err127 != nil {
+		return false, thrift.WrapTException(_write_err127)
 	}
 	return true, err
 }
@@ -9344,7 +11129,7 @@ type lanceMasterServiceProcessorDropIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err99 error
+	var _write_err129 error
 	args := LanceMasterServiceDropIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9394,21 +11179,21 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc100 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
+			_exc130 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err99 = thrift.WrapTException(err2)
+				_write_err129 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc100.Write(ctx, oprot); _write_err99 == nil && err2 != nil {
-				_write_err99 = thrift.WrapTException(err2)
+			if err2 := _exc130.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
+				_write_err129 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err99 == nil && err2 != nil {
-				_write_err99 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
+				_write_err129 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err99 == nil && err2 != nil {
-				_write_err99 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
+				_write_err129 = thrift.WrapTException(err2)
 			}
-			if _write_err99 != nil {
-				return false, thrift.WrapTException(_write_err99)
+			if _write_err129 != nil {
+				return false, thrift.WrapTException(_write_err129)
 			}
 			return true, err
 		}
@@ -9417,19 +11202,19 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err99 = thrift.WrapTException(err2)
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err99 == nil && err2 != nil {
-		_write_err99 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err99 == nil && err2 != nil {
-		_write_err99 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err99 == nil && err2 != nil {
-		_write_err99 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if _write_err99 != nil {
-		return false, thrift.WrapTException(_write_err99)
+	if _write_err129 != nil {
+		return false, thrift.WrapTException(_write_err129)
 	}
 	return true, err
 }
@@ -9439,7 +11224,7 @@ type lanceMasterServiceProcessorListJobs struct {
 }
 
 func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err101 error
+	var _write_err131 error
 	args := LanceMasterServiceListJobsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9489,21 +11274,21 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc102 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
+			_exc132 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err101 = thrift.WrapTException(err2)
+				_write_err131 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc102.Write(ctx, oprot); _write_err101 == nil && err2 != nil {
-				_write_err101 = thrift.WrapTException(err2)
+			if err2 := _exc132.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
+				_write_err131 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err101 == nil && err2 != nil {
-				_write_err101 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
+				_write_err131 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err101 == nil && err2 != nil {
-				_write_err101 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
+				_write_err131 = thrift.WrapTException(err2)
 			}
-			if _write_err101 != nil {
-				return false, thrift.WrapTException(_write_err101)
+			if _write_err131 != nil {
+				return false, thrift.WrapTException(_write_err131)
 			}
 			return true, err
 		}
@@ -9512,19 +11297,19 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.REPLY, seqId); err2 != nil {
-		_write_err101 = thrift.WrapTException(err2)
+		_write_err131 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err101 == nil && err2 != nil {
-		_write_err101 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err101 == nil && err2 != nil {
-		_write_err101 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err101 == nil && err2 != nil {
-		_write_err101 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
 	}
-	if _write_err101 != nil {
-		return false, thrift.WrapTException(_write_err101)
+	if _write_err131 != nil {
+		return false, thrift.WrapTException(_write_err131)
 	}
 	return true, err
 }
@@ -9534,7 +11319,7 @@ type lanceMasterServiceProcessorShowJob struct {
 }
 
 func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err103 error
+	var _write_err133 error
 	args := LanceMasterServiceShowJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9584,21 +11369,21 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc104 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
+			_exc134 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err103 = thrift.WrapTException(err2)
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc104.Write(ctx, oprot); _write_err103 == nil && err2 != nil {
-				_write_err103 = thrift.WrapTException(err2)
+			if err2 := _exc134.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err103 == nil && err2 != nil {
-				_write_err103 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err103 == nil && err2 != nil {
-				_write_err103 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if _write_err103 != nil {
-				return false, thrift.WrapTException(_write_err103)
+			if _write_err133 != nil {
+				return false, thrift.WrapTException(_write_err133)
 			}
 			return true, err
 		}
@@ -9607,19 +11392,19 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err103 = thrift.WrapTException(err2)
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err103 == nil && err2 != nil {
-		_write_err103 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err103 == nil && err2 != nil {
-		_write_err103 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err103 == nil && err2 != nil {
-		_write_err103 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if _write_err103 != nil {
-		return false, thrift.WrapTException(_write_err103)
+	if _write_err133 != nil {
+		return false, thrift.WrapTException(_write_err133)
 	}
 	return true, err
 }
@@ -9629,7 +11414,7 @@ type lanceMasterServiceProcessorResolveJob struct {
 }
 
 func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err105 error
+	var _write_err135 error
 	args := LanceMasterServiceResolveJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9679,21 +11464,21 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc106 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
+			_exc136 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err105 = thrift.WrapTException(err2)
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc106.Write(ctx, oprot); _write_err105 == nil && err2 != nil {
-				_write_err105 = thrift.WrapTException(err2)
+			if err2 := _exc136.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err105 == nil && err2 != nil {
-				_write_err105 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err105 == nil && err2 != nil {
-				_write_err105 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if _write_err105 != nil {
-				return false, thrift.WrapTException(_write_err105)
+			if _write_err135 != nil {
+				return false, thrift.WrapTException(_write_err135)
 			}
 			return true, err
 		}
@@ -9702,19 +11487,19 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err105 = thrift.WrapTException(err2)
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err105 == nil && err2 != nil {
-		_write_err105 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err105 == nil && err2 != nil {
-		_write_err105 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err105 == nil && err2 != nil {
-		_write_err105 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if _write_err105 != nil {
-		return false, thrift.WrapTException(_write_err105)
+	if _write_err135 != nil {
+		return false, thrift.WrapTException(_write_err135)
 	}
 	return true, err
 }
@@ -9724,7 +11509,7 @@ type lanceMasterServiceProcessorCancelJob struct {
 }
 
 func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err107 error
+	var _write_err137 error
 	args := LanceMasterServiceCancelJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9774,21 +11559,21 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc108 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
+			_exc138 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err107 = thrift.WrapTException(err2)
+				_write_err137 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc108.Write(ctx, oprot); _write_err107 == nil && err2 != nil {
-				_write_err107 = thrift.WrapTException(err2)
+			if err2 := _exc138.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
+				_write_err137 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err107 == nil && err2 != nil {
-				_write_err107 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
+				_write_err137 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err107 == nil && err2 != nil {
-				_write_err107 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
+				_write_err137 = thrift.WrapTException(err2)
 			}
-			if _write_err107 != nil {
-				return false, thrift.WrapTException(_write_err107)
+			if _write_err137 != nil {
+				return false, thrift.WrapTException(_write_err137)
 			}
 			return true, err
 		}
@@ -9797,19 +11582,19 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err107 = thrift.WrapTException(err2)
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err107 == nil && err2 != nil {
-		_write_err107 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err107 == nil && err2 != nil {
-		_write_err107 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err107 == nil && err2 != nil {
-		_write_err107 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if _write_err107 != nil {
-		return false, thrift.WrapTException(_write_err107)
+	if _write_err137 != nil {
+		return false, thrift.WrapTException(_write_err137)
 	}
 	return true, err
 }
@@ -9819,7 +11604,7 @@ type lanceMasterServiceProcessorInspectDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err109 error
+	var _write_err139 error
 	args := LanceMasterServiceInspectDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9869,21 +11654,21 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc110 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
+			_exc140 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err109 = thrift.WrapTException(err2)
+				_write_err139 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc110.Write(ctx, oprot); _write_err109 == nil && err2 != nil {
-				_write_err109 = thrift.WrapTException(err2)
+			if err2 := _exc140.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
+				_write_err139 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err109 == nil && err2 != nil {
-				_write_err109 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
+				_write_err139 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err109 == nil && err2 != nil {
-				_write_err109 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
+				_write_err139 = thrift.WrapTException(err2)
 			}
-			if _write_err109 != nil {
-				return false, thrift.WrapTException(_write_err109)
+			if _write_err139 != nil {
+				return false, thrift.WrapTException(_write_err139)
 			}
 			return true, err
 		}
@@ -9892,19 +11677,19 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err109 = thrift.WrapTException(err2)
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err109 == nil && err2 != nil {
-		_write_err109 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err109 == nil && err2 != nil {
-		_write_err109 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err109 == nil && err2 != nil {
-		_write_err109 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if _write_err109 != nil {
-		return false, thrift.WrapTException(_write_err109)
+	if _write_err139 != nil {
+		return false, thrift.WrapTException(_write_err139)
 	}
 	return true, err
 }
@@ -9914,7 +11699,7 @@ type lanceMasterServiceProcessorCreateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err111 error
+	var _write_err141 error
 	args := LanceMasterServiceCreateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9964,21 +11749,21 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc112 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
+			_exc142 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err111 = thrift.WrapTException(err2)
+				_write_err141 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc112.Write(ctx, oprot); _write_err111 == nil && err2 != nil {
-				_write_err111 = thrift.WrapTException(err2)
+			if err2 := _exc142.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
+				_write_err141 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err111 == nil && err2 != nil {
-				_write_err111 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
+				_write_err141 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err111 == nil && err2 != nil {
-				_write_err111 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
+				_write_err141 = thrift.WrapTException(err2)
 			}
-			if _write_err111 != nil {
-				return false, thrift.WrapTException(_write_err111)
+			if _write_err141 != nil {
+				return false, thrift.WrapTException(_write_err141)
 			}
 			return true, err
 		}
@@ -9987,19 +11772,19 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err111 = thrift.WrapTException(err2)
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err111 == nil && err2 != nil {
-		_write_err111 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err111 == nil && err2 != nil {
-		_write_err111 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err111 == nil && err2 != nil {
-		_write_err111 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if _write_err111 != nil {
-		return false, thrift.WrapTException(_write_err111)
+	if _write_err141 != nil {
+		return false, thrift.WrapTException(_write_err141)
 	}
 	return true, err
 }
@@ -10009,7 +11794,7 @@ type lanceMasterServiceProcessorListCatalogs struct {
 }
 
 func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err113 error
+	var _write_err143 error
 	args := LanceMasterServiceListCatalogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10059,21 +11844,21 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc114 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
+			_exc144 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err113 = thrift.WrapTException(err2)
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc114.Write(ctx, oprot); _write_err113 == nil && err2 != nil {
-				_write_err113 = thrift.WrapTException(err2)
+			if err2 := _exc144.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err113 == nil && err2 != nil {
-				_write_err113 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err113 == nil && err2 != nil {
-				_write_err113 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if _write_err113 != nil {
-				return false, thrift.WrapTException(_write_err113)
+			if _write_err143 != nil {
+				return false, thrift.WrapTException(_write_err143)
 			}
 			return true, err
 		}
@@ -10082,19 +11867,19 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err113 = thrift.WrapTException(err2)
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err113 == nil && err2 != nil {
-		_write_err113 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err113 == nil && err2 != nil {
-		_write_err113 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err113 == nil && err2 != nil {
-		_write_err113 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if _write_err113 != nil {
-		return false, thrift.WrapTException(_write_err113)
+	if _write_err143 != nil {
+		return false, thrift.WrapTException(_write_err143)
 	}
 	return true, err
 }
@@ -10104,7 +11889,7 @@ type lanceMasterServiceProcessorUpdateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err115 error
+	var _write_err145 error
 	args := LanceMasterServiceUpdateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10154,21 +11939,21 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc116 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
+			_exc146 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err115 = thrift.WrapTException(err2)
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc116.Write(ctx, oprot); _write_err115 == nil && err2 != nil {
-				_write_err115 = thrift.WrapTException(err2)
+			if err2 := _exc146.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err115 == nil && err2 != nil {
-				_write_err115 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err115 == nil && err2 != nil {
-				_write_err115 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if _write_err115 != nil {
-				return false, thrift.WrapTException(_write_err115)
+			if _write_err145 != nil {
+				return false, thrift.WrapTException(_write_err145)
 			}
 			return true, err
 		}
@@ -10177,19 +11962,19 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err115 = thrift.WrapTException(err2)
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err115 == nil && err2 != nil {
-		_write_err115 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err115 == nil && err2 != nil {
-		_write_err115 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err115 == nil && err2 != nil {
-		_write_err115 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if _write_err115 != nil {
-		return false, thrift.WrapTException(_write_err115)
+	if _write_err145 != nil {
+		return false, thrift.WrapTException(_write_err145)
 	}
 	return true, err
 }
@@ -10199,7 +11984,7 @@ type lanceMasterServiceProcessorRemoveCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err117 error
+	var _write_err147 error
 	args := LanceMasterServiceRemoveCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10249,40 +12034,40 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc118 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
+			_exc148 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err117 = thrift.WrapTException(err2)
+				_write_err147 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc118.Write(ctx, oprot); _write_err117 == nil && err2 != nil {
-				_write_err117 = thrift.WrapTException(err2)
+			if err2 := _exc148.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err117 == nil && err2 != nil {
-				_write_err117 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err117 == nil && err2 != nil {
-				_write_err117 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
 			}
-			if _write_err117 != nil {
-				return false, thrift.WrapTException(_write_err117)
+			if _write_err147 != nil {
+				return false, thrift.WrapTException(_write_err147)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err117 = thrift.WrapTException(err2)
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err117 == nil && err2 != nil {
-		_write_err117 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err117 == nil && err2 != nil {
-		_write_err117 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err117 == nil && err2 != nil {
-		_write_err117 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if _write_err117 != nil {
-		return false, thrift.WrapTException(_write_err117)
+	if _write_err147 != nil {
+		return false, thrift.WrapTException(_write_err147)
 	}
 	return true, err
 }
@@ -10292,7 +12077,7 @@ type lanceMasterServiceProcessorAddBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err119 error
+	var _write_err149 error
 	args := LanceMasterServiceAddBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10342,21 +12127,21 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc120 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
+			_exc150 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err119 = thrift.WrapTException(err2)
+				_write_err149 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc120.Write(ctx, oprot); _write_err119 == nil && err2 != nil {
-				_write_err119 = thrift.WrapTException(err2)
+			if err2 := _exc150.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err119 == nil && err2 != nil {
-				_write_err119 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err119 == nil && err2 != nil {
-				_write_err119 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
 			}
-			if _write_err119 != nil {
-				return false, thrift.WrapTException(_write_err119)
+			if _write_err149 != nil {
+				return false, thrift.WrapTException(_write_err149)
 			}
 			return true, err
 		}
@@ -10365,19 +12150,19 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err119 = thrift.WrapTException(err2)
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err119 == nil && err2 != nil {
-		_write_err119 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err119 == nil && err2 != nil {
-		_write_err119 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err119 == nil && err2 != nil {
-		_write_err119 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if _write_err119 != nil {
-		return false, thrift.WrapTException(_write_err119)
+	if _write_err149 != nil {
+		return false, thrift.WrapTException(_write_err149)
 	}
 	return true, err
 }
@@ -10387,7 +12172,7 @@ type lanceMasterServiceProcessorListBackends struct {
 }
 
 func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err121 error
+	var _write_err151 error
 	args := LanceMasterServiceListBackendsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10437,21 +12222,21 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc122 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
+			_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err121 = thrift.WrapTException(err2)
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc122.Write(ctx, oprot); _write_err121 == nil && err2 != nil {
-				_write_err121 = thrift.WrapTException(err2)
+			if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err121 == nil && err2 != nil {
-				_write_err121 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err121 == nil && err2 != nil {
-				_write_err121 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if _write_err121 != nil {
-				return false, thrift.WrapTException(_write_err121)
+			if _write_err151 != nil {
+				return false, thrift.WrapTException(_write_err151)
 			}
 			return true, err
 		}
@@ -10460,19 +12245,19 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.REPLY, seqId); err2 != nil {
-		_write_err121 = thrift.WrapTException(err2)
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err121 == nil && err2 != nil {
-		_write_err121 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err121 == nil && err2 != nil {
-		_write_err121 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err121 == nil && err2 != nil {
-		_write_err121 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if _write_err121 != nil {
-		return false, thrift.WrapTException(_write_err121)
+	if _write_err151 != nil {
+		return false, thrift.WrapTException(_write_err151)
 	}
 	return true, err
 }
@@ -10482,7 +12267,7 @@ type lanceMasterServiceProcessorRemoveBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err123 error
+	var _write_err153 error
 	args := LanceMasterServiceRemoveBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10532,40 +12317,40 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc124 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
+			_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err123 = thrift.WrapTException(err2)
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc124.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
-				_write_err123 = thrift.WrapTException(err2)
+			if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
-				_write_err123 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
-				_write_err123 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if _write_err123 != nil {
-				return false, thrift.WrapTException(_write_err123)
+			if _write_err153 != nil {
+				return false, thrift.WrapTException(_write_err153)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if _write_err123 != nil {
-		return false, thrift.WrapTException(_write_err123)
+	if _write_err153 != nil {
+		return false, thrift.WrapTException(_write_err153)
 	}
 	return true, err
 }
@@ -10575,7 +12360,7 @@ type lanceMasterServiceProcessorGetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err125 error
+	var _write_err155 error
 	args := LanceMasterServiceGetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10625,21 +12410,21 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc126 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
+			_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err125 = thrift.WrapTException(err2)
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc126.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
-				_write_err125 = thrift.WrapTException(err2)
+			if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
-				_write_err125 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
-				_write_err125 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if _write_err125 != nil {
-				return false, thrift.WrapTException(_write_err125)
+			if _write_err155 != nil {
+				return false, thrift.WrapTException(_write_err155)
 			}
 			return true, err
 		}
@@ -10648,19 +12433,19 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if _write_err125 != nil {
-		return false, thrift.WrapTException(_write_err125)
+	if _write_err155 != nil {
+		return false, thrift.WrapTException(_write_err155)
 	}
 	return true, err
 }
@@ -10670,7 +12455,7 @@ type lanceMasterServiceProcessorSetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err127 error
+	var _write_err157 error
 	args := LanceMasterServiceSetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10720,21 +12505,21 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc128 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
+			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err127 = thrift.WrapTException(err2)
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc128.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
-				_write_err127 = thrift.WrapTException(err2)
+			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
-				_write_err127 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
-				_write_err127 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if _write_err127 != nil {
-				return false, thrift.WrapTException(_write_err127)
+			if _write_err157 != nil {
+				return false, thrift.WrapTException(_write_err157)
 			}
 			return true, err
 		}
@@ -10743,19 +12528,19 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if _write_err127 != nil {
-		return false, thrift.WrapTException(_write_err127)
+	if _write_err157 != nil {
+		return false, thrift.WrapTException(_write_err157)
 	}
 	return true, err
 }
@@ -10765,7 +12550,7 @@ type lanceMasterServiceProcessorListOptions struct {
 }
 
 func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err129 error
+	var _write_err159 error
 	args := LanceMasterServiceListOptionsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10815,21 +12600,21 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc130 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
+			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err129 = thrift.WrapTException(err2)
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc130.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
-				_write_err129 = thrift.WrapTException(err2)
+			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
-				_write_err129 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
-				_write_err129 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if _write_err129 != nil {
-				return false, thrift.WrapTException(_write_err129)
+			if _write_err159 != nil {
+				return false, thrift.WrapTException(_write_err159)
 			}
 			return true, err
 		}
@@ -10838,19 +12623,19 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.REPLY, seqId); err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if _write_err129 != nil {
-		return false, thrift.WrapTException(_write_err129)
+	if _write_err159 != nil {
+		return false, thrift.WrapTException(_write_err159)
 	}
 	return true, err
 }
@@ -10860,7 +12645,7 @@ type lanceMasterServiceProcessorListPeers struct {
 }
 
 func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err131 error
+	var _write_err161 error
 	args := LanceMasterServiceListPeersArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10910,21 +12695,21 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc132 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
+			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err131 = thrift.WrapTException(err2)
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc132.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
-				_write_err131 = thrift.WrapTException(err2)
+			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
-				_write_err131 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
-				_write_err131 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if _write_err131 != nil {
-				return false, thrift.WrapTException(_write_err131)
+			if _write_err161 != nil {
+				return false, thrift.WrapTException(_write_err161)
 			}
 			return true, err
 		}
@@ -10933,19 +12718,19 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.REPLY, seqId); err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if _write_err131 != nil {
-		return false, thrift.WrapTException(_write_err131)
+	if _write_err161 != nil {
+		return false, thrift.WrapTException(_write_err161)
 	}
 	return true, err
 }
@@ -10955,7 +12740,7 @@ type lanceMasterServiceProcessorTransferLeader struct {
 }
 
 func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err133 error
+	var _write_err163 error
 	args := LanceMasterServiceTransferLeaderArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11005,21 +12790,21 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc134 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
+			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc134.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if _write_err133 != nil {
-				return false, thrift.WrapTException(_write_err133)
+			if _write_err163 != nil {
+				return false, thrift.WrapTException(_write_err163)
 			}
 			return true, err
 		}
@@ -11028,19 +12813,19 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.REPLY, seqId); err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if _write_err133 != nil {
-		return false, thrift.WrapTException(_write_err133)
+	if _write_err163 != nil {
+		return false, thrift.WrapTException(_write_err163)
 	}
 	return true, err
 }
@@ -11050,7 +12835,7 @@ type lanceMasterServiceProcessorForwardApply struct {
 }
 
 func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err135 error
+	var _write_err165 error
 	args := LanceMasterServiceForwardApplyArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11100,21 +12885,21 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc136 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
+			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc136.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if _write_err135 != nil {
-				return false, thrift.WrapTException(_write_err135)
+			if _write_err165 != nil {
+				return false, thrift.WrapTException(_write_err165)
 			}
 			return true, err
 		}
@@ -11123,19 +12908,775 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.REPLY, seqId); err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if _write_err135 != nil {
-		return false, thrift.WrapTException(_write_err135)
+	if _write_err165 != nil {
+		return false, thrift.WrapTException(_write_err165)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorBeginSnapshotSave struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err167 error
+	args := LanceMasterServiceBeginSnapshotSaveArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceBeginSnapshotSaveResult{}
+	if retval, err2 := p.handler.BeginSnapshotSave(ctx); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
+			}
+			if _write_err167 != nil {
+				return false, thrift.WrapTException(_write_err167)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.REPLY, seqId); err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
+	}
+	if _write_err167 != nil {
+		return false, thrift.WrapTException(_write_err167)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorReadSnapshotChunk struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err169 error
+	args := LanceMasterServiceReadSnapshotChunkArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceReadSnapshotChunkResult{}
+	if retval, err2 := p.handler.ReadSnapshotChunk(ctx, args.TransferID, args.Offset); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
+			}
+			if _write_err169 != nil {
+				return false, thrift.WrapTException(_write_err169)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
+	}
+	if _write_err169 != nil {
+		return false, thrift.WrapTException(_write_err169)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorBeginSnapshotRestore struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err171 error
+	args := LanceMasterServiceBeginSnapshotRestoreArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceBeginSnapshotRestoreResult{}
+	if retval, err2 := p.handler.BeginSnapshotRestore(ctx, args.Size); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
+			}
+			if _write_err171 != nil {
+				return false, thrift.WrapTException(_write_err171)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
+	}
+	if _write_err171 != nil {
+		return false, thrift.WrapTException(_write_err171)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorWriteSnapshotChunk struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err173 error
+	args := LanceMasterServiceWriteSnapshotChunkArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceWriteSnapshotChunkResult{}
+	if err2 := p.handler.WriteSnapshotChunk(ctx, args.Chunk); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
+			}
+			if _write_err173 != nil {
+				return false, thrift.WrapTException(_write_err173)
+			}
+			return true, err
+		}
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
+	}
+	if _write_err173 != nil {
+		return false, thrift.WrapTException(_write_err173)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorFinishSnapshotRestore struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err175 error
+	args := LanceMasterServiceFinishSnapshotRestoreArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceFinishSnapshotRestoreResult{}
+	if retval, err2 := p.handler.FinishSnapshotRestore(ctx, args.TransferID); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
+			}
+			if _write_err175 != nil {
+				return false, thrift.WrapTException(_write_err175)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
+	}
+	if _write_err175 != nil {
+		return false, thrift.WrapTException(_write_err175)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorAbortSnapshotTransfer struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err177 error
+	args := LanceMasterServiceAbortSnapshotTransferArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceAbortSnapshotTransferResult{}
+	if err2 := p.handler.AbortSnapshotTransfer(ctx, args.TransferID); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
+			}
+			if _write_err177 != nil {
+				return false, thrift.WrapTException(_write_err177)
+			}
+			return true, err
+		}
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.REPLY, seqId); err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
+	}
+	if _write_err177 != nil {
+		return false, thrift.WrapTException(_write_err177)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorAddVoter struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err179 error
+	args := LanceMasterServiceAddVoterArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "addVoter", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceAddVoterResult{}
+	if retval, err2 := p.handler.AddVoter(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
+			}
+			if _write_err179 != nil {
+				return false, thrift.WrapTException(_write_err179)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.REPLY, seqId); err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
+	}
+	if _write_err179 != nil {
+		return false, thrift.WrapTException(_write_err179)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorRemovePeer struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err181 error
+	args := LanceMasterServiceRemovePeerArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "removePeer", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceRemovePeerResult{}
+	if retval, err2 := p.handler.RemovePeer(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
+			}
+			if _write_err181 != nil {
+				return false, thrift.WrapTException(_write_err181)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.REPLY, seqId); err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
+	}
+	if _write_err181 != nil {
+		return false, thrift.WrapTException(_write_err181)
 	}
 	return true, err
 }
@@ -13963,11 +16504,11 @@ func (p *LanceMasterServiceListCatalogsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TCatalog, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem137 := &TCatalog{}
-		if err := _elem137.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem137), err)
+		_elem183 := &TCatalog{}
+		if err := _elem183.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem183), err)
 		}
-		p.Success = append(p.Success, _elem137)
+		p.Success = append(p.Success, _elem183)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -14929,11 +17470,11 @@ func (p *LanceMasterServiceListBackendsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TBackend, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem138 := &TBackend{}
-		if err := _elem138.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem138), err)
+		_elem184 := &TBackend{}
+		if err := _elem184.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem184), err)
 		}
-		p.Success = append(p.Success, _elem138)
+		p.Success = append(p.Success, _elem184)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -15928,11 +18469,11 @@ func (p *LanceMasterServiceListOptionsResult) ReadField0(ctx context.Context, ip
 	tSlice := make([]*TOption, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem139 := &TOption{}
-		if err := _elem139.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem139), err)
+		_elem185 := &TOption{}
+		if err := _elem185.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem185), err)
 		}
-		p.Success = append(p.Success, _elem139)
+		p.Success = append(p.Success, _elem185)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -16744,4 +19285,1995 @@ func (p *LanceMasterServiceForwardApplyResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceMasterServiceForwardApplyResult(%+v)", *p)
+}
+
+type LanceMasterServiceBeginSnapshotSaveArgs struct {
+}
+
+func NewLanceMasterServiceBeginSnapshotSaveArgs() *LanceMasterServiceBeginSnapshotSaveArgs {
+	return &LanceMasterServiceBeginSnapshotSaveArgs{}
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+			return err
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "beginSnapshotSave_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceBeginSnapshotSaveArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceBeginSnapshotSaveResult struct {
+	Success *TSnapshotTransfer `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError       `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceBeginSnapshotSaveResult() *LanceMasterServiceBeginSnapshotSaveResult {
+	return &LanceMasterServiceBeginSnapshotSaveResult{}
+}
+
+var LanceMasterServiceBeginSnapshotSaveResult_Success_DEFAULT *TSnapshotTransfer
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) GetSuccess() *TSnapshotTransfer {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceBeginSnapshotSaveResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceBeginSnapshotSaveResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceBeginSnapshotSaveResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceBeginSnapshotSaveResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TSnapshotTransfer{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "beginSnapshotSave_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceBeginSnapshotSaveResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceBeginSnapshotSaveResult(%+v)", *p)
+}
+
+// Attributes:
+//   - TransferID
+//   - Offset
+type LanceMasterServiceReadSnapshotChunkArgs struct {
+	TransferID string `thrift:"transfer_id,1" db:"transfer_id" json:"transfer_id"`
+	Offset     int64  `thrift:"offset,2" db:"offset" json:"offset"`
+}
+
+func NewLanceMasterServiceReadSnapshotChunkArgs() *LanceMasterServiceReadSnapshotChunkArgs {
+	return &LanceMasterServiceReadSnapshotChunkArgs{}
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkArgs) GetTransferID() string {
+	return p.TransferID
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkArgs) GetOffset() int64 {
+	return p.Offset
+}
+func (p *LanceMasterServiceReadSnapshotChunkArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.TransferID = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Offset = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "readSnapshotChunk_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "transfer_id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:transfer_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.TransferID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.transfer_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:transfer_id: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "offset", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:offset: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Offset)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.offset (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:offset: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceReadSnapshotChunkArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceReadSnapshotChunkResult struct {
+	Success *TSnapshotChunk `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError    `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceReadSnapshotChunkResult() *LanceMasterServiceReadSnapshotChunkResult {
+	return &LanceMasterServiceReadSnapshotChunkResult{}
+}
+
+var LanceMasterServiceReadSnapshotChunkResult_Success_DEFAULT *TSnapshotChunk
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) GetSuccess() *TSnapshotChunk {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceReadSnapshotChunkResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceReadSnapshotChunkResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceReadSnapshotChunkResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceReadSnapshotChunkResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TSnapshotChunk{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "readSnapshotChunk_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceReadSnapshotChunkResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceReadSnapshotChunkResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Size
+type LanceMasterServiceBeginSnapshotRestoreArgs struct {
+	Size int64 `thrift:"size,1" db:"size" json:"size"`
+}
+
+func NewLanceMasterServiceBeginSnapshotRestoreArgs() *LanceMasterServiceBeginSnapshotRestoreArgs {
+	return &LanceMasterServiceBeginSnapshotRestoreArgs{}
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreArgs) GetSize() int64 {
+	return p.Size
+}
+func (p *LanceMasterServiceBeginSnapshotRestoreArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Size = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "beginSnapshotRestore_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "size", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:size: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Size)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.size (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:size: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceBeginSnapshotRestoreArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceBeginSnapshotRestoreResult struct {
+	Success *TSnapshotTransfer `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError       `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceBeginSnapshotRestoreResult() *LanceMasterServiceBeginSnapshotRestoreResult {
+	return &LanceMasterServiceBeginSnapshotRestoreResult{}
+}
+
+var LanceMasterServiceBeginSnapshotRestoreResult_Success_DEFAULT *TSnapshotTransfer
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) GetSuccess() *TSnapshotTransfer {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceBeginSnapshotRestoreResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceBeginSnapshotRestoreResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceBeginSnapshotRestoreResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TSnapshotTransfer{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "beginSnapshotRestore_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceBeginSnapshotRestoreResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceBeginSnapshotRestoreResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Chunk
+type LanceMasterServiceWriteSnapshotChunkArgs struct {
+	Chunk *TSnapshotChunk `thrift:"chunk,1" db:"chunk" json:"chunk"`
+}
+
+func NewLanceMasterServiceWriteSnapshotChunkArgs() *LanceMasterServiceWriteSnapshotChunkArgs {
+	return &LanceMasterServiceWriteSnapshotChunkArgs{}
+}
+
+var LanceMasterServiceWriteSnapshotChunkArgs_Chunk_DEFAULT *TSnapshotChunk
+
+func (p *LanceMasterServiceWriteSnapshotChunkArgs) GetChunk() *TSnapshotChunk {
+	if !p.IsSetChunk() {
+		return LanceMasterServiceWriteSnapshotChunkArgs_Chunk_DEFAULT
+	}
+	return p.Chunk
+}
+func (p *LanceMasterServiceWriteSnapshotChunkArgs) IsSetChunk() bool {
+	return p.Chunk != nil
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Chunk = &TSnapshotChunk{}
+	if err := p.Chunk.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Chunk), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "writeSnapshotChunk_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "chunk", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:chunk: ", p), err)
+	}
+	if err := p.Chunk.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Chunk), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:chunk: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceWriteSnapshotChunkArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Err
+type LanceMasterServiceWriteSnapshotChunkResult struct {
+	Err *TAdminError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceWriteSnapshotChunkResult() *LanceMasterServiceWriteSnapshotChunkResult {
+	return &LanceMasterServiceWriteSnapshotChunkResult{}
+}
+
+var LanceMasterServiceWriteSnapshotChunkResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceWriteSnapshotChunkResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceWriteSnapshotChunkResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceWriteSnapshotChunkResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "writeSnapshotChunk_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceWriteSnapshotChunkResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceWriteSnapshotChunkResult(%+v)", *p)
+}
+
+// Attributes:
+//   - TransferID
+type LanceMasterServiceFinishSnapshotRestoreArgs struct {
+	TransferID string `thrift:"transfer_id,1" db:"transfer_id" json:"transfer_id"`
+}
+
+func NewLanceMasterServiceFinishSnapshotRestoreArgs() *LanceMasterServiceFinishSnapshotRestoreArgs {
+	return &LanceMasterServiceFinishSnapshotRestoreArgs{}
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) GetTransferID() string {
+	return p.TransferID
+}
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.TransferID = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "finishSnapshotRestore_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "transfer_id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:transfer_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.TransferID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.transfer_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:transfer_id: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceFinishSnapshotRestoreArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceFinishSnapshotRestoreResult struct {
+	Success *TSnapshotRestoreResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError              `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceFinishSnapshotRestoreResult() *LanceMasterServiceFinishSnapshotRestoreResult {
+	return &LanceMasterServiceFinishSnapshotRestoreResult{}
+}
+
+var LanceMasterServiceFinishSnapshotRestoreResult_Success_DEFAULT *TSnapshotRestoreResponse
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) GetSuccess() *TSnapshotRestoreResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceFinishSnapshotRestoreResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceFinishSnapshotRestoreResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceFinishSnapshotRestoreResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TSnapshotRestoreResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "finishSnapshotRestore_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceFinishSnapshotRestoreResult(%+v)", *p)
+}
+
+// Attributes:
+//   - TransferID
+type LanceMasterServiceAbortSnapshotTransferArgs struct {
+	TransferID string `thrift:"transfer_id,1" db:"transfer_id" json:"transfer_id"`
+}
+
+func NewLanceMasterServiceAbortSnapshotTransferArgs() *LanceMasterServiceAbortSnapshotTransferArgs {
+	return &LanceMasterServiceAbortSnapshotTransferArgs{}
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferArgs) GetTransferID() string {
+	return p.TransferID
+}
+func (p *LanceMasterServiceAbortSnapshotTransferArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.TransferID = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "abortSnapshotTransfer_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "transfer_id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:transfer_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.TransferID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.transfer_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:transfer_id: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceAbortSnapshotTransferArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Err
+type LanceMasterServiceAbortSnapshotTransferResult struct {
+	Err *TAdminError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceAbortSnapshotTransferResult() *LanceMasterServiceAbortSnapshotTransferResult {
+	return &LanceMasterServiceAbortSnapshotTransferResult{}
+}
+
+var LanceMasterServiceAbortSnapshotTransferResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceAbortSnapshotTransferResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceAbortSnapshotTransferResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceAbortSnapshotTransferResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "abortSnapshotTransfer_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceAbortSnapshotTransferResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceAbortSnapshotTransferResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceMasterServiceAddVoterArgs struct {
+	Request *TAddVoterRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceMasterServiceAddVoterArgs() *LanceMasterServiceAddVoterArgs {
+	return &LanceMasterServiceAddVoterArgs{}
+}
+
+var LanceMasterServiceAddVoterArgs_Request_DEFAULT *TAddVoterRequest
+
+func (p *LanceMasterServiceAddVoterArgs) GetRequest() *TAddVoterRequest {
+	if !p.IsSetRequest() {
+		return LanceMasterServiceAddVoterArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceMasterServiceAddVoterArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceMasterServiceAddVoterArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAddVoterArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TAddVoterRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAddVoterArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "addVoter_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAddVoterArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceAddVoterArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceAddVoterArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceAddVoterResult struct {
+	Success *TRaftPeersResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError        `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceAddVoterResult() *LanceMasterServiceAddVoterResult {
+	return &LanceMasterServiceAddVoterResult{}
+}
+
+var LanceMasterServiceAddVoterResult_Success_DEFAULT *TRaftPeersResponse
+
+func (p *LanceMasterServiceAddVoterResult) GetSuccess() *TRaftPeersResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceAddVoterResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceAddVoterResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceAddVoterResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceAddVoterResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceAddVoterResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceAddVoterResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceAddVoterResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAddVoterResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TRaftPeersResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAddVoterResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAddVoterResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "addVoter_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceAddVoterResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceAddVoterResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceAddVoterResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceAddVoterResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceMasterServiceRemovePeerArgs struct {
+	Request *TRemovePeerRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceMasterServiceRemovePeerArgs() *LanceMasterServiceRemovePeerArgs {
+	return &LanceMasterServiceRemovePeerArgs{}
+}
+
+var LanceMasterServiceRemovePeerArgs_Request_DEFAULT *TRemovePeerRequest
+
+func (p *LanceMasterServiceRemovePeerArgs) GetRequest() *TRemovePeerRequest {
+	if !p.IsSetRequest() {
+		return LanceMasterServiceRemovePeerArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceMasterServiceRemovePeerArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceMasterServiceRemovePeerArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRemovePeerArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TRemovePeerRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRemovePeerArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "removePeer_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRemovePeerArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRemovePeerArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceRemovePeerArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceRemovePeerResult struct {
+	Success *TRaftPeersResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError        `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceRemovePeerResult() *LanceMasterServiceRemovePeerResult {
+	return &LanceMasterServiceRemovePeerResult{}
+}
+
+var LanceMasterServiceRemovePeerResult_Success_DEFAULT *TRaftPeersResponse
+
+func (p *LanceMasterServiceRemovePeerResult) GetSuccess() *TRaftPeersResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceRemovePeerResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceRemovePeerResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceRemovePeerResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceRemovePeerResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceRemovePeerResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceRemovePeerResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceRemovePeerResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRemovePeerResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TRaftPeersResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRemovePeerResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRemovePeerResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "removePeer_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRemovePeerResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRemovePeerResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRemovePeerResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceRemovePeerResult(%+v)", *p)
 }

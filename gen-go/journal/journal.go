@@ -4272,6 +4272,197 @@ func (p *TAdmitCommand) String() string {
 }
 
 // Attributes:
+//   - NowMs
+//   - Jobs
+type TAdmitBatch struct {
+	NowMs int64         `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	Jobs  []*TJobRecord `thrift:"jobs,2,required" db:"jobs" json:"jobs"`
+}
+
+func NewTAdmitBatch() *TAdmitBatch {
+	return &TAdmitBatch{}
+}
+
+func (p *TAdmitBatch) GetNowMs() int64 {
+	return p.NowMs
+}
+
+func (p *TAdmitBatch) GetJobs() []*TJobRecord {
+	return p.Jobs
+}
+func (p *TAdmitBatch) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetNowMs bool = false
+	var issetJobs bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetNowMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetJobs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetNowMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NowMs is not set"))
+	}
+	if !issetJobs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Jobs is not set"))
+	}
+	return nil
+}
+
+func (p *TAdmitBatch) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.NowMs = v
+	}
+	return nil
+}
+
+func (p *TAdmitBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TJobRecord, 0, size)
+	p.Jobs = tSlice
+	for i := 0; i < size; i++ {
+		_elem0 := &TJobRecord{}
+		if err := _elem0.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem0), err)
+		}
+		p.Jobs = append(p.Jobs, _elem0)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TAdmitBatch) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TAdmitBatch"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TAdmitBatch) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "now_ms", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:now_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.NowMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.now_ms (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:now_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TAdmitBatch) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "jobs", thrift.LIST, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:jobs: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Jobs)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Jobs {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:jobs: ", p), err)
+	}
+	return err
+}
+
+func (p *TAdmitBatch) Equals(other *TAdmitBatch) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.NowMs != other.NowMs {
+		return false
+	}
+	if len(p.Jobs) != len(other.Jobs) {
+		return false
+	}
+	for i, _tgt := range p.Jobs {
+		_src1 := other.Jobs[i]
+		if !_tgt.Equals(_src1) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TAdmitBatch) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TAdmitBatch(%+v)", *p)
+}
+
+// Attributes:
 //   - JobID
 //   - ExpectedRev
 //   - BackendID
@@ -4827,11 +5018,11 @@ func (p *TMarkRunningBatch) ReadField2(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*TMarkRunning, 0, size)
 	p.Jobs = tSlice
 	for i := 0; i < size; i++ {
-		_elem0 := &TMarkRunning{}
-		if err := _elem0.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem0), err)
+		_elem2 := &TMarkRunning{}
+		if err := _elem2.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem2), err)
 		}
-		p.Jobs = append(p.Jobs, _elem0)
+		p.Jobs = append(p.Jobs, _elem2)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -4907,8 +5098,8 @@ func (p *TMarkRunningBatch) Equals(other *TMarkRunningBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Jobs {
-		_src1 := other.Jobs[i]
-		if !_tgt.Equals(_src1) {
+		_src3 := other.Jobs[i]
+		if !_tgt.Equals(_src3) {
 			return false
 		}
 	}
@@ -5399,11 +5590,11 @@ func (p *TCompleteBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol)
 	tSlice := make([]*TCompletion, 0, size)
 	p.Completions = tSlice
 	for i := 0; i < size; i++ {
-		_elem2 := &TCompletion{}
-		if err := _elem2.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem2), err)
+		_elem4 := &TCompletion{}
+		if err := _elem4.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
 		}
-		p.Completions = append(p.Completions, _elem2)
+		p.Completions = append(p.Completions, _elem4)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -5479,8 +5670,8 @@ func (p *TCompleteBatch) Equals(other *TCompleteBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Completions {
-		_src3 := other.Completions[i]
-		if !_tgt.Equals(_src3) {
+		_src5 := other.Completions[i]
+		if !_tgt.Equals(_src5) {
 			return false
 		}
 	}
@@ -5953,11 +6144,11 @@ func (p *TRecordProofBatch) ReadField2(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*TProof, 0, size)
 	p.Proofs = tSlice
 	for i := 0; i < size; i++ {
-		_elem4 := &TProof{}
-		if err := _elem4.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
+		_elem6 := &TProof{}
+		if err := _elem6.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
 		}
-		p.Proofs = append(p.Proofs, _elem4)
+		p.Proofs = append(p.Proofs, _elem6)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6033,8 +6224,8 @@ func (p *TRecordProofBatch) Equals(other *TRecordProofBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Proofs {
-		_src5 := other.Proofs[i]
-		if !_tgt.Equals(_src5) {
+		_src7 := other.Proofs[i]
+		if !_tgt.Equals(_src7) {
 			return false
 		}
 	}
@@ -6360,11 +6551,11 @@ func (p *TRefreshBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) 
 	tSlice := make([]*TRefreshTransition, 0, size)
 	p.Transitions = tSlice
 	for i := 0; i < size; i++ {
-		_elem6 := &TRefreshTransition{}
-		if err := _elem6.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
+		_elem8 := &TRefreshTransition{}
+		if err := _elem8.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
 		}
-		p.Transitions = append(p.Transitions, _elem6)
+		p.Transitions = append(p.Transitions, _elem8)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6440,8 +6631,8 @@ func (p *TRefreshBatch) Equals(other *TRefreshBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Transitions {
-		_src7 := other.Transitions[i]
-		if !_tgt.Equals(_src7) {
+		_src9 := other.Transitions[i]
+		if !_tgt.Equals(_src9) {
 			return false
 		}
 	}
@@ -7109,13 +7300,13 @@ func (p *TGCCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) err
 	tSlice := make([]int64, 0, size)
 	p.JobIds = tSlice
 	for i := 0; i < size; i++ {
-		var _elem8 int64
+		var _elem10 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_elem8 = v
+			_elem10 = v
 		}
-		p.JobIds = append(p.JobIds, _elem8)
+		p.JobIds = append(p.JobIds, _elem10)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -7210,8 +7401,8 @@ func (p *TGCCommand) Equals(other *TGCCommand) bool {
 		return false
 	}
 	for i, _tgt := range p.JobIds {
-		_src9 := other.JobIds[i]
-		if _tgt != _src9 {
+		_src11 := other.JobIds[i]
+		if _tgt != _src11 {
 			return false
 		}
 	}
@@ -8116,10 +8307,14 @@ func (p *TSetOptionCommand) String() string {
 //   - JobID
 //   - Code
 //   - Message
+//   - ID
+//   - ConflictJobID
 type TItemResult_ struct {
-	JobID   int64      `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
-	Code    TApplyCode `thrift:"code,2,required" db:"code" json:"code"`
-	Message *string    `thrift:"message,3" db:"message" json:"message,omitempty"`
+	JobID         int64      `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	Code          TApplyCode `thrift:"code,2,required" db:"code" json:"code"`
+	Message       *string    `thrift:"message,3" db:"message" json:"message,omitempty"`
+	ID            *int64     `thrift:"id,4" db:"id" json:"id,omitempty"`
+	ConflictJobID *int64     `thrift:"conflict_job_id,5" db:"conflict_job_id" json:"conflict_job_id,omitempty"`
 }
 
 func NewTItemResult_() *TItemResult_ {
@@ -8142,8 +8337,34 @@ func (p *TItemResult_) GetMessage() string {
 	}
 	return *p.Message
 }
+
+var TItemResult__ID_DEFAULT int64
+
+func (p *TItemResult_) GetID() int64 {
+	if !p.IsSetID() {
+		return TItemResult__ID_DEFAULT
+	}
+	return *p.ID
+}
+
+var TItemResult__ConflictJobID_DEFAULT int64
+
+func (p *TItemResult_) GetConflictJobID() int64 {
+	if !p.IsSetConflictJobID() {
+		return TItemResult__ConflictJobID_DEFAULT
+	}
+	return *p.ConflictJobID
+}
 func (p *TItemResult_) IsSetMessage() bool {
 	return p.Message != nil
+}
+
+func (p *TItemResult_) IsSetID() bool {
+	return p.ID != nil
+}
+
+func (p *TItemResult_) IsSetConflictJobID() bool {
+	return p.ConflictJobID != nil
 }
 
 func (p *TItemResult_) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -8188,6 +8409,26 @@ func (p *TItemResult_) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 3:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -8244,6 +8485,24 @@ func (p *TItemResult_) ReadField3(ctx context.Context, iprot thrift.TProtocol) e
 	return nil
 }
 
+func (p *TItemResult_) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.ID = &v
+	}
+	return nil
+}
+
+func (p *TItemResult_) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.ConflictJobID = &v
+	}
+	return nil
+}
+
 func (p *TItemResult_) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TItemResult"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -8256,6 +8515,12 @@ func (p *TItemResult_) Write(ctx context.Context, oprot thrift.TProtocol) error 
 			return err
 		}
 		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -8309,6 +8574,36 @@ func (p *TItemResult_) writeField3(ctx context.Context, oprot thrift.TProtocol) 
 	return err
 }
 
+func (p *TItemResult_) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetID() {
+		if err := oprot.WriteFieldBegin(ctx, "id", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:id: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.id (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TItemResult_) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetConflictJobID() {
+		if err := oprot.WriteFieldBegin(ctx, "conflict_job_id", thrift.I64, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:conflict_job_id: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ConflictJobID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.conflict_job_id (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:conflict_job_id: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TItemResult_) Equals(other *TItemResult_) bool {
 	if p == other {
 		return true
@@ -8326,6 +8621,22 @@ func (p *TItemResult_) Equals(other *TItemResult_) bool {
 			return false
 		}
 		if (*p.Message) != (*other.Message) {
+			return false
+		}
+	}
+	if p.ID != other.ID {
+		if p.ID == nil || other.ID == nil {
+			return false
+		}
+		if (*p.ID) != (*other.ID) {
+			return false
+		}
+	}
+	if p.ConflictJobID != other.ConflictJobID {
+		if p.ConflictJobID == nil || other.ConflictJobID == nil {
+			return false
+		}
+		if (*p.ConflictJobID) != (*other.ConflictJobID) {
 			return false
 		}
 	}
@@ -8555,11 +8866,11 @@ func (p *TApplyResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol)
 	tSlice := make([]*TItemResult_, 0, size)
 	p.Items = tSlice
 	for i := 0; i < size; i++ {
-		_elem10 := &TItemResult_{}
-		if err := _elem10.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
+		_elem12 := &TItemResult_{}
+		if err := _elem12.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
 		}
-		p.Items = append(p.Items, _elem10)
+		p.Items = append(p.Items, _elem12)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -8743,8 +9054,8 @@ func (p *TApplyResponse) Equals(other *TApplyResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Items {
-		_src11 := other.Items[i]
-		if !_tgt.Equals(_src11) {
+		_src13 := other.Items[i]
+		if !_tgt.Equals(_src13) {
 			return false
 		}
 	}
@@ -9227,11 +9538,11 @@ func (p *TSnapshotHeader) ReadField5(ctx context.Context, iprot thrift.TProtocol
 	tSlice := make([]*TOptionValue, 0, size)
 	p.Options = tSlice
 	for i := 0; i < size; i++ {
-		_elem12 := &TOptionValue{}
-		if err := _elem12.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
+		_elem14 := &TOptionValue{}
+		if err := _elem14.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
 		}
-		p.Options = append(p.Options, _elem12)
+		p.Options = append(p.Options, _elem14)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -9474,8 +9785,8 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 		return false
 	}
 	for i, _tgt := range p.Options {
-		_src13 := other.Options[i]
-		if !_tgt.Equals(_src13) {
+		_src15 := other.Options[i]
+		if !_tgt.Equals(_src15) {
 			return false
 		}
 	}

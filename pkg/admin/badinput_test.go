@@ -11,7 +11,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -116,6 +118,14 @@ func TestBadInputOverThrift(t *testing.T) {
 		}, adminapi.TErrorCode_NOT_FOUND},
 		{"forwarded garbage command", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
 			_, err := c.ForwardApply(ctx, []byte{0x7f, 1, 2, 3})
+			return err
+		}, adminapi.TErrorCode_INVALID},
+		{"forwarded dispatch-lifecycle command", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+			cmd, err := raftfsm.Encode(raftfsm.CmdGC, &journal.TGCCommand{NowMs: 1, CutoffMs: 1 << 62, JobIds: []int64{1}})
+			if err != nil {
+				return err
+			}
+			_, err = c.ForwardApply(ctx, cmd)
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"forwarded empty command", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {

@@ -12,6 +12,11 @@
 // read (a follower answers NOT_LEADER with the leader's address). Leadership
 // transfer must run on the leader.
 //
+// Admissions are journaled through a group commit (pkg/groupcommit):
+// admissions that arrive while earlier admission entries are in flight share
+// the next CmdAdmitBatch entry, each keeping its own result and typed error.
+//
 // Concurrency: the Thrift server calls every method from its own connection
-// goroutine; Server holds no mutable state of its own.
+// goroutine; Server's only mutable state is that group commit, which is safe
+// for concurrent use.
 package admin

@@ -12,13 +12,16 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/groupcommit"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // Cluster is what the admin API needs from the raft node beyond proposing.
 // Implemented by pkg/cluster's Node (through a small adapter in cmd); safe for
-// concurrent use.
+// concurrent use. A Cluster may also implement SnapshotCluster (snapshot.go)
+// and MembershipCluster (peers.go); the operator methods they back answer
+// UNAVAILABLE otherwise.
 type Cluster interface {
 	// Leader returns the current leader's id and RPC address ("" when unknown).
 	Leader() (id, rpcAddr string)
@@ -70,13 +73,18 @@ type Deps struct {
 	Logger     *zap.Logger
 	// InspectTimeout bounds one inspect_lance_dataset call (default 30 s).
 	InspectTimeout time.Duration
+	// ApplyTimeout bounds one proposed admission batch (default 10 s, the
+	// cluster's own apply timeout). A caller waits at most its context.
+	ApplyTimeout time.Duration
 	// NodeID names this master in logs and as the default actor.
 	NodeID string
 }
 
 // Server implements adminapi.LanceMasterService.
 type Server struct {
-	d Deps
+	d      Deps
+	admits *groupcommit.Group[*journal.TJobRecord] // step 8 of admission, group commit
+	xfers  snapshotTransfers                       // operator snapshot transfers (snapshot.go)
 }
 
 var _ adminapi.LanceMasterService = (*Server)(nil)
@@ -96,7 +104,12 @@ func New(d Deps) *Server {
 	if d.InspectTimeout <= 0 {
 		d.InspectTimeout = 30 * time.Second
 	}
-	return &Server{d: d}
+	if d.ApplyTimeout <= 0 {
+		d.ApplyTimeout = groupcommit.DefaultTimeout
+	}
+	s := &Server{d: d}
+	s.admits = s.newAdmitGroup()
+	return s
 }
 
 // Processor returns the Thrift processor for this server.
@@ -171,8 +184,8 @@ func (s *Server) propose(ctx context.Context, t raftfsm.CommandType, cmd thrift.
 // write's result can be read back here. Polling is bounded by ctx; on a
 // leader or an up-to-date follower it returns at once.
 func (s *Server) waitApplied(ctx context.Context, index int64) error {
-	if index <= 0 {
-		return nil
+	if index <= 0 || s.d.Reader.State().AppliedIndex() >= uint64(index) {
+		return nil // the leader, or a follower already there: no ticker to make
 	}
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
@@ -192,6 +205,13 @@ func (s *Server) internal(what string, err error) error {
 	return adminError(adminapi.TErrorCode_INTERNAL, "internal error: %s failed; see the master's log", what)
 }
 
+// forwardable are the command types an admin write produces.
+var forwardable = map[raftfsm.CommandType]bool{
+	raftfsm.CmdAdmit: true, raftfsm.CmdAdmitBatch: true, raftfsm.CmdCancel: true, raftfsm.CmdForceRelease: true,
+	raftfsm.CmdCreateCatalog: true, raftfsm.CmdUpdateCatalog: true, raftfsm.CmdRemoveCatalog: true,
+	raftfsm.CmdAddBackend: true, raftfsm.CmdRemoveBackend: true, raftfsm.CmdSetOption: true,
+}
+
 // ForwardApply is the leader side of propose-or-forward: a follower's encoded
 // command is proposed here and the encoded response returned.
 func (s *Server) ForwardApply(ctx context.Context, command []byte) ([]byte, error) {
@@ -200,6 +220,15 @@ func (s *Server) ForwardApply(ctx context.Context, command []byte) ([]byte, erro
 	if err := raftfsm.CheckCommand(command); err != nil {
 		s.d.Logger.Warn("forwardApply: refused a command this master cannot apply", zap.Error(err))
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the forwarded command is not one this master can apply")
+	}
+	// Only what an admin write on a follower produces is ever forwarded: the
+	// leader services propose only on the leader (their context is fenced to
+	// its term) and followers forward reports, not commands. Refusing the
+	// dispatch-lifecycle commands here means nobody who can reach this port
+	// can forge a RUNNING, a result, a proof, a refresh or a GC entry.
+	if !forwardable[raftfsm.CommandType(command[0])] {
+		s.d.Logger.Warn("forwardApply: refused a command type that is never forwarded", zap.Uint8("command_type", command[0]))
+		return nil, adminError(adminapi.TErrorCode_INVALID, "this command type is not accepted from another master")
 	}
 	resp, err := s.d.Cluster.ApplyLocal(ctx, command)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/outbox"
+	"github.com/lancemaster/lancemaster/pkg/metrics"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -71,6 +72,9 @@ type Config struct {
 	// AdvertiseAddr is the address masters dial (registered with
 	// `backends add`); informational here, logged at start.
 	AdvertiseAddr string
+	// HTTPListen is where /metrics, /livez and /readyz are served
+	// (host:port); "" serves none.
+	HTTPListen string
 	// DataDir holds the outbox file (OutboxFile); created 0700 if missing.
 	DataDir string
 	// Masters are the initial report targets (master RPC addresses);
@@ -168,15 +172,17 @@ func (c Config) validate() error {
 
 // Agent is one backend process. Its methods are safe for concurrent use.
 type Agent struct {
-	cfg    Config
-	log    *zap.Logger
-	runner Runner
-	epoch  int64
-	outbox *outbox.Outbox
-	dlv    *deliverer
+	cfg     Config
+	log     *zap.Logger
+	runner  Runner
+	epoch   int64
+	outbox  *outbox.Outbox
+	dlv     *deliverer
+	metrics *agentMetrics
 
 	mu          sync.Mutex
 	srv         *rpc.Server
+	http        *metrics.Server // nil without HTTPListen
 	started     bool
 	heartbeaten bool
 	highestTerm int64
@@ -226,6 +232,7 @@ func New(cfg Config, runner Runner) (*Agent, error) {
 	}
 	a.runCtx, a.runCancel = context.WithCancel(context.Background())
 	a.dlv = newDeliverer(a)
+	a.metrics = newAgentMetrics(a)
 	return a, nil
 }
 
@@ -270,7 +277,12 @@ func (a *Agent) Start() error {
 		srv.Close()
 		return fmt.Errorf("backend: %w", err)
 	}
-	a.srv, a.started = srv, true
+	hs, err := a.startHTTP()
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("backend: %w", err)
+	}
+	a.srv, a.http, a.started = srv, hs, true
 	for i := 0; i < a.cfg.Concurrency; i++ {
 		a.workers.Add(1)
 		go a.workerLoop()
@@ -307,7 +319,7 @@ func (a *Agent) close() error {
 	a.mu.Lock()
 	a.shutting, a.closed = true, true
 	close(a.work) // safe: sends happen under mu, and only while !shutting
-	srv := a.srv
+	srv, hs := a.srv, a.http
 	a.mu.Unlock()
 	a.log.Info("backend shutting down: refusing new dispatches")
 
@@ -331,6 +343,10 @@ func (a *Agent) close() error {
 	}
 	a.inspects.Wait()
 	err := a.outbox.Close()
+	if hs != nil {
+		// Last: /readyz says "shutting down" while the agent drains.
+		err = errors.Join(err, hs.Close())
+	}
 	a.log.Info("backend stopped")
 	return err
 }

@@ -155,6 +155,7 @@ func (d *deliverer) loop(e outbox.Entry) {
 	for attempt := 1; ; attempt++ {
 		if d.a.cfg.Clock().After(expires) {
 			log.Warn("report expired undelivered; dropped from the outbox", zap.Time("expired_at", expires))
+			d.a.metrics.reportDone(reportExpired)
 			d.ack(log, e.ID)
 			return
 		}
@@ -162,13 +163,16 @@ func (d *deliverer) loop(e outbox.Entry) {
 		switch v {
 		case verdictDelivered:
 			log.Info("report delivered", zap.Int("attempt", attempt))
+			d.a.metrics.reportDone(reportDelivered)
 			d.ack(log, e.ID)
 			return
 		case verdictGiveUp:
 			log.Warn("a master refused the report for good; dropped from the outbox", zap.Stringer("status", code))
+			d.a.metrics.reportDone(reportRefused)
 			d.ack(log, e.ID)
 			return
 		}
+		d.a.metrics.reportRetry()
 		if attempt >= 4 && attempt&(attempt-1) == 0 {
 			log.Warn("report still undelivered; retrying", zap.Int("attempts", attempt))
 		}

@@ -44,6 +44,7 @@ func (a *Agent) execute(inv *invocation) {
 	log := a.log.With(zap.Int64("job_id", d.JobID), zap.String("invocation_id", inv.id))
 	log.Info("build started", zap.Stringer("mutation_type", d.MutationType), zap.String("index_type", d.IndexType))
 	out := a.runner.Run(a.runCtx, buildRequest(d), inv.deadline)
+	a.metrics.workerExited(out)
 	rep := reportFromOutcome(d, a.epoch, out, scrub)
 
 	fields := []zap.Field{zap.Stringer("termination_proof", rep.GetTerminationProof()),
@@ -93,6 +94,7 @@ func (a *Agent) finish(inv *invocation, rep *wire.TLanceIndexJobReport) {
 	a.mu.Lock()
 	a.table.markFinished(inv, rep)
 	a.mu.Unlock()
+	a.metrics.finished(rep)
 	if deliverable {
 		a.dlv.deliver(entry)
 	}

@@ -25,7 +25,8 @@ const maxConfigFile = 1 << 20
 // binary size ("512MiB", "1GiB", "1G").
 type FileConfig struct {
 	Listen          string        `yaml:"listen"`
-	Advertise       string        `yaml:"advertise"` // default: listen
+	Advertise       string        `yaml:"advertise"`   // default: listen
+	HTTPListen      string        `yaml:"http_listen"` // /metrics, /livez, /readyz; optional
 	DataDir         string        `yaml:"data_dir"`
 	Masters         []string      `yaml:"masters"`
 	Concurrency     int           `yaml:"concurrency"`
@@ -113,6 +114,11 @@ func (c *FileConfig) Validate() error {
 			bad("advertise: %v", err)
 		}
 	}
+	if c.HTTPListen != "" {
+		if err := checkHostPortBind(c.HTTPListen); err != nil {
+			bad("http_listen: %v", err)
+		}
+	}
 	if c.DataDir == "" {
 		bad("data_dir is required")
 	}
@@ -172,7 +178,7 @@ func (c *FileConfig) Validate() error {
 // caller).
 func (c *FileConfig) AgentConfig() Config {
 	return Config{
-		ListenAddr: c.Listen, AdvertiseAddr: c.Advertise, DataDir: c.DataDir, Masters: slices.Clone(c.Masters),
+		ListenAddr: c.Listen, AdvertiseAddr: c.Advertise, HTTPListen: c.HTTPListen, DataDir: c.DataDir, Masters: slices.Clone(c.Masters),
 		Concurrency: c.Concurrency, QueueSize: c.QueueSize, InspectTimeout: c.InspectTimeout, Grace: c.Grace,
 		OutboxGrace: c.OutboxGrace, ShutdownTimeout: c.ShutdownTimeout, Isolation: c.Isolation,
 	}

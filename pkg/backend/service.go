@@ -74,6 +74,7 @@ func (s *service) SubmitLanceIndexJob(_ context.Context, d *wire.TLanceIndexJobD
 		return statusf(wire.TStatusCode_INVALID_ARGUMENT, "no dispatch"), nil
 	}
 	st, accepted := a.submit(d)
+	a.metrics.dispatched(st.StatusCode)
 	fields := []zap.Field{zap.Int64("job_id", d.JobID), zap.String("invocation_id", clipForLog(d.InvocationID)),
 		zap.Int64("leader_term", d.GetLeaderTerm()), zap.Stringer("status", st.StatusCode)}
 	switch {

@@ -24,8 +24,10 @@
 //     goroutine (cmd's) before the node is shared. Shutdown may be called from
 //     any goroutine, any number of times.
 //   - Propose, ApplyLocal, ConsistentRead, WaitForLeader, IsLeader,
-//     LeaderTerm, Leader, AppliedIndex, Stats, Peers, TransferLeadership and
-//     Snapshot are safe for concurrent use by any goroutine. Those that wait
+//     LeaderTerm, Leader, AppliedIndex, Stats, Peers, TransferLeadership,
+//     Snapshot, AddVoter, RemovePeer, SaveSnapshot and NewSnapshotRestore are
+//     safe for concurrent use by any goroutine (a SnapshotFile or
+//     SnapshotRestore they return is used by one goroutine at a time). Those that wait
 //     honour their ctx; raft futures cannot be cancelled, so a goroutine may
 //     outlive the call until raft resolves the future within its timeout.
 //   - raft delivers leadership changes on Config.NotifyCh and leader changes

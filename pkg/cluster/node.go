@@ -22,8 +22,12 @@ type Node struct {
 	log      *zap.Logger
 	fsm      raft.FSM
 	fwd      Forwarder
-	rpcAddrs map[string]string // peer id -> RPC address
+	rpcAddrs map[string]string // peer id -> RPC address (static peer list)
 	raftConf *raft.Config
+
+	// learnedRPC: peer id -> RPC address given to AddVoter on this node
+	// (membership.go); it wins over rpcAddrs.
+	learnedRPC sync.Map
 
 	// mu serialises the lifecycle (AddLeaderService, OnLeaderReady, Start,
 	// Shutdown) and guards the fields below it. Hot paths never take it.
@@ -163,7 +167,12 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	bootstrapped, err := bootstrapIfNew(n.raftConf, n.cfg, st, n.log)
+	// A peers.json in the raft dir is a lost-quorum recovery (recovery.go).
+	recovered, err := recoverFromPeersJSON(n.raftConf, n.cfg, n.fsm, st, n.log)
+	bootstrapped := false
+	if err == nil && !recovered {
+		bootstrapped, err = bootstrapIfNew(n.raftConf, n.cfg, st, n.log)
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -234,14 +243,15 @@ func (n *Node) LeaderTerm() uint64 {
 
 // Leader returns the current leader's id and RPC address as this node knows
 // them; both are empty when no leader is known. rpcAddr is empty when the
-// leader is not in the static peer list.
+// leader is in neither the static peer list nor this node's address book
+// (membership.go).
 func (n *Node) Leader() (id, rpcAddr string) {
 	r, err := n.running()
 	if err != nil {
 		return "", ""
 	}
 	_, lid := r.LeaderWithID()
-	return string(lid), n.rpcAddrs[string(lid)]
+	return string(lid), n.rpcAddress(string(lid))
 }
 
 // AppliedIndex is the index of the last entry the local FSM has applied.

@@ -16,8 +16,8 @@ import (
 type PeerStatus struct {
 	ID          string
 	RaftAddress string
-	// RPCAddress comes from the static peer list; empty for a member that is
-	// not in it.
+	// RPCAddress comes from this node's address book (the static peer list
+	// and add-voter, see membership.go); empty for a member not in it.
 	RPCAddress string
 	// Suffrage is raft's: "Voter", "Nonvoter" or "Staging".
 	Suffrage string
@@ -45,7 +45,7 @@ func (n *Node) Peers() ([]PeerStatus, error) {
 		out = append(out, PeerStatus{
 			ID:          string(s.ID),
 			RaftAddress: string(s.Address),
-			RPCAddress:  n.rpcAddrs[string(s.ID)],
+			RPCAddress:  n.rpcAddress(string(s.ID)),
 			Suffrage:    s.Suffrage.String(),
 			Leader:      s.ID == leader,
 			Self:        string(s.ID) == n.cfg.NodeID,

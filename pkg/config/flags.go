@@ -60,7 +60,7 @@ func BindNodeFlags(fs *pflag.FlagSet) *NodeFlags {
 	fs.StringVar(&f.v.RaftAdvertise, FlagRaftAdvertise, "", "raft address other masters dial (default: this node's peer entry)")
 	fs.StringVar(&f.v.RPCBind, FlagRPCBind, "", "Thrift listen address host:port (default: rpc advertise address)")
 	fs.StringVar(&f.v.RPCAdvertise, FlagRPCAdvertise, "", "Thrift address clients and masters dial (default: this node's peer entry)")
-	fs.StringVar(&f.v.HTTPBind, FlagHTTPBind, "", "HTTP listen address (reserved for metrics)")
+	fs.StringVar(&f.v.HTTPBind, FlagHTTPBind, "", "HTTP listen address for /metrics, /livez and /readyz (default: none)")
 	fs.StringVar(&f.v.DataDir, FlagDataDir, "", "directory of the raft log, stable store and snapshots")
 	fs.StringVar(&f.v.SecretsDir, FlagSecretsDir, "", "directory of credentials files (one file per credentials reference)")
 	fs.StringArrayVar(&f.peers, FlagPeer, nil, "a cluster member as ID=RAFT_ADDR,RPC_ADDR; repeat for each (replaces the file's peers)")

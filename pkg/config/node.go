@@ -59,7 +59,7 @@ type Node struct {
 	RaftAdvertise string `yaml:"raft_advertise"` // defaults to this node's peers entry
 	RPCBind       string `yaml:"rpc_bind"`       // defaults to rpc_advertise
 	RPCAdvertise  string `yaml:"rpc_advertise"`  // defaults to this node's peers entry
-	HTTPBind      string `yaml:"http_bind"`      // reserved for metrics; optional
+	HTTPBind      string `yaml:"http_bind"`      // /metrics, /livez, /readyz; optional
 	DataDir       string `yaml:"data_dir"`
 	SecretsDir    string `yaml:"secrets_dir"` // optional; credentials references resolve here
 	Peers         []Peer `yaml:"peers"`

@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -12,8 +13,16 @@ import (
 // reports protocol and TLS errors through slog's default logger; serve sets
 // slog.SetDefault(slog.New(SlogHandler(log))) so they land in the same
 // structured log as everything else instead of on bare stderr.
+//
+// The library logs one ERROR line per bad connection (a garbage frame, a
+// plaintext client on a TLS port, a timeout), so anyone who can reach a port
+// could fill the log at connection rate: the handler samples, keeping the
+// first 10 lines per message each second and then every 100th.
 func SlogHandler(log *zap.Logger) slog.Handler {
-	return &slogHandler{log: log.WithOptions(zap.AddCallerSkip(3))}
+	sampled := log.WithOptions(zap.AddCallerSkip(3), zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, 10, 100)
+	}))
+	return &slogHandler{log: sampled}
 }
 
 type slogHandler struct {

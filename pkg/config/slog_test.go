@@ -28,3 +28,14 @@ func TestSlogHandlerRoutesIntoZap(t *testing.T) {
 		t.Fatalf("level %v", all[1].Level)
 	}
 }
+
+func TestSlogHandlerSamplesFloods(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	l := slog.New(SlogHandler(zap.New(core)))
+	for i := 0; i < 1000; i++ {
+		l.Error("error processing request: Incorrect frame size")
+	}
+	if n := logs.Len(); n < 10 || n > 30 {
+		t.Fatalf("%d of 1000 identical lines logged; want the first 10 and a sample", n)
+	}
+}

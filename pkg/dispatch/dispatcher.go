@@ -84,6 +84,7 @@ type Deps struct {
 	QueryTimeout    time.Duration // default DefaultQueryTimeout
 	FirstPassWait   time.Duration // default DefaultFirstPassWait
 	Hooks           Hooks
+	Observer        Observer // round durations and dispatch outcomes (metrics); optional
 }
 
 // Dispatcher is the leader's dispatch round (DESIGN.md §7): deadline sweep →
@@ -140,6 +141,9 @@ func New(d Deps) *Dispatcher {
 	if d.FirstPassWait <= 0 {
 		d.FirstPassWait = DefaultFirstPassWait
 	}
+	if d.Observer == nil {
+		d.Observer = nopObserver{}
+	}
 	return &Dispatcher{d: d, log: d.Logger, sent: map[int64]string{}}
 }
 
@@ -192,6 +196,9 @@ func (d *Dispatcher) RunRound(ctx context.Context) error {
 	if !ok || term == 0 {
 		return ErrNoLeaderTerm
 	}
+	// Wall time, not d.d.Clock: a duration for metrics, never journaled.
+	start := time.Now()
+	defer func() { d.d.Observer.RoundDone(time.Since(start)) }()
 	d.beginSentTerm(term)
 	r := &round{d: d, ctx: ctx, term: term}
 	var errs []error

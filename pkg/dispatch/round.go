@@ -129,6 +129,7 @@ func (r *round) markRunning(plans []*dispatchPlan) ([]*dispatchPlan, error) {
 			running = append(running, p)
 			continue
 		}
+		r.d.d.Observer.Dispatched(OutcomeCASLost)
 		r.d.log.Info("MarkRunning lost its compare-and-set; the job is not sent",
 			zap.Int64("job_id", p.rec.JobID), zap.Stringer("code", it.Code), zap.String("reason", it.GetMessage()))
 	}

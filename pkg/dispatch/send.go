@@ -49,11 +49,13 @@ func (r *round) sendOnce(p *dispatchPlan) *journal.TCompletion {
 	id := p.rec.JobID
 	if h := r.d.d.Hooks.BeforeSend; h != nil {
 		if err := h(id); err != nil {
+			r.d.d.Observer.Dispatched(OutcomeRecheckFailed)
 			r.d.log.Info("dispatch not sent: aborted before the send", zap.Int64("job_id", id), zap.Error(err))
 			return nil
 		}
 	}
 	if why := r.recheck(p); why != "" {
+		r.d.d.Observer.Dispatched(OutcomeRecheckFailed)
 		r.d.log.Info("dispatch not sent: the pre-send recheck failed", zap.Int64("job_id", id), zap.String("reason", why))
 		return nil
 	}
@@ -65,13 +67,16 @@ func (r *round) sendOnce(p *dispatchPlan) *journal.TCompletion {
 	ident := planIdentity(p)
 	switch outcome, msg := classifySend(status, err); outcome {
 	case sendEnqueued:
+		r.d.d.Observer.Dispatched(OutcomeAccepted)
 		r.d.log.Debug("dispatch enqueued", zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID))
 		return nil
 	case sendNeverEnqueued:
+		r.d.d.Observer.Dispatched(OutcomeNotEnqueued)
 		r.d.log.Info("dispatch never enqueued; NOT_COMMITTED, possible-live slot released",
 			zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID), zap.String("reason", msg), zapSendErr(err))
 		return ident.completion(job.PreInvocationResourceRejected, msg, true)
 	default:
+		r.d.d.Observer.Dispatched(OutcomeUnknown)
 		r.d.log.Warn("dispatch outcome unknown (bytes may have left); UNKNOWN, possible-live slot kept",
 			zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID), zap.String("reason", msg), zapSendErr(err))
 		return ident.completion(job.NoTrustedResult, msg, false)

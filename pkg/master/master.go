@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/apache/thrift/lib/go/thrift"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
@@ -19,6 +21,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
+	"github.com/lancemaster/lancemaster/pkg/metrics"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/report"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
@@ -42,6 +45,9 @@ type Options struct {
 	DispatchHooks dispatch.Hooks
 	// HeartbeatInterval overrides the pool's default (tests).
 	HeartbeatInterval time.Duration
+	// ReadyMaxApplyLag is /readyz's allowance of committed entries not yet
+	// applied; 0 = DefaultReadyMaxApplyLag.
+	ReadyMaxApplyLag uint64
 }
 
 // Master is one running master. Its methods are safe for concurrent use.
@@ -53,6 +59,8 @@ type Master struct {
 	admin   *admin.Server
 	reports *report.Handler
 	pool    *dispatch.Pool
+	metrics *masterMetrics
+	http    *metrics.Server // nil without http_bind
 }
 
 // Start builds and starts a master: raft first (so a forwarded write can be
@@ -102,34 +110,43 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
+	mm := newMasterMetrics()
+	timed := timedProposer{p: node, m: mm}
 	leaderCall := func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
 		return rpc.NewMasterClient([]string{addr}, rcfg, log.Named("forward")).Call(ctx, fn)
 	}
 	pool := wireLeaderServices(node, fsm, leaderServices{
 		backends: backends, creds: creds, clock: dclock, waker: waker, log: log, nodeID: n.NodeID,
 		masterAddrs: rpcAddresses(n.Peers), hooks: o.DispatchHooks, heartbeat: o.HeartbeatInterval,
+		proposer: timed, observer: mm,
 	})
 	reports := report.New(report.Deps{
-		Proposer: node, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
+		Proposer: timed, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
 		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead,
 	})
 	if err := node.Start(ctx); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
+	mm.reg.MustRegister(&stateCollector{raft: node, fsm: fsm, reports: reports.Counts, pool: pool.Status})
 	adm := admin.New(admin.Deps{
-		Proposer: node, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
+		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
 		Reports: reports, BackendView: pool.View, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 	})
-	server, err := rpc.NewServer(n.RPCBind, adm.Processor(), rcfg, log.Named("rpc"))
+	server, err := rpc.NewServer(n.RPCBind, thrift.WrapProcessor(adm.Processor(), mm.adminMiddleware), rcfg, log.Named("rpc"))
 	if err == nil {
 		err = server.Serve()
 	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("master: rpc listener: %w", err), node.Shutdown(false))
 	}
+	httpSrv, err := startHTTP(n.HTTPBind, mm, node, fsm, o.ReadyMaxApplyLag, log.Named("http"))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("master: http listener: %w", err), server.Close(), node.Shutdown(false))
+	}
 	log.Info("master serving", zap.String("rpc", server.Addr().String()), zap.String("raft", n.RaftAdvertise))
-	return &Master{log: log, fsm: fsm, node: node, server: server, admin: adm, reports: reports, pool: pool}, nil
+	return &Master{log: log, fsm: fsm, node: node, server: server, admin: adm, reports: reports, pool: pool,
+		metrics: mm, http: httpSrv}, nil
 }
 
 // Close stops the master. With transfer, a leader first hands leadership to
@@ -137,7 +154,11 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 // milliseconds instead of an election timeout.
 func (m *Master) Close(transfer bool) error {
 	err := m.node.Shutdown(transfer)
-	return errors.Join(err, m.server.Close())
+	err = errors.Join(err, m.server.Close())
+	if m.http != nil {
+		err = errors.Join(err, m.http.Close())
+	}
+	return err
 }
 
 // Node is the raft node.
@@ -151,6 +172,18 @@ func (m *Master) Reports() *report.Handler { return m.reports }
 
 // Pool is the leader-local backend view.
 func (m *Master) Pool() *dispatch.Pool { return m.pool }
+
+// Registry is this master's Prometheus registry (what /metrics serves).
+func (m *Master) Registry() *prometheus.Registry { return m.metrics.reg }
+
+// HTTPAddr is the metrics and health listener's address ("" without
+// http_bind).
+func (m *Master) HTTPAddr() string {
+	if m.http == nil {
+		return ""
+	}
+	return m.http.Addr()
+}
 
 // RPCAddr is the Thrift listener's address.
 func (m *Master) RPCAddr() string { return m.server.Addr().String() }
@@ -207,4 +240,60 @@ func (c clusterAdapter) RaftStats() (term, commit, applied uint64) {
 	s := c.n.Stats()
 	u := func(k string) uint64 { v, _ := strconv.ParseUint(s[k], 10, 64); return v }
 	return u("term"), u("commit_index"), u("applied_index")
+}
+
+// Operator snapshots and membership changes (admin.SnapshotCluster,
+// admin.MembershipCluster).
+var (
+	_ admin.SnapshotCluster   = clusterAdapter{}
+	_ admin.MembershipCluster = clusterAdapter{}
+)
+
+func (c clusterAdapter) SaveSnapshot(ctx context.Context) (admin.SnapshotSource, error) {
+	f, err := c.n.SaveSnapshot(ctx)
+	if err != nil {
+		return nil, operatorErr(err)
+	}
+	return f, nil
+}
+
+func (c clusterAdapter) NewSnapshotRestore(size int64) (admin.SnapshotSink, error) {
+	u, err := c.n.NewSnapshotRestore(size)
+	if err != nil {
+		return nil, operatorErr(err)
+	}
+	return snapshotSink{u}, nil
+}
+
+func (c clusterAdapter) AddVoter(ctx context.Context, id, raftAddr, rpcAddr string) error {
+	return operatorErr(c.n.AddVoter(ctx, id, raftAddr, rpcAddr))
+}
+
+func (c clusterAdapter) RemovePeer(ctx context.Context, id string, force bool) error {
+	return operatorErr(c.n.RemovePeer(ctx, id, force))
+}
+
+// snapshotSink adapts a cluster restore to admin.SnapshotSink.
+type snapshotSink struct{ *cluster.SnapshotRestore }
+
+func (s snapshotSink) Restore(ctx context.Context) (*admin.RestoreResult, error) {
+	r, err := s.SnapshotRestore.Restore(ctx)
+	if err != nil {
+		return nil, operatorErr(err)
+	}
+	return &admin.RestoreResult{Index: r.Index, SnapshotIndex: r.SnapshotIndex, SnapshotTerm: r.SnapshotTerm,
+		Jobs: r.Jobs, Catalogs: r.Catalogs, Backends: r.Backends, LeaderID: r.LeaderID}, nil
+}
+
+// operatorErr marks the cluster's fate classes in the admin API's words.
+func operatorErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, cluster.ErrFateUnknown):
+		return fmt.Errorf("%w: %w", admin.ErrOutcomeUnknown, err)
+	case errors.Is(err, cluster.ErrNotApplied):
+		return fmt.Errorf("%w: %w", admin.ErrNotApplied, err)
+	}
+	return err
 }

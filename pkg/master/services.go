@@ -25,6 +25,8 @@ type leaderServices struct {
 	masterAddrs []string
 	hooks       dispatch.Hooks
 	heartbeat   time.Duration
+	proposer    raftfsm.Proposer  // the node, timed (metrics.go)
+	observer    dispatch.Observer // round durations and dispatch outcomes
 }
 
 // wireLeaderServices registers the leader services on node (DESIGN.md §8):
@@ -40,14 +42,15 @@ func wireLeaderServices(node *cluster.Node, fsm *raftfsm.FSM, s leaderServices) 
 		MasterAddresses: func() []string { return s.masterAddrs }, HeartbeatInterval: s.heartbeat,
 	})
 	refresh := dispatch.NewRefreshDriver(dispatch.RefreshDeps{
-		Proposer: node, Reader: fsm, Refreshers: dispatch.DefaultRefreshers(nil), Clock: s.clock,
+		Proposer: s.proposer, Reader: fsm, Refreshers: dispatch.DefaultRefreshers(nil), Clock: s.clock,
 		Logger: s.log.Named("refresh"),
 	})
 	disp := dispatch.New(dispatch.Deps{
-		Proposer: node, Reader: fsm, Backends: s.backends, Credentials: s.creds, Pool: pool, Refresh: refresh,
+		Proposer: s.proposer, Reader: fsm, Backends: s.backends, Credentials: s.creds, Pool: pool, Refresh: refresh,
 		Clock: s.clock, Term: term, Waker: s.waker, Logger: s.log.Named("dispatch"), Hooks: s.hooks,
+		Observer: s.observer,
 	})
-	gc := dispatch.NewGC(dispatch.GCDeps{Proposer: node, Reader: fsm, Clock: s.clock, Logger: s.log.Named("gc")})
+	gc := dispatch.NewGC(dispatch.GCDeps{Proposer: s.proposer, Reader: fsm, Clock: s.clock, Logger: s.log.Named("gc")})
 	node.OnLeaderReady(func(ctx context.Context) error {
 		return dispatch.DowngradeRefreshRunning(ctx, node, fsm, s.clock)
 	})

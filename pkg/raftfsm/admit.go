@@ -18,13 +18,51 @@ import (
 // Any check added here must stay true for every entry already in a journal:
 // a replica replaying an old log with a stricter check would diverge.
 
-func init() { register(CmdAdmit, journal.NewTAdmitCommand, applyAdmit) }
+func init() {
+	register(CmdAdmit, journal.NewTAdmitCommand, applyAdmit)
+	register(CmdAdmitBatch, journal.NewTAdmitBatch, applyAdmitBatch)
+}
 
 func applyAdmit(t *tx, c *journal.TAdmitCommand) (*journal.TApplyResponse, error) {
 	if c.Job == nil {
 		return respFail(journal.TApplyCode_INVALID, "admit command carries no job"), nil
 	}
-	r := admissionRecord(c.Job, t.now)
+	return admit(t, c.Job)
+}
+
+// applyAdmitBatch is M0 for concurrent admissions (the leader's group
+// commit): every job in order, each exactly as its own CmdAdmit entry would
+// be at this point of the log, with an item result per job. An item sees the
+// items before it (their ids, fences and quota charges), so two jobs of one
+// batch with the same fence key cannot both pass; a refused item changes
+// nothing and does not stop the others.
+func applyAdmitBatch(t *tx, c *journal.TAdmitBatch) (*journal.TApplyResponse, error) {
+	items := make([]*journal.TItemResult_, 0, len(c.Jobs))
+	for _, tj := range c.Jobs {
+		if tj == nil {
+			items = append(items, itemFail(0, journal.TApplyCode_INVALID, "empty batch item"))
+			continue
+		}
+		resp, err := admit(t, tj)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, admitItem(resp))
+	}
+	return respItems(items), nil
+}
+
+// admitItem carries a single admission's answer as a batch item: the
+// allocated id (also as job_id) or the refusal with its fencing job id.
+func admitItem(resp *journal.TApplyResponse) *journal.TItemResult_ {
+	return &journal.TItemResult_{JobID: resp.GetID(), Code: resp.Code, Message: resp.Message,
+		ID: resp.ID, ConflictJobID: resp.ConflictJobID}
+}
+
+// admit is one admission, the whole of CmdAdmit and one item of
+// CmdAdmitBatch. A guard failure returns before anything is written.
+func admit(t *tx, tj *journal.TJobRecord) (*journal.TApplyResponse, error) {
+	r := admissionRecord(tj, t.now)
 	if err := validateAdmission(r); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}

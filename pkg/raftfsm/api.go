@@ -31,6 +31,7 @@ const (
 	CmdAddBackend       CommandType = 12 // TBackendCommand
 	CmdRemoveBackend    CommandType = 13 // TRemoveBackendCommand
 	CmdSetOption        CommandType = 14 // TSetOptionCommand
+	CmdAdmitBatch       CommandType = 15 // M0 batched (group commit), TAdmitBatch
 )
 
 // Proposer is what admin, dispatch and report need from the cluster: a door

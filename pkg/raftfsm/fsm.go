@@ -199,6 +199,7 @@ func (t *tx) put(old, new *job.Record) error {
 	if old == nil {
 		t.m.jobs++
 	}
+	t.m.counts.move(old, new)
 	t.rebook(old, new)
 	return nil
 }
@@ -209,6 +210,7 @@ func (t *tx) remove(old *job.Record) error {
 		return err
 	}
 	t.m.jobs--
+	t.m.counts.move(old, nil)
 	t.rebook(old, nil)
 	return nil
 }

@@ -71,9 +71,28 @@ func TestUnapplicableEntriesCallOnFatal(t *testing.T) {
 }
 
 func TestEveryCommandTypeIsRegistered(t *testing.T) {
-	for ct := CmdAdmit; ct <= CmdSetOption; ct++ {
+	for ct := CmdAdmit; ct <= CmdAdmitBatch; ct++ {
 		if registry[ct] == nil {
 			t.Errorf("command type %d has no apply function", ct)
+		}
+	}
+	if len(registry) != int(CmdAdmitBatch) {
+		t.Errorf("%d command types registered; the last pinned is %d (pin a new one here and below)", len(registry), CmdAdmitBatch)
+	}
+}
+
+// The type byte is in every log entry ever written: never renumber.
+func TestCommandTypesArePinned(t *testing.T) {
+	for ct, want := range map[CommandType]uint8{
+		CmdAdmit: 1, CmdMarkRunningBatch: 2, CmdCompleteBatch: 3, CmdRecordProofBatch: 4, CmdRefreshBatch: 5,
+		CmdCancel: 6, CmdForceRelease: 7, CmdGC: 8, CmdCreateCatalog: 9, CmdUpdateCatalog: 10,
+		CmdRemoveCatalog: 11, CmdAddBackend: 12, CmdRemoveBackend: 13, CmdSetOption: 14, CmdAdmitBatch: 15,
+	} {
+		if uint8(ct) != want {
+			t.Errorf("command type %d is pinned to %d", ct, want)
+		}
+		if ct&IgnorableFlag != 0 {
+			t.Errorf("command type %d carries the ignorable bit", ct)
 		}
 	}
 }

@@ -169,6 +169,16 @@ func (h *harness) admitRecord(r *job.Record) *journal.TApplyResponse {
 	return h.apply(CmdAdmit, &journal.TAdmitCommand{NowMs: h.now, Job: RecordToThrift(r)})
 }
 
+// admitBatch proposes records as one CmdAdmitBatch entry.
+func (h *harness) admitBatch(rs ...*job.Record) *journal.TApplyResponse {
+	h.t.Helper()
+	c := &journal.TAdmitBatch{NowMs: h.now, Jobs: []*journal.TJobRecord{}}
+	for _, r := range rs {
+		c.Jobs = append(c.Jobs, RecordToThrift(r))
+	}
+	return h.apply(CmdAdmitBatch, c)
+}
+
 func (h *harness) admit(catalogID int64, db, table, name string) int64 {
 	h.t.Helper()
 	resp := h.admitRecord(newJob(catalogID, testRoot, db, table, name, job.Create))

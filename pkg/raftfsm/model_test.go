@@ -22,6 +22,9 @@ import (
 type walker struct {
 	h   *harness
 	rng *rand.Rand
+	// batchedOK counts admissions that passed inside a batch behind another
+	// item of the same batch: proof the walk exercises the group commit.
+	batchedOK int
 }
 
 func newWalker(t testing.TB, seed uint64) *walker {
@@ -56,18 +59,33 @@ func (w *walker) step() {
 	h, s, rng := w.h, w.h.st(), w.rng
 	h.now += rng.Int64N(50)
 	switch rng.IntN(14) {
-	case 0, 1, 2: // M0
+	case 0, 1, 2: // M0, alone or a group commit of several (same fences often)
 		cat := s.Catalogs()
 		if len(cat) == 0 {
 			return
 		}
-		c := cat[rng.IntN(len(cat))]
-		name := []string{"idx", "IDX", "vec", "b"}[rng.IntN(4)]
-		r := newJob(c.ID, c.RootURI, "db", "t"+itoa(rng.Int64N(4)), name, job.MutationType(1+rng.IntN(3)))
-		if rng.IntN(20) == 0 {
-			r.CatalogID = 9
+		n := 1
+		if rng.IntN(3) == 0 {
+			n = 2 + rng.IntN(4)
 		}
-		h.admitRecord(r)
+		rs := make([]*job.Record, n)
+		for i := range rs {
+			c := cat[rng.IntN(len(cat))]
+			name := []string{"idx", "IDX", "vec", "b"}[rng.IntN(4)]
+			rs[i] = newJob(c.ID, c.RootURI, "db", "t"+itoa(rng.Int64N(4)), name, job.MutationType(1+rng.IntN(3)))
+			if rng.IntN(20) == 0 {
+				rs[i].CatalogID = 9
+			}
+		}
+		if n == 1 {
+			h.admitRecord(rs[0])
+		} else {
+			for i, it := range h.admitBatch(rs...).Items {
+				if i > 0 && it.Code == journal.TApplyCode_OK {
+					w.batchedOK++
+				}
+			}
+		}
 	case 3, 4: // M1
 		r := w.pick(s.PendingInIDOrder(0))
 		m := markCmd(r, 1+rng.Int64N(3))
@@ -198,8 +216,11 @@ func TestRandomWalkKeepsBooksAndIndexes(t *testing.T) {
 			}
 		}
 		checkAgainstBruteForce(t, w.h.st())
-		if n := w.h.st().LastJobID(); n < 60 {
+		if n := w.h.st().LastJobID(); n < 50 {
 			t.Fatalf("seed %d: the walk admitted only %d jobs", seed, n)
+		}
+		if w.batchedOK < 10 {
+			t.Fatalf("seed %d: only %d admissions passed behind another in a batch", seed, w.batchedOK)
 		}
 	}
 }

@@ -345,6 +345,7 @@ func (l *loader) load(it snapshotItem) error {
 		}
 		l.lastJB = r.JobID
 		l.m.jobs++
+		l.m.counts.move(nil, r)
 		book(l.bk, nil, r)
 		l.jobs = append(l.jobs, r)
 		return nil

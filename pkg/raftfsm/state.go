@@ -76,6 +76,7 @@ type meta struct {
 	resolved                                config.Options
 	appliedIndex                            uint64
 	books                                   *bookTree
+	counts                                  stateCounts // jobs per state (counts.go)
 }
 
 func emptyMeta() *meta {
@@ -229,6 +230,13 @@ func (s *State) Backends() []*Backend {
 // OptionValues returns the options explicitly set, canonical values. The
 // map is the caller's.
 func (s *State) OptionValues() map[string]string { return maps.Clone(s.m.options) }
+
+// OptionValue returns one explicitly set option's canonical value, without
+// copying the others.
+func (s *State) OptionValue(key string) (string, bool) {
+	v, ok := s.m.options[key]
+	return v, ok
+}
 
 // Options returns every option resolved and clamped (config.ResolveOptions).
 func (s *State) Options() config.Options { return s.m.resolved }

@@ -13,6 +13,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/groupcommit"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -81,8 +82,8 @@ type Handler struct {
 	dropLog *zap.Logger // sampled: a flood of forged reports must not flood the log
 	counts  counters
 
-	results *group[*journal.TCompletion]
-	proofs  *group[*journal.TProof]
+	results *groupcommit.Group[*journal.TCompletion]
+	proofs  *groupcommit.Group[*journal.TProof]
 
 	catchMu  sync.Mutex
 	caughtUp atomic.Uint64 // the leader term whose catch-up completed
@@ -109,14 +110,16 @@ func New(d Deps) *Handler {
 	h := &Handler{d: d, log: d.Logger, dropLog: d.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, dropLogFirst, dropLogThereafter)
 	}))}
-	h.results = newGroup(maxBatchItems, maxFlights, d.ApplyTimeout,
-		func(ctx context.Context, items []*journal.TCompletion) (*journal.TApplyResponse, error) {
+	h.results = groupcommit.New(groupcommit.Config[*journal.TCompletion]{
+		MaxItems: maxBatchItems, MaxFlights: maxFlights, Timeout: d.ApplyTimeout,
+		Propose: func(ctx context.Context, items []*journal.TCompletion) (*journal.TApplyResponse, error) {
 			return h.propose(ctx, raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: h.nowMs(), Completions: items})
-		})
-	h.proofs = newGroup(maxBatchItems, maxFlights, d.ApplyTimeout,
-		func(ctx context.Context, items []*journal.TProof) (*journal.TApplyResponse, error) {
+		}})
+	h.proofs = groupcommit.New(groupcommit.Config[*journal.TProof]{
+		MaxItems: maxBatchItems, MaxFlights: maxFlights, Timeout: d.ApplyTimeout,
+		Propose: func(ctx context.Context, items []*journal.TProof) (*journal.TApplyResponse, error) {
 			return h.propose(ctx, raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: h.nowMs(), Proofs: items})
-		})
+		}})
 	return h
 }
 

@@ -67,13 +67,13 @@ func (h *Handler) applyProof(ctx context.Context, rec *job.Record, p job.Termina
 		h.acknowledged(rec.JobID, ReasonDuplicate, "termination proof already recorded")
 		return nil
 	}
-	o := h.proofs.do(ctx, &journal.TProof{JobID: rec.JobID, DispatchRevision: rec.DispatchRevision,
+	o := h.proofs.Do(ctx, &journal.TProof{JobID: rec.JobID, DispatchRevision: rec.DispatchRevision,
 		InvocationID: rec.InvocationID, ProcessEpoch: rec.ProcessEpoch, BackendID: rec.BackendID,
 		Proof: journal.TTerminationProof(p)})
-	if o.err != nil {
-		return h.unavailable(rec.JobID, o.err)
+	if o.Err != nil {
+		return h.unavailable(rec.JobID, o.Err)
 	}
-	switch o.item.Code {
+	switch o.Item.Code {
 	case journal.TApplyCode_OK:
 		h.counts.add(ReasonAppliedProof)
 		h.log.Debug("report: termination proof recorded", zap.Int64("job_id", rec.JobID), zap.Stringer("proof", p))
@@ -87,7 +87,7 @@ func (h *Handler) applyProof(ctx context.Context, rec *job.Record, p job.Termina
 	case journal.TApplyCode_CAS_FAILED:
 		return h.drop(rec.JobID, ReasonStaleIdentity, status(wire.TStatusCode_STALE_REPORT, rec.JobID, "the proof names another dispatch"))
 	}
-	return h.internal(rec.JobID, o.item)
+	return h.internal(rec.JobID, o.Item)
 }
 
 // applyResult is step 5: M2 with the report's identity, or an
@@ -96,11 +96,11 @@ func (h *Handler) applyResult(ctx context.Context, rec *job.Record, id identity,
 	if rec.MutationState != job.Running {
 		return h.acknowledge(rec, res.code)
 	}
-	o := h.results.do(ctx, completion(id, res))
-	if o.err != nil {
-		return h.unavailable(id.jobID, o.err)
+	o := h.results.Do(ctx, completion(id, res))
+	if o.Err != nil {
+		return h.unavailable(id.jobID, o.Err)
 	}
-	switch o.item.Code {
+	switch o.Item.Code {
 	case journal.TApplyCode_OK:
 		h.counts.add(ReasonAppliedResult)
 		h.log.Debug("report: result applied", zap.Int64("job_id", id.jobID), zap.Stringer("result_code", res.code))
@@ -125,7 +125,7 @@ func (h *Handler) applyResult(ctx context.Context, rec *job.Record, id identity,
 		}
 		return h.acknowledge(cur, res.code)
 	}
-	return h.internal(id.jobID, o.item)
+	return h.internal(id.jobID, o.Item)
 }
 
 // acknowledge answers OK for an authenticated result whose job already has

@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 )
@@ -17,8 +19,11 @@ import (
 //     independent of each other.
 //   - Each call honours ctx: its deadline bounds the whole call and its
 //     cancellation aborts it.
-//   - A call is made at most once: an implementation never retries, and
-//     never resends a Submit (DESIGN.md §7: send exactly once).
+//   - A Submit is made at most once: an implementation never retries or
+//     resends it (DESIGN.md §7: send exactly once). Heartbeat, Inspect and
+//     Query only read; an implementation may make one of them a second
+//     time, once, when the connection it used proved dead before any byte
+//     of a reply arrived (a reused connection the peer had closed).
 //   - A call returns a response or an error, never both nil. Every error is,
 //     or wraps, a *SendError whose BytesMayHaveLeft says whether the backend
 //     can have seen the request; IsUnknownMethod tells an UNKNOWN_METHOD
@@ -36,17 +41,29 @@ type BackendClient interface {
 	Query(ctx context.Context, addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error)
 }
 
-// NewThriftBackendClient returns the Thrift BackendClient. Each call opens a
-// fresh connection and closes it when done: no pool to go stale (servers
-// close idle connections after their SocketTimeout anyway), and no call can
-// inherit another's broken stream. Backend calls are rare (one send per job,
-// a heartbeat per backend per interval), so the connect cost is immaterial.
+// NewThriftBackendClient returns the Thrift BackendClient.
+//
+// Submit opens a fresh connection for every dispatch and closes it: a
+// dispatch never shares a stream with another call, so whether its bytes may
+// have left (SendError.BytesMayHaveLeft) is exactly what this one send did.
+//
+// Inspect, Heartbeat and Query (idempotent reads; inspect is on every
+// admission's path) reuse connections: after a call that succeeded, its
+// connection is kept idle for the next call to the same address, at most
+// DefaultMaxIdlePerAddr per address and for under half of SocketTimeout
+// (servers close connections idle for SocketTimeout). A call that fails
+// closes its connection. An idle connection the peer has closed is noticed
+// before reuse where the platform allows a non-blocking peek; otherwise, or
+// when the peer closes it just then, the call fails before any reply byte
+// and is made once more on a fresh connection.
 func NewThriftBackendClient(cfg Config) BackendClient {
-	return &thriftBackendClient{cfg: cfg.withDefaults()}
+	cfg = cfg.withDefaults()
+	return &thriftBackendClient{cfg: cfg, pool: newConnPool(DefaultMaxIdlePerAddr, min(maxIdleAgeCap, cfg.SocketTimeout/2))}
 }
 
 type thriftBackendClient struct {
-	cfg Config
+	cfg  Config
+	pool *connPool // Inspect, Heartbeat and Query only
 }
 
 const (
@@ -61,7 +78,7 @@ func (b *thriftBackendClient) Submit(ctx context.Context, addr string, d *wire.T
 		return nil, &SendError{Op: methodSubmit, Addr: addr, Err: ErrNilRequest}
 	}
 	var out *wire.TStatus
-	err := b.call(ctx, addr, methodSubmit, func(c *wire.LanceBackendServiceClient) (err error) {
+	err := b.callFresh(ctx, addr, methodSubmit, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.SubmitLanceIndexJob(ctx, d)
 		return err
 	})
@@ -73,7 +90,7 @@ func (b *thriftBackendClient) Heartbeat(ctx context.Context, addr string, req *w
 		return nil, &SendError{Op: methodHeartbeat, Addr: addr, Err: ErrNilRequest}
 	}
 	var out *wire.THeartbeatResponse
-	err := b.call(ctx, addr, methodHeartbeat, func(c *wire.LanceBackendServiceClient) (err error) {
+	err := b.callPooled(ctx, addr, methodHeartbeat, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.Heartbeat(ctx, req)
 		return err
 	})
@@ -85,7 +102,7 @@ func (b *thriftBackendClient) Inspect(ctx context.Context, addr string, req *wir
 		return nil, &SendError{Op: methodInspect, Addr: addr, Err: ErrNilRequest}
 	}
 	var out *wire.TInspectDatasetResponse
-	err := b.call(ctx, addr, methodInspect, func(c *wire.LanceBackendServiceClient) (err error) {
+	err := b.callPooled(ctx, addr, methodInspect, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.InspectLanceDataset(ctx, req)
 		return err
 	})
@@ -97,23 +114,77 @@ func (b *thriftBackendClient) Query(ctx context.Context, addr string, req *wire.
 		return nil, &SendError{Op: methodQuery, Addr: addr, Err: ErrNilRequest}
 	}
 	var out *wire.TQueryInvocationsResponse
-	err := b.call(ctx, addr, methodQuery, func(c *wire.LanceBackendServiceClient) (err error) {
+	err := b.callPooled(ctx, addr, methodQuery, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.QueryLanceIndexInvocations(ctx, req)
 		return err
 	})
 	return out, err
 }
 
-// call dials, runs fn once and closes. An error that is not already a
-// *SendError (the generated client's own MISSING_RESULT, raised after a
-// reply arrived) is wrapped as one whose bytes may have left.
-func (b *thriftBackendClient) call(ctx context.Context, addr, method string, fn func(*wire.LanceBackendServiceClient) error) error {
+// callFresh dials, runs fn once and closes.
+func (b *thriftBackendClient) callFresh(ctx context.Context, addr, method string, fn func(*wire.LanceBackendServiceClient) error) error {
 	conn, err := Dial(ctx, addr, b.cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	err = fn(wire.NewLanceBackendServiceClient(conn.Client()))
+	return sendError(method, addr, fn(wire.NewLanceBackendServiceClient(conn.Client())))
+}
+
+// callPooled runs fn, an idempotent read, on an idle connection to addr
+// when there is one, else on a fresh one, and keeps the connection for
+// reuse when the call succeeded. A reused connection that fails before any
+// reply byte arrived, other than by a timeout or ctx, was stale: it is
+// closed and fn runs once more on a fresh connection.
+func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method string, fn func(*wire.LanceBackendServiceClient) error) error {
+	if err := ctx.Err(); err != nil {
+		return &SendError{Op: method, Addr: addr, Err: err}
+	}
+	staleMayHaveLeft := false // the stale attempt's bytes may have reached the peer
+	if conn := b.pool.get(addr); conn != nil {
+		read := conn.raw.read.Load()
+		err := fn(wire.NewLanceBackendServiceClient(conn.Client()))
+		if err == nil {
+			b.pool.put(conn)
+			return nil
+		}
+		conn.Close()
+		if !staleFailure(ctx, err, conn.raw.read.Load() != read) {
+			return sendError(method, addr, err)
+		}
+		staleMayHaveLeft = !NotSent(err)
+	}
+	conn, err := Dial(ctx, addr, b.cfg)
+	if err == nil {
+		if err = fn(wire.NewLanceBackendServiceClient(conn.Client())); err == nil {
+			b.pool.put(conn)
+			return nil
+		}
+		conn.Close()
+	}
+	if staleMayHaveLeft && NotSent(err) {
+		// The retry sent nothing, but the first attempt may have.
+		return &SendError{Op: method, Addr: addr, BytesMayHaveLeft: true,
+			Err: fmt.Errorf("after a reused connection failed: %w", err)}
+	}
+	return sendError(method, addr, err)
+}
+
+// staleFailure reports whether a call on a reused connection failed the way
+// a connection the peer closed while it sat idle fails: no reply byte, no
+// answer, no timeout, ctx still live.
+func staleFailure(ctx context.Context, err error, replied bool) bool {
+	if replied || ctx.Err() != nil || isApplicationException(err) {
+		return false
+	}
+	var ne net.Error
+	return !errors.As(err, &ne) || !ne.Timeout()
+}
+
+// sendError returns nil for nil. An error that is not already a *SendError
+// (the generated client's own MISSING_RESULT, raised after a reply arrived)
+// is wrapped as one whose bytes may have left.
+func sendError(method, addr string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -61,7 +61,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	}
 	tconf := cfg.TConfiguration()
 	dc := &deadlineConn{Conn: nc}
-	trans := thrift.NewTFramedTransportConf(thrift.NewTSocketFromConnConf(dc, tconf), tconf)
+	trans := thrift.NewTFramedTransportConf(&coalescedTransport{TTransport: thrift.NewTSocketFromConnConf(dc, tconf)}, tconf)
 	proto := thrift.NewTBinaryProtocolConf(trans, tconf)
 	c := &Conn{addr: addr, raw: dc, trans: trans, proto: proto}
 	c.client = &classifyingClient{conn: c, next: thrift.NewTStandardClient(proto, proto)}
@@ -137,6 +137,7 @@ func (c *classifyingClient) Call(ctx context.Context, method string, args, resul
 type deadlineConn struct {
 	net.Conn
 	written atomic.Int64
+	read    atomic.Int64 // bytes received: tells a stale pooled connection from a slow reply
 
 	mu      sync.Mutex
 	limit   time.Time // zero: none
@@ -149,6 +150,12 @@ var pastDeadline = time.Unix(1, 0)
 func (d *deadlineConn) Write(p []byte) (int, error) {
 	n, err := d.Conn.Write(p)
 	d.written.Add(int64(n))
+	return n, err
+}
+
+func (d *deadlineConn) Read(p []byte) (int, error) {
+	n, err := d.Conn.Read(p)
+	d.read.Add(int64(n))
 	return n, err
 }
 
@@ -202,3 +209,11 @@ func (d *deadlineConn) Close() error {
 }
 
 func (d *deadlineConn) isClosed() bool { return d.closed.Load() }
+
+// isAborted reports whether a context aborted a call on the connection: its
+// deadline is in the past for good.
+func (d *deadlineConn) isAborted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.aborted
+}

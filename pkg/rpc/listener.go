@@ -1,7 +1,9 @@
 package rpc
 
 import (
+	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -43,6 +45,7 @@ type cappedListener struct {
 
 	waiting atomic.Int32 // 1 while Accept waits for a free slot (tests await it)
 	peak    atomic.Int32 // most connections ever served at once
+	total   atomic.Int64 // connections ever accepted (tests count dials)
 }
 
 func newCappedListener(ln net.Listener, tconf *thrift.TConfiguration, maxConns int, log *zap.Logger) *cappedListener {
@@ -116,6 +119,7 @@ func (l *cappedListener) track(conn net.Conn) (thrift.TTransport, error) {
 		return nil, errListenerClosed
 	}
 	l.conns[sc] = struct{}{}
+	l.total.Add(1)
 	if n := int32(len(l.conns)); n > l.peak.Load() {
 		l.peak.Store(n)
 	}
@@ -156,6 +160,15 @@ func (l *cappedListener) shutdown() {
 	})
 }
 
+func (l *cappedListener) shuttingDown() bool {
+	select {
+	case <-l.closing:
+		return true
+	default:
+		return false
+	}
+}
+
 // Interrupt and Close are called by the Thrift server on Stop.
 func (l *cappedListener) Interrupt() error { l.shutdown(); return nil }
 func (l *cappedListener) Close() error     { l.shutdown(); return nil }
@@ -166,6 +179,22 @@ type servedConn struct {
 	*thrift.TSocket
 	l    *cappedListener
 	once sync.Once
+	w    writeCoalescer // a reply leaves in one write
+}
+
+func (c *servedConn) Write(p []byte) (int, error) { return c.w.write(p) }
+
+func (c *servedConn) Flush(ctx context.Context) error { return c.w.flush(ctx, c.TSocket) }
+
+// Read reports a read cut by the server's own shutdown as the end of the
+// stream: the Thrift server logs any other read error at ERROR level, and
+// closing an idle keep-alive connection on shutdown is no error.
+func (c *servedConn) Read(p []byte) (int, error) {
+	n, err := c.TSocket.Read(p)
+	if err != nil && errors.Is(err, net.ErrClosed) && c.l.shuttingDown() {
+		return n, io.EOF
+	}
+	return n, err
 }
 
 func (c *servedConn) Close() error {

@@ -1,0 +1,97 @@
+package admin
+
+import (
+	"context"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+)
+
+// MembershipCluster is the part of the raft node behind `operator raft
+// add-voter | remove-peer`. It is optional: a Cluster that does not
+// implement it answers UNAVAILABLE. Implemented by pkg/cluster's Node
+// through the adapter in pkg/master.
+//
+// Errors: raftfsm.ErrNotLeader (nothing changed); a *job.Error for a
+// refusal (INVALID, NOT_FOUND, ALREADY_EXISTS, CONFLICT); ErrNotApplied;
+// ErrOutcomeUnknown.
+type MembershipCluster interface {
+	// AddVoter adds a voter and returns once the configuration is
+	// committed. rpcAddr ("" = unknown) is remembered by this master.
+	AddVoter(ctx context.Context, id, raftAddr, rpcAddr string) error
+	// RemovePeer removes a member; removing the leader itself needs force.
+	RemovePeer(ctx context.Context, id string, force bool) error
+}
+
+// maxAddressLen bounds host:port arguments.
+const maxAddressLen = 512
+
+func (s *Server) membershipCluster() (MembershipCluster, error) {
+	mc, ok := s.d.Cluster.(MembershipCluster)
+	if !ok {
+		return nil, adminError(adminapi.TErrorCode_UNAVAILABLE, "raft membership changes are not available on this master")
+	}
+	return mc, nil
+}
+
+// AddVoter adds a master to the raft configuration; it must run on the
+// leader. The answer is the configuration afterwards.
+func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (*adminapi.TRaftPeersResponse, error) {
+	if req == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "no request")
+	}
+	id, raftAddr, rpcAddr := strings.TrimSpace(req.ID), strings.TrimSpace(req.RaftAddress), strings.TrimSpace(req.GetRPCAddress())
+	if len(id) > 256 || len(raftAddr) > maxAddressLen || len(rpcAddr) > maxAddressLen {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "the id or an address is too long")
+	}
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	mc, err := s.membershipCluster()
+	if err != nil {
+		return nil, err
+	}
+	if err := mc.AddVoter(ctx, id, raftAddr, rpcAddr); err != nil {
+		return nil, s.operatorError("add voter", err)
+	}
+	s.d.Logger.Info("raft voter added", zap.String("peer_id", id), zap.String("raft_address", raftAddr),
+		zap.String("rpc_address", rpcAddr))
+	return s.peersAfterChange(ctx), nil
+}
+
+// RemovePeer removes a member from the raft configuration; it must run on
+// the leader. The answer is the configuration afterwards (empty when this
+// master removed itself and no longer knows it).
+func (s *Server) RemovePeer(ctx context.Context, req *adminapi.TRemovePeerRequest) (*adminapi.TRaftPeersResponse, error) {
+	if req == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "no request")
+	}
+	id := strings.TrimSpace(req.ID)
+	if len(id) > 256 {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "the id is too long")
+	}
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	mc, err := s.membershipCluster()
+	if err != nil {
+		return nil, err
+	}
+	if err := mc.RemovePeer(ctx, id, req.GetForce()); err != nil {
+		return nil, s.operatorError("remove peer", err)
+	}
+	s.d.Logger.Info("raft peer removed", zap.String("peer_id", id), zap.Bool("force", req.GetForce()))
+	return s.peersAfterChange(ctx), nil
+}
+
+// peersAfterChange lists the peers; a master that removed itself may no
+// longer be able to, and answers an empty list: the change did happen.
+func (s *Server) peersAfterChange(ctx context.Context) *adminapi.TRaftPeersResponse {
+	out, err := s.ListPeers(ctx)
+	if err != nil {
+		return &adminapi.TRaftPeersResponse{Peers: []*adminapi.TRaftPeer{}}
+	}
+	return out
+}

@@ -1,0 +1,422 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// Operator snapshots: `operator snapshot save | restore` move one snapshot
+// file (pkg/cluster/snapfile.go) between the leader and the CLI in chunks,
+// under a transfer id. A transfer lives on the master that began it:
+//
+//	save:    beginSnapshotSave → readSnapshotChunk(id, 0), (id, n), … until eof
+//	restore: beginSnapshotRestore(size) → writeSnapshotChunk(id, 0, …), … →
+//	         finishSnapshotRestore(id)   (verify everything, then restore)
+//	either:  abortSnapshotTransfer(id)  (idempotent)
+//
+// Chunks are at most SnapshotChunkSize bytes, so every frame stays well
+// under the 512 KiB bound; offsets must follow each other exactly. At most
+// maxSnapshotTransfers transfers run on a master at once, and one left
+// idle for snapshotIdleTimeout is dropped (its spool deleted).
+
+const (
+	// SnapshotChunkSize is the largest chunk either side sends: half the
+	// 512 KiB frame bound.
+	SnapshotChunkSize = 256 << 10
+	// maxSnapshotTransfers bounds concurrent transfers per master: each
+	// holds a spool the size of the state, and a restore decodes it.
+	maxSnapshotTransfers = 2
+)
+
+// snapshotIdleTimeout drops an abandoned transfer (a var: tests shorten it).
+var snapshotIdleTimeout = time.Minute
+
+// SnapshotCluster is the part of the raft node behind operator snapshots.
+// It is optional: a Cluster that does not implement it answers UNAVAILABLE.
+// Implemented by pkg/cluster's Node through the adapter in pkg/master.
+type SnapshotCluster interface {
+	// SaveSnapshot takes a consistent snapshot on this master, which must
+	// lead (raftfsm.ErrNotLeader otherwise), as a snapshot file to stream.
+	SaveSnapshot(ctx context.Context) (SnapshotSource, error)
+	// NewSnapshotRestore prepares the upload of a snapshot file of size
+	// bytes; this master must lead.
+	NewSnapshotRestore(size int64) (SnapshotSink, error)
+}
+
+// SnapshotSource is a snapshot file being read; Close deletes its spool.
+type SnapshotSource interface {
+	io.ReadCloser
+	Size() int64
+	Index() uint64
+	Term() uint64
+}
+
+// SnapshotSink receives an uploaded snapshot file, then restores it.
+type SnapshotSink interface {
+	io.Writer
+	// Restore verifies the whole file, then restores it through raft. A
+	// file that fails verification is an error wrapping
+	// raftfsm.ErrSnapshotFormat, and nothing changed; raftfsm.ErrNotLeader
+	// also means nothing changed; ErrOutcomeUnknown means it may have.
+	Restore(ctx context.Context) (*RestoreResult, error)
+	// Discard deletes the upload; idempotent.
+	Discard() error
+}
+
+// RestoreResult is what a restore did (see pkg/cluster's RestoreResult).
+type RestoreResult struct {
+	Index, SnapshotIndex, SnapshotTerm uint64
+	Jobs, Catalogs, Backends           int64
+	LeaderID                           string
+}
+
+// snapshotTransfers is the table of a master's transfers; its zero value
+// is ready.
+type snapshotTransfers struct {
+	mu sync.Mutex
+	m  map[string]*snapshotTransfer
+}
+
+type snapshotTransfer struct {
+	id   string
+	src  SnapshotSource // save
+	sink SnapshotSink   // restore
+	size int64
+
+	idle time.Duration // snapshotIdleTimeout when it began
+
+	mu     sync.Mutex // one chunk call at a time
+	offset int64
+	done   bool // finished, aborted or expired: the resources are released
+	timer  *time.Timer
+}
+
+func (s *Server) snapshotCluster() (SnapshotCluster, error) {
+	sc, ok := s.d.Cluster.(SnapshotCluster)
+	if !ok {
+		return nil, adminError(adminapi.TErrorCode_UNAVAILABLE, "operator snapshots are not available on this master")
+	}
+	return sc, nil
+}
+
+// reserve adds a placeholder transfer, or answers UNAVAILABLE when the
+// table is full. The placeholder is locked until it is published.
+func (s *Server) reserveTransfer() (*snapshotTransfer, error) {
+	tb := &s.xfers
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if len(tb.m) >= maxSnapshotTransfers {
+		return nil, adminError(adminapi.TErrorCode_UNAVAILABLE,
+			"%d snapshot transfers are already running on this master; retry when one has finished", len(tb.m))
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	t := &snapshotTransfer{id: hex.EncodeToString(b[:]), idle: snapshotIdleTimeout}
+	t.mu.Lock()
+	if tb.m == nil {
+		tb.m = map[string]*snapshotTransfer{}
+	}
+	tb.m[t.id] = t
+	return t, nil
+}
+
+// publish arms the idle timer and unlocks a reserved transfer.
+func (s *Server) publishTransfer(t *snapshotTransfer) {
+	t.timer = time.AfterFunc(t.idle, func() {
+		if s.dropTransfer(t.id) {
+			s.d.Logger.Warn("snapshot transfer dropped: idle too long", zap.String("transfer_id", t.id),
+				zap.Duration("idle_timeout", t.idle))
+		}
+	})
+	t.mu.Unlock()
+}
+
+// transfer returns a live transfer, locked; release it with t.release.
+func (s *Server) transfer(id string) (*snapshotTransfer, error) {
+	s.xfers.mu.Lock()
+	t := s.xfers.m[id]
+	s.xfers.mu.Unlock()
+	if t != nil {
+		t.mu.Lock()
+		if !t.done {
+			t.timer.Stop()
+			return t, nil
+		}
+		t.mu.Unlock()
+	}
+	return nil, adminError(adminapi.TErrorCode_NOT_FOUND,
+		"no snapshot transfer %q on this master: it finished, was aborted, was dropped when idle, "+
+			"or began on another master; start again", clipID(id))
+}
+
+// release re-arms the idle timer of a live transfer and unlocks it.
+func (t *snapshotTransfer) release() {
+	if !t.done {
+		t.timer.Reset(t.idle)
+	}
+	t.mu.Unlock()
+}
+
+// closeLocked releases the transfer's resources (t.mu held).
+func (t *snapshotTransfer) closeLocked() {
+	if t.done {
+		return
+	}
+	t.done = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	if t.src != nil {
+		_ = t.src.Close()
+	}
+	if t.sink != nil {
+		_ = t.sink.Discard()
+	}
+}
+
+// forget removes t from the table (t.mu may be held).
+func (s *Server) forget(t *snapshotTransfer) {
+	s.xfers.mu.Lock()
+	if s.xfers.m[t.id] == t {
+		delete(s.xfers.m, t.id)
+	}
+	s.xfers.mu.Unlock()
+}
+
+// dropTransfer removes and closes a transfer; false when it was gone.
+func (s *Server) dropTransfer(id string) bool {
+	s.xfers.mu.Lock()
+	t := s.xfers.m[id]
+	delete(s.xfers.m, id)
+	s.xfers.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	was := !t.done
+	t.closeLocked()
+	return was
+}
+
+// endLocked closes t and removes it from the table (t.mu held, released).
+func (s *Server) endLocked(t *snapshotTransfer) {
+	t.closeLocked()
+	s.forget(t)
+	t.mu.Unlock()
+}
+
+// BeginSnapshotSave takes a consistent snapshot on the leader and opens a
+// transfer to read it.
+func (s *Server) BeginSnapshotSave(ctx context.Context) (*adminapi.TSnapshotTransfer, error) {
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	sc, err := s.snapshotCluster()
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.reserveTransfer()
+	if err != nil {
+		return nil, err
+	}
+	src, err := sc.SaveSnapshot(ctx)
+	if err != nil {
+		s.endLocked(t)
+		return nil, s.operatorError("snapshot save", err)
+	}
+	t.src, t.size = src, src.Size()
+	s.publishTransfer(t)
+	index, term := int64(src.Index()), int64(src.Term())
+	s.d.Logger.Info("snapshot save started", zap.String("transfer_id", t.id), zap.Int64("bytes", t.size),
+		zap.Int64("index", index))
+	return &adminapi.TSnapshotTransfer{TransferID: t.id, Size: t.size, ChunkSize: SnapshotChunkSize,
+		IdleTimeoutMs: t.idle.Milliseconds(), Index: &index, Term: &term, NodeID: s.nodeID()}, nil
+}
+
+// ReadSnapshotChunk returns the chunk at offset, which must be where the
+// previous chunk ended. The chunk with eof ends the transfer.
+func (s *Server) ReadSnapshotChunk(ctx context.Context, id string, offset int64) (*adminapi.TSnapshotChunk, error) {
+	t, err := s.transfer(id)
+	if err != nil {
+		return nil, err
+	}
+	if t.src == nil {
+		t.release()
+		return nil, adminError(adminapi.TErrorCode_INVALID, "transfer %s is a restore, not a save", clipID(id))
+	}
+	if offset != t.offset {
+		t.release()
+		return nil, adminError(adminapi.TErrorCode_INVALID, "chunk offset %d; the transfer is at %d", offset, t.offset)
+	}
+	buf := make([]byte, min(int64(SnapshotChunkSize), t.size-t.offset))
+	n, err := io.ReadFull(t.src, buf)
+	if err != nil {
+		s.endLocked(t)
+		return nil, s.internal("read snapshot", err)
+	}
+	t.offset += int64(n)
+	eof := t.offset == t.size
+	chunk := &adminapi.TSnapshotChunk{TransferID: id, Offset: offset, Data: buf[:n], EOF: &eof}
+	if eof {
+		s.d.Logger.Info("snapshot save sent", zap.String("transfer_id", id), zap.Int64("bytes", t.size))
+		s.endLocked(t)
+		return chunk, nil
+	}
+	t.release()
+	return chunk, nil
+}
+
+// BeginSnapshotRestore opens a transfer that receives a snapshot file of
+// size bytes on the leader.
+func (s *Server) BeginSnapshotRestore(ctx context.Context, size int64) (*adminapi.TSnapshotTransfer, error) {
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	if size <= 0 {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "a snapshot file of %d bytes", size)
+	}
+	sc, err := s.snapshotCluster()
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.reserveTransfer()
+	if err != nil {
+		return nil, err
+	}
+	sink, err := sc.NewSnapshotRestore(size)
+	if err != nil {
+		s.endLocked(t)
+		return nil, s.operatorError("snapshot restore", err)
+	}
+	t.sink, t.size = sink, size
+	s.publishTransfer(t)
+	s.d.Logger.Info("snapshot restore upload started", zap.String("transfer_id", t.id), zap.Int64("bytes", size))
+	return &adminapi.TSnapshotTransfer{TransferID: t.id, Size: size, ChunkSize: SnapshotChunkSize,
+		IdleTimeoutMs: t.idle.Milliseconds(), NodeID: s.nodeID()}, nil
+}
+
+// WriteSnapshotChunk appends a chunk to a restore upload.
+func (s *Server) WriteSnapshotChunk(ctx context.Context, c *adminapi.TSnapshotChunk) error {
+	if c == nil {
+		return adminError(adminapi.TErrorCode_INVALID, "no chunk")
+	}
+	t, err := s.transfer(c.TransferID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case t.sink == nil:
+		t.release()
+		return adminError(adminapi.TErrorCode_INVALID, "transfer %s is a save, not a restore", clipID(c.TransferID))
+	case len(c.Data) > SnapshotChunkSize:
+		t.release()
+		return adminError(adminapi.TErrorCode_INVALID, "a chunk of %d bytes exceeds %d", len(c.Data), SnapshotChunkSize)
+	case c.Offset != t.offset:
+		t.release()
+		return adminError(adminapi.TErrorCode_INVALID, "chunk offset %d; the transfer is at %d", c.Offset, t.offset)
+	case int64(len(c.Data)) > t.size-t.offset:
+		t.release()
+		return adminError(adminapi.TErrorCode_INVALID, "the chunk goes past the %d bytes announced", t.size)
+	}
+	if _, err := t.sink.Write(c.Data); err != nil {
+		s.endLocked(t)
+		return s.operatorError("snapshot upload", err)
+	}
+	t.offset += int64(len(c.Data))
+	t.release()
+	return nil
+}
+
+// FinishSnapshotRestore verifies the uploaded file and restores it. The
+// transfer ends whatever the outcome.
+func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminapi.TSnapshotRestoreResponse, error) {
+	t, err := s.transfer(id)
+	if err != nil {
+		return nil, err
+	}
+	defer s.endLocked(t)
+	if t.sink == nil {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "transfer %s is a save, not a restore", clipID(id))
+	}
+	if t.offset != t.size {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "the upload is incomplete: %d of %d bytes", t.offset, t.size)
+	}
+	res, err := t.sink.Restore(ctx)
+	if err != nil {
+		if errors.Is(err, raftfsm.ErrSnapshotFormat) {
+			s.d.Logger.Warn("snapshot restore refused", zap.String("transfer_id", id), zap.Error(err))
+			return nil, adminError(adminapi.TErrorCode_INVALID, "%s; nothing was changed", err.Error())
+		}
+		return nil, s.operatorError("snapshot restore", err)
+	}
+	out := &adminapi.TSnapshotRestoreResponse{Index: int64(res.Index), SnapshotIndex: int64(res.SnapshotIndex),
+		SnapshotTerm: int64(res.SnapshotTerm), JobCount: &res.Jobs, CatalogCount: &res.Catalogs, BackendCount: &res.Backends}
+	if res.LeaderID != "" {
+		out.LeaderID = &res.LeaderID
+	}
+	return out, nil
+}
+
+// AbortSnapshotTransfer ends a transfer and deletes its spool; an unknown id
+// is not an error.
+func (s *Server) AbortSnapshotTransfer(ctx context.Context, id string) error {
+	if s.dropTransfer(id) {
+		s.d.Logger.Info("snapshot transfer aborted", zap.String("transfer_id", clipID(id)))
+	}
+	return nil
+}
+
+func (s *Server) nodeID() *string {
+	if s.d.NodeID == "" {
+		return nil
+	}
+	id := s.d.NodeID
+	return &id
+}
+
+// clipID keeps a client-supplied id short in messages and logs.
+func clipID(id string) string {
+	if len(id) > 64 {
+		return id[:64] + "…"
+	}
+	return id
+}
+
+// ErrOutcomeUnknown: an operator change (restore, membership) may or may
+// not have been applied. The Cluster adapter wraps the cluster's own
+// "fate unknown" errors with it.
+var ErrOutcomeUnknown = errors.New("the change may or may not have been applied")
+
+// ErrNotApplied: an operator change provably was not applied; retry it.
+var ErrNotApplied = errors.New("the change was not applied")
+
+// operatorError maps an error of an operator method of the Cluster.
+func (s *Server) operatorError(what string, err error) error {
+	var je *job.Error
+	switch {
+	case errors.Is(err, raftfsm.ErrNotLeader):
+		return s.notLeader()
+	case errors.As(err, &je):
+		return toAdminError(err)
+	case errors.Is(err, ErrOutcomeUnknown):
+		s.d.Logger.Warn("admin: "+what+": outcome unknown", zap.Error(err))
+		return adminError(adminapi.TErrorCode_INTERNAL,
+			"%s: the outcome is unknown (the leader changed or stopped meanwhile); check with operator raft list-peers "+
+				"and jobs list before retrying", what)
+	case errors.Is(err, ErrNotApplied):
+		return adminError(adminapi.TErrorCode_UNAVAILABLE, "%s was not applied; retry shortly", what)
+	}
+	return s.internal(what, err)
+}

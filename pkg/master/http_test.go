@@ -1,0 +1,350 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/metrics"
+	"github.com/lancemaster/lancemaster/pkg/metrics/metricstest"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// withHTTP gives each master of a cluster3 an http_bind on a free port.
+func withHTTP(t *testing.T, more func(n *config.Node)) func(n *config.Node) {
+	ports := freePorts(t, 3)
+	next := 0
+	return func(n *config.Node) {
+		n.HTTPBind = "127.0.0.1:" + strconv.Itoa(ports[next])
+		next++
+		if more != nil {
+			more(n)
+		}
+	}
+}
+
+func scrape(t *testing.T, m *Master) (string, metricstest.Families) {
+	t.Helper()
+	return metricstest.Scrape(t, "http://"+m.HTTPAddr()+"/metrics")
+}
+
+func value(t *testing.T, f metricstest.Families, name string, labels ...string) float64 {
+	t.Helper()
+	v, ok := f.Value(name, labels...)
+	if !ok {
+		t.Fatalf("no series %s%v", name, labels)
+	}
+	return v
+}
+
+// Three masters over loopback, each serving /metrics: after admissions
+// (through a follower, one refused), dispatches that finish and dispatches
+// left RUNNING, every master exports the same job counts and held slots,
+// exactly one says it leads, the leader shows its rounds and dispatch
+// outcomes, and nothing exported carries a storage credential or an
+// invocation secret.
+func TestMetricsOfACluster(t *testing.T) {
+	secrets := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, "lake-creds"),
+		[]byte(`{"aws_secret_access_key":"`+storageCanary+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster3With(t, withHTTP(t, func(n *config.Node) { n.SecretsDir = secrets }), func(int) Options {
+		return Options{HeartbeatInterval: 50 * time.Millisecond, Credentials: config.DirCredentials{Dir: secrets}}
+	})
+	w := newWorker(c)
+	l := c.leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	root, creds := "/data/lake", "lake-creds"
+	err := c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+			return err
+		}
+		_, err := a.AddBackend(ctx, c.backend.Addr())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.setOptions(l, map[string]string{config.OptEnableLocalFileMutation: "true"})
+	c.backend.SetDataset("/data/lake/db/items.lance", job.Snapshot{Version: 3, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+
+	f := c.follower()
+	eventually(t, 10*time.Second, "the follower applies the setup", func() bool {
+		_, ok := c.masters[f].FSM().State().Catalog("lake")
+		return ok && c.masters[f].FSM().State().Options().EnableLocalFileMutation
+	})
+	done := c.admitIDs(f, "lake", "items", "d", 4)
+	c.waitSettled(l, done)
+	// One admission refused: no such catalog.
+	err = c.client(f).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		_, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "nope", Db: "db", Table: "items",
+			IndexName: "x", Column: "id", IndexType: "BTREE"})
+		return err
+	})
+	if err == nil {
+		t.Fatal("an admission into a missing catalog was accepted")
+	}
+	refused := errCode(t, err).String()
+	// Three more whose reports never come: two RUNNING (max_inflight_per_backend
+	// is 2), one PENDING behind them.
+	w.setSuppress(true)
+	c.admitIDs(l, "lake", "items", "h", 3)
+	eventually(t, 20*time.Second, "two slots held", func() bool { return c.masters[l].FSM().State().HeldSlots(1) == 2 })
+
+	want := map[string]float64{"PENDING": 1, "RUNNING": 2, "COMMITTED": 4, "NOT_COMMITTED": 0, "UNKNOWN": 0, "CANCELLED": 0, "OTHER": 0}
+	eventually(t, 20*time.Second, "every master exports the same job counts and one leader", func() bool {
+		leaders := 0.0
+		for _, m := range c.masters {
+			_, fams := scrape(t, m)
+			for s, n := range want {
+				if v, _ := fams.Value("lancemaster_jobs_by_mutation_state", "mutation_state", s); v != n {
+					return false
+				}
+			}
+			if v, _ := fams.Value("lancemaster_backend_held_slots", "backend_id", "1", "address", c.backend.Addr()); v != 2 {
+				return false
+			}
+			leaders += value(t, fams, "lancemaster_is_leader")
+		}
+		return leaders == 1
+	})
+
+	var appliedResults float64
+	for i, m := range c.masters {
+		text, fams := scrape(t, m)
+		for _, secret := range []string{storageCanary, "aws_secret_access_key", "/data/lake/db"} {
+			if strings.Contains(text, secret) {
+				t.Fatalf("m%d's /metrics carries %q", i+1, secret)
+			}
+		}
+		for _, r := range allJobs(m.FSM().State()) {
+			if r.InvocationSecret != "" && strings.Contains(text, r.InvocationSecret) {
+				t.Fatalf("m%d's /metrics carries job %d's invocation secret", i+1, r.JobID)
+			}
+		}
+		isLeader := i == l
+		if got := value(t, fams, "lancemaster_is_leader"); got != metrics.Bool(isLeader) {
+			t.Errorf("m%d is_leader = %v", i+1, got)
+		}
+		if got := value(t, fams, "lancemaster_raft_state", "state", "Leader"); got != metrics.Bool(isLeader) {
+			t.Errorf("m%d raft_state{Leader} = %v", i+1, got)
+		}
+		if value(t, fams, "lancemaster_leader_known") != 1 || value(t, fams, "lancemaster_raft_commit_index") < 10 ||
+			value(t, fams, "lancemaster_fsm_applied_index") < 10 || value(t, fams, "lancemaster_raft_term") < 1 {
+			t.Errorf("m%d: implausible raft gauges", i+1)
+		}
+		if got := value(t, fams, "lancemaster_raft_last_contact_seconds"); got < 0 || got > 5 {
+			t.Errorf("m%d last contact %v s", i+1, got)
+		}
+		if value(t, fams, "lancemaster_jobs_by_refresh_state") != 7 || value(t, fams, "lancemaster_jobs_unknown") != 0 ||
+			value(t, fams, "lancemaster_max_inflight_per_backend") != 2 || value(t, fams, "lancemaster_backends") != 1 {
+			t.Errorf("m%d: implausible job or backend gauges", i+1)
+		}
+		if len(fams.Series("lancemaster_reports_total")) != len(reasonNamesForTest()) {
+			t.Errorf("m%d: reports_total has %d reasons", i+1, len(fams.Series("lancemaster_reports_total")))
+		}
+		appliedResults += value(t, fams, "lancemaster_reports_total", "reason", "applied_result")
+		if _, ok := fams.Value("go_goroutines"); !ok {
+			t.Errorf("m%d: no Go runtime metrics", i+1)
+		}
+		if isLeader {
+			if value(t, fams, "lancemaster_leader_term") != value(t, fams, "lancemaster_raft_term") {
+				t.Error("the leader's leader_term is not its raft term")
+			}
+			if got := value(t, fams, "lancemaster_dispatch_outcomes_total", "outcome", "accepted"); got < 6 {
+				t.Errorf("accepted dispatches = %v, want >= 6", got)
+			}
+			if len(fams.Series("lancemaster_dispatch_outcomes_total")) != 5 {
+				t.Error("not every dispatch outcome is exported")
+			}
+			if value(t, fams, "lancemaster_dispatch_round_duration_seconds") < 1 {
+				t.Error("no dispatch round observed")
+			}
+			if value(t, fams, "lancemaster_propose_duration_seconds", "command", "mark_running", "result", "ok") < 1 {
+				t.Error("no timed mark_running proposal")
+			}
+			if value(t, fams, "lancemaster_backend_alive", "backend_id", "1") != 1 {
+				t.Error("the leader does not see the backend alive")
+			}
+			if value(t, fams, "lancemaster_leader_services_running") < 1 {
+				t.Error("no leader service running")
+			}
+		} else if value(t, fams, "lancemaster_leader_term") != 0 {
+			t.Errorf("follower m%d has a leader term", i+1)
+		}
+		if i == f {
+			if got := value(t, fams, "lancemaster_admin_requests_total", "method", "createIndex"); got != 5 {
+				t.Errorf("createIndex requests on the follower = %v, want 5", got)
+			}
+			if got := value(t, fams, "lancemaster_admin_errors_total", "method", "createIndex", "code", refused); got != 1 {
+				t.Errorf("createIndex %s errors = %v, want 1", refused, got)
+			}
+			if v, _ := fams.Value("lancemaster_admin_errors_total", "code", "INTERNAL"); v != 0 {
+				t.Errorf("untyped admin errors: %v", v)
+			}
+			if value(t, fams, "lancemaster_propose_duration_seconds", "result", "ok") < 1 {
+				t.Error("the follower's forwarded proposals were not timed")
+			}
+		}
+		code, body := metricstest.Get(t, "http://"+m.HTTPAddr()+"/readyz?verbose")
+		if code != 200 || !strings.Contains(body, "[+]leader ok") || !strings.Contains(body, "[+]fsm_caught_up ok") {
+			t.Errorf("m%d readyz: %d\n%s", i+1, code, body)
+		}
+	}
+	if appliedResults < 4 {
+		t.Errorf("applied results over all masters = %v, want >= 4", appliedResults)
+	}
+}
+
+func reasonNamesForTest() []string {
+	return []string{"unauthenticated", "unknown_job", "stale_identity", "malformed_code", "oversized_message",
+		"invalid_field", "forwarded", "no_leader", "forward_failed", "applied_result", "applied_proof", "duplicate",
+		"late_result", "unavailable", "internal"}
+}
+
+func allJobs(st *raftfsm.State) []*job.Record {
+	all, _ := st.ListJobs(raftfsm.JobFilter{}, 0, 0)
+	return all
+}
+
+// A master alone (its two peers not started) knows no leader: /livez says
+// alive, /readyz says not ready and why; once a second master starts and a
+// leader is elected, /readyz passes.
+func TestReadyzFollowsLeadership(t *testing.T) {
+	ports := freePorts(t, 9)
+	var peers []config.Peer
+	for i := 0; i < 3; i++ {
+		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i+1),
+			RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[i]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[3+i])})
+	}
+	start := func(i int) *Master {
+		n := config.DefaultNode()
+		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, t.TempDir(), config.RaftProfileFast
+		n.HTTPBind = "127.0.0.1:" + strconv.Itoa(ports[6+i])
+		if err := n.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m, err := Start(ctx, Options{Node: n, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+			Credentials: config.StaticCredentials{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(false) })
+		return m
+	}
+	m1 := start(0)
+	base := "http://" + m1.HTTPAddr()
+	if code, _ := metricstest.Get(t, base+"/livez"); code != 200 {
+		t.Fatalf("livez %d", code)
+	}
+	code, body := metricstest.Get(t, base+"/readyz?verbose")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "[-]leader failed: no leader known") {
+		t.Fatalf("a lone master is ready: %d\n%s", code, body)
+	}
+	if code, body := metricstest.Get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "[-]leader") {
+		t.Fatalf("readyz: %d %s", code, body)
+	}
+	_, fams := metricstest.Scrape(t, base+"/metrics")
+	if value(t, fams, "lancemaster_leader_known") != 0 || value(t, fams, "lancemaster_is_leader") != 0 {
+		t.Fatal("a lone master claims a leader")
+	}
+
+	start(1)
+	eventually(t, 15*time.Second, "m1 ready", func() bool {
+		code, _ := metricstest.Get(t, base+"/readyz")
+		return code == 200
+	})
+	code, body = metricstest.Get(t, base+"/readyz?verbose")
+	if code != 200 || !strings.Contains(body, "[+]leader ok: m") || !strings.Contains(body, "[+]fsm_caught_up ok: applied index") {
+		t.Fatalf("readyz after election: %d\n%s", code, body)
+	}
+}
+
+// fakeRaft is a raftView with scripted facts.
+type fakeRaft struct {
+	stats  map[string]string
+	leader string
+}
+
+func (f fakeRaft) Stats() map[string]string { return f.stats }
+func (f fakeRaft) IsLeader() bool           { return false }
+func (f fakeRaft) LeaderTerm() uint64       { return 0 }
+func (f fakeRaft) Leader() (string, string) {
+	if f.leader == "" {
+		return "", ""
+	}
+	return f.leader, "127.0.0.1:1"
+}
+
+// fsmAt is a journal replica whose last applied entry has the given index.
+func fsmAt(t *testing.T, index uint64) raftfsm.Reader {
+	t.Helper()
+	f := raftfsm.New(nil)
+	if index == 0 {
+		return f
+	}
+	data, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{Key: config.OptDispatcherPaused, Value: "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+	if f.State().AppliedIndex() != index {
+		t.Fatalf("fsm applied %d", f.State().AppliedIndex())
+	}
+	return f
+}
+
+// /readyz judges the replica by its own applied index (raft's runs ahead
+// of it), falls back to raft's when the replica has none, allows a small
+// lag, and says why it fails.
+func TestReadyzFSMLag(t *testing.T) {
+	stats := func(commit, applied uint64) map[string]string {
+		return map[string]string{"state": "Follower", "term": "3", "commit_index": strconv.FormatUint(commit, 10),
+			"applied_index": strconv.FormatUint(applied, 10)}
+	}
+	for _, tc := range []struct {
+		name     string
+		raft     fakeRaft
+		fsm      uint64
+		ready    bool
+		contains string
+	}{
+		{"caught up", fakeRaft{stats(500, 500), "m2"}, 500, true, "[+]fsm_caught_up ok: applied index 500, commit index 500"},
+		{"small lag", fakeRaft{stats(500, 500), "m2"}, 480, true, "[+]fsm_caught_up ok: applied index 480"},
+		{"fsm behind raft", fakeRaft{stats(500, 500), "m2"}, 400, false,
+			"[-]fsm_caught_up failed: applied index 400 is 100 entries behind the commit index 500 (allowed 64)"},
+		{"no fsm index: raft's", fakeRaft{stats(500, 10), "m2"}, 0, false, "applied index 10 is 490 entries behind"},
+		{"no fsm index, raft caught up", fakeRaft{stats(500, 499), "m2"}, 0, true, "[+]leader ok: m2 at 127.0.0.1:1"},
+		{"no leader", fakeRaft{stats(500, 500), ""}, 500, false, "[-]leader failed: no leader known (raft state Follower, term 3)"},
+		{"no stats", fakeRaft{map[string]string{"state": "Shutdown"}, "m2"}, 0, false, "raft reports no commit index (state Shutdown)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(metrics.Handler(metrics.Options{Gatherer: metrics.NewRegistry(),
+				Ready: readyChecks(tc.raft, fsmAt(t, tc.fsm), DefaultReadyMaxApplyLag)}))
+			defer srv.Close()
+			code, body := metricstest.Get(t, srv.URL+"/readyz?verbose")
+			if (code == 200) != tc.ready || !strings.Contains(body, tc.contains) {
+				t.Fatalf("status %d, want ready=%v; body:\n%s", code, tc.ready, body)
+			}
+		})
+	}
+}

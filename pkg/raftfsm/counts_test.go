@@ -1,0 +1,72 @@
+package raftfsm
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// bruteCounts walks every record.
+func bruteCounts(s *State) JobCounts {
+	out := JobCounts{Mutation: map[job.MutationState]int64{}, Refresh: map[job.RefreshState]int64{}}
+	for _, m := range mutationStates {
+		out.Mutation[m] = 0
+	}
+	for _, r := range refreshStates {
+		out.Refresh[r] = 0
+	}
+	all, _ := s.ListJobs(JobFilter{}, 0, 0)
+	for _, r := range all {
+		if _, ok := out.Mutation[r.MutationState]; ok {
+			out.Mutation[r.MutationState]++
+		} else {
+			out.OtherMutation++
+		}
+		if _, ok := out.Refresh[r.RefreshState]; ok {
+			out.Refresh[r.RefreshState]++
+		} else {
+			out.OtherRefresh++
+		}
+	}
+	return out
+}
+
+// The per-state counts follow every Apply of a random walk (admissions,
+// dispatches, completions, proofs, refreshes, cancels, releases, GC) and
+// survive a snapshot round trip.
+func TestJobCountsFollowApplyAndRestore(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		w := newWalker(t, seed)
+		for i := 0; i < 400; i++ {
+			w.step()
+			if got, want := w.h.st().JobCounts(), bruteCounts(w.h.st()); !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d step %d: counts %+v, records say %+v", seed, i, got, want)
+			}
+		}
+		st := w.h.st()
+		var total int64
+		for _, n := range st.JobCounts().Mutation {
+			total += n
+		}
+		if total == 0 {
+			t.Fatalf("seed %d: the walk admitted nothing", seed)
+		}
+		r := restored(t, snapshotBytes(t, st))
+		if got, want := r.State().JobCounts(), st.JobCounts(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: restored counts %+v, want %+v", seed, got, want)
+		}
+	}
+}
+
+func TestJobCountsEmpty(t *testing.T) {
+	c := New(nil).State().JobCounts()
+	if len(c.Mutation) != len(mutationStates) || len(c.Refresh) != len(refreshStates) {
+		t.Fatalf("every known state must be present: %+v", c)
+	}
+	for m, n := range c.Mutation {
+		if n != 0 {
+			t.Fatalf("%v = %d", m, n)
+		}
+	}
+}
