@@ -317,7 +317,14 @@ func preflight(a *admission, rec *job.Record, snap *job.Snapshot) (string, error
 		}
 		return "", job.Errorf(job.CodeNotFound, "index %q does not exist", a.indexName)
 	}
-	return "", nil // REPLACE: exists or not
+	// REPLACE: exists or not, but Lance cannot move an index to another
+	// column under the same name; refusing here keeps the job from ending
+	// UNKNOWN on the builder's invalid-argument error.
+	if existing != nil && (len(existing.Columns) != 1 || !strings.EqualFold(existing.Columns[0], rec.Column)) {
+		return "", job.Errorf(job.CodeInvalid, "index %q is on column %s; REPLACE cannot move it to column %q: drop it first",
+			existing.Name, strings.Join(existing.Columns, ","), rec.Column)
+	}
+	return "", nil
 }
 
 // sameDefinition compares an existing index with a requested one: type,
@@ -336,7 +343,11 @@ func sameDefinition(ix *job.IndexInfo, rec *job.Record) bool {
 		return false
 	}
 	for k, v := range want {
-		if fmt.Sprint(have[strings.ToLower(k)]) != fmt.Sprint(v) {
+		got, reported := have[strings.ToLower(k)]
+		if !reported {
+			continue // the backend cannot read this parameter back (e.g. num_partitions)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(v) {
 			return false
 		}
 	}

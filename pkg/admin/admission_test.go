@@ -122,6 +122,12 @@ func TestAdmissionRejections(t *testing.T) {
 		}(), want: adminapi.TErrorCode_DEFINITION_MISMATCH},
 		{name: "drop missing", drop: &adminapi.TDropIndexRequest{Catalog: "lake", Db: "db", Table: "items", IndexName: "nope"}, want: adminapi.TErrorCode_NOT_FOUND},
 		{name: "drop reserved name", drop: &adminapi.TDropIndexRequest{Catalog: "lake", Db: "db", Table: "items", IndexName: "__lance_x"}, want: adminapi.TErrorCode_INVALID},
+		{name: "replace onto another column", req: func() *adminapi.TCreateIndexRequest {
+			r := createReq("items", "id_idx", "text", "BTREE")
+			yes := true
+			r.Replace = &yes
+			return r
+		}(), want: adminapi.TErrorCode_INVALID},
 		{name: "case-only ambiguity", setup: func(h *harness) {
 			h.setDataset("/data/lake/db/items.lance", 7, job.IndexInfo{Name: "Dup", IndexType: "BTREE", Columns: []string{"id"}},
 				job.IndexInfo{Name: "dup", IndexType: "BTREE", Columns: []string{"text"}})
@@ -376,5 +382,25 @@ func TestForceRelease(t *testing.T) {
 	resp, err = h.srv.ResolveJob(ctx, &adminapi.TResolveRequest{JobID: 1, ForceRelease: true, Comment: "again"})
 	if err != nil || !resp.AlreadyReleased || h.prop.Entries() != before {
 		t.Fatalf("retry: %+v %v (entries +%d)", resp, err, h.prop.Entries()-before)
+	}
+}
+
+// IF NOT EXISTS compares only the parameters the backend can read back:
+// Lance does not report num_partitions, so naming it must not make a
+// matching index look different.
+func TestIfNotExistsIgnoresUnreportedParameters(t *testing.T) {
+	h := newHarness(t)
+	h.setDataset("/data/lake/db/items.lance", 7, job.IndexInfo{Name: "vec", IndexType: "IVF_PQ", Columns: []string{"vector"},
+		PropertiesJSON: `{"metric":"l2","num_bits":8,"num_sub_vectors":2}`})
+	yes := true
+	r := createReq("items", "vec", "vector", "IVF_PQ", "metric", "l2", "num_partitions", "64", "num_sub_vectors", "2")
+	r.IfNotExists = &yes
+	if resp, err := h.srv.CreateIndex(context.Background(), r); err != nil || !resp.Noop {
+		t.Fatalf("matching index with an unreported parameter: %+v %v", resp, err)
+	}
+	r = createReq("items", "vec", "vector", "IVF_PQ", "metric", "cosine")
+	r.IfNotExists = &yes
+	if _, err := h.srv.CreateIndex(context.Background(), r); errCode(t, err) != adminapi.TErrorCode_DEFINITION_MISMATCH {
+		t.Fatalf("a reported parameter that differs: %v", err)
 	}
 }
