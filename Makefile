@@ -12,7 +12,7 @@ CLUSTER := deploy/local/cluster.sh
 GO_SOURCES = $(shell find . -name '*.go' -not -path './gen-go/*' -not -path './.git/*' \
                -not -path '*/node_modules/*' -not -path './deploy/local/.state/*')
 
-.PHONY: build test fuzz gen bench setup demo demo-down vet fmt fmt-check clean
+.PHONY: build test fuzz gen bench setup demo demo-down certs vet fmt fmt-check clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lancemaster
@@ -74,6 +74,15 @@ demo: build
 
 demo-down:
 	LANCEMASTER_BIN=$(CURDIR)/$(BIN) $(CLUSTER) down
+
+# A development CA and one certificate per role (master, backend, operator)
+# for mutual TLS (docs/rpc.md), under deploy/local/.state/certs (never
+# committed). Run it again to rotate the certificates: the CA is kept.
+# `make demo` stays plaintext.
+CERTS_DIR   ?= deploy/local/.state/certs
+CERTS_HOSTS ?= 127.0.0.1,localhost
+certs: build
+	$(BIN) certs init --dir $(CERTS_DIR) --hosts $(CERTS_HOSTS)
 
 clean:
 	rm -rf bin

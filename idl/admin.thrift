@@ -25,6 +25,7 @@ enum TErrorCode {
   INSPECT_FAILED = 15,      // the backend could not read the dataset
   AMBIGUOUS = 16,           // index names equal after lowercasing
   DEFINITION_MISMATCH = 17, // IF NOT EXISTS, but the existing index differs
+  PERMISSION_DENIED = 18,   // mTLS: the caller's certificate role may not call this method (docs/rpc.md)
 }
 
 exception TAdminError {

@@ -1075,6 +1075,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(adminapi.TErrorCode_INSPECT_FAILED, "INSPECT_FAILED", 15),
 		ev(adminapi.TErrorCode_AMBIGUOUS, "AMBIGUOUS", 16),
 		ev(adminapi.TErrorCode_DEFINITION_MISMATCH, "DEFINITION_MISMATCH", 17),
+		ev(adminapi.TErrorCode_PERMISSION_DENIED, "PERMISSION_DENIED", 18),
 	),
 }
 
@@ -1247,7 +1248,15 @@ func TestJobCodesAreErrorCodes(t *testing.T) {
 			t.Errorf("job code %s is not an admin TErrorCode", c)
 		}
 	}
-	if n := len(enumNamed(t, "TErrorCode").values); n != len(codes) {
-		t.Errorf("admin TErrorCode has %d values; pkg/job has %d codes", n, len(codes))
+	// Codes only the RPC layer answers (pkg/rpc's authorization), never a
+	// job or an admin handler.
+	transportOnly := []adminapi.TErrorCode{adminapi.TErrorCode_PERMISSION_DENIED}
+	for _, c := range transportOnly {
+		if seen[job.Code(c.String())] {
+			t.Errorf("%s is answered by the RPC layer only, yet pkg/job has it", c)
+		}
+	}
+	if n := len(enumNamed(t, "TErrorCode").values); n != len(codes)+len(transportOnly) {
+		t.Errorf("admin TErrorCode has %d values; pkg/job has %d codes and the RPC layer %d", n, len(codes), len(transportOnly))
 	}
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/lancemaster/lancemaster/pkg/backend"
 	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
+	"github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // The supervisor may re-execute this binary as its cgroup v1 placement
@@ -65,6 +67,7 @@ func newBackendCmd() *cobra.Command {
 			}
 		}
 		f.apply(cmd, fc)
+		daemonTLS(cmd, &fc.TLS.CA, &fc.TLS.Cert, &fc.TLS.Key)
 		defaultWorker := len(fc.Worker) == 0
 		if defaultWorker {
 			exe, err := os.Executable()
@@ -140,6 +143,15 @@ func runBackend(cmd *cobra.Command, fc *backend.FileConfig, log *zap.Logger) err
 	}
 	ac := fc.AgentConfig()
 	ac.Logger = log
+	if fc.TLS.Enabled() {
+		c, err := fc.TLS.Load(certs.RoleBackend, log.Named("tls"))
+		if err != nil {
+			log.Error("backend: tls", zap.Error(err))
+			return fmt.Errorf("backend: %w", err)
+		}
+		ac.RPC = rpc.DefaultConfig()
+		ac.RPC.Certs = c
+	}
 	a, err := backend.New(ac, sup)
 	if err != nil {
 		log.Error("backend failed to start", zap.Error(err))

@@ -34,6 +34,9 @@ func (g *globals) call(cmd *cobra.Command, fn adminCall) error {
 	// (admission inspects the dataset through a backend).
 	cfg.SocketTimeout = g.timeout
 	cfg.ConnectTimeout = min(cfg.ConnectTimeout, g.timeout)
+	if err := g.applyTLS(&cfg); err != nil {
+		return err
+	}
 	// The CLI never logs: its only outputs are the result and the Error line.
 	mc := rpc.NewMasterClient(addrs, cfg, zap.NewNop())
 	if err := mc.Call(ctx, fn); err != nil {

@@ -169,11 +169,12 @@ func (f *fakeMaster) ForwardApply(context.Context, []byte) ([]byte, error) {
 	return nil, thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "fake")
 }
 
-// serve runs f on a loopback port with pkg/rpc's Server (framed
-// transport, binary protocol) and returns its address.
-func serve(t *testing.T, f *fakeMaster) string {
+// serve runs the admin API h (a fake master) on a loopback port with
+// pkg/rpc's Server (framed transport, binary protocol) and returns its
+// address.
+func serve(t *testing.T, h adminapi.LanceMasterService) string {
 	t.Helper()
-	srv, err := rpc.NewServer("127.0.0.1:0", adminapi.NewLanceMasterServiceProcessor(f), rpc.DefaultConfig(), nil)
+	srv, err := rpc.NewServer("127.0.0.1:0", adminapi.NewLanceMasterServiceProcessor(h), rpc.DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

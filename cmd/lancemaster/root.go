@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // Exit codes. Scripts may rely on them; never renumber.
@@ -40,6 +42,7 @@ type globals struct {
 	output    string
 	timeout   time.Duration
 	as        string
+	tls       rpc.TLSFiles // --tls-ca, --tls-cert, --tls-key (tls.go)
 }
 
 // usageError is a mistake in the command line. It is reported with a hint
@@ -83,6 +86,7 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", outputTable, "output format: table|json")
 	pf.DurationVar(&g.timeout, "timeout", defaultTimeout, "deadline for the whole command, failover included")
 	pf.StringVar(&g.as, "as", as, "identity recorded as the job creator or actor ($USER when set)")
+	bindTLSFlags(pf, &g.tls, getenv)
 
 	root.AddCommand(
 		newJobsCmd(g),
@@ -96,6 +100,7 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	// the -o shorthand.
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newBackendCmd())
+	root.AddCommand(newCertsCmd())
 	return root
 }
 

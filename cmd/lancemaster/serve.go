@@ -37,6 +37,7 @@ func newServeCmd() *cobra.Command {
 		if err := nf.Apply(n); err != nil {
 			return usagef("%v", err)
 		}
+		daemonTLS(cmd, &n.TLS.CA, &n.TLS.Cert, &n.TLS.Key)
 		if err := n.Validate(); err != nil {
 			return usagef("%v", err)
 		}

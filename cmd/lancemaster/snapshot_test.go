@@ -18,7 +18,6 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
-	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // The fake master's operator snapshot and membership methods (the rest is
@@ -102,19 +101,6 @@ func (s *snapMaster) FinishSnapshotRestore(context.Context, string) (*adminapi.T
 
 func (s *snapMaster) AbortSnapshotTransfer(context.Context, string) error { return nil }
 
-func serveSnap(t *testing.T, s *snapMaster) string {
-	t.Helper()
-	srv, err := rpc.NewServer("127.0.0.1:0", adminapi.NewLanceMasterServiceProcessor(s), rpc.DefaultConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv.Addr().String()
-}
-
 // snapshotFileBytes builds a valid snapshot file of a journal holding
 // `backends` backends, padded with large ones so the file spans many chunks.
 func snapshotFileBytes(t *testing.T, backends int) []byte {
@@ -141,7 +127,7 @@ func snapshotFileBytes(t *testing.T, backends int) []byte {
 
 func TestSnapshotSaveWritesAVerifiedFileAtomically(t *testing.T) {
 	file := snapshotFileBytes(t, 40)
-	addr := serveSnap(t, &snapMaster{fakeMaster: &fakeMaster{}, file: file})
+	addr := serve(t, &snapMaster{fakeMaster: &fakeMaster{}, file: file})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "backup.snap")
 
@@ -164,7 +150,7 @@ func TestSnapshotSaveWritesAVerifiedFileAtomically(t *testing.T) {
 func TestSnapshotSaveRefusesACorruptedTransfer(t *testing.T) {
 	file := snapshotFileBytes(t, 40)
 	file[len(file)-5] ^= 0x40
-	addr := serveSnap(t, &snapMaster{fakeMaster: &fakeMaster{}, file: file})
+	addr := serve(t, &snapMaster{fakeMaster: &fakeMaster{}, file: file})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "backup.snap")
 
@@ -228,7 +214,7 @@ func TestSnapshotRestoreUploadsInChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	sm := &snapMaster{fakeMaster: &fakeMaster{}, file: file}
-	addr := serveSnap(t, sm)
+	addr := serve(t, sm)
 	out := mustOK(t)(cli(t, addr, "operator", "snapshot", "restore", path))
 	if !strings.Contains(out, "raft index 42") || !strings.Contains(out, "leader: m2") {
 		t.Fatalf("output: %q", out)
@@ -246,7 +232,7 @@ func TestSnapshotRestoreUploadsInChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	sm2 := &snapMaster{fakeMaster: &fakeMaster{}}
-	_, stderr, code := cli(t, serveSnap(t, sm2), "operator", "snapshot", "restore", bad)
+	_, stderr, code := cli(t, serve(t, sm2), "operator", "snapshot", "restore", bad)
 	if code != exitError || !strings.Contains(stderr, "nothing was sent") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}

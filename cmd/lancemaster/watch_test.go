@@ -14,7 +14,6 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // step is one scripted ShowJob answer: a view or an error.
@@ -60,19 +59,6 @@ func (s *scriptedMaster) showCalls(id int64) int {
 		}
 	}
 	return n
-}
-
-func serveScripted(t *testing.T, s *scriptedMaster) string {
-	t.Helper()
-	srv, err := rpc.NewServer("127.0.0.1:0", adminapi.NewLanceMasterServiceProcessor(s), rpc.DefaultConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv.Addr().String()
 }
 
 // jv is a view of job id at revision rev; a terminal one carries a result.
@@ -151,7 +137,7 @@ func TestWatchExitCodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newScripted(tc.scripts)
-			addr := serveScripted(t, s)
+			addr := serve(t, s)
 			args := []string{}
 			for id := int64(1); id <= int64(len(tc.scripts)); id++ {
 				args = append(args, formatInt(id))
@@ -181,7 +167,7 @@ func TestWatchWaitsForTheRefresh(t *testing.T) {
 		),
 		8: views(jv(8, 4, "COMMITTED", "DONE")),
 	})
-	addr := serveScripted(t, s)
+	addr := serve(t, s)
 
 	out, errOut, code := watch(t, addr, "7", "8", "7")
 	if code != exitOK || errOut != "" {
@@ -228,7 +214,7 @@ func TestWatchNeverGoesBack(t *testing.T) {
 	s := newScripted(map[int64][]step{
 		1: views(jv(1, 2, "COMMITTED", "REQUIRED"), jv(1, 1, "RUNNING", "NOT_REQUIRED"), jv(1, 4, "COMMITTED", "DONE")),
 	})
-	out := mustOK(t)(watch(t, serveScripted(t, s), "1"))
+	out := mustOK(t)(watch(t, serve(t, s), "1"))
 	if strings.Contains(out, "RUNNING") || strings.Count(out, "ID  INDEX") != 2 {
 		t.Errorf("stdout =\n%s", out)
 	}
@@ -293,7 +279,7 @@ func TestWatchSurvivesTransientFailures(t *testing.T) {
 	// Calls: tick 1 asks 1 (call 1) and 2 (call 2, dropped: the tick ends);
 	// tick 2 asks 1 (call 3, UNAVAILABLE: the tick ends); tick 3 asks 1 and 2;
 	// tick 4 asks 1 (UNAVAILABLE); tick 5 asks 1 (DONE).
-	addr := dropProxy(t, serveScripted(t, s), 2)
+	addr := dropProxy(t, serve(t, s), 2)
 
 	out, errOut, code := watch(t, addr, "1", "2")
 	if code != exitOK {
@@ -329,7 +315,7 @@ func TestWatchNotFoundIsFatal(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := newScripted(scripts)
-			out, errOut, code := watch(t, serveScripted(t, s), "1", "2")
+			out, errOut, code := watch(t, serve(t, s), "1", "2")
 			if code != exitError || errOut != "Error: NOT_FOUND: job 2 does not exist\n" {
 				t.Errorf("exit %d, stderr %q\nstdout:\n%s", code, errOut, out)
 			}
@@ -340,7 +326,7 @@ func TestWatchNotFoundIsFatal(t *testing.T) {
 func TestWatchUsageErrorsSendNothing(t *testing.T) {
 	t.Parallel()
 	s := newScripted(map[int64][]step{1: views(jv(1, 4, "COMMITTED", "DONE"))})
-	addr := serveScripted(t, s)
+	addr := serve(t, s)
 	for name, args := range map[string][]string{
 		"no id":                  {"jobs", "watch"},
 		"id not a number":        {"jobs", "watch", "x"},
@@ -370,7 +356,7 @@ func TestWatchJSON(t *testing.T) {
 		1: views(jv(1, 1, "RUNNING", "NOT_REQUIRED"), jv(1, 2, "COMMITTED", "REQUIRED"), jv(1, 4, "COMMITTED", "DONE")),
 		2: views(jv(2, 1, "RUNNING", "NOT_REQUIRED"), jv(2, 2, "NOT_COMMITTED", "NOT_REQUIRED")),
 	})
-	out, errOut, code := watch(t, serveScripted(t, s), "-o", "json", "--consistent", "2", "1")
+	out, errOut, code := watch(t, serve(t, s), "-o", "json", "--consistent", "2", "1")
 	if code != watchNotCommitted || errOut != "watch: 1 of 2 jobs did not commit: 2 NOT_COMMITTED\n" {
 		t.Fatalf("exit %d, stderr %q\nstdout:\n%s", code, errOut, out)
 	}
@@ -395,7 +381,7 @@ func TestWatchTimeoutTotal(t *testing.T) {
 		1: views(jv(1, 4, "COMMITTED", "DONE")),
 		2: views(jv(2, 1, "RUNNING", "NOT_REQUIRED")),
 	})
-	out, errOut, code := watch(t, serveScripted(t, s), "--timeout-total", "200ms", "1", "2")
+	out, errOut, code := watch(t, serve(t, s), "--timeout-total", "200ms", "1", "2")
 	if code != watchTimedOut {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
@@ -410,7 +396,7 @@ func TestWatchTimeoutTotal(t *testing.T) {
 	}
 
 	// -o json: the current views, once.
-	out, _, code = watch(t, serveScripted(t, s), "-o", "json", "--timeout-total", "100ms", "2")
+	out, _, code = watch(t, serve(t, s), "-o", "json", "--timeout-total", "100ms", "2")
 	var got []map[string]any
 	if err := json.Unmarshal([]byte(out), &got); code != watchTimedOut || err != nil || len(got) != 1 || got[0]["mutation_state"] != "RUNNING" {
 		t.Errorf("exit %d, stdout %s", code, out)
@@ -423,7 +409,7 @@ func TestWatchTimeoutTotalInterruptsACall(t *testing.T) {
 	t.Parallel()
 	s := newScripted(map[int64][]step{1: views(jv(1, 1, "RUNNING", "NOT_REQUIRED"))})
 	s.block = make(chan struct{})
-	addr := serveScripted(t, s)
+	addr := serve(t, s)
 	t.Cleanup(func() { close(s.block) }) // runs before the server stops
 
 	start := time.Now()
@@ -460,7 +446,7 @@ func TestWatchOnATerminalRedrawsInPlace(t *testing.T) {
 	s := newScripted(map[int64][]step{
 		1: views(jv(1, 1, "RUNNING", "NOT_REQUIRED"), jv(1, 1, "RUNNING", "NOT_REQUIRED"), jv(1, 4, "COMMITTED", "DONE")),
 	})
-	addr := serveScripted(t, s)
+	addr := serve(t, s)
 	var out terminal
 	var errOut bytes.Buffer
 	code := execute(t.Context(), []string{"--address", addr, "jobs", "watch", "--interval", "10ms", "1"},

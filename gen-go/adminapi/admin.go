@@ -43,6 +43,7 @@ const (
 	TErrorCode_INSPECT_FAILED      TErrorCode = 15
 	TErrorCode_AMBIGUOUS           TErrorCode = 16
 	TErrorCode_DEFINITION_MISMATCH TErrorCode = 17
+	TErrorCode_PERMISSION_DENIED   TErrorCode = 18
 )
 
 func (p TErrorCode) String() string {
@@ -81,6 +82,8 @@ func (p TErrorCode) String() string {
 		return "AMBIGUOUS"
 	case TErrorCode_DEFINITION_MISMATCH:
 		return "DEFINITION_MISMATCH"
+	case TErrorCode_PERMISSION_DENIED:
+		return "PERMISSION_DENIED"
 	}
 	return "<UNSET>"
 }
@@ -121,6 +124,8 @@ func TErrorCodeFromString(s string) (TErrorCode, error) {
 		return TErrorCode_AMBIGUOUS, nil
 	case "DEFINITION_MISMATCH":
 		return TErrorCode_DEFINITION_MISMATCH, nil
+	case "PERMISSION_DENIED":
+		return TErrorCode_PERMISSION_DENIED, nil
 	}
 	return TErrorCode(0), fmt.Errorf("not a valid TErrorCode string")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/groupcommit"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -426,22 +427,5 @@ func snapshotFromWire(backendID int64, r *wire.TInspectDatasetResponse) (*job.Sn
 	if !r.IsSetDatasetVersion() || r.GetDatasetVersion() < 0 {
 		return nil, job.Errorf(job.CodeInspectFailed, "backend %d answered inspect without a dataset version", backendID)
 	}
-	snap := &job.Snapshot{Version: r.GetDatasetVersion()}
-	for _, f := range r.Fields {
-		if f == nil {
-			continue
-		}
-		snap.Fields = append(snap.Fields, job.Field{
-			ID: f.FieldID, Name: f.Name, Type: f.DataType, Nullable: f.Nullable,
-			ListDimension: f.GetListDimension(), ElementType: f.GetElementType(), ElementNullable: f.GetElementNullable(),
-		})
-	}
-	for _, ix := range r.Indexes {
-		if ix == nil {
-			continue
-		}
-		snap.Indexes = append(snap.Indexes, job.IndexInfo{
-			Name: ix.Name, IndexType: ix.IndexType, Columns: ix.Columns, PropertiesJSON: ix.GetPropertiesJSON()})
-	}
-	return snap, nil
+	return jobwire.Snapshot(r), nil
 }

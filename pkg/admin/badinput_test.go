@@ -2,12 +2,12 @@ package admin
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
@@ -15,6 +15,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
 
 // serveAdmin serves h's admin API over Thrift on loopback.
@@ -149,7 +150,7 @@ func TestBadInputOverThrift(t *testing.T) {
 	probes := [][]byte{
 		{0xff, 0xff, 0xff, 0xff},
 		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-		listBomb(),
+		rpctest.Frame(rpctest.ListBombCall("createIndex", 7, thrift.STRUCT)), // properties list<TProperty>
 		{0, 0, 0, 50, 0x80, 0x01},
 	}
 	for _, p := range probes {
@@ -181,20 +182,4 @@ func TestBadInputOverThrift(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("server no longer serves: %v", err)
 	}
-}
-
-// listBomb is a ~30-byte framed createIndex call whose properties list claims
-// 10^8 entries.
-func listBomb() []byte {
-	var body []byte
-	body = append(body, 0x80, 0x01, 0x00, 0x01) // binary protocol, CALL
-	name := "createIndex"
-	body = binary.BigEndian.AppendUint32(body, uint32(len(name)))
-	body = append(body, name...)
-	body = binary.BigEndian.AppendUint32(body, 1) // seq id
-	body = append(body, 12, 0, 1)                 // field 1: struct request
-	body = append(body, 15, 0, 7, 12)             // field 7: list<struct>
-	body = binary.BigEndian.AppendUint32(body, 100_000_000)
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	return append(frame, body...)
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 )
 
 // InspectDataset shows a dataset's version, schema and indexes as a backend
@@ -34,26 +34,6 @@ func (s *Server) InspectDataset(ctx context.Context, catalog, db, table string) 
 	if err != nil {
 		return nil, toAdminError(err)
 	}
-	v := &adminapi.TDatasetView{DatasetVersion: snap.Version, Fields: []*wire.TLanceField{}, Indexes: []*wire.TLanceIndexInfo{}}
-	for _, f := range snap.Fields {
-		wf := &wire.TLanceField{FieldID: f.ID, Name: f.Name, DataType: f.Type, Nullable: f.Nullable}
-		if f.ListDimension != 0 {
-			d := f.ListDimension
-			wf.ListDimension = &d
-		}
-		if f.ElementType != "" {
-			et, en := f.ElementType, f.ElementNullable
-			wf.ElementType, wf.ElementNullable = &et, &en
-		}
-		v.Fields = append(v.Fields, wf)
-	}
-	for _, ix := range snap.Indexes {
-		wi := &wire.TLanceIndexInfo{Name: ix.Name, IndexType: ix.IndexType, Columns: append([]string{}, ix.Columns...)}
-		if ix.PropertiesJSON != "" {
-			p := ix.PropertiesJSON
-			wi.PropertiesJSON = &p
-		}
-		v.Indexes = append(v.Indexes, wi)
-	}
-	return v, nil
+	w := jobwire.InspectResponse(snap)
+	return &adminapi.TDatasetView{DatasetVersion: snap.Version, Fields: w.Fields, Indexes: w.Indexes}, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/report"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
 
 // FuzzAdminRequest feeds one framed Thrift message to the admin processor
@@ -329,25 +330,7 @@ func (fuzzBackends) Query(context.Context, string, *wire.TQueryInvocationsReques
 // fixture, and malformed messages.
 func fuzzAdminSeeds(t *testing.T) map[string][]byte {
 	t.Helper()
-	tconf := rpc.DefaultConfig().TConfiguration()
-	call := func(name string, args thrift.TStruct) []byte {
-		buf := thrift.NewTMemoryBuffer()
-		p := thrift.NewTBinaryProtocolConf(buf, tconf)
-		ctx := context.Background()
-		if err := p.WriteMessageBegin(ctx, name, thrift.CALL, 7); err != nil {
-			t.Fatal(err)
-		}
-		if err := args.Write(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.WriteMessageEnd(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return bytes.Clone(buf.Bytes())
-	}
+	call := func(name string, args thrift.TStruct) []byte { return rpctest.CallMessage(t, name, 7, args) }
 	str := thrift.StringPtr
 	cmd, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptMaxDispatchPerRound, Value: "9"})
 	if err != nil {
@@ -407,7 +390,7 @@ func fuzzAdminSeeds(t *testing.T) map[string][]byte {
 		// list header claiming 10^8 entries, a non-strict header, nothing.
 		"unknownMethod":   call("noSuchMethod", &adminapi.LanceMasterServiceListPeersArgs{}),
 		"wrongArgs":       call("createIndex", &adminapi.LanceMasterServiceShowJobArgs{JobID: 1}),
-		"listBomb":        listBomb()[4:],
+		"listBomb":        rpctest.ListBombCall("createIndex", 7, thrift.STRUCT),
 		"nonStrictHeader": {0, 0, 0, 9, 'l', 'i', 's', 't', 'P', 'e', 'e', 'r', 's', 1, 0, 0, 0, 1, 0},
 		"empty":           {},
 	}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
@@ -78,7 +79,6 @@ type SnapshotSink interface {
 type RestoreResult struct {
 	Index, SnapshotIndex, SnapshotTerm uint64
 	Jobs, Catalogs, Backends           int64
-	LeaderID                           string
 }
 
 // snapshotTransfers is the table of a master's transfers; its zero value
@@ -339,7 +339,8 @@ func (s *Server) WriteSnapshotChunk(ctx context.Context, c *adminapi.TSnapshotCh
 	return nil
 }
 
-// FinishSnapshotRestore verifies the uploaded file and restores it. The
+// FinishSnapshotRestore verifies the uploaded file and restores it, then
+// journals the catch-up entry and hands leadership over (afterRestore). The
 // transfer ends whatever the outcome.
 func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminapi.TSnapshotRestoreResponse, error) {
 	t, err := s.transfer(id)
@@ -361,12 +362,42 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		}
 		return nil, s.operatorError("snapshot restore", err)
 	}
+	leader := s.afterRestore(ctx, id)
 	out := &adminapi.TSnapshotRestoreResponse{Index: int64(res.Index), SnapshotIndex: int64(res.SnapshotIndex),
 		SnapshotTerm: int64(res.SnapshotTerm), JobCount: &res.Jobs, CatalogCount: &res.Catalogs, BackendCount: &res.Backends}
-	if res.LeaderID != "" {
-		out.LeaderID = &res.LeaderID
+	if leader != "" {
+		out.LeaderID = &leader
 	}
 	return out, nil
+}
+
+// afterRestore runs on the leader that restored, and returns the leader
+// afterwards ("" when unknown). Both steps are best effort: the restore is
+// done, a failure is only logged.
+//
+//  1. One entry that changes nothing (a GC entry naming no job), applied
+//     here: the restored journal carries the applied index it was saved at,
+//     while raft moved past everything it had; until an entry reaches the
+//     FSM every replica would look far behind (readiness, read-your-writes).
+//  2. Leadership is handed over, so the next leader starts the leader
+//     services afresh from the restored state in a new term (barrier, R4,
+//     reconcile with a new fencing term).
+func (s *Server) afterRestore(ctx context.Context, transferID string) string {
+	cmd, err := raftfsm.Encode(raftfsm.CmdGC, &journal.TGCCommand{NowMs: s.nowMs(), CutoffMs: 0, JobIds: []int64{}})
+	if err == nil {
+		_, err = s.d.Cluster.ApplyLocal(ctx, cmd)
+	}
+	if err != nil {
+		s.d.Logger.Warn("after the restore: the catch-up entry failed; replicas report an old applied index until the next entry",
+			zap.String("transfer_id", transferID), zap.Error(err))
+	}
+	leader, err := s.d.Cluster.TransferLeadership(ctx, "")
+	if err != nil {
+		s.d.Logger.Warn("after the restore: leadership transfer failed; this master keeps leading with the restored state",
+			zap.String("transfer_id", transferID), zap.Error(err))
+		leader, _ = s.d.Cluster.Leader()
+	}
+	return leader
 }
 
 // AbortSnapshotTransfer ends a transfer and deletes its spool; an unknown id

@@ -67,7 +67,7 @@ func (s memSink) Restore(context.Context) (*RestoreResult, error) {
 		return nil, s.c.restoreErr
 	}
 	s.c.restored = true
-	return &RestoreResult{Index: 100, SnapshotIndex: 42, SnapshotTerm: 3, Jobs: 7, LeaderID: "m2"}, nil
+	return &RestoreResult{Index: 100, SnapshotIndex: 42, SnapshotTerm: 3, Jobs: 7}, nil
 }
 
 func (s memSink) Discard() error {

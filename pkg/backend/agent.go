@@ -107,6 +107,8 @@ type Config struct {
 	ReportTimeout          time.Duration
 	BackoffMin, BackoffMax time.Duration
 	// RPC is the Thrift configuration of the server and of report calls.
+	// With Certs (mutual TLS), only masters may call the server
+	// (rpc.BackendPolicy) and reports go to masters only.
 	RPC rpc.Config
 	// Logger; nil discards logs.
 	Logger *zap.Logger
@@ -269,7 +271,8 @@ func (a *Agent) Start() error {
 	if a.started || a.closed {
 		return errors.New("backend: Start called twice or after Close")
 	}
-	srv, err := rpc.NewServer(a.cfg.ListenAddr, wire.NewLanceBackendServiceProcessor(&service{a: a}), a.cfg.RPC, a.log.Named("rpc"))
+	srv, err := rpc.NewServer(a.cfg.ListenAddr, wire.NewLanceBackendServiceProcessor(&service{a: a}), a.cfg.RPC, a.log.Named("rpc"),
+		rpc.WithPolicy(rpc.BackendPolicy()))
 	if err != nil {
 		return fmt.Errorf("backend: %w", err)
 	}

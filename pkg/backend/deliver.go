@@ -12,6 +12,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/outbox"
+	"github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -236,7 +237,7 @@ func (d *deliverer) round(log *zap.Logger, e outbox.Entry) (verdict, wire.TStatu
 func (d *deliverer) send(addr string, r *wire.TLanceIndexJobReport) (*wire.TStatus, error) {
 	ctx, cancel := context.WithTimeout(d.ctx, d.a.cfg.ReportTimeout)
 	defer cancel()
-	conn, err := rpc.Dial(ctx, addr, d.a.cfg.RPC)
+	conn, err := rpc.DialRole(ctx, addr, d.a.cfg.RPC, certs.RoleMaster)
 	if err != nil {
 		return nil, err
 	}

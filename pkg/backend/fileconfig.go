@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // maxConfigFile bounds the configuration file read.
@@ -48,6 +50,10 @@ type FileConfig struct {
 
 	LogFormat string `yaml:"log_format"` // json | console
 	LogLevel  string `yaml:"log_level"`  // debug | info | warn | error
+
+	// TLS: ca, cert (role backend) and key turn on mutual TLS for the
+	// backend's listener and its reports; unset means plaintext.
+	TLS rpc.TLSFiles `yaml:"tls"`
 }
 
 // DefaultFileConfig is the starting point: every default set, no addresses.
@@ -160,6 +166,9 @@ func (c *FileConfig) Validate() error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			bad("worker_env: %q is not a variable name", k)
 		}
+	}
+	if err := c.TLS.Validate(); err != nil {
+		bad("%v", err)
 	}
 	switch c.LogFormat {
 	case "json", "console":

@@ -11,6 +11,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 )
 
 // inspectReserve caps the time kept between an inspect worker's deadline and
@@ -123,28 +124,14 @@ func inspectResponse(out Outcome, scrub scrubber, timedOut bool) *wire.TInspectD
 	case r.DatasetVersion < 0:
 		return fail(wire.TStatusCode_INTERNAL_ERROR, "the inspect worker answered a negative dataset version")
 	}
-	version := r.DatasetVersion
-	resp := &wire.TInspectDatasetResponse{Status: okStatus(), DatasetVersion: &version,
-		Fields: make([]*wire.TLanceField, 0, len(r.Fields)), Indexes: make([]*wire.TLanceIndexInfo, 0, len(r.Indexes))}
+	snap := &job.Snapshot{Version: r.DatasetVersion, Fields: make([]job.Field, 0, len(r.Fields)),
+		Indexes: make([]job.IndexInfo, 0, len(r.Indexes))}
 	for _, f := range r.Fields {
-		wf := &wire.TLanceField{FieldID: f.FieldID, Name: f.Name, DataType: f.DataType, Nullable: f.Nullable}
-		if f.ListDimension != 0 {
-			d := f.ListDimension
-			wf.ListDimension = &d
-		}
-		if f.ElementType != "" {
-			et, en := f.ElementType, f.ElementNullable
-			wf.ElementType, wf.ElementNullable = &et, &en
-		}
-		resp.Fields = append(resp.Fields, wf)
+		snap.Fields = append(snap.Fields, job.Field{ID: f.FieldID, Name: f.Name, Type: f.DataType, Nullable: f.Nullable,
+			ListDimension: f.ListDimension, ElementType: f.ElementType, ElementNullable: f.ElementNullable})
 	}
 	for _, ix := range r.Indexes {
-		wi := &wire.TLanceIndexInfo{Name: ix.Name, IndexType: ix.IndexType, Columns: append([]string{}, ix.Columns...)}
-		if ix.PropertiesJSON != "" {
-			p := ix.PropertiesJSON
-			wi.PropertiesJSON = &p
-		}
-		resp.Indexes = append(resp.Indexes, wi)
+		snap.Indexes = append(snap.Indexes, job.IndexInfo(ix)) // the same fields; jobwire copies Columns
 	}
-	return resp
+	return jobwire.InspectResponse(snap)
 }

@@ -112,6 +112,9 @@ type Config struct {
 	ApplyTimeout      time.Duration
 	// Logger receives the node's and raft's logs; nil means zap.NewNop().
 	Logger *zap.Logger
+	// RaftTLS, when set, runs the Raft transport over mutual TLS
+	// (tlsstream.go); nil keeps it plain TCP.
+	RaftTLS *RaftTLS
 }
 
 // withDefaults returns a copy with zero fields filled in.

@@ -85,6 +85,9 @@ func (n *Node) SaveSnapshot(ctx context.Context) (*SnapshotFile, error) {
 		if errors.Is(err, raft.ErrNothingNewToSnapshot) {
 			return nil, job.Errorf(job.CodeUnavailable, "nothing to snapshot yet: the journal is empty")
 		}
+		if strings.Contains(err.Error(), "cannot take snapshot now") {
+			return nil, job.Errorf(job.CodeConflict, "a raft configuration change is being applied; retry the save: %v", err)
+		}
 		return nil, fmt.Errorf("cluster: take snapshot: %w", err)
 	}
 	meta, rc, err := f.Open()
@@ -143,10 +146,6 @@ type RestoreResult struct {
 	// SnapshotIndex and SnapshotTerm are the file's.
 	SnapshotIndex, SnapshotTerm uint64
 	Jobs, Catalogs, Backends    int64
-	// LeaderID is the leader after the restore: this node hands leadership
-	// over, so the next term's leader services start from the restored state
-	// (barrier, R4, reconcile with a new term). Empty when unknown.
-	LeaderID string
 }
 
 // NewSnapshotRestore prepares the upload of a snapshot file of size bytes.
@@ -194,8 +193,9 @@ func (u *SnapshotRestore) Discard() error { return u.spool.discard() }
 // restore may have happened (look, then restore again if needed: restoring
 // the same file twice is harmless).
 //
-// After a restore this node transfers leadership (best effort), so the next
-// leader starts its services from the restored state in a new term.
+// The leader services of this term keep running on the restored state; the
+// caller (pkg/admin) then hands leadership over, so the next leader starts
+// them afresh in a new term (barrier, R4, reconcile).
 func (u *SnapshotRestore) Restore(ctx context.Context) (*RestoreResult, error) {
 	n := u.n
 	if u.written != u.size {
@@ -230,11 +230,6 @@ func (u *SnapshotRestore) Restore(ctx context.Context) (*RestoreResult, error) {
 	n.log.Warn("operator restored a snapshot: the journal was replaced",
 		zap.String("snapshot_id", h.Raft.ID), zap.Uint64("snapshot_index", h.Raft.Index),
 		zap.Uint64("restored_at_index", res.Index), zap.Int64("jobs", res.Jobs), zap.Duration("took", time.Since(t0)))
-	if err := n.TransferLeadership(""); err != nil {
-		n.log.Warn("leadership transfer after the restore failed; this master keeps leading with the restored state",
-			zap.Error(err))
-	}
-	res.LeaderID, _ = n.Leader()
 	return res, nil
 }
 

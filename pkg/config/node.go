@@ -77,6 +77,10 @@ type Node struct {
 
 	LogFormat string `yaml:"log_format"` // json | console
 	LogLevel  string `yaml:"log_level"`  // debug | info | warn | error
+
+	// TLS turns on mutual TLS for every Thrift listener and client of the
+	// node and for Raft (tls.go); unset means plaintext.
+	TLS TLSFiles `yaml:"tls"`
 }
 
 // DefaultNode returns a Node with every default set and no identity or
@@ -171,7 +175,9 @@ var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 //     are unique; every address is host:port with a port in 1..65535, and
 //     advertised ones have a concrete host;
 //   - data_dir is required; raft timeouts satisfy raft's own rules
-//     (lease ≤ heartbeat ≤ election, each ≥ 5 ms).
+//     (lease ≤ heartbeat ≤ election, each ≥ 5 ms);
+//   - tls names ca, cert and key together or not at all (the files are
+//     read when the master starts).
 //
 // Validate is idempotent.
 func (n *Node) Validate() error {
@@ -268,6 +274,9 @@ func (n *Node) Validate() error {
 		bad("snapshot_interval %v: must be at least %v", n.SnapshotInterval, minRaftTimeout)
 	}
 	if err := checkLogging(n.LogFormat, n.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if err := n.TLS.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -336,15 +336,19 @@ func TestRefreshStepBudgetBoundsHangingRefresher(t *testing.T) {
 
 func TestRefreshProposeErrorsAreRetried(t *testing.T) {
 	errFate := errors.New("fate unknown")
-	t.Run("outcome not applied", func(t *testing.T) {
+	// failedStep runs a first step over a committed job in which refresh
+	// batch proposal n fails with errFate, applied or not; the step returns
+	// that error and leaves the job RUNNING.
+	failedStep := func(t *testing.T, n int, applied bool) (*rfFixture, int64, *rfRefresher, *RefreshDriver) {
+		t.Helper()
 		f := rfNew(t)
 		cat := f.catalog("lake", raftfsm.RefreshNone, "")
 		id := f.committed(cat, "a")
 		refreshes := 0
 		f.p.hook = func(_ *rfProposer, typ raftfsm.CommandType) (bool, error) {
 			if typ == raftfsm.CmdRefreshBatch {
-				if refreshes++; refreshes == 2 {
-					return false, errFate
+				if refreshes++; refreshes == n {
+					return applied, errFate
 				}
 			}
 			return true, nil
@@ -355,6 +359,10 @@ func TestRefreshProposeErrorsAreRetried(t *testing.T) {
 			t.Fatalf("Step = %v, want the proposal error", err)
 		}
 		rfWantRefresh(t, f, job.RefreshRunning, id)
+		return f, id, rec, d
+	}
+	t.Run("outcome not applied", func(t *testing.T) {
+		f, id, rec, d := failedStep(t, 2, false)
 		mark := f.p.count()
 		rfStep(t, d)
 		entries := f.p.since(mark)
@@ -365,24 +373,7 @@ func TestRefreshProposeErrorsAreRetried(t *testing.T) {
 		rfWantRefresh(t, f, job.RefreshDone, id)
 	})
 	t.Run("R1 applied but reported as failed", func(t *testing.T) {
-		f := rfNew(t)
-		cat := f.catalog("lake", raftfsm.RefreshNone, "")
-		id := f.committed(cat, "a")
-		refreshes := 0
-		f.p.hook = func(_ *rfProposer, typ raftfsm.CommandType) (bool, error) {
-			if typ == raftfsm.CmdRefreshBatch {
-				if refreshes++; refreshes == 1 {
-					return true, errFate
-				}
-			}
-			return true, nil
-		}
-		rec := &rfRefresher{}
-		d := f.driver(rec, nil)
-		if err := d.Step(context.Background()); !errors.Is(err, errFate) {
-			t.Fatalf("Step = %v, want the proposal error", err)
-		}
-		rfWantRefresh(t, f, job.RefreshRunning, id)
+		f, id, rec, d := failedStep(t, 1, true)
 		rfStep(t, d) // back to REQUIRED, then R1, refresh, R2
 		rfWantRefresh(t, f, job.RefreshDone, id)
 		if len(rec.called()) != 1 {

@@ -6,6 +6,7 @@ package master
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/admin"
+	pkgcerts "github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
@@ -33,6 +35,9 @@ type Options struct {
 	Node   *config.Node
 	Logger *zap.Logger
 	// RPC configures the Thrift listener and every client; zero = rpc.DefaultConfig().
+	// Its Certs (else the node's tls files, when set) turn on mutual TLS
+	// for the listener, the clients and Raft, and the listener's
+	// authorization (rpc.MasterPolicy).
 	RPC rpc.Config
 	// Backends is the seam to the backends; nil = real Thrift clients.
 	Backends rpc.BackendClient
@@ -79,6 +84,22 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if rcfg == (rpc.Config{}) {
 		rcfg = rpc.DefaultConfig()
 	}
+	if rcfg.Certs == nil && n.TLS.Enabled() {
+		// Mutual TLS from the node file: every listener and client below,
+		// and Raft, use these certificates (re-read when they change).
+		loaded, err := rpc.TLSFiles(n.TLS).Load(pkgcerts.RoleMaster, log.Named("tls"))
+		if err != nil {
+			return nil, fmt.Errorf("master: %w", err)
+		}
+		rcfg.Certs = loaded
+	}
+	var raftTLS *cluster.RaftTLS
+	if c := rcfg.Certs; c != nil {
+		raftTLS = &cluster.RaftTLS{
+			Server:    c.ServerConfig(pkgcerts.RoleMaster),
+			ClientFor: func(addr string) *tls.Config { return c.ClientConfig(addr, pkgcerts.RoleMaster) },
+		}
+	}
 	backends := o.Backends
 	if backends == nil {
 		backends = rpc.NewThriftBackendClient(rcfg)
@@ -105,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		Timeouts: cluster.Timeouts{Heartbeat: t.Heartbeat, Election: t.Election, LeaderLease: t.LeaderLease,
 			Commit: cluster.DefaultTimeouts().Commit},
 		SnapshotThreshold: n.SnapshotThreshold, TrailingLogs: n.TrailingLogs, SnapshotInterval: n.SnapshotInterval,
-		Logger: log.Named("cluster"),
+		Logger: log.Named("cluster"), RaftTLS: raftTLS,
 	}, wakingFSM{fsm, waker}, forwarder{rpc.NewMasterClient(nil, rcfg, log.Named("forward"))})
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
@@ -133,7 +154,8 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		Reports: reports, BackendView: pool.View, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 	})
-	server, err := rpc.NewServer(n.RPCBind, thrift.WrapProcessor(adm.Processor(), mm.adminMiddleware), rcfg, log.Named("rpc"))
+	server, err := rpc.NewServer(n.RPCBind, thrift.WrapProcessor(adm.Processor(), mm.adminMiddleware), rcfg, log.Named("rpc"),
+		rpc.WithPolicy(rpc.MasterPolicy()))
 	if err == nil {
 		err = server.Serve()
 	}
@@ -282,7 +304,7 @@ func (s snapshotSink) Restore(ctx context.Context) (*admin.RestoreResult, error)
 		return nil, operatorErr(err)
 	}
 	return &admin.RestoreResult{Index: r.Index, SnapshotIndex: r.SnapshotIndex, SnapshotTerm: r.SnapshotTerm,
-		Jobs: r.Jobs, Catalogs: r.Catalogs, Backends: r.Backends, LeaderID: r.LeaderID}, nil
+		Jobs: r.Jobs, Catalogs: r.Catalogs, Backends: r.Backends}, nil
 }
 
 // operatorErr marks the cluster's fate classes in the admin API's words.

@@ -202,8 +202,10 @@ func TestSnapshotSaveInspectRestore(t *testing.T) {
 		t.Fatalf("restore response %+v", resp)
 	}
 	for i, m := range c.masters {
+		// ... and its applied index is past the restore (the catch-up entry).
 		eventually(t, 15*time.Second, fmt.Sprintf("m%d holds the saved state", i+1), func() bool {
-			return digest(m.FSM().State()) == want
+			st := m.FSM().State()
+			return digest(st) == want && st.AppliedIndex() > uint64(resp.Index)
 		})
 	}
 	for id := int64(21); id <= 30; id++ {

@@ -14,6 +14,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/groupcommit"
+	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -132,18 +133,13 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 	if r == nil {
 		return h.drop(0, ReasonInvalidField, invalid(0, "the report is empty"))
 	}
-	if !h.d.Proposer.IsLeader() {
-		if r.GetForwarded() {
-			return h.notLeaderAfterHop(r.JobID)
-		}
-		fwd := *r
-		fwd.Forwarded = thrift.BoolPtr(true)
-		return h.forward(ctx, r.JobID, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*wire.TStatus, error) {
+	id := identity{r.JobID, r.DispatchRevision, r.InvocationID, r.BeProcessEpoch}
+	rec, st := h.receive(ctx, id, r.InvocationSecret, r.GetForwarded(),
+		func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*wire.TStatus, error) {
+			fwd := *r
+			fwd.Forwarded = thrift.BoolPtr(true)
 			return c.ReportLanceIndexJobResult_(ctx, &fwd)
 		})
-	}
-	id := identity{r.JobID, r.DispatchRevision, r.InvocationID, r.BeProcessEpoch}
-	rec, st := h.authenticate(ctx, id, r.InvocationSecret)
 	if st != nil {
 		return st
 	}
@@ -175,18 +171,13 @@ func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobT
 	if r == nil {
 		return h.drop(0, ReasonInvalidField, invalid(0, "the report is empty"))
 	}
-	if !h.d.Proposer.IsLeader() {
-		if r.GetForwarded() {
-			return h.notLeaderAfterHop(r.JobID)
-		}
-		fwd := *r
-		fwd.Forwarded = thrift.BoolPtr(true)
-		return h.forward(ctx, r.JobID, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*wire.TStatus, error) {
+	id := identity{r.JobID, r.DispatchRevision, r.InvocationID, r.BeProcessEpoch}
+	rec, st := h.receive(ctx, id, r.InvocationSecret, r.GetForwarded(),
+		func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*wire.TStatus, error) {
+			fwd := *r
+			fwd.Forwarded = thrift.BoolPtr(true)
 			return c.ReportLanceIndexJobTermination(ctx, &fwd)
 		})
-	}
-	id := identity{r.JobID, r.DispatchRevision, r.InvocationID, r.BeProcessEpoch}
-	rec, st := h.authenticate(ctx, id, r.InvocationSecret)
 	if st != nil {
 		return st
 	}
@@ -198,6 +189,23 @@ func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobT
 		return st
 	}
 	return statusOK()
+}
+
+// receive is what a result and a termination report share before their own
+// work. A follower forwards the report to the leader with forward (which
+// sends a copy marked forwarded), or, when the report was forwarded to it
+// already, refuses it (one hop only); either way its answer is the status.
+// The leader authenticates the report: a non-nil status is the refusal,
+// else rec is the report's job.
+func (h *Handler) receive(ctx context.Context, id identity, secret *string, forwarded bool,
+	forward func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*wire.TStatus, error)) (*job.Record, *wire.TStatus) {
+	if !h.d.Proposer.IsLeader() {
+		if forwarded {
+			return nil, h.notLeaderAfterHop(id.jobID)
+		}
+		return nil, h.forward(ctx, id.jobID, forward)
+	}
+	return h.authenticate(ctx, id, secret)
 }
 
 func (h *Handler) nowMs() int64 { return h.d.Clock().UnixMilli() }

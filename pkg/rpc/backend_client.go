@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/certs"
 )
 
 // BackendClient is the only view the dispatcher and admission have of
@@ -123,7 +124,7 @@ func (b *thriftBackendClient) Query(ctx context.Context, addr string, req *wire.
 
 // callFresh dials, runs fn once and closes.
 func (b *thriftBackendClient) callFresh(ctx context.Context, addr, method string, fn func(*wire.LanceBackendServiceClient) error) error {
-	conn, err := Dial(ctx, addr, b.cfg)
+	conn, err := dial(ctx, addr, b.cfg, certs.RoleBackend)
 	if err != nil {
 		return err
 	}
@@ -154,7 +155,7 @@ func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method strin
 		}
 		staleMayHaveLeft = !NotSent(err)
 	}
-	conn, err := Dial(ctx, addr, b.cfg)
+	conn, err := dial(ctx, addr, b.cfg, certs.RoleBackend)
 	if err == nil {
 		if err = fn(wire.NewLanceBackendServiceClient(conn.Client())); err == nil {
 			b.pool.put(conn)

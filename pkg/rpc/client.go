@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
+
+	"github.com/lancemaster/lancemaster/pkg/certs"
 )
 
 // Conn is one client connection: framed transport and binary protocol over
@@ -38,8 +40,21 @@ type Conn struct {
 }
 
 // Dial connects to addr within Config.ConnectTimeout and ctx. A failure is a
-// *SendError with Op OpDial and BytesMayHaveLeft false.
+// *SendError with Op OpDial and BytesMayHaveLeft false. With Config.Certs,
+// the server may carry any role; DialRole names the one it must carry.
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
+	return dial(ctx, addr, cfg)
+}
+
+// DialRole is Dial, and with Config.Certs the server's certificate must
+// carry role (a backend reports to masters only): another role fails the
+// handshake, before any request byte, as a dial error. Without Certs it is
+// Dial.
+func DialRole(ctx context.Context, addr string, cfg Config, role certs.Role) (*Conn, error) {
+	return dial(ctx, addr, cfg, role)
+}
+
+func dial(ctx context.Context, addr string, cfg Config, serverRoles ...certs.Role) (*Conn, error) {
 	cfg = cfg.withDefaults()
 	if err := ctx.Err(); err != nil {
 		return nil, &SendError{Op: OpDial, Addr: addr, Err: err}
@@ -49,10 +64,10 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 		nc  net.Conn
 		err error
 	)
-	if cfg.TLS != nil {
+	if tc := cfg.clientTLS(addr, serverRoles...); tc != nil {
 		// The handshake is part of the dial: no request byte is written
 		// before it completes.
-		nc, err = (&tls.Dialer{NetDialer: nd, Config: cfg.TLS}).DialContext(ctx, "tcp", addr)
+		nc, err = (&tls.Dialer{NetDialer: nd, Config: tc}).DialContext(ctx, "tcp", addr)
 	} else {
 		nc, err = nd.DialContext(ctx, "tcp", addr)
 	}

@@ -56,8 +56,16 @@ type Config struct {
 	// MaxConns caps the connections a Server serves at once.
 	MaxConns int
 	// TLS, when set, is used by servers (certificates, client CAs) and
-	// clients (root CAs, client certificate). Nil means plaintext.
+	// clients (root CAs, client certificate). Nil means plaintext. It is the
+	// low-level form (tests): no roles are checked, and servers authorize
+	// calls only if it requires and verifies client certificates.
 	TLS *tls.Config
+	// Certs, when set, is mutual TLS from certificate files (TLSFiles.Load,
+	// tls.go): TLS 1.3, client certificates required, files re-read when
+	// they change, the server's role checked by clients, and calls
+	// authorized per method by servers given a Policy (authz.go). It takes
+	// precedence over TLS.
+	Certs *Certs
 }
 
 // DefaultConfig returns the production defaults: frame 512 KiB (DESIGN.md

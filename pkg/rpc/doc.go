@@ -29,6 +29,15 @@
 // middleware that answers INTERNAL_ERROR, and caps concurrent connections
 // with a semaphore taken before each Accept.
 //
+// # Mutual TLS and authorization (docs/rpc.md)
+//
+// Config.Certs (TLSFiles.Load, tls.go) turns on mutual TLS 1.3 for every
+// listener and client built from the Config, with the certificate files
+// re-read when they change. A server given WithPolicy (MasterPolicy,
+// BackendPolicy; authz.go) then authorizes every call by the role of the
+// caller's verified certificate (pkg/certs) and answers a refusal in the
+// method's own result type. Without mutual TLS there is no authorization.
+//
 // # Errors a caller can classify
 //
 // Every failure of a client call is a *SendError that says whether any byte

@@ -110,7 +110,7 @@ func (l *cappedListener) Accept() (thrift.TTransport, error) {
 
 // track registers conn, or closes it when shutdown already ran.
 func (l *cappedListener) track(conn net.Conn) (thrift.TTransport, error) {
-	sc := &servedConn{TSocket: thrift.NewTSocketFromConnConf(conn, l.tconf), l: l}
+	sc := &servedConn{TSocket: thrift.NewTSocketFromConnConf(conn, l.tconf), l: l, peer: newPeer(conn)}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -180,6 +180,7 @@ type servedConn struct {
 	l    *cappedListener
 	once sync.Once
 	w    writeCoalescer // a reply leaves in one write
+	peer *Peer          // who is calling (authz.go)
 }
 
 func (c *servedConn) Write(p []byte) (int, error) { return c.w.write(p) }

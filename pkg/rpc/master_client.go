@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/certs"
 )
 
 // ErrNoMaster is wrapped by MasterClient errors when no master could be
@@ -99,7 +100,7 @@ func (m *MasterClient) call(ctx context.Context, addrs []string, fn func(context
 }
 
 func (m *MasterClient) attempt(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
-	conn, err := Dial(ctx, addr, m.cfg)
+	conn, err := dial(ctx, addr, m.cfg, certs.RoleMaster)
 	if err != nil {
 		return err
 	}

@@ -37,32 +37,51 @@ type Server struct {
 
 // NewServer binds addr (use "127.0.0.1:0" for an ephemeral port; Addr tells
 // which) and prepares to serve processor. It does not accept connections
-// until Serve. The processor is wrapped in place with the recover middleware.
-// A nil log discards logs.
-func NewServer(addr string, processor thrift.TProcessor, cfg Config, log *zap.Logger) (*Server, error) {
+// until Serve. The processor is wrapped in place with the recover middleware
+// and, given WithPolicy and a TLS config that verifies client certificates,
+// the authorization middleware (authz.go). A nil log discards logs.
+func NewServer(addr string, processor thrift.TProcessor, cfg Config, log *zap.Logger, opts ...ServerOption) (*Server, error) {
 	if processor == nil {
 		return nil, errors.New("rpc: NewServer: nil processor")
 	}
 	if log == nil {
 		log = zap.NewNop()
 	}
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg = cfg.withDefaults()
 	tconf := cfg.TConfiguration()
+	serverTLS := cfg.serverTLS()
+	if o.policy != nil {
+		if err := o.policy.check(processor); err != nil {
+			return nil, err
+		}
+		if verifiesClientCerts(serverTLS) {
+			processor = thrift.WrapProcessor(processor, authzMiddleware(o.policy, log))
+		} else {
+			log.Warn("rpc: no mutual TLS: every caller may call every method (plaintext is for loopback demos only)",
+				zap.String("addr", addr), zap.String("service", o.policy.service))
+		}
+	}
 
 	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: listen on %s: %w", addr, err)
 	}
 	var ln net.Listener = raw
-	if cfg.TLS != nil {
+	if serverTLS != nil {
 		// The handshake runs on the connection's first read, in its own
 		// goroutine, bounded by SocketTimeout: a silent client cannot stall
 		// the accept loop.
-		ln = tls.NewListener(raw, cfg.TLS)
+		ln = tls.NewListener(raw, serverTLS)
 	}
 	cl := newCappedListener(ln, tconf, cfg.MaxConns, log)
-	srv := thrift.NewTSimpleServer4(
-		thrift.WrapProcessor(processor, recoverMiddleware(log)),
+	// Each connection's processor carries its Peer into the requests'
+	// contexts (authz.go).
+	srv := thrift.NewTSimpleServerFactory4(
+		connProcessorFactory{thrift.WrapProcessor(processor, recoverMiddleware(log))},
 		cl,
 		thrift.NewTFramedTransportFactoryConf(thrift.NewTTransportFactory(), tconf),
 		thrift.NewTBinaryProtocolFactoryConf(tconf),

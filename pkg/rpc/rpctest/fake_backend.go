@@ -74,6 +74,14 @@ type FakeBackend struct {
 // closed when the test ends.
 func NewFakeBackend(t testing.TB) *FakeBackend {
 	t.Helper()
+	return NewFakeBackendWithConfig(t, rpc.DefaultConfig())
+}
+
+// NewFakeBackendWithConfig is NewFakeBackend serving with cfg: with
+// cfg.Certs (a backend certificate) it speaks mutual TLS and authorizes
+// calls as a real backend does (rpc.BackendPolicy: masters only).
+func NewFakeBackendWithConfig(t testing.TB, cfg rpc.Config) *FakeBackend {
+	t.Helper()
 	f := &FakeBackend{
 		epoch:        1,
 		datasets:     make(map[string]*wire.TInspectDatasetResponse),
@@ -82,7 +90,8 @@ func NewFakeBackend(t testing.TB) *FakeBackend {
 		accepted:     make(map[string]bool),
 		invocations:  make(map[string]*wire.TInvocationStatus),
 	}
-	srv, err := rpc.NewServer("127.0.0.1:0", wire.NewLanceBackendServiceProcessor(handler{f}), rpc.DefaultConfig(), zap.NewNop())
+	srv, err := rpc.NewServer("127.0.0.1:0", wire.NewLanceBackendServiceProcessor(handler{f}), cfg, zap.NewNop(),
+		rpc.WithPolicy(rpc.BackendPolicy()))
 	if err != nil {
 		t.Fatalf("rpctest: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
@@ -153,5 +154,41 @@ func TestFakeBackendConcurrentSubmits(t *testing.T) {
 	f.Close()
 	if _, err := c.Heartbeat(ctx(t), f.Addr(), &wire.THeartbeatRequest{MasterID: "m"}); !rpc.NotSent(err) {
 		t.Fatalf("heartbeat to a closed fake = %v, want not sent", err)
+	}
+}
+
+// devConfig is a Config with role's certificate from a development PKI in
+// dir.
+func devConfig(t *testing.T, dir string, role certs.Role) rpc.Config {
+	t.Helper()
+	ca, cert, key := certs.DevFiles(dir, role)
+	c, err := rpc.TLSFiles{CA: ca, Cert: cert, Key: key}.Load(role, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rpc.DefaultConfig()
+	cfg.Certs = c
+	return cfg
+}
+
+func TestFakeBackendWithMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := certs.WriteDevCerts(dir, certs.DevOptions{Hosts: []string{"127.0.0.1"}, Validity: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFakeBackendWithConfig(t, devConfig(t, dir, certs.RoleBackend))
+	st, err := rpc.NewThriftBackendClient(devConfig(t, dir, certs.RoleMaster)).Submit(ctx(t), f.Addr(), dispatch("a", 1, 1))
+	if err != nil || st.StatusCode != wire.TStatusCode_OK {
+		t.Fatalf("master submit = %v, %v", st, err)
+	}
+	st, err = rpc.NewThriftBackendClient(devConfig(t, dir, certs.RoleOperator)).Submit(ctx(t), f.Addr(), dispatch("b", 1, 1))
+	if err != nil || st.StatusCode != wire.TStatusCode_NOT_AUTHORIZED {
+		t.Fatalf("operator submit = %v, %v", st, err)
+	}
+	if _, err := rpc.NewThriftBackendClient(rpc.DefaultConfig()).Submit(ctx(t), f.Addr(), dispatch("c", 1, 1)); err == nil {
+		t.Fatal("a plaintext submit to a TLS fake succeeded")
+	}
+	if n := len(f.Dispatches()); n != 1 {
+		t.Fatalf("%d dispatches recorded; only the master's may be", n)
 	}
 }

@@ -1,0 +1,150 @@
+package master
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/backend"
+	"github.com/lancemaster/lancemaster/pkg/backend/frame"
+	"github.com/lancemaster/lancemaster/pkg/certs"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/report"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+// okRunner stands in for the supervisor: every inspect finds a table with
+// an int32 "id" column, every build succeeds.
+type okRunner struct{}
+
+func (okRunner) Verified() bool { return true }
+
+func (okRunner) Run(_ context.Context, req *frame.Request, _ time.Time) backend.Outcome {
+	if req.Mode == frame.ModeInspect {
+		return backend.Outcome{Proof: backend.ProofChildReaped, Result: &frame.Result{Protocol: frame.Protocol,
+			Mode: frame.ModeInspect, OK: true, DatasetVersion: 3, Fields: []frame.Field{{FieldID: 0, Name: "id", DataType: "int32"}}}}
+	}
+	return backend.Outcome{Proof: backend.ProofChildReaped, Result: &frame.Result{Protocol: frame.Protocol,
+		Mode: frame.ModeBuild, ResultCode: "NATIVE_OK", Message: "built", NewDatasetVersion: 4}}
+}
+
+// tlsConfig loads role's certificate from a development PKI in dir.
+func tlsConfig(t *testing.T, dir string, role certs.Role) rpc.Config {
+	t.Helper()
+	ca, cert, key := certs.DevFiles(dir, role)
+	c, err := rpc.TLSFiles{CA: ca, Cert: cert, Key: key}.Load(role, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rpc.DefaultConfig()
+	cfg.Certs = c
+	return cfg
+}
+
+// Three masters and a real backend agent, every port mutual TLS (the
+// masters' certificates come from their node files' tls section), Raft
+// over TLS: an admission sent to a follower is forwarded to the leader,
+// dispatched to the backend and reported back to COMMITTED; the
+// authorization holds on the real servers.
+func TestMutualTLSClusterEndToEnd(t *testing.T) {
+	pki := t.TempDir()
+	if _, err := certs.WriteDevCerts(pki, certs.DevOptions{Hosts: []string{"127.0.0.1", "localhost"}, Validity: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster3With(t, func(n *config.Node) {
+		n.TLS.CA, n.TLS.Cert, n.TLS.Key = certs.DevFiles(pki, certs.RoleMaster)
+	}, nil)
+	operator := tlsConfig(t, pki, certs.RoleOperator)
+
+	agent, err := backend.New(backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: rpcAddresses(c.nodes[0].Peers),
+		Isolation: backend.IsolationBestEffort, RPC: tlsConfig(t, pki, certs.RoleBackend),
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}, okRunner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Close() })
+
+	l, f := c.leader(), c.follower()
+	call := func(cfg rpc.Config, i int, fn func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return rpc.NewMasterClient([]string{c.nodes[i].RPCAdvertise}, cfg, zap.NewNop()).Call(ctx, fn)
+	}
+	// Through a follower: its writes reach the leader by forwardApply
+	// (master to master), its listBackends asks the leader.
+	err = call(operator, f, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		root := "/data/lake"
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}); err != nil {
+			return err
+		}
+		// A local-file dataset is dispatched only on this assertion.
+		if _, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true"); err != nil {
+			return err
+		}
+		_, err := a.AddBackend(ctx, agent.Addr())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("setup through a follower: %v", err)
+	}
+	eventually(t, 15*time.Second, "the leader to heartbeat the backend over TLS", func() bool {
+		var bs []*adminapi.TBackend
+		err := call(operator, f, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
+			bs, err = a.ListBackends(ctx)
+			return err
+		})
+		return err == nil && len(bs) == 1 && bs[0].GetAlive()
+	})
+
+	var resp *adminapi.TAdmitResponse
+	err = call(operator, f, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
+		resp, err = a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items",
+			IndexName: "id_btree", Column: "id", IndexType: "BTREE"})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("admission through a follower: %v", err)
+	}
+	id := resp.GetJobID()
+	c.waitSettled(l, []int64{id})
+	r, _ := c.masters[l].FSM().State().Job(id)
+	if r.MutationState != job.Committed || r.Result.Code != job.NativeOK {
+		t.Fatalf("job %d: %s %s %q", id, r.MutationState, r.Result.Code, r.Result.Message)
+	}
+	// The result came by the backend's report (its certificate, its
+	// invocation secret), not only by the leader's query.
+	eventually(t, 10*time.Second, "the backend's report to be applied", func() bool {
+		return c.masters[l].Reports().Counts()[report.ReasonAppliedResult.String()] >= 1
+	})
+
+	// The authorization on the real listeners.
+	create := func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		_, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items",
+			IndexName: "other", Column: "id", IndexType: "BTREE"})
+		return err
+	}
+	for _, role := range []certs.Role{certs.RoleBackend, certs.RoleMaster} {
+		if err := call(tlsConfig(t, pki, role), l, create); errCode(t, err) != adminapi.TErrorCode_PERMISSION_DENIED {
+			t.Fatalf("a %s certificate admitted: %v", role, err)
+		}
+	}
+	hb, err := rpc.NewThriftBackendClient(operator).Heartbeat(context.Background(), agent.Addr(), &wire.THeartbeatRequest{MasterID: "x"})
+	if err != nil || hb.GetStatus().GetStatusCode() != wire.TStatusCode_NOT_AUTHORIZED {
+		t.Fatalf("an operator heartbeat on the backend: %v, %v", hb, err)
+	}
+	if err := call(rpc.DefaultConfig(), l, create); err == nil {
+		t.Fatal("a plaintext admission on a TLS master succeeded")
+	}
+	if n := jobCount(c.masters[l]); n != 1 {
+		t.Fatalf("%d jobs; only the operator's admission may exist", n)
+	}
+}
