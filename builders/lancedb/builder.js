@@ -383,15 +383,24 @@ async function build(req) {
   }
 
   let tbl;
+  let startVersion = b.admitted;
   try {
     // 1-3. Open, check the version, recompute the contract, resolve names:
     // read-only, so nothing can have committed if any of this fails.
     let plan;
     try {
       ({ tbl } = await openTable(req));
-      const current = await tbl.version();
-      if (current !== b.admitted) {
-        return buildResult(RC.STALE, `the dataset is at version ${current}; the job was admitted at version ${b.admitted}`);
+      startVersion = await tbl.version();
+      if (startVersion < b.admitted) {
+        return buildResult(RC.STALE, `the dataset is at version ${startVersion}, before the admitted version ${b.admitted}: it was recreated`);
+      }
+      // Other commits since admission (another index, an append) do not
+      // make the job stale; a different dataset or column does. Re-open the
+      // admitted version and check its contract (the same dataset), then
+      // plan on the latest version, whose contract planMutation checks too.
+      if (startVersion !== b.admitted && admittedContract) {
+        const stale = await admittedVersionStale(tbl, b, admittedContract);
+        if (stale) return stale;
       }
       plan = await planMutation(tbl, b, admittedContract);
     } catch (e) {
@@ -406,7 +415,7 @@ async function build(req) {
     try {
       await plan.act();
     } catch (e) {
-      return await actFailure(req, b, e);
+      return await actFailure(req, b, e, startVersion);
     }
     let version;
     try {
@@ -419,6 +428,28 @@ async function build(req) {
     return buildResult(RC.OK, plan.done, extra);
   } finally {
     if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
+  }
+}
+
+// admittedVersionStale re-opens the admitted version and compares the
+// column's schema contract there with the admitted one; it returns a STALE
+// result when the version is gone or differs (a different dataset), else
+// null. The table is left at its latest version.
+async function admittedVersionStale(tbl, b, admittedContract) {
+  try {
+    await tbl.checkout(b.admitted);
+  } catch (e) {
+    return buildResult(RC.STALE, `the admitted version ${b.admitted} can no longer be opened`);
+  }
+  try {
+    const schema = await tbl.schema();
+    const col = lib.findColumn(schema.fields, b.column);
+    if (col.error) return buildResult(RC.STALE, `column ${JSON.stringify(b.column)} ${col.error} at the admitted version`);
+    const diff = lib.compareContracts(admittedContract, lib.contractOf(lib.canonicalField(col.field, col.pos)));
+    if (diff) return buildResult(RC.STALE, `at the admitted version the schema contract differs: ${diff}`);
+    return null;
+  } finally {
+    await tbl.checkoutLatest();
   }
 }
 
@@ -475,12 +506,14 @@ async function planMutation(tbl, b, admittedContract) {
 // exists" and commit-conflict errors are raised instead of a commit; a
 // credential or resource error only after a fresh read shows the dataset
 // still at the admitted version. Everything else classifies UNKNOWN.
-async function actFailure(req, b, e) {
+async function actFailure(req, b, e, startVersion) {
   const kind = errKind(e);
   log(`build: ${b.mutation} failed: ${errText(e)}`);
+  // Compared with the version this build started from, which is where our
+  // own attempt would have committed.
   const latest = await latestVersion(req);
-  const advanced = latest !== null && latest > b.admitted;
-  const unchanged = latest !== null && latest === b.admitted;
+  const advanced = latest !== null && latest > startVersion;
+  const unchanged = latest !== null && latest === startVersion;
   let code;
   switch (kind) {
     case KIND.ALREADY_EXISTS:

@@ -69,7 +69,8 @@ func startAgent(t *testing.T, c *cluster3, builder string) string {
 // CREATE reach COMMITTED/DONE; CREATE of an existing name is an admission
 // error; REPLACE; DROP; DROP IF EXISTS of a missing index is a no-op without
 // a job; a dataset changed between admission and build ends NOT_COMMITTED
-// with PRE_INVOCATION_STALE_ADMISSION.
+// with PRE_INVOCATION_STALE_ADMISSION, while other commits since admission
+// (the earlier builds) do not make a job stale.
 func TestEndToEndWithTheRealBuilder(t *testing.T) {
 	builder := builderDir(t)
 	lake := t.TempDir()
@@ -174,11 +175,11 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 		_, err := a.SetOption(ctx, config.OptDispatcherPaused, "true")
 		return err
 	}))
-	resp, err = create("text_btree", "text", "BTREE", false)
+	resp, err = create("vec_late", "vector", "IVF_PQ", false, "num_partitions", "2", "num_sub_vectors", "2", "num_bits", "4")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkdata("--overwrite") // a new version of the same table
+	mkdata("--overwrite", "--dim", "32") // the table is rewritten: the vector column changed
 	must(call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		_, err := a.SetOption(ctx, config.OptDispatcherPaused, "false")
 		return err

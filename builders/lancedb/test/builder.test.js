@@ -138,9 +138,9 @@ test("build: REPLACE of an index on another column is NATIVE_INVALID_ARGUMENT be
   await assertVersion(version);
 });
 
-test("build: stale admitted version is PRE_INVOCATION_STALE_ADMISSION and the dataset is unchanged", async () => {
+test("build: an admitted version the dataset never reached is PRE_INVOCATION_STALE_ADMISSION and the dataset is unchanged", async () => {
   const r = await build({ mutation_type: "CREATE", index_name: "id_btree2", column_name: "id", index_type: "BTREE",
-    admitted_dataset_version: version - 1, schema_contract_json: contractOf("id") });
+    admitted_dataset_version: version + 5, schema_contract_json: contractOf("id") });
   assert.equal(r.result_code, "PRE_INVOCATION_STALE_ADMISSION", r.message);
   assert.equal(r.new_dataset_version, undefined);
   assert.equal(r.external_metadata_advanced, undefined);
@@ -251,7 +251,7 @@ test("storage option values never reach stdout or stderr", async () => {
   assert.equal(r.result.error_code, "NOT_FOUND");
   noCanary(r);
   r = await h.run(h.buildReq(uri, { mutation_type: "CREATE", index_name: CANARY2, column_name: "id", index_type: "BTREE",
-    admitted_dataset_version: version - 1, schema_contract_json: contractOf("id"), storage_options: so }));
+    admitted_dataset_version: version + 7, schema_contract_json: contractOf("id"), storage_options: so }));
   assert.equal(r.result.result_code, "PRE_INVOCATION_STALE_ADMISSION");
   noCanary(r);
   r = await h.run(h.buildReq(uri, { mutation_type: "DROP", index_name: CANARY2, admitted_dataset_version: version, storage_options: so }));
@@ -312,4 +312,15 @@ test("protocol: an inspect answer above 256 KiB becomes a typed INTERNAL failure
   assert.equal(r.result.ok, false);
   assert.equal(r.result.error_code, "INTERNAL");
   assert.match(r.result.message, /at most 262144/);
+});
+
+test("build: commits since admission do not make a job stale; the admitted version is re-opened", async () => {
+  assert.ok(version > 1, "earlier tests advanced the dataset");
+  const r = await build({ mutation_type: "CREATE", index_name: "text_late", column_name: "text", index_type: "BTREE",
+    admitted_dataset_version: 1, schema_contract_json: contractOf("text") });
+  assert.equal(r.result_code, "NATIVE_OK", r.message);
+  assert.equal(r.new_dataset_version, version + 1);
+  version = r.new_dataset_version;
+  const ins = await assertVersion(version);
+  assert.ok(ins.indexes.some((i) => i.name === "text_late"));
 });
