@@ -28,11 +28,19 @@
 //	fsm        the raftfsm benchmarks (go test -bench, a subprocess): queries
 //	           over 1M retained jobs, snapshot persist/restore, heap per job,
 //	           against a same-run gob snapshot of 1M ~200 B records.
+//	backend    the backend agent: supervisor overhead per job (a trivial
+//	           worker through supervisor.Supervisor vs a bare exec, call →
+//	           first frame byte and whole job, p50/p99); the real
+//	           `lancemaster backend` process's VmRSS idle and after demo
+//	           builds; demo.sh's IVF_PQ and BTREE builds on 20,000 × 128
+//	           through the supervisor vs node run directly: wall time and
+//	           each worker's peak RSS. Needs node and make setup for the
+//	           builds (skipped with a line otherwise).
 //
 // A section's baseline runs whenever the section does: admission runs raw
 // Apply at the same concurrency, dispatch, reports and latency run the raw
 // load points they compare with, failover runs raw failover and transfer,
-// fsm runs the gob snapshot baseline.
+// fsm runs the gob snapshot baseline, backend runs every worker bare too.
 //
 // Usage (make bench BENCH_ARGS="..." runs the same):
 //
@@ -56,6 +64,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
 )
 
 // Sections, in the order they run.
@@ -67,9 +77,10 @@ const (
 	secLatency   = "latency"
 	secFailover  = "failover"
 	secFSM       = "fsm"
+	secBackend   = "backend"
 )
 
-var allSections = []string{secRaw, secAdmission, secDispatch, secReports, secLatency, secFailover, secFSM}
+var allSections = []string{secRaw, secAdmission, secDispatch, secReports, secLatency, secFailover, secFSM, secBackend}
 
 // Load points and sizes of a default run and of a -quick smoke run.
 const (
@@ -103,7 +114,15 @@ type options struct {
 	reps      int   // repetitions of each failover kind
 }
 
-func main() { os.Exit(benchMain()) }
+func main() {
+	// The backend section runs a supervisor, which re-executes this binary as
+	// its cgroup v1 placement helper and as its trivial worker.
+	supervisor.MaybeRunHelper()
+	if os.Getenv(trivialWorkerEnv) == "1" {
+		os.Exit(trivialWorker())
+	}
+	os.Exit(benchMain())
+}
 
 // benchMain runs the benchmark and returns the exit code: 2 for bad flags, 1
 // when a section could not run (a missed target is not a failure).
@@ -276,6 +295,10 @@ func run(o *options) *report {
 	}
 	if o.only[secFSM] {
 		runFSMSection(o, rep)
+	}
+	if o.only[secBackend] {
+		// Last: it makes this process the child subreaper.
+		runBackendSection(o, rep)
 	}
 	return rep
 }

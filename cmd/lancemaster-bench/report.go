@@ -82,6 +82,7 @@ type report struct {
 	Latency  *latencyResult     `json:"latency,omitempty"`
 	Failover *failoverResult    `json:"failover,omitempty"`
 	FSM      []benchLine        `json:"fsm_benchmarks,omitempty"`
+	Backend  *backendResult     `json:"backend,omitempty"`
 	Errors   []string           `json:"errors,omitempty"`
 	Sections map[string]float64 `json:"section_seconds"`
 }
