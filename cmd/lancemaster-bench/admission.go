@@ -13,11 +13,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/admin"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	lmaster "github.com/lancemaster/lancemaster/pkg/master"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
@@ -35,7 +34,6 @@ const (
 	setupTimeout   = 30 * time.Second
 	requestTimeout = 30 * time.Second
 	leaderTimeout  = 30 * time.Second
-	drainTimeout   = 2 * time.Second
 )
 
 // benchSnapshot is what the fake backend answers for every benchmark table:
@@ -54,15 +52,19 @@ var benchOptions = [][2]string{
 	{config.OptMaxUnresolvedPerCatalog, strconv.Itoa(1 << 30)},
 	{config.OptMaxUnresolvedPerTable, strconv.Itoa(1 << 30)},
 	{config.OptEnableLocalFileMutation, "true"},
+	// Admission alone is measured: the dispatcher (which every master now
+	// runs) leaves the admitted jobs PENDING.
+	{config.OptDispatcherPaused, "true"},
 }
 
 type master struct {
 	id      string
-	fsm     *raftfsm.FSM
-	node    *cluster.Node
-	srv     *rpc.Server
+	m       *lmaster.Master
 	rpcAddr string
 }
+
+func (m *master) fsm() *raftfsm.FSM   { return m.m.FSM() }
+func (m *master) node() *cluster.Node { return m.m.Node() }
 
 type lmCluster struct {
 	dir      string
@@ -129,35 +131,22 @@ func startLMCluster(o *options) (lc *lmCluster, leader *master, err error) {
 	return lc, leader, configure(ctx, leader.rpcAddr, lc.fake.Addr())
 }
 
-// startMaster wires one master as cmd does: FSM, cluster node forwarding
-// through rpc.MasterClient, admin server on its RPC address.
+// startMaster starts one complete master exactly as serve does.
 func startMaster(ctx context.Context, self cluster.Peer, peers []cluster.Peer, dataDir string, log *zap.Logger) (*master, error) {
-	log = log.With(zap.String("master", self.ID))
-	fsm := raftfsm.New(log)
-	node, err := cluster.New(cluster.Config{
-		NodeID: self.ID, RaftBind: self.RaftAddress, DataDir: dataDir, Peers: peers, Logger: log,
-	}, fsm, rpc.NewMasterClient(nil, rpc.DefaultConfig(), log))
+	n := config.DefaultNode()
+	n.NodeID, n.DataDir = self.ID, dataDir
+	for _, p := range peers {
+		n.Peers = append(n.Peers, config.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress})
+	}
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := lmaster.Start(ctx, lmaster.Options{Node: n, Logger: log.With(zap.String("master", self.ID)),
+		Credentials: config.StaticCredentials{}}) // the bench catalog has no credentials
 	if err != nil {
 		return nil, err
 	}
-	handler := admin.New(admin.Deps{
-		Proposer:    node,
-		Reader:      fsm,
-		Cluster:     nodeAdapter{node},
-		Backends:    rpc.NewThriftBackendClient(rpc.DefaultConfig()),
-		Credentials: config.DirCredentials{}, // the bench catalog has no credentials
-		Logger:      log,
-		NodeID:      self.ID,
-	})
-	srv, err := rpc.NewServer(self.RPCAddress, handler.Processor(), rpc.DefaultConfig(), log)
-	if err != nil {
-		return nil, err
-	}
-	m := &master{id: self.ID, fsm: fsm, node: node, srv: srv, rpcAddr: self.RPCAddress}
-	if err := srv.Serve(); err != nil {
-		return m, err
-	}
-	return m, node.Start(ctx)
+	return &master{id: self.ID, m: m, rpcAddr: self.RPCAddress}, nil
 }
 
 // awaitLeader waits until one master leads and has run its leader barrier.
@@ -165,7 +154,7 @@ func (lc *lmCluster) awaitLeader() (*master, error) {
 	deadline := time.Now().Add(leaderTimeout)
 	for time.Now().Before(deadline) {
 		for _, m := range lc.masters {
-			if m.node.LeaderTerm() != 0 {
+			if m.node().LeaderTerm() != 0 {
 				return m, nil
 			}
 		}
@@ -203,7 +192,7 @@ func configure(ctx context.Context, addr, backendAddr string) error {
 func (lc *lmCluster) term() uint64 {
 	var t uint64
 	for _, m := range lc.masters {
-		if v, err := strconv.ParseUint(m.node.Stats()["term"], 10, 64); err == nil && v > t {
+		if v, err := strconv.ParseUint(m.node().Stats()["term"], 10, 64); err == nil && v > t {
 			t = v
 		}
 	}
@@ -216,13 +205,7 @@ func (lc *lmCluster) term() uint64 {
 // it cuts as errors.
 func (lc *lmCluster) close() {
 	for _, m := range lc.masters {
-		for deadline := time.Now().Add(drainTimeout); m.srv.ActiveConns() > 0 && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		m.srv.Close()
-	}
-	for _, m := range lc.masters {
-		m.node.Shutdown(false)
+		m.m.Close(false)
 	}
 	if lc.stopFake != nil {
 		lc.stopFake()
@@ -245,7 +228,7 @@ func runAdmission(o *options, c int) (loadResult, error) {
 		cl := &admitClient{addr: leader.rpcAddr, fake: lc.fake, g: g}
 		return worker{prepare: cl.prepare, do: cl.admit, close: cl.close}, nil
 	})
-	res.JobsAtEnd = leader.fsm.State().LastJobID()
+	res.JobsAtEnd = leader.fsm().State().LastJobID()
 	res.Elections = int(lc.term() - term0)
 	res.MasterLog = lc.logs.snapshot()
 	return res, err
@@ -308,40 +291,4 @@ func (a *admitClient) close() {
 		a.conn.Close()
 		a.conn, a.client = nil, nil
 	}
-}
-
-// nodeAdapter is the admin.Cluster view of a cluster.Node (cmd has its own).
-type nodeAdapter struct{ n *cluster.Node }
-
-func (a nodeAdapter) Leader() (string, string)                 { return a.n.Leader() }
-func (a nodeAdapter) ConsistentRead(ctx context.Context) error { return a.n.ConsistentRead(ctx) }
-func (a nodeAdapter) ApplyLocal(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
-	return a.n.ApplyLocal(ctx, cmd)
-}
-
-func (a nodeAdapter) Peers() ([]admin.Peer, error) {
-	ps, err := a.n.Peers()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]admin.Peer, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, admin.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress,
-			Suffrage: p.Suffrage, IsLeader: p.Leader})
-	}
-	return out, nil
-}
-
-func (a nodeAdapter) TransferLeadership(ctx context.Context, target string) (string, error) {
-	if err := a.n.TransferLeadership(target); err != nil {
-		return "", err
-	}
-	id, _ := a.n.Leader()
-	return id, nil
-}
-
-func (a nodeAdapter) RaftStats() (term, commit, applied uint64) {
-	s := a.n.Stats()
-	u := func(k string) uint64 { v, _ := strconv.ParseUint(s[k], 10, 64); return v }
-	return u("term"), u("commit_index"), u("applied_index")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -124,32 +125,7 @@ func (f *FakeBackend) HighestLeaderTerm() int64 {
 
 // SetDataset makes Inspect of uri answer snap.
 func (f *FakeBackend) SetDataset(uri string, snap job.Snapshot) {
-	resp := &wire.TInspectDatasetResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}}
-	v := snap.Version
-	resp.DatasetVersion = &v
-	resp.Fields = []*wire.TLanceField{}
-	for _, fl := range snap.Fields {
-		wf := &wire.TLanceField{FieldID: fl.ID, Name: fl.Name, DataType: fl.Type, Nullable: fl.Nullable}
-		if fl.ListDimension != 0 {
-			d := fl.ListDimension
-			wf.ListDimension = &d
-		}
-		if fl.ElementType != "" {
-			et, en := fl.ElementType, fl.ElementNullable
-			wf.ElementType, wf.ElementNullable = &et, &en
-		}
-		resp.Fields = append(resp.Fields, wf)
-	}
-	resp.Indexes = []*wire.TLanceIndexInfo{}
-	for _, ix := range snap.Indexes {
-		wi := &wire.TLanceIndexInfo{Name: ix.Name, IndexType: ix.IndexType, Columns: append([]string{}, ix.Columns...)}
-		if ix.PropertiesJSON != "" {
-			p := ix.PropertiesJSON
-			wi.PropertiesJSON = &p
-		}
-		resp.Indexes = append(resp.Indexes, wi)
-	}
-	f.SetInspectResponse(uri, resp)
+	f.SetInspectResponse(uri, jobwire.InspectResponse(&snap))
 }
 
 // SetInspectResponse makes Inspect of uri answer resp as is (for example a
