@@ -46,6 +46,12 @@ func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*admi
 		k := RefreshNone
 		rec.RefreshKind = &k
 	}
+	if *rec.RefreshKind == RefreshWebhook && rec.GetRefreshURL() == "" {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "a webhook refresh needs --refresh-url")
+	}
+	if *rec.RefreshKind == RefreshNone && rec.GetRefreshURL() != "" {
+		return nil, adminError(adminapi.TErrorCode_INVALID, "--refresh-url needs --refresh webhook")
+	}
 	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec})
 	if err != nil {
 		return nil, err
@@ -115,8 +121,10 @@ func applyCatalogFields(rec *journal.TCatalogRecord, root, creds, kind, hook *st
 		}
 		rec.RefreshURL = hook
 	}
-	if rec.RefreshKind != nil && *rec.RefreshKind == RefreshWebhook && rec.GetRefreshURL() == "" {
-		return job.Errorf(job.CodeInvalid, "a webhook refresh needs --refresh-url")
+	if rec.RefreshKind != nil && *rec.RefreshKind == RefreshNone && hook == nil {
+		// Switching a webhook catalog to none drops its URL too.
+		empty := ""
+		rec.RefreshURL = &empty
 	}
 	return nil
 }

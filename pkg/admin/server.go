@@ -150,12 +150,21 @@ func (s *Server) readState(ctx context.Context, consistent bool) (*raftfsm.State
 	return s.d.Reader.State(), nil
 }
 
-// propose encodes and proposes a command; a non-OK response becomes a typed
-// error unless it is one of the codes in accept.
+// propose encodes, previews and proposes a command; a non-OK response
+// becomes a typed error unless it is one of the codes in accept.
 func (s *Server) propose(ctx context.Context, t raftfsm.CommandType, cmd thrift.TStruct, accept ...journal.TApplyCode) (*journal.TApplyResponse, error) {
 	data, err := raftfsm.Encode(t, cmd)
 	if err != nil {
 		return nil, s.internal("encode command", err)
+	}
+	// Input the FSM would refuse as INVALID is refused here, before it is
+	// journaled: bad input changes nothing durable, not even the log.
+	// Other refusals depend on state this replica may not have yet; the
+	// FSM decides those when the entry applies.
+	if pre, err := s.d.Reader.State().Preview(data); err != nil {
+		return nil, s.internal("preview command", err)
+	} else if pre.Code == journal.TApplyCode_INVALID {
+		return nil, applyError(pre)
 	}
 	resp, err := s.d.Proposer.Propose(ctx, data)
 	if err != nil {

@@ -138,6 +138,31 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return resp
 }
 
+// Preview answers what Apply would answer for cmd on this state, without
+// changing it: the command runs in a write transaction that is then dropped
+// (the copy-on-write tables and books make that cheap and leave every reader
+// of s undisturbed). A door that builds commands from client input previews
+// them before proposing, so that input the FSM would refuse as INVALID is
+// refused without a journal entry. The answer is advice only: the state may
+// change before the entry applies, and the FSM decides again then. An error
+// is a command no replica can apply (CheckCommand's cases).
+func (s *State) Preview(cmd []byte) (*journal.TApplyResponse, error) {
+	if err := CheckCommand(cmd); err != nil {
+		return nil, err
+	}
+	fn, ok := registry[CommandType(cmd[0])]
+	if !ok {
+		return nil, fmt.Errorf("%w %d", ErrUnknownCommand, cmd[0])
+	}
+	// strs: nil. The FSM's string pool is not shared with other goroutines.
+	t := &tx{tableTxn: s.t.txn(), m: *s.m}
+	resp, err := fn(t, cmd[1:])
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
 func (f *FSM) publish(t tables, index uint64, m meta) {
 	m.appliedIndex = index
 	f.state.Store(&State{t: t, m: &m})

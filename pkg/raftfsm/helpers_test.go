@@ -56,10 +56,18 @@ func (h *harness) apply(ct CommandType, cmd thrift.TStruct) *journal.TApplyRespo
 	if err != nil {
 		h.t.Fatalf("encode %d: %v", ct, err)
 	}
+	// Every command of every FSM test is previewed first: the preview must
+	// answer exactly what Apply then answers, and (the random walks check
+	// this against a brute-force model) must leave the state it ran on
+	// untouched.
+	pre, perr := h.st().Preview(data)
 	out := h.applyRaw(data)
 	resp, ok := out.(*journal.TApplyResponse)
 	if !ok || resp == nil {
 		h.t.Fatalf("Apply returned %T %v, want *journal.TApplyResponse", out, out)
+	}
+	if perr != nil || !pre.Equals(resp) {
+		h.t.Fatalf("command %d: Preview answered %v (%v), Apply %v", ct, pre, perr, resp)
 	}
 	if len(h.fatals) > 0 {
 		h.t.Fatalf("unexpected fatal: %v", h.fatals)
