@@ -357,6 +357,9 @@ func fuzzAdminSeeds(t *testing.T) map[string][]byte {
 		"inspectDataset": call("inspectDataset", &adminapi.LanceMasterServiceInspectDatasetArgs{Catalog: "lake", Db: "db", Table: "items"}),
 		"createCatalog": call("createCatalog", &adminapi.LanceMasterServiceCreateCatalogArgs{Catalog: &adminapi.TCatalog{
 			Name: "sea", RootURI: str("s3://bucket/sea"), RefreshKind: str("webhook"), RefreshURL: str("https://hook.example/x")}}),
+		// CI's fuzzer found this one journaled and then refused by the FSM.
+		"createCatalogURLWithoutWebhook": call("createCatalog", &adminapi.LanceMasterServiceCreateCatalogArgs{Catalog: &adminapi.TCatalog{
+			Name: "sea", RootURI: str("s3://bucket/sea"), RefreshURL: str("https://hook.example/x")}}),
 		"listCatalogs": call("listCatalogs", &adminapi.LanceMasterServiceListCatalogsArgs{}),
 		"updateCatalog": call("updateCatalog", &adminapi.LanceMasterServiceUpdateCatalogArgs{Request: &adminapi.TUpdateCatalogRequest{
 			Name: "lake", CredentialsRef: str("rotated")}}),
