@@ -196,6 +196,22 @@ struct TRecordProofBatch {
   2: required list<TProof> proofs,
 }
 
+// One authenticated report (DESIGN.md §9): its termination proof through P
+// and its result through M2, in that order, each guarded on its own (a
+// refused proof does not stop the result, nor the reverse). At least one is
+// set; when both are, they name the same job.
+struct TReportItem {
+  1: optional TProof proof,
+  2: optional TCompletion completion,
+}
+
+// Reports, batched (group commit): one entry per batch instead of one for
+// the proofs and one for the results.
+struct TReportBatch {
+  1: required i64 now_ms,
+  2: required list<TReportItem> reports,
+}
+
 struct TRefreshTransition {
   1: required i64 job_id,
   2: required i64 expected_rev,
@@ -278,6 +294,8 @@ struct TItemResult {
   3: optional string message,
   4: optional i64 id,                   // admit batch: the allocated job id
   5: optional i64 conflict_job_id,      // admit batch, FENCE_CONFLICT: the smallest fencing job id
+  6: optional TApplyCode proof_code,    // report batch, an item with a proof: P's answer (code is M2's when the item has a result)
+  7: optional string proof_message,
 }
 
 struct TApplyResponse {

@@ -6240,6 +6240,372 @@ func (p *TRecordProofBatch) String() string {
 }
 
 // Attributes:
+//   - Proof
+//   - Completion
+type TReportItem struct {
+	Proof      *TProof      `thrift:"proof,1" db:"proof" json:"proof,omitempty"`
+	Completion *TCompletion `thrift:"completion,2" db:"completion" json:"completion,omitempty"`
+}
+
+func NewTReportItem() *TReportItem {
+	return &TReportItem{}
+}
+
+var TReportItem_Proof_DEFAULT *TProof
+
+func (p *TReportItem) GetProof() *TProof {
+	if !p.IsSetProof() {
+		return TReportItem_Proof_DEFAULT
+	}
+	return p.Proof
+}
+
+var TReportItem_Completion_DEFAULT *TCompletion
+
+func (p *TReportItem) GetCompletion() *TCompletion {
+	if !p.IsSetCompletion() {
+		return TReportItem_Completion_DEFAULT
+	}
+	return p.Completion
+}
+func (p *TReportItem) IsSetProof() bool {
+	return p.Proof != nil
+}
+
+func (p *TReportItem) IsSetCompletion() bool {
+	return p.Completion != nil
+}
+
+func (p *TReportItem) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TReportItem) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Proof = &TProof{}
+	if err := p.Proof.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Proof), err)
+	}
+	return nil
+}
+
+func (p *TReportItem) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Completion = &TCompletion{}
+	if err := p.Completion.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Completion), err)
+	}
+	return nil
+}
+
+func (p *TReportItem) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TReportItem"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TReportItem) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetProof() {
+		if err := oprot.WriteFieldBegin(ctx, "proof", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:proof: ", p), err)
+		}
+		if err := p.Proof.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Proof), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:proof: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TReportItem) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetCompletion() {
+		if err := oprot.WriteFieldBegin(ctx, "completion", thrift.STRUCT, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:completion: ", p), err)
+		}
+		if err := p.Completion.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Completion), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:completion: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TReportItem) Equals(other *TReportItem) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Proof.Equals(other.Proof) {
+		return false
+	}
+	if !p.Completion.Equals(other.Completion) {
+		return false
+	}
+	return true
+}
+
+func (p *TReportItem) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TReportItem(%+v)", *p)
+}
+
+// Attributes:
+//   - NowMs
+//   - Reports
+type TReportBatch struct {
+	NowMs   int64          `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	Reports []*TReportItem `thrift:"reports,2,required" db:"reports" json:"reports"`
+}
+
+func NewTReportBatch() *TReportBatch {
+	return &TReportBatch{}
+}
+
+func (p *TReportBatch) GetNowMs() int64 {
+	return p.NowMs
+}
+
+func (p *TReportBatch) GetReports() []*TReportItem {
+	return p.Reports
+}
+func (p *TReportBatch) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetNowMs bool = false
+	var issetReports bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetNowMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetReports = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetNowMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NowMs is not set"))
+	}
+	if !issetReports {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Reports is not set"))
+	}
+	return nil
+}
+
+func (p *TReportBatch) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.NowMs = v
+	}
+	return nil
+}
+
+func (p *TReportBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TReportItem, 0, size)
+	p.Reports = tSlice
+	for i := 0; i < size; i++ {
+		_elem8 := &TReportItem{}
+		if err := _elem8.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
+		}
+		p.Reports = append(p.Reports, _elem8)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TReportBatch) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TReportBatch"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TReportBatch) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "now_ms", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:now_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.NowMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.now_ms (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:now_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TReportBatch) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "reports", thrift.LIST, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:reports: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Reports)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Reports {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:reports: ", p), err)
+	}
+	return err
+}
+
+func (p *TReportBatch) Equals(other *TReportBatch) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.NowMs != other.NowMs {
+		return false
+	}
+	if len(p.Reports) != len(other.Reports) {
+		return false
+	}
+	for i, _tgt := range p.Reports {
+		_src9 := other.Reports[i]
+		if !_tgt.Equals(_src9) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TReportBatch) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TReportBatch(%+v)", *p)
+}
+
+// Attributes:
 //   - JobID
 //   - ExpectedRev
 //   - ToState
@@ -6551,11 +6917,11 @@ func (p *TRefreshBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) 
 	tSlice := make([]*TRefreshTransition, 0, size)
 	p.Transitions = tSlice
 	for i := 0; i < size; i++ {
-		_elem8 := &TRefreshTransition{}
-		if err := _elem8.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
+		_elem10 := &TRefreshTransition{}
+		if err := _elem10.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
 		}
-		p.Transitions = append(p.Transitions, _elem8)
+		p.Transitions = append(p.Transitions, _elem10)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6631,8 +6997,8 @@ func (p *TRefreshBatch) Equals(other *TRefreshBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Transitions {
-		_src9 := other.Transitions[i]
-		if !_tgt.Equals(_src9) {
+		_src11 := other.Transitions[i]
+		if !_tgt.Equals(_src11) {
 			return false
 		}
 	}
@@ -7300,13 +7666,13 @@ func (p *TGCCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) err
 	tSlice := make([]int64, 0, size)
 	p.JobIds = tSlice
 	for i := 0; i < size; i++ {
-		var _elem10 int64
+		var _elem12 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_elem10 = v
+			_elem12 = v
 		}
-		p.JobIds = append(p.JobIds, _elem10)
+		p.JobIds = append(p.JobIds, _elem12)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -7401,8 +7767,8 @@ func (p *TGCCommand) Equals(other *TGCCommand) bool {
 		return false
 	}
 	for i, _tgt := range p.JobIds {
-		_src11 := other.JobIds[i]
-		if _tgt != _src11 {
+		_src13 := other.JobIds[i]
+		if _tgt != _src13 {
 			return false
 		}
 	}
@@ -8309,12 +8675,16 @@ func (p *TSetOptionCommand) String() string {
 //   - Message
 //   - ID
 //   - ConflictJobID
+//   - ProofCode
+//   - ProofMessage
 type TItemResult_ struct {
-	JobID         int64      `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
-	Code          TApplyCode `thrift:"code,2,required" db:"code" json:"code"`
-	Message       *string    `thrift:"message,3" db:"message" json:"message,omitempty"`
-	ID            *int64     `thrift:"id,4" db:"id" json:"id,omitempty"`
-	ConflictJobID *int64     `thrift:"conflict_job_id,5" db:"conflict_job_id" json:"conflict_job_id,omitempty"`
+	JobID         int64       `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	Code          TApplyCode  `thrift:"code,2,required" db:"code" json:"code"`
+	Message       *string     `thrift:"message,3" db:"message" json:"message,omitempty"`
+	ID            *int64      `thrift:"id,4" db:"id" json:"id,omitempty"`
+	ConflictJobID *int64      `thrift:"conflict_job_id,5" db:"conflict_job_id" json:"conflict_job_id,omitempty"`
+	ProofCode     *TApplyCode `thrift:"proof_code,6" db:"proof_code" json:"proof_code,omitempty"`
+	ProofMessage  *string     `thrift:"proof_message,7" db:"proof_message" json:"proof_message,omitempty"`
 }
 
 func NewTItemResult_() *TItemResult_ {
@@ -8355,6 +8725,24 @@ func (p *TItemResult_) GetConflictJobID() int64 {
 	}
 	return *p.ConflictJobID
 }
+
+var TItemResult__ProofCode_DEFAULT TApplyCode
+
+func (p *TItemResult_) GetProofCode() TApplyCode {
+	if !p.IsSetProofCode() {
+		return TItemResult__ProofCode_DEFAULT
+	}
+	return *p.ProofCode
+}
+
+var TItemResult__ProofMessage_DEFAULT string
+
+func (p *TItemResult_) GetProofMessage() string {
+	if !p.IsSetProofMessage() {
+		return TItemResult__ProofMessage_DEFAULT
+	}
+	return *p.ProofMessage
+}
 func (p *TItemResult_) IsSetMessage() bool {
 	return p.Message != nil
 }
@@ -8365,6 +8753,14 @@ func (p *TItemResult_) IsSetID() bool {
 
 func (p *TItemResult_) IsSetConflictJobID() bool {
 	return p.ConflictJobID != nil
+}
+
+func (p *TItemResult_) IsSetProofCode() bool {
+	return p.ProofCode != nil
+}
+
+func (p *TItemResult_) IsSetProofMessage() bool {
+	return p.ProofMessage != nil
 }
 
 func (p *TItemResult_) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -8429,6 +8825,26 @@ func (p *TItemResult_) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 5:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -8503,6 +8919,25 @@ func (p *TItemResult_) ReadField5(ctx context.Context, iprot thrift.TProtocol) e
 	return nil
 }
 
+func (p *TItemResult_) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		temp := TApplyCode(v)
+		p.ProofCode = &temp
+	}
+	return nil
+}
+
+func (p *TItemResult_) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.ProofMessage = &v
+	}
+	return nil
+}
+
 func (p *TItemResult_) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TItemResult"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -8521,6 +8956,12 @@ func (p *TItemResult_) Write(ctx context.Context, oprot thrift.TProtocol) error 
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -8604,6 +9045,36 @@ func (p *TItemResult_) writeField5(ctx context.Context, oprot thrift.TProtocol) 
 	return err
 }
 
+func (p *TItemResult_) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetProofCode() {
+		if err := oprot.WriteFieldBegin(ctx, "proof_code", thrift.I32, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:proof_code: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.ProofCode)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.proof_code (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:proof_code: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TItemResult_) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetProofMessage() {
+		if err := oprot.WriteFieldBegin(ctx, "proof_message", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:proof_message: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ProofMessage)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.proof_message (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:proof_message: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TItemResult_) Equals(other *TItemResult_) bool {
 	if p == other {
 		return true
@@ -8637,6 +9108,22 @@ func (p *TItemResult_) Equals(other *TItemResult_) bool {
 			return false
 		}
 		if (*p.ConflictJobID) != (*other.ConflictJobID) {
+			return false
+		}
+	}
+	if p.ProofCode != other.ProofCode {
+		if p.ProofCode == nil || other.ProofCode == nil {
+			return false
+		}
+		if (*p.ProofCode) != (*other.ProofCode) {
+			return false
+		}
+	}
+	if p.ProofMessage != other.ProofMessage {
+		if p.ProofMessage == nil || other.ProofMessage == nil {
+			return false
+		}
+		if (*p.ProofMessage) != (*other.ProofMessage) {
 			return false
 		}
 	}
@@ -8866,11 +9353,11 @@ func (p *TApplyResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol)
 	tSlice := make([]*TItemResult_, 0, size)
 	p.Items = tSlice
 	for i := 0; i < size; i++ {
-		_elem12 := &TItemResult_{}
-		if err := _elem12.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
+		_elem14 := &TItemResult_{}
+		if err := _elem14.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
 		}
-		p.Items = append(p.Items, _elem12)
+		p.Items = append(p.Items, _elem14)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -9054,8 +9541,8 @@ func (p *TApplyResponse) Equals(other *TApplyResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Items {
-		_src13 := other.Items[i]
-		if !_tgt.Equals(_src13) {
+		_src15 := other.Items[i]
+		if !_tgt.Equals(_src15) {
 			return false
 		}
 	}
@@ -9538,11 +10025,11 @@ func (p *TSnapshotHeader) ReadField5(ctx context.Context, iprot thrift.TProtocol
 	tSlice := make([]*TOptionValue, 0, size)
 	p.Options = tSlice
 	for i := 0; i < size; i++ {
-		_elem14 := &TOptionValue{}
-		if err := _elem14.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
+		_elem16 := &TOptionValue{}
+		if err := _elem16.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem16), err)
 		}
-		p.Options = append(p.Options, _elem14)
+		p.Options = append(p.Options, _elem16)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -9785,8 +10272,8 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 		return false
 	}
 	for i, _tgt := range p.Options {
-		_src15 := other.Options[i]
-		if !_tgt.Equals(_src15) {
+		_src17 := other.Options[i]
+		if !_tgt.Equals(_src17) {
 			return false
 		}
 	}

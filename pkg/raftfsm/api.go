@@ -32,6 +32,7 @@ const (
 	CmdRemoveBackend    CommandType = 13 // TRemoveBackendCommand
 	CmdSetOption        CommandType = 14 // TSetOptionCommand
 	CmdAdmitBatch       CommandType = 15 // M0 batched (group commit), TAdmitBatch
+	CmdReportBatch      CommandType = 16 // reports: P then M2 per item (group commit), TReportBatch
 )
 
 // Proposer is what admin, dispatch and report need from the cluster: a door

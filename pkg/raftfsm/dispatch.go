@@ -14,6 +14,7 @@ func init() {
 	register(CmdMarkRunningBatch, journal.NewTMarkRunningBatch, applyMarkRunningBatch)
 	register(CmdCompleteBatch, journal.NewTCompleteBatch, applyCompleteBatch)
 	register(CmdRecordProofBatch, journal.NewTRecordProofBatch, applyRecordProofBatch)
+	register(CmdReportBatch, journal.NewTReportBatch, applyReportBatch)
 }
 
 // applyBatch runs one item function per element.
@@ -172,4 +173,42 @@ func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, er
 		return nil, err
 	}
 	return itemOK(p.JobID), nil
+}
+
+func applyReportBatch(t *tx, c *journal.TReportBatch) (*journal.TApplyResponse, error) {
+	return applyBatch(t, c.Reports, applyReport)
+}
+
+// applyReport is one authenticated report (DESIGN.md §9): its proof through
+// P on its own, then its result through M2. Each has its own guard and its
+// own answer; neither's refusal stops the other. The item's code is M2's
+// when it carries a result, else P's; proof_code is P's whenever it carries
+// a proof.
+func applyReport(t *tx, r *journal.TReportItem) (*journal.TItemResult_, error) {
+	switch {
+	case r.Proof == nil && r.Completion == nil:
+		return itemFail(0, journal.TApplyCode_INVALID, "a report item carries neither a proof nor a result"), nil
+	case r.Proof != nil && r.Completion != nil && r.Proof.JobID != r.Completion.JobID:
+		return itemFail(r.Proof.JobID, journal.TApplyCode_INVALID,
+			"a report item's proof names job %d and its result job %d", r.Proof.JobID, r.Completion.JobID), nil
+	}
+	var proof *journal.TItemResult_
+	if r.Proof != nil {
+		var err error
+		if proof, err = recordTerminationProof(t, r.Proof); err != nil {
+			return nil, err
+		}
+		if r.Completion == nil {
+			proof.ProofCode, proof.ProofMessage = &proof.Code, proof.Message
+			return proof, nil
+		}
+	}
+	it, err := completeWithResult(t, r.Completion)
+	if err != nil {
+		return nil, err
+	}
+	if proof != nil {
+		it.ProofCode, it.ProofMessage = &proof.Code, proof.Message
+	}
+	return it, nil
 }

@@ -286,3 +286,86 @@ func TestRecordTerminationProofGuards(t *testing.T) {
 		h.unchanged(before)
 	})
 }
+
+// A report item applies its proof (P) and then its result (M2) in one
+// entry, each on its own guard: the answers are P's in proof_code and M2's
+// in code, and the record ends as P followed by M2 would leave it.
+func TestReportBatchProofThenResult(t *testing.T) {
+	h, id, be := pendingFixture(t)
+	running := h.run(id, be)
+	resp := h.report(&journal.TReportItem{Proof: proofCmd(running, job.ProofChildReaped),
+		Completion: completion(running, job.NativeOK, false)})
+	wantItem(t, resp, journal.TApplyCode_OK)
+	if pc := resp.Items[0].ProofCode; pc == nil || *pc != journal.TApplyCode_OK {
+		t.Fatalf("proof code %v, want OK", pc)
+	}
+	got := h.job(id)
+	if got.MutationState != job.Committed || got.TerminationProof != job.ProofChildReaped || got.PossibleLiveOwned ||
+		h.st().HeldSlots(be) != 0 || got.Rev != running.Rev+2 {
+		t.Fatalf("after the report: %+v", got)
+	}
+	// A redelivered copy changes nothing: P is a NOOP, M2 a CAS failure.
+	before := h.st()
+	resp = h.report(&journal.TReportItem{Proof: proofCmd(running, job.ProofChildReaped),
+		Completion: completion(running, job.NativeOK, false)})
+	wantItem(t, resp, journal.TApplyCode_CAS_FAILED)
+	if pc := resp.Items[0].ProofCode; pc == nil || *pc != journal.TApplyCode_NOOP {
+		t.Fatalf("redelivered proof code %v, want NOOP", pc)
+	}
+	h.unchanged(before)
+}
+
+// Each half is guarded on its own: a proof alone, a result alone, a refused
+// proof that does not stop its result, and malformed items that change
+// nothing.
+func TestReportBatchHalvesAreIndependent(t *testing.T) {
+	t.Run("proof only", func(t *testing.T) {
+		h, id, be := pendingFixture(t)
+		running := h.run(id, be)
+		resp := h.report(&journal.TReportItem{Proof: proofCmd(running, job.ProofNeverLaunched)})
+		wantItem(t, resp, journal.TApplyCode_OK)
+		if pc := resp.Items[0].ProofCode; pc == nil || *pc != journal.TApplyCode_OK {
+			t.Fatalf("proof code %v", pc)
+		}
+		if got := h.job(id); got.MutationState != job.Running || h.st().HeldSlots(be) != 0 {
+			t.Fatalf("proof only: %+v", got)
+		}
+	})
+	t.Run("result only", func(t *testing.T) {
+		h, id, be := pendingFixture(t)
+		running := h.run(id, be)
+		resp := h.report(&journal.TReportItem{Completion: completion(running, job.NativeOK, false)})
+		wantItem(t, resp, journal.TApplyCode_OK)
+		if resp.Items[0].ProofCode != nil {
+			t.Fatalf("a result-only item answered a proof code")
+		}
+		if got := h.job(id); got.MutationState != job.Committed || h.st().HeldSlots(be) != 1 {
+			t.Fatalf("result only: %+v", got)
+		}
+	})
+	t.Run("refused proof, applied result", func(t *testing.T) {
+		h, id, be := pendingFixture(t)
+		running := h.run(id, be)
+		p := proofCmd(running, job.ProofChildReaped)
+		p.BackendID++
+		resp := h.report(&journal.TReportItem{Proof: p, Completion: completion(running, job.NativeOK, false)})
+		wantItem(t, resp, journal.TApplyCode_OK)
+		if pc := resp.Items[0].ProofCode; pc == nil || *pc != journal.TApplyCode_CAS_FAILED {
+			t.Fatalf("proof code %v, want CAS_FAILED", pc)
+		}
+		if got := h.job(id); got.MutationState != job.Committed || !got.PossibleLiveOwned {
+			t.Fatalf("refused proof: %+v", got)
+		}
+	})
+	t.Run("malformed items", func(t *testing.T) {
+		h, id, be := pendingFixture(t)
+		running := h.run(id, be)
+		other := completion(running, job.NativeOK, false)
+		other.JobID++
+		before := h.st()
+		for _, it := range []*journal.TReportItem{{}, {Proof: proofCmd(running, job.ProofChildReaped), Completion: other}} {
+			wantItem(t, h.report(it), journal.TApplyCode_INVALID)
+		}
+		h.unchanged(before)
+	})
+}

@@ -71,13 +71,13 @@ func TestUnapplicableEntriesCallOnFatal(t *testing.T) {
 }
 
 func TestEveryCommandTypeIsRegistered(t *testing.T) {
-	for ct := CmdAdmit; ct <= CmdAdmitBatch; ct++ {
+	for ct := CmdAdmit; ct <= CmdReportBatch; ct++ {
 		if registry[ct] == nil {
 			t.Errorf("command type %d has no apply function", ct)
 		}
 	}
-	if len(registry) != int(CmdAdmitBatch) {
-		t.Errorf("%d command types registered; the last pinned is %d (pin a new one here and below)", len(registry), CmdAdmitBatch)
+	if len(registry) != int(CmdReportBatch) {
+		t.Errorf("%d command types registered; the last pinned is %d (pin a new one here and below)", len(registry), CmdReportBatch)
 	}
 }
 
@@ -86,7 +86,7 @@ func TestCommandTypesArePinned(t *testing.T) {
 	for ct, want := range map[CommandType]uint8{
 		CmdAdmit: 1, CmdMarkRunningBatch: 2, CmdCompleteBatch: 3, CmdRecordProofBatch: 4, CmdRefreshBatch: 5,
 		CmdCancel: 6, CmdForceRelease: 7, CmdGC: 8, CmdCreateCatalog: 9, CmdUpdateCatalog: 10,
-		CmdRemoveCatalog: 11, CmdAddBackend: 12, CmdRemoveBackend: 13, CmdSetOption: 14, CmdAdmitBatch: 15,
+		CmdRemoveCatalog: 11, CmdAddBackend: 12, CmdRemoveBackend: 13, CmdSetOption: 14, CmdAdmitBatch: 15, CmdReportBatch: 16,
 	} {
 		if uint8(ct) != want {
 			t.Errorf("command type %d is pinned to %d", ct, want)

@@ -214,6 +214,9 @@ func fuzzApplySeeds(tb testing.TB) map[string][]byte {
 			}()}}),
 		"proof": enc(CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: now,
 			Proofs: []*journal.TProof{proofCmd(held, job.ProofChildReaped)}}),
+		"report": enc(CmdReportBatch, &journal.TReportBatch{NowMs: now, Reports: []*journal.TReportItem{
+			{Proof: proofCmd(held, job.ProofChildReaped), Completion: completion(running, job.NativeOK, true)},
+			{Proof: proofCmd(held, job.ProofChildReaped)}, {}}}),
 		"refresh": enc(CmdRefreshBatch, &journal.TRefreshBatch{NowMs: now, Transitions: []*journal.TRefreshTransition{
 			{JobID: refreshable.JobID, ExpectedRev: refreshable.Rev, ToState: journal.TRefreshState(job.RefreshRunning)}}}),
 		"cancel":        enc(CmdCancel, &journal.TCancelCommand{NowMs: now, JobID: fzPending, Actor: "ops"}),

@@ -233,6 +233,11 @@ func (h *harness) proof(items ...*journal.TProof) *journal.TApplyResponse {
 	return h.apply(CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: h.now, Proofs: items})
 }
 
+func (h *harness) report(items ...*journal.TReportItem) *journal.TApplyResponse {
+	h.t.Helper()
+	return h.apply(CmdReportBatch, &journal.TReportBatch{NowMs: h.now, Reports: items})
+}
+
 func (h *harness) refresh(id, rev int64, to job.RefreshState) *journal.TApplyResponse {
 	h.t.Helper()
 	return h.apply(CmdRefreshBatch, &journal.TRefreshBatch{NowMs: h.now, Transitions: []*journal.TRefreshTransition{

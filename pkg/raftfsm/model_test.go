@@ -96,11 +96,26 @@ func (w *walker) step() {
 		c := completion(r, []job.ResultCode{1, 4, 5, 6, 7, 8, 12, 100}[rng.IntN(8)], rng.IntN(2) == 0)
 		c.DispatchRevision = w.stale(c.DispatchRevision)
 		c.NeverEnqueued = thrift.BoolPtr(rng.IntN(4) == 0)
+		if rng.IntN(3) == 0 {
+			// A report: P (sometimes) then M2 in one item.
+			c.NeverEnqueued = nil
+			it := &journal.TReportItem{Completion: c}
+			if rng.IntN(2) == 0 {
+				it.Proof = proofCmd(r, job.TerminationProof(2+rng.IntN(4)))
+				it.Proof.ProcessEpoch = w.stale(it.Proof.ProcessEpoch)
+			}
+			h.report(it)
+			return
+		}
 		h.complete(c)
 	case 7: // P
 		r := w.pick(s.SlotHolders(1 + rng.Int64N(2)))
 		p := proofCmd(r, job.TerminationProof(2+rng.IntN(4)))
 		p.ProcessEpoch = w.stale(p.ProcessEpoch)
+		if rng.IntN(3) == 0 {
+			h.report(&journal.TReportItem{Proof: p})
+			return
+		}
 		h.proof(p)
 	case 8, 9: // R1-R4
 		r := w.pick(append(s.RefreshDue(0), s.RefreshRunning()...))

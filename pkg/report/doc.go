@@ -13,11 +13,15 @@
 //     or a dispatch identity other than the record's drops it too
 //     (STALE_REPORT);
 //  3. applies a wire termination proof (CHILD_REAPED, NEVER_LAUNCHED) on its
-//     own, through P (RecordProofBatch);
+//     own, through P;
 //  4. parses the result: a missing or non-wire result code, an unknown
 //     completion reason, or an oversized or non-UTF-8 message drops the
-//     result only (INVALID_ARGUMENT; the proof stays applied);
-//  5. journals M2 (CompleteBatch) with the report's identity quad.
+//     result only (INVALID_ARGUMENT; the proof is still applied);
+//  5. journals M2 with the report's identity quad.
+//
+// Steps 3 and 5 are one item of one entry (ReportBatch): the FSM applies P
+// and then M2, each on its own guard with its own answer, so a report costs
+// one commit instead of two, and the order of §9 holds inside the entry.
 //
 // Acknowledged staleness: backends retry a report until one master accepts
 // it, so an authenticated report whose job has already left RUNNING for this
@@ -27,6 +31,6 @@
 //
 // Nothing here logs or returns an invocation secret, or any request content
 // beyond ids: drops are logged with job_id, reason and status code only.
-// Concurrent reports are packed into one Raft entry per command type (group
-// commit), each job keeping its own guard result.
+// Concurrent reports are packed into one Raft entry (group commit), each
+// job keeping its own guard results.
 package report

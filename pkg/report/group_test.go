@@ -42,7 +42,7 @@ func TestConcurrentReports(t *testing.T) {
 	}
 	// Every report is queued, or held by a flight blocked on the gate,
 	// before the journal opens.
-	waiting := func() int { return f.h.results.Waiting() + f.h.proofs.Waiting() }
+	waiting := func() int { return f.h.reports.Waiting() }
 	for deadline := time.Now().Add(5 * time.Second); waiting() < n; {
 		if time.Now().After(deadline) {
 			close(f.prop.gate)

@@ -62,7 +62,7 @@ const (
 	// maxBatchItems keeps an entry well under the frame limit: an item is at
 	// most ~1.4 KiB (a 1 KiB message plus ids).
 	maxBatchItems = 256
-	// maxFlights is how many batches of one command type may be in flight;
+	// maxFlights is how many report batches may be in flight;
 	// raft pipelines them, and under light load no item waits for another.
 	maxFlights = 4
 
@@ -83,8 +83,7 @@ type Handler struct {
 	dropLog *zap.Logger // sampled: a flood of forged reports must not flood the log
 	counts  counters
 
-	results *groupcommit.Group[*journal.TCompletion]
-	proofs  *groupcommit.Group[*journal.TProof]
+	reports *groupcommit.Group[*journal.TReportItem]
 
 	catchMu  sync.Mutex
 	caughtUp atomic.Uint64 // the leader term whose catch-up completed
@@ -111,15 +110,10 @@ func New(d Deps) *Handler {
 	h := &Handler{d: d, log: d.Logger, dropLog: d.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, dropLogFirst, dropLogThereafter)
 	}))}
-	h.results = groupcommit.New(groupcommit.Config[*journal.TCompletion]{
+	h.reports = groupcommit.New(groupcommit.Config[*journal.TReportItem]{
 		MaxItems: maxBatchItems, MaxFlights: maxFlights, Timeout: d.ApplyTimeout,
-		Propose: func(ctx context.Context, items []*journal.TCompletion) (*journal.TApplyResponse, error) {
-			return h.propose(ctx, raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: h.nowMs(), Completions: items})
-		}})
-	h.proofs = groupcommit.New(groupcommit.Config[*journal.TProof]{
-		MaxItems: maxBatchItems, MaxFlights: maxFlights, Timeout: d.ApplyTimeout,
-		Propose: func(ctx context.Context, items []*journal.TProof) (*journal.TApplyResponse, error) {
-			return h.propose(ctx, raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: h.nowMs(), Proofs: items})
+		Propose: func(ctx context.Context, items []*journal.TReportItem) (*journal.TApplyResponse, error) {
+			return h.propose(ctx, raftfsm.CmdReportBatch, &journal.TReportBatch{NowMs: h.nowMs(), Reports: items})
 		}})
 	return h
 }
@@ -143,26 +137,33 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 	if st != nil {
 		return st
 	}
-	// The proof first, on its own: a result that fails to parse must not
-	// keep a provably finished worker's slot held.
-	proofDropped := false
+	// The proof is applied on its own (P, first in the entry, with its own
+	// guard): a result that fails to parse must not keep a provably
+	// finished worker's slot held.
+	proof, proofDropped := job.ProofNone, false
 	if r.IsSetTerminationProof() && r.GetTerminationProof() != wire.TLanceIndexTerminationProof_NONE {
-		if p, ok := wireProof(r.GetTerminationProof()); !ok {
+		if p, ok := wireProof(r.GetTerminationProof()); ok {
+			proof = p
+		} else {
 			proofDropped = true
 			h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the termination proof is not one a backend may send"))
-		} else if st := h.applyProof(ctx, rec, p); st != nil {
-			return st
 		}
 	}
 	res, reason, why := parseResult(r)
-	if why != "" {
-		return h.drop(id.jobID, reason, invalid(id.jobID, why+"; the result is dropped"))
+	var parsed *parsedResult
+	if why == "" {
+		parsed = &res
 	}
-	st = h.applyResult(ctx, rec, id, res)
-	if proofDropped && st.StatusCode == wire.TStatusCode_OK {
+	proofSt, resultSt := h.journal(ctx, rec, id, proof, parsed)
+	switch {
+	case proofSt != nil:
+		return proofSt
+	case why != "":
+		return h.drop(id.jobID, reason, invalid(id.jobID, why+"; the result is dropped"))
+	case proofDropped && resultSt.StatusCode == wire.TStatusCode_OK:
 		return invalid(id.jobID, "the result was accepted; the termination proof is not one a backend may send and was dropped")
 	}
-	return st
+	return resultSt
 }
 
 // HandleTermination handles reportLanceIndexJobTermination: authenticated
@@ -185,7 +186,7 @@ func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobT
 	if !ok {
 		return h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the termination proof is not one a backend may send"))
 	}
-	if st := h.applyProof(ctx, rec, p); st != nil {
+	if st, _ := h.journal(ctx, rec, id, p, nil); st != nil {
 		return st
 	}
 	return statusOK()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/thrift/lib/go/thrift"
 
+	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
@@ -33,8 +34,11 @@ func TestValidResultCommits(t *testing.T) {
 	if !got.HoldsPossibleLiveSlot() {
 		t.Fatal("a result released the slot; only a proof may")
 	}
-	if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdCompleteBatch}) {
-		t.Fatalf("entries = %v, want one CompleteBatch", types)
+	if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
+		t.Fatalf("entries = %v, want one ReportBatch", types)
+	}
+	if its := f.prop.reportItemsSince(t, n); len(its) != 1 || its[0].Proof != nil || its[0].Completion == nil {
+		t.Fatalf("report items = %v, want one result without a proof", its)
 	}
 	if f.waker.n.Load() == 0 {
 		t.Fatal("an applied result did not wake the dispatcher")
@@ -183,8 +187,8 @@ func TestProofAppliedEvenWhenResultDropped(t *testing.T) {
 			if got.HoldsPossibleLiveSlot() || got.TerminationProof != job.ProofChildReaped {
 				t.Fatalf("slot plo=%v proof=%s, want released by CHILD_REAPED", got.PossibleLiveOwned, got.TerminationProof)
 			}
-			if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdRecordProofBatch}) {
-				t.Fatalf("entries = %v, want one RecordProofBatch", types)
+			if its := f.prop.reportItemsSince(t, n); f.prop.count() != n+1 || len(its) != 1 || its[0].Proof == nil || its[0].Completion != nil {
+				t.Fatalf("report items = %v, want one entry with a proof and no result", its)
 			}
 			wantCounts(t, f.h, map[string]int64{"applied_proof": 1, tc.reason: 1, "applied_result": 0})
 		})
@@ -198,9 +202,14 @@ func TestProofThenResultInOrder(t *testing.T) {
 	r := validReport(rec, job.NativeOK)
 	r.TerminationProof = ptr(wire.TLanceIndexTerminationProof_NEVER_LAUNCHED)
 	wantStatus(t, f.result(r), wire.TStatusCode_OK)
-	want := []raftfsm.CommandType{raftfsm.CmdRecordProofBatch, raftfsm.CmdCompleteBatch}
-	if types := f.prop.typesSince(n); !slices.Equal(types, want) {
-		t.Fatalf("entries = %v, want %v", types, want)
+	// One entry; its item carries the proof (applied first) and the result.
+	if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
+		t.Fatalf("entries = %v, want one ReportBatch", types)
+	}
+	its := f.prop.reportItemsSince(t, n)
+	if len(its) != 1 || its[0].Proof == nil || its[0].Completion == nil ||
+		its[0].Proof.Proof != journal.TTerminationProof_NEVER_LAUNCHED || its[0].Completion.JobID != rec.JobID {
+		t.Fatalf("report items = %v, want one with the proof and the result", its)
 	}
 	got := f.job(rec.JobID)
 	if got.MutationState != job.Committed || got.TerminationProof != job.ProofNeverLaunched || got.PossibleLiveOwned {
@@ -214,8 +223,11 @@ func TestProofThenResultInOrder(t *testing.T) {
 	r = validReport(rec2, job.NativeOK)
 	r.TerminationProof = ptr(wire.TLanceIndexTerminationProof_NONE)
 	wantStatus(t, f.result(r), wire.TStatusCode_OK)
-	if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdCompleteBatch}) {
-		t.Fatalf("entries = %v, want one CompleteBatch", types)
+	if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
+		t.Fatalf("entries = %v, want one ReportBatch", types)
+	}
+	if its := f.prop.reportItemsSince(t, n); len(its) != 1 || its[0].Proof != nil || its[0].Completion == nil {
+		t.Fatalf("report items = %v, want one result without a proof", its)
 	}
 }
 
@@ -329,7 +341,9 @@ func TestCASLossIsAcknowledged(t *testing.T) {
 	res := parsedResult{code: job.NativeOK}
 	id := identity{rec.JobID, rec.DispatchRevision, rec.InvocationID, rec.ProcessEpoch}
 	f.apply(raftfsm.CmdCompleteBatch, deadlineSweep(rec)) // rec (RUNNING) is now stale
-	wantStatus(t, f.h.applyResult(context.Background(), rec, id, res), wire.TStatusCode_OK)
+	if _, st := f.h.journal(context.Background(), rec, id, job.ProofNone, &res); st.StatusCode != wire.TStatusCode_OK {
+		t.Fatalf("status %v", st)
+	}
 	wantCounts(t, f.h, map[string]int64{"late_result": 1, "applied_result": 0})
 }
 

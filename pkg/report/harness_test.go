@@ -87,6 +87,28 @@ func (p *capturingProposer) typesSince(n int) []raftfsm.CommandType {
 	return out
 }
 
+// reportItemsSince decodes the report items of the ReportBatch entries
+// written after n, in order.
+func (p *capturingProposer) reportItemsSince(t *testing.T, n int) []*journal.TReportItem {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*journal.TReportItem
+	for _, e := range p.entries[n:] {
+		if raftfsm.CommandType(e[0]) != raftfsm.CmdReportBatch {
+			continue
+		}
+		b := journal.NewTReportBatch()
+		d := thrift.NewTDeserializer()
+		d.Protocol = thrift.NewTCompactProtocolFactoryConf(nil).GetProtocol(d.Transport)
+		if err := d.Read(context.Background(), b, e[1:]); err != nil {
+			t.Fatalf("decode a report batch: %v", err)
+		}
+		out = append(out, b.Reports...)
+	}
+	return out
+}
+
 type countingWaker struct{ n atomic.Int64 }
 
 func (w *countingWaker) Wake() { w.n.Add(1) }

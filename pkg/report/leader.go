@@ -60,47 +60,82 @@ func (h *Handler) catchUp(ctx context.Context) *wire.TStatus {
 	return nil
 }
 
-// applyProof is step 3 (and the whole of a termination report): P, unless
-// the slot is already released. nil means applied or acknowledged.
-func (h *Handler) applyProof(ctx context.Context, rec *job.Record, p job.TerminationProof) *wire.TStatus {
-	if !rec.PossibleLiveOwned || rec.TerminationProof != job.ProofNone {
-		h.acknowledged(rec.JobID, ReasonDuplicate, "termination proof already recorded")
-		return nil
+// journal is steps 3 and 5 in one entry: the report's proof through P (when
+// the record still lacks one) and its result through M2 (when res is set and
+// the job is RUNNING for this dispatch) go into one item of a report batch,
+// which the FSM applies P first, each half on its own guard (DESIGN.md §9).
+// One entry instead of two halves a report's journal latency. The answers
+// are proofSt for P and resultSt for M2: nil means applied or acknowledged
+// (resultSt is then statusOK when a result was given).
+func (h *Handler) journal(ctx context.Context, rec *job.Record, id identity, proof job.TerminationProof,
+	res *parsedResult) (proofSt, resultSt *wire.TStatus) {
+	item := &journal.TReportItem{}
+	if proof != job.ProofNone {
+		if !rec.PossibleLiveOwned || rec.TerminationProof != job.ProofNone {
+			h.acknowledged(rec.JobID, ReasonDuplicate, "termination proof already recorded")
+		} else {
+			item.Proof = &journal.TProof{JobID: rec.JobID, DispatchRevision: rec.DispatchRevision,
+				InvocationID: rec.InvocationID, ProcessEpoch: rec.ProcessEpoch, BackendID: rec.BackendID,
+				Proof: journal.TTerminationProof(proof)}
+		}
 	}
-	o := h.proofs.Do(ctx, &journal.TProof{JobID: rec.JobID, DispatchRevision: rec.DispatchRevision,
-		InvocationID: rec.InvocationID, ProcessEpoch: rec.ProcessEpoch, BackendID: rec.BackendID,
-		Proof: journal.TTerminationProof(p)})
+	if res != nil {
+		if rec.MutationState != job.Running {
+			resultSt = h.acknowledge(rec, res.code)
+		} else {
+			item.Completion = completion(id, *res)
+		}
+	}
+	if item.Proof == nil && item.Completion == nil {
+		return nil, resultSt
+	}
+	o := h.reports.Do(ctx, item)
 	if o.Err != nil {
-		return h.unavailable(rec.JobID, o.Err)
+		st := h.unavailable(rec.JobID, o.Err)
+		if item.Proof != nil {
+			proofSt = st
+		}
+		if item.Completion != nil {
+			resultSt = st
+		}
+		return proofSt, resultSt
 	}
-	switch o.Item.Code {
+	if item.Proof != nil {
+		proofSt = h.proofAnswer(rec.JobID, proof, o.Item)
+	}
+	if item.Completion != nil {
+		resultSt = h.resultAnswer(id, *res, o.Item)
+	}
+	return proofSt, resultSt
+}
+
+// proofAnswer reads P's answer in a report item. nil: applied or
+// acknowledged.
+func (h *Handler) proofAnswer(jobID int64, p job.TerminationProof, it *journal.TItemResult_) *wire.TStatus {
+	if !it.IsSetProofCode() {
+		return h.internal(jobID, it)
+	}
+	switch it.GetProofCode() {
 	case journal.TApplyCode_OK:
 		h.counts.add(ReasonAppliedProof)
-		h.log.Debug("report: termination proof recorded", zap.Int64("job_id", rec.JobID), zap.Stringer("proof", p))
+		h.log.Debug("report: termination proof recorded", zap.Int64("job_id", jobID), zap.Stringer("proof", p))
 		h.wake()
 		return nil
 	case journal.TApplyCode_NOOP:
-		h.acknowledged(rec.JobID, ReasonDuplicate, "termination proof already recorded")
+		h.acknowledged(jobID, ReasonDuplicate, "termination proof already recorded")
 		return nil
 	case journal.TApplyCode_NOT_FOUND:
-		return h.drop(rec.JobID, ReasonUnknownJob, status(wire.TStatusCode_STALE_REPORT, rec.JobID, "no such job"))
+		return h.drop(jobID, ReasonUnknownJob, status(wire.TStatusCode_STALE_REPORT, jobID, "no such job"))
 	case journal.TApplyCode_CAS_FAILED:
-		return h.drop(rec.JobID, ReasonStaleIdentity, status(wire.TStatusCode_STALE_REPORT, rec.JobID, "the proof names another dispatch"))
+		return h.drop(jobID, ReasonStaleIdentity, status(wire.TStatusCode_STALE_REPORT, jobID, "the proof names another dispatch"))
 	}
-	return h.internal(rec.JobID, o.Item)
+	return h.internal(jobID, &journal.TItemResult_{JobID: jobID, Code: it.GetProofCode(), Message: it.ProofMessage})
 }
 
-// applyResult is step 5: M2 with the report's identity, or an
-// acknowledgement when the job already left RUNNING for this dispatch.
-func (h *Handler) applyResult(ctx context.Context, rec *job.Record, id identity, res parsedResult) *wire.TStatus {
-	if rec.MutationState != job.Running {
-		return h.acknowledge(rec, res.code)
-	}
-	o := h.results.Do(ctx, completion(id, res))
-	if o.Err != nil {
-		return h.unavailable(id.jobID, o.Err)
-	}
-	switch o.Item.Code {
+// resultAnswer reads M2's answer in a report item: statusOK when applied or
+// acknowledged.
+func (h *Handler) resultAnswer(id identity, res parsedResult, it *journal.TItemResult_) *wire.TStatus {
+	switch it.Code {
 	case journal.TApplyCode_OK:
 		h.counts.add(ReasonAppliedResult)
 		h.log.Debug("report: result applied", zap.Int64("job_id", id.jobID), zap.Stringer("result_code", res.code))
@@ -125,7 +160,7 @@ func (h *Handler) applyResult(ctx context.Context, rec *job.Record, id identity,
 		}
 		return h.acknowledge(cur, res.code)
 	}
-	return h.internal(id.jobID, o.Item)
+	return h.internal(id.jobID, it)
 }
 
 // acknowledge answers OK for an authenticated result whose job already has
