@@ -51,7 +51,7 @@ type BackendClient interface {
 // Inspect, Heartbeat and Query (idempotent reads; inspect is on every
 // admission's path) reuse connections: after a call that succeeded, its
 // connection is kept idle for the next call to the same address, at most
-// DefaultMaxIdlePerAddr per address and for under half of SocketTimeout
+// DefaultMaxConnsPerAddr per address and for under half of SocketTimeout
 // (servers close connections idle for SocketTimeout). A call that fails
 // closes its connection. An idle connection the peer has closed is noticed
 // before reuse where the platform allows a non-blocking peek; otherwise, or
@@ -59,7 +59,7 @@ type BackendClient interface {
 // and is made once more on a fresh connection.
 func NewThriftBackendClient(cfg Config) BackendClient {
 	cfg = cfg.withDefaults()
-	return &thriftBackendClient{cfg: cfg, pool: newConnPool(DefaultMaxIdlePerAddr, min(maxIdleAgeCap, cfg.SocketTimeout/2))}
+	return &thriftBackendClient{cfg: cfg, pool: newConnPool(DefaultMaxConnsPerAddr, min(maxIdleAgeCap, cfg.SocketTimeout/2))}
 }
 
 type thriftBackendClient struct {
@@ -141,6 +141,10 @@ func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method strin
 	if err := ctx.Err(); err != nil {
 		return &SendError{Op: method, Addr: addr, Err: err}
 	}
+	if err := b.pool.acquire(ctx, addr); err != nil {
+		return &SendError{Op: method, Addr: addr, Err: fmt.Errorf("waiting for a connection: %w", err)}
+	}
+	defer b.pool.release(addr)
 	staleMayHaveLeft := false // the stale attempt's bytes may have reached the peer
 	if conn := b.pool.get(addr); conn != nil {
 		read := conn.raw.read.Load()

@@ -1,19 +1,24 @@
 package rpc
 
 import (
+	"context"
 	"sync"
 	"time"
 )
 
-// Idle connection pool of the backend client (Inspect, Heartbeat, Query).
+// Connection pool of the backend client (Inspect, Heartbeat, Query).
 const (
-	// DefaultMaxIdlePerAddr bounds the idle connections kept per backend
-	// address. Each one holds one of the backend server's connection slots
-	// (MaxConns, 256 by default) while idle: three masters keep at most 96,
-	// and never more than their own recent concurrency, for at most 3 s.
-	// Admission at 64-256 concurrent requests keeps dozens of inspects in
-	// flight; with 8 idle, most calls still dialled (measured: 60-80%).
-	DefaultMaxIdlePerAddr = 32
+	// DefaultMaxConnsPerAddr bounds the pooled connections open to one
+	// backend address, in use or idle: a call waits (within its context)
+	// for one of them rather than dialling more. Each one holds one of the
+	// backend server's connection slots (MaxConns, 256 by default), so three
+	// masters hold at most 96 however many admissions they inspect at once,
+	// and a burst of admissions cannot take the slots a dispatch needs.
+	// Inspect takes about a millisecond, so 32 connections serve tens of
+	// thousands of calls a second; without the bound, 256 concurrent
+	// admissions dialled and closed a connection per inspect, ~14% of a
+	// master's CPU in the admission benchmark (docs/benchmarks.md).
+	DefaultMaxConnsPerAddr = 32
 	// maxIdleAgeCap bounds how long a connection may sit idle before it is
 	// closed. Reuse pays under load, when calls follow each other within
 	// milliseconds, and for the 1 s heartbeats; an idle connection should
@@ -31,6 +36,11 @@ const (
 // stops when none is.
 //
 // Concurrency: safe for concurrent use.
+//
+// Calls take one of maxIdle slots of their address first (acquire): a
+// connection is dialled only when none is idle, so at most maxIdle are open
+// per address, in use or idle. The slot tables are kept per address ever
+// used (a few bytes each; addresses are registered backends).
 type connPool struct {
 	maxIdle int
 	maxAge  time.Duration
@@ -38,7 +48,8 @@ type connPool struct {
 
 	mu    sync.Mutex
 	idle  map[string][]idleConn // each list oldest first
-	timer *time.Timer           // the janitor, armed while idle is non-empty
+	slots map[string]chan struct{}
+	timer *time.Timer // the janitor, armed while idle is non-empty
 	armed bool
 }
 
@@ -49,7 +60,39 @@ type idleConn struct {
 
 func newConnPool(maxIdle int, maxAge time.Duration) *connPool {
 	return &connPool{maxIdle: max(maxIdle, 1), maxAge: max(maxAge, time.Millisecond), alive: alive,
-		idle: map[string][]idleConn{}}
+		idle: map[string][]idleConn{}, slots: map[string]chan struct{}{}}
+}
+
+// acquire takes one of addr's slots, waiting until one is free or ctx ends
+// (its error is then returned). Every successful acquire is followed by
+// one release.
+func (p *connPool) acquire(ctx context.Context, addr string) error {
+	p.mu.Lock()
+	sem, ok := p.slots[addr]
+	if !ok {
+		sem = make(chan struct{}, p.maxIdle)
+		p.slots[addr] = sem
+	}
+	p.mu.Unlock()
+	select {
+	case sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release gives back a slot taken by acquire.
+func (p *connPool) release(addr string) {
+	p.mu.Lock()
+	sem := p.slots[addr]
+	p.mu.Unlock()
+	<-sem
 }
 
 // get returns an idle connection to addr that looks alive, or nil. The

@@ -115,11 +115,15 @@ func TestFailedCallsAreNotReused(t *testing.T) {
 	}
 }
 
-// Concurrent calls each get a connection; afterwards at most
-// DefaultMaxIdlePerAddr stay idle, the rest are closed.
-func TestIdleConnectionsAreBounded(t *testing.T) {
-	const n = 3 * DefaultMaxIdlePerAddr
+// Concurrent calls share at most DefaultMaxConnsPerAddr connections to one
+// address: the rest wait for one (within their context) instead of
+// dialling, and afterwards those connections stay idle for reuse.
+func TestConnectionsPerAddressAreBounded(t *testing.T) {
+	const limit = DefaultMaxConnsPerAddr
+	const n = 3 * limit
 	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
 	var entered atomic.Int32
 	b := &testBackend{heartbeat: func(context.Context, *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
 		entered.Add(1)
@@ -129,6 +133,7 @@ func TestIdleConnectionsAreBounded(t *testing.T) {
 	s := startBackend(t, b, DefaultConfig())
 	addr := s.Addr().String()
 	c := NewThriftBackendClient(DefaultConfig())
+	t.Cleanup(open) // registered after the server: runs before its Close
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
@@ -137,13 +142,37 @@ func TestIdleConnectionsAreBounded(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "every call to be in its handler", func() bool { return entered.Load() == n })
-	close(release)
-	wg.Wait()
-	if got := pooled(c).idleCount(addr); got != DefaultMaxIdlePerAddr {
-		t.Fatalf("%d idle connections, want %d", got, DefaultMaxIdlePerAddr)
+	waitFor(t, "every connection to be in use", func() bool { return entered.Load() == limit })
+	// One more call with a short deadline gives up waiting for a
+	// connection: nothing was sent, and no connection beyond the limit was
+	// dialled.
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := c.Heartbeat(ctx, addr, &wire.THeartbeatRequest{MasterID: "m"})
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call past the limit went out and did not return")
 	}
-	waitFor(t, "the surplus to close", func() bool { return s.ActiveConns() == DefaultMaxIdlePerAddr })
+	if se := asSendError(t, err); se.BytesMayHaveLeft || !NotSent(err) {
+		t.Fatalf("a call past the limit: %+v, want not sent", se)
+	}
+	if got := entered.Load(); got != limit || s.ln.total.Load() != limit {
+		t.Fatalf("%d calls in the handler over %d connections; want %d over %d", got, s.ln.total.Load(), limit, limit)
+	}
+	open()
+	wg.Wait()
+	if entered.Load() != n || s.ln.total.Load() != limit {
+		t.Fatalf("%d calls over %d connections; want %d over %d", entered.Load(), s.ln.total.Load(), n, limit)
+	}
+	if got := pooled(c).idleCount(addr); got != limit {
+		t.Fatalf("%d idle connections, want %d", got, limit)
+	}
 }
 
 // A pooled connection the server closed while it sat idle is noticed before
@@ -243,7 +272,7 @@ func TestJanitorClosesExpiredIdleConnections(t *testing.T) {
 	s := startBackend(t, &testBackend{}, DefaultConfig())
 	addr := s.Addr().String()
 	c := NewThriftBackendClient(DefaultConfig()).(*thriftBackendClient)
-	c.pool = newConnPool(DefaultMaxIdlePerAddr, 50*time.Millisecond)
+	c.pool = newConnPool(DefaultMaxConnsPerAddr, 50*time.Millisecond)
 	if err := heartbeat(t, c, addr); err != nil {
 		t.Fatal(err)
 	}

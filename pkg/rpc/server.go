@@ -12,6 +12,15 @@ import (
 	"go.uber.org/zap"
 )
 
+// The generated processors start, for every request, a goroutine with a
+// 5 ms ticker that peeks at the connection (a syscall per tick) so that the
+// handler's context ends when the client hangs up. Every lancemaster handler
+// is bounded by its own timeouts, and at a few hundred requests in flight
+// the check cost ~10% of a master's CPU in the admission benchmark
+// (docs/benchmarks.md), so it is off. It is a library global: the process
+// serves only through this package.
+func init() { thrift.ServerConnectivityCheckInterval = 0 }
+
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("rpc: server closed")
 
