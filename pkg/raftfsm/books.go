@@ -1,10 +1,10 @@
 package raftfsm
 
 import (
-	"encoding/binary"
+	"cmp"
+	"math"
 	"slices"
-
-	iradix "github.com/hashicorp/go-immutable-radix"
+	"strings"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
@@ -168,13 +168,19 @@ func addCount[K comparable](m map[K]int, k K, d int) {
 
 // ---- the persistent form -------------------------------------------------------
 
-// bookTree is an immutable version of the books: radix trees share every
-// unchanged node with the previous version.
+// bookTree is an immutable version of the books: two copy-on-write B+trees
+// (ordered.go) that share every unchanged node with the previous version.
+// Items are never changed once published: a new count is a new item.
 //
-//	fence:  fenceKey(k) + key64(job id) → fenceEntry
-//	counts: 't' + key64(catalog) + locator | 'c' + key64(catalog) | 's' + key64(backend) → countEntry
+//	fence:  (fence key, job id) → the unresolved jobs holding each key
+//	counts: ('t', catalog, locator) | ('c', catalog) | ('s', backend) → n
+//
+// (Before 2026-11-30 these were go-immutable-radix trees, whose per-entry
+// transactions allocated an LRU of written nodes: ~30% of the bytes an
+// admission allocated, docs/decisions.md.)
 type bookTree struct {
-	fence, counts     *iradix.Tree
+	fence             ordTree[*fenceEntry]
+	counts            ordTree[*countEntry]
 	globals, corrupts int
 }
 
@@ -190,117 +196,135 @@ type countEntry struct {
 	n     int
 }
 
-func newBookTree() *bookTree { return &bookTree{fence: iradix.New(), counts: iradix.New()} }
+func cmpFenceKey(a, b job.FenceKey) int {
+	if c := cmp.Compare(a.CatalogID, b.CatalogID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Provider, b.Provider); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Locator, b.Locator); c != 0 {
+		return c
+	}
+	return strings.Compare(a.NormalizedIndexName, b.NormalizedIndexName)
+}
+
+func cmpFenceEntry(a, b *fenceEntry) int {
+	if c := cmpFenceKey(a.key, b.key); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+func cmpCountEntry(a, b *countEntry) int {
+	if c := cmp.Compare(a.kind, b.kind); c != 0 {
+		return c
+	}
+	if a.kind != 't' {
+		return cmp.Compare(a.id, b.id)
+	}
+	if c := cmp.Compare(a.table.CatalogID, b.table.CatalogID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.table.Locator, b.table.Locator)
+}
+
+func newBookTree() *bookTree { return &bookTree{} }
 
 // bookTxn is one entry's changes to a bookTree; it is also how Apply reads
 // the books, so a batch sees its own earlier changes.
 type bookTxn struct {
-	fenceTx, countsTx *iradix.Txn
+	fenceTx           ordTxn[*fenceEntry]
+	countsTx          ordTxn[*countEntry]
 	globals, corrupts int
 }
 
 func (t *bookTree) txn() *bookTxn {
-	return &bookTxn{fenceTx: t.fence.Txn(), countsTx: t.counts.Txn(), globals: t.globals, corrupts: t.corrupts}
+	owner := newOwner()
+	return &bookTxn{fenceTx: t.fence.txn(owner, cmpFenceEntry), countsTx: t.counts.txn(owner, cmpCountEntry),
+		globals: t.globals, corrupts: t.corrupts}
 }
 
 func (x *bookTxn) commit() *bookTree {
-	return &bookTree{fence: x.fenceTx.Commit(), counts: x.countsTx.Commit(), globals: x.globals, corrupts: x.corrupts}
+	return &bookTree{fence: x.fenceTx.tree(), counts: x.countsTx.tree(), globals: x.globals, corrupts: x.corrupts}
 }
 
 func (x *bookTxn) fence(k job.FenceKey, id int64, d int) {
-	key := appendKey64(fenceKey(k), id)
+	e := &fenceEntry{k, id}
 	if d > 0 {
-		x.fenceTx.Insert(key, fenceEntry{k, id})
+		x.fenceTx.set(e)
 	} else {
-		x.fenceTx.Delete(key)
+		x.fenceTx.delete(e)
 	}
 }
 
-func (x *bookTxn) add(e countEntry, key []byte, d int) {
-	if v, ok := x.countsTx.Get(key); ok {
-		e.n = v.(countEntry).n
+func (x *bookTxn) add(e countEntry, d int) {
+	if old, ok := x.countsTx.get(x.countsTx.to(&e)); ok {
+		e.n = old.n
 	}
 	if e.n += d; e.n != 0 {
-		x.countsTx.Insert(key, e)
+		x.countsTx.set(&e)
 	} else {
-		x.countsTx.Delete(key)
+		x.countsTx.delete(&e)
 	}
 }
 
-func (x *bookTxn) table(k job.TableKey, d int) {
-	x.add(countEntry{kind: 't', table: k}, tableCountKey(k), d)
-}
-func (x *bookTxn) catalog(id int64, d int) {
-	x.add(countEntry{kind: 'c', id: id}, idCountKey('c', id), d)
-}
-func (x *bookTxn) slot(id int64, d int) { x.add(countEntry{kind: 's', id: id}, idCountKey('s', id), d) }
-func (x *bookTxn) global(d int)         { x.globals += d }
-func (x *bookTxn) corrupt(d int)        { x.corrupts += d }
-
-// fenceKey encodes a fence key so that no key's encoding is a prefix of
-// another's (strings are length-prefixed): a prefix walk finds one key's ids.
-func fenceKey(k job.FenceKey) []byte {
-	b := make([]byte, 0, 8+3*binary.MaxVarintLen64+len(k.Provider)+len(k.Locator)+len(k.NormalizedIndexName)+8)
-	b = appendKey64(b, k.CatalogID)
-	for _, s := range []string{k.Provider, k.Locator, k.NormalizedIndexName} {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	return b
-}
-
-func tableCountKey(k job.TableKey) []byte {
-	b := appendKey64([]byte{'t'}, k.CatalogID)
-	return append(b, k.Locator...)
-}
-
-func idCountKey(kind byte, id int64) []byte { return appendKey64([]byte{kind}, id) }
+func (x *bookTxn) table(k job.TableKey, d int) { x.add(countEntry{kind: 't', table: k}, d) }
+func (x *bookTxn) catalog(id int64, d int)     { x.add(countEntry{kind: 'c', id: id}, d) }
+func (x *bookTxn) slot(id int64, d int)        { x.add(countEntry{kind: 's', id: id}, d) }
+func (x *bookTxn) global(d int)                { x.globals += d }
+func (x *bookTxn) corrupt(d int)               { x.corrupts += d }
 
 // bookView reads one version of the books: a committed tree or an open txn.
 type bookView struct {
-	fence, counts     *iradix.Node
+	fence             ordTree[*fenceEntry]
+	counts            ordTree[*countEntry]
 	globals, corrupts int
 }
 
 func (t *bookTree) view() bookView {
-	return bookView{t.fence.Root(), t.counts.Root(), t.globals, t.corrupts}
+	return bookView{t.fence, t.counts, t.globals, t.corrupts}
 }
 func (x *bookTxn) view() bookView {
-	return bookView{x.fenceTx.Root(), x.countsTx.Root(), x.globals, x.corrupts}
+	return bookView{x.fenceTx.tree(), x.countsTx.tree(), x.globals, x.corrupts}
 }
 
 // fenceHolders returns the unresolved jobs holding k, ascending.
 func (v bookView) fenceHolders(k job.FenceKey) []int64 {
 	var ids []int64
-	v.fence.WalkPrefix(fenceKey(k), func(_ []byte, e interface{}) bool {
-		ids = append(ids, e.(fenceEntry).id)
-		return false
+	// The bound sorts before every entry of k (job ids are positive), so the
+	// walk starts at k's first entry.
+	bound := &fenceEntry{k, math.MinInt64}
+	v.fence.ascend(func(e *fenceEntry) int { return cmpFenceEntry(e, bound) }, func(e *fenceEntry) bool {
+		if cmpFenceKey(e.key, k) != 0 {
+			return false
+		}
+		ids = append(ids, e.id)
+		return true
 	})
 	return ids
 }
 
-func (v bookView) count(key []byte) int {
-	if e, ok := v.counts.Get(key); ok {
-		return e.(countEntry).n
+func (v bookView) count(probe countEntry) int {
+	if e, ok := v.counts.get(func(e *countEntry) int { return cmpCountEntry(e, &probe) }); ok {
+		return e.n
 	}
 	return 0
 }
 
-func (v bookView) tableCount(k job.TableKey) int { return v.count(tableCountKey(k)) }
-func (v bookView) catalogCount(id int64) int     { return v.count(idCountKey('c', id)) }
-func (v bookView) slotCount(id int64) int        { return v.count(idCountKey('s', id)) }
+func (v bookView) tableCount(k job.TableKey) int { return v.count(countEntry{kind: 't', table: k}) }
+func (v bookView) catalogCount(id int64) int     { return v.count(countEntry{kind: 'c', id: id}) }
+func (v bookView) slotCount(id int64) int        { return v.count(countEntry{kind: 's', id: id}) }
 
 // plain copies the books into the plain form.
 func (v bookView) plain() Books {
 	b := *newBooks()
 	b.Global, b.Corrupt = v.globals, v.corrupts
-	v.fence.Walk(func(_ []byte, e interface{}) bool {
-		f := e.(fenceEntry)
-		b.Fence[f.key] = append(b.Fence[f.key], f.id) // the walk is in id order per key
-		return false
+	v.fence.ascend(nil, func(f *fenceEntry) bool {
+		b.Fence[f.key] = append(b.Fence[f.key], f.id) // ascending ids per key
+		return true
 	})
-	v.counts.Walk(func(_ []byte, e interface{}) bool {
-		c := e.(countEntry)
+	v.counts.ascend(nil, func(c *countEntry) bool {
 		switch c.kind {
 		case 't':
 			b.PerTable[c.table] = c.n
@@ -309,13 +333,7 @@ func (v bookView) plain() Books {
 		case 's':
 			b.Slots[c.id] = c.n
 		}
-		return false
+		return true
 	})
 	return b
-}
-
-// appendKey64 encodes an int64 so that byte order is numeric order (sign bit
-// flipped, big-endian), which is what makes radix walks ordered.
-func appendKey64(b []byte, v int64) []byte {
-	return binary.BigEndian.AppendUint64(b, uint64(v)^(1<<63))
 }
