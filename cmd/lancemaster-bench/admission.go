@@ -52,10 +52,12 @@ var benchOptions = [][2]string{
 	{config.OptMaxUnresolvedPerCatalog, strconv.Itoa(1 << 30)},
 	{config.OptMaxUnresolvedPerTable, strconv.Itoa(1 << 30)},
 	{config.OptEnableLocalFileMutation, "true"},
-	// Admission alone is measured: the dispatcher (which every master now
-	// runs) leaves the admitted jobs PENDING.
-	{config.OptDispatcherPaused, "true"},
 }
+
+// admissionOptions: admission alone is measured, so the dispatcher (which
+// every master runs) leaves the admitted jobs PENDING. The lifecycle
+// sections, which share benchOptions, need it running.
+var admissionOptions = append(append([][2]string(nil), benchOptions...), [2]string{config.OptDispatcherPaused, "true"})
 
 type master struct {
 	id      string
@@ -179,7 +181,7 @@ func configure(ctx context.Context, addr, backendAddr string) error {
 	if _, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: benchCatalog, RootURI: &root}); err != nil {
 		return fmt.Errorf("admission: create catalog: %w", err)
 	}
-	for _, kv := range benchOptions {
+	for _, kv := range admissionOptions {
 		if _, err := c.SetOption(ctx, kv[0], kv[1]); err != nil {
 			return fmt.Errorf("admission: set %s: %w", kv[0], err)
 		}

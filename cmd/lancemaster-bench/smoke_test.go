@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every load and lifecycle section runs at its smallest: a change that
+// breaks a section (it cannot run, or it measures nothing) fails make test
+// rather than the next bench run. Nothing here is timed: the figures of so
+// short a run mean nothing, only that each section completes. (The fsm and
+// backend sections run go test benchmarks and real builds: make bench.)
+func TestSectionsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts several three-master clusters")
+	}
+	o := &options{
+		dur: 300 * time.Millisecond, warm: 100 * time.Millisecond, quick: true, tmp: t.TempDir(),
+		only: map[string]bool{secRaw: true, secAdmission: true, secDispatch: true, secReports: true,
+			secLatency: true, secFailover: true},
+		conc: []int{4}, lifeJobs: 100, latN: 3, reps: 1, snapN: quickSnapN,
+	}
+	rep := run(o)
+	if len(rep.Errors) > 0 {
+		t.Fatalf("sections failed:\n%s", strings.Join(rep.Errors, "\n"))
+	}
+	for _, sec := range []string{secRaw, secAdmission, secDispatch, secReports, secLatency, secFailover} {
+		n := 0
+		for _, r := range rep.Rows {
+			if r.Section == sec && (r.LM != nil || r.Raw != nil) {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Errorf("section %s reported no figure", sec)
+		}
+	}
+}
