@@ -212,7 +212,7 @@ func reportsRows(r *reportsResult, raw *rawLifeResult) []row {
 		rows[i] = rows[i].withRatio()
 	}
 	rows[0] = rows[0].atLeast(reportsTargetPerS, "/s")
-	rows[0].Note = fmt.Sprintf("%s NATIVE_OK reports in %.2f s, all COMMITTED; each journals a proof and a result (group-committed); raw: Apply c=%d",
+	rows[0].Note = fmt.Sprintf("%s NATIVE_OK reports in %.2f s, all COMMITTED; each journals its proof and result in one group-committed entry; raw: Apply c=%d",
 		groupThousands(strconv.Itoa(r.Jobs)), r.ElapsedS, reportConc)
 	if r.Retries > 0 {
 		rows[0].Note += fmt.Sprintf("; %d retries, first: %s", r.Retries, clip(r.FirstErr, 120))
