@@ -324,6 +324,14 @@ var pinnedStructs = []pinnedStruct{
 		{"now_ms", 1, "i64", req},
 		{"proofs", 2, "list<TProof>", req},
 	}},
+	{"TReportItem", func() thrift.TStruct { return journal.NewTReportItem() }, []pin{
+		{"proof", 1, "TProof", opt},
+		{"completion", 2, "TCompletion", opt},
+	}},
+	{"TReportBatch", func() thrift.TStruct { return journal.NewTReportBatch() }, []pin{
+		{"now_ms", 1, "i64", req},
+		{"reports", 2, "list<TReportItem>", req},
+	}},
 	{"TRefreshTransition", func() thrift.TStruct { return journal.NewTRefreshTransition() }, []pin{
 		{"job_id", 1, "i64", req},
 		{"expected_rev", 2, "i64", req},
@@ -379,6 +387,8 @@ var pinnedStructs = []pinnedStruct{
 		{"message", 3, "string", opt},
 		{"id", 4, "i64", opt},
 		{"conflict_job_id", 5, "i64", opt},
+		{"proof_code", 6, "TApplyCode", opt},
+		{"proof_message", 7, "string", opt},
 	}},
 	{"TApplyResponse", func() thrift.TStruct { return journal.NewTApplyResponse() }, []pin{
 		{"code", 1, "TApplyCode", req},
