@@ -91,7 +91,7 @@ func (b *thriftBackendClient) Heartbeat(ctx context.Context, addr string, req *w
 		return nil, &SendError{Op: methodHeartbeat, Addr: addr, Err: ErrNilRequest}
 	}
 	var out *wire.THeartbeatResponse
-	err := b.callPooled(ctx, addr, methodHeartbeat, func(c *wire.LanceBackendServiceClient) (err error) {
+	err := b.callPooled(ctx, addr, methodHeartbeat, false, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.Heartbeat(ctx, req)
 		return err
 	})
@@ -103,7 +103,7 @@ func (b *thriftBackendClient) Inspect(ctx context.Context, addr string, req *wir
 		return nil, &SendError{Op: methodInspect, Addr: addr, Err: ErrNilRequest}
 	}
 	var out *wire.TInspectDatasetResponse
-	err := b.callPooled(ctx, addr, methodInspect, func(c *wire.LanceBackendServiceClient) (err error) {
+	err := b.callPooled(ctx, addr, methodInspect, true, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.InspectLanceDataset(ctx, req)
 		return err
 	})
@@ -115,7 +115,7 @@ func (b *thriftBackendClient) Query(ctx context.Context, addr string, req *wire.
 		return nil, &SendError{Op: methodQuery, Addr: addr, Err: ErrNilRequest}
 	}
 	var out *wire.TQueryInvocationsResponse
-	err := b.callPooled(ctx, addr, methodQuery, func(c *wire.LanceBackendServiceClient) (err error) {
+	err := b.callPooled(ctx, addr, methodQuery, false, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.QueryLanceIndexInvocations(ctx, req)
 		return err
 	})
@@ -137,14 +137,23 @@ func (b *thriftBackendClient) callFresh(ctx context.Context, addr, method string
 // reuse when the call succeeded. A reused connection that fails before any
 // reply byte arrived, other than by a timeout or ctx, was stale: it is
 // closed and fn runs once more on a fresh connection.
-func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method string, fn func(*wire.LanceBackendServiceClient) error) error {
+//
+// bounded calls (Inspect, one per admission) first take one of the
+// address's connection slots, waiting within ctx. Heartbeat and Query, a
+// few per second per master, never wait: a backend busy with inspects must
+// not look dead to the pool, nor stall reconcile. They still reuse idle
+// connections and give theirs back.
+func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method string, bounded bool,
+	fn func(*wire.LanceBackendServiceClient) error) error {
 	if err := ctx.Err(); err != nil {
 		return &SendError{Op: method, Addr: addr, Err: err}
 	}
-	if err := b.pool.acquire(ctx, addr); err != nil {
-		return &SendError{Op: method, Addr: addr, Err: fmt.Errorf("waiting for a connection: %w", err)}
+	if bounded {
+		if err := b.pool.acquire(ctx, addr); err != nil {
+			return &SendError{Op: method, Addr: addr, Err: fmt.Errorf("waiting for a connection: %w", err)}
+		}
+		defer b.pool.release(addr)
 	}
-	defer b.pool.release(addr)
 	staleMayHaveLeft := false // the stale attempt's bytes may have reached the peer
 	if conn := b.pool.get(addr); conn != nil {
 		read := conn.raw.read.Load()

@@ -16,6 +16,7 @@ import (
 type testBackend struct {
 	submit    func(context.Context, *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)
 	heartbeat func(context.Context, *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error)
+	inspect   func(context.Context, *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error)
 }
 
 func okStatus() *wire.TStatus { return &wire.TStatus{StatusCode: wire.TStatusCode_OK} }
@@ -34,7 +35,10 @@ func (b *testBackend) Heartbeat(ctx context.Context, r *wire.THeartbeatRequest) 
 	return &wire.THeartbeatResponse{Status: okStatus(), BeProcessEpoch: 42}, nil
 }
 
-func (b *testBackend) InspectLanceDataset(_ context.Context, r *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
+func (b *testBackend) InspectLanceDataset(ctx context.Context, r *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
+	if b.inspect != nil {
+		return b.inspect(ctx, r)
+	}
 	v := int64(len(r.GetDatasetURI()))
 	return &wire.TInspectDatasetResponse{Status: okStatus(), DatasetVersion: &v}, nil
 }

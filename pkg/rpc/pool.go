@@ -8,9 +8,10 @@ import (
 
 // Connection pool of the backend client (Inspect, Heartbeat, Query).
 const (
-	// DefaultMaxConnsPerAddr bounds the pooled connections open to one
-	// backend address, in use or idle: a call waits (within its context)
-	// for one of them rather than dialling more. Each one holds one of the
+	// DefaultMaxConnsPerAddr bounds the inspect calls in flight to one
+	// backend address, and the idle connections kept for it: an inspect
+	// waits (within its context) for a slot rather than dialling more.
+	// Heartbeats and queries, a few per second, do not wait (callPooled). Each one holds one of the
 	// backend server's connection slots (MaxConns, 256 by default), so three
 	// masters hold at most 96 however many admissions they inspect at once,
 	// and a burst of admissions cannot take the slots a dispatch needs.
@@ -37,10 +38,11 @@ const (
 //
 // Concurrency: safe for concurrent use.
 //
-// Calls take one of maxIdle slots of their address first (acquire): a
-// connection is dialled only when none is idle, so at most maxIdle are open
-// per address, in use or idle. The slot tables are kept per address ever
-// used (a few bytes each; addresses are registered backends).
+// Bounded calls take one of maxIdle slots of their address first
+// (acquire); a connection is dialled only when none is idle, so the open
+// connections per address are at most maxIdle plus the unbounded calls in
+// flight (heartbeats and queries, one or two). The slot tables are kept per
+// address ever used (a few bytes each; addresses are registered backends).
 type connPool struct {
 	maxIdle int
 	maxAge  time.Duration

@@ -115,9 +115,10 @@ func TestFailedCallsAreNotReused(t *testing.T) {
 	}
 }
 
-// Concurrent calls share at most DefaultMaxConnsPerAddr connections to one
-// address: the rest wait for one (within their context) instead of
-// dialling, and afterwards those connections stay idle for reuse.
+// Concurrent inspects share at most DefaultMaxConnsPerAddr connections to
+// one address: the rest wait for one (within their context) instead of
+// dialling, and afterwards those connections stay idle for reuse. A
+// heartbeat never waits: with every slot held it still gets through.
 func TestConnectionsPerAddressAreBounded(t *testing.T) {
 	const limit = DefaultMaxConnsPerAddr
 	const n = 3 * limit
@@ -125,50 +126,57 @@ func TestConnectionsPerAddressAreBounded(t *testing.T) {
 	var once sync.Once
 	open := func() { once.Do(func() { close(release) }) }
 	var entered atomic.Int32
-	b := &testBackend{heartbeat: func(context.Context, *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
+	b := &testBackend{inspect: func(context.Context, *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
 		entered.Add(1)
 		<-release
-		return &wire.THeartbeatResponse{Status: okStatus(), BeProcessEpoch: 1}, nil
+		return &wire.TInspectDatasetResponse{Status: okStatus()}, nil
 	}}
 	s := startBackend(t, b, DefaultConfig())
 	addr := s.Addr().String()
 	c := NewThriftBackendClient(DefaultConfig())
 	t.Cleanup(open) // registered after the server: runs before its Close
+	inspect := func(ctx context.Context) error {
+		_, err := c.Inspect(ctx, addr, &wire.TInspectDatasetRequest{DatasetURI: "/d/t.lance"})
+		return err
+	}
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			if err := heartbeat(t, c, addr); err != nil {
+			if err := inspect(testCtx(t)); err != nil {
 				t.Error(err)
 			}
 		})
 	}
-	waitFor(t, "every connection to be in use", func() bool { return entered.Load() == limit })
-	// One more call with a short deadline gives up waiting for a
+	waitFor(t, "every slot to be in use", func() bool { return entered.Load() == limit })
+	// One more inspect with a short deadline gives up waiting for a
 	// connection: nothing was sent, and no connection beyond the limit was
 	// dialled.
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		_, err := c.Heartbeat(ctx, addr, &wire.THeartbeatRequest{MasterID: "m"})
-		done <- err
+		done <- inspect(ctx)
 	}()
 	var err error
 	select {
 	case err = <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("a call past the limit went out and did not return")
+		t.Fatal("an inspect past the limit went out and did not return")
 	}
 	if se := asSendError(t, err); se.BytesMayHaveLeft || !NotSent(err) {
-		t.Fatalf("a call past the limit: %+v, want not sent", se)
+		t.Fatalf("an inspect past the limit: %+v, want not sent", se)
 	}
 	if got := entered.Load(); got != limit || s.ln.total.Load() != limit {
-		t.Fatalf("%d calls in the handler over %d connections; want %d over %d", got, s.ln.total.Load(), limit, limit)
+		t.Fatalf("%d inspects in the handler over %d connections; want %d over %d", got, s.ln.total.Load(), limit, limit)
+	}
+	// Liveness does not queue behind admissions.
+	if err := heartbeat(t, c, addr); err != nil {
+		t.Fatalf("a heartbeat with every inspect slot held: %v", err)
 	}
 	open()
 	wg.Wait()
-	if entered.Load() != n || s.ln.total.Load() != limit {
-		t.Fatalf("%d calls over %d connections; want %d over %d", entered.Load(), s.ln.total.Load(), n, limit)
+	if entered.Load() != n || s.ln.total.Load() != limit+1 {
+		t.Fatalf("%d inspects over %d connections; want %d over %d and the heartbeat's", entered.Load(), s.ln.total.Load(), n, limit)
 	}
 	if got := pooled(c).idleCount(addr); got != limit {
 		t.Fatalf("%d idle connections, want %d", got, limit)
