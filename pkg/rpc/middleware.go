@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
@@ -30,6 +31,24 @@ func recoverMiddleware(log *zap.Logger) thrift.ProcessorMiddleware {
 					}
 					ok, err = true, nil
 				}()
+				return next.Process(ctx, seqID, in, out)
+			},
+		}
+	}
+}
+
+// deadlineMiddleware gives every request's handler a deadline of d (the
+// server's SocketTimeout): a reply later than that is never read, since the
+// client's own socket timeout has given up on it. It takes the place of
+// Thrift's per-request connectivity check, which is off (server.go): a
+// handler that waits on its context (a forwarded write waiting to be
+// applied, a consistent read) ends even if its client has gone.
+func deadlineMiddleware(d time.Duration) thrift.ProcessorMiddleware {
+	return func(name string, next thrift.TProcessorFunction) thrift.TProcessorFunction {
+		return thrift.WrappedTProcessorFunction{
+			Wrapped: func(ctx context.Context, seqID int32, in, out thrift.TProtocol) (bool, thrift.TException) {
+				ctx, cancel := context.WithTimeout(ctx, d)
+				defer cancel()
 				return next.Process(ctx, seqID, in, out)
 			},
 		}

@@ -14,11 +14,12 @@ import (
 
 // The generated processors start, for every request, a goroutine with a
 // 5 ms ticker that peeks at the connection (a syscall per tick) so that the
-// handler's context ends when the client hangs up. Every lancemaster handler
-// is bounded by its own timeouts, and at a few hundred requests in flight
-// the check cost ~10% of a master's CPU in the admission benchmark
-// (docs/benchmarks.md), so it is off. It is a library global: the process
-// serves only through this package.
+// handler's context ends when the client hangs up. At a few hundred
+// requests in flight that cost a noticeable share of a master's CPU in the
+// admission benchmark (docs/benchmarks.md), so it is off; instead every
+// handler's context ends at the server's SocketTimeout (deadlineMiddleware),
+// after which no client is still reading the reply. It is a library global:
+// the process serves only through this package.
 func init() { thrift.ServerConnectivityCheckInterval = 0 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -90,7 +91,7 @@ func NewServer(addr string, processor thrift.TProcessor, cfg Config, log *zap.Lo
 	// Each connection's processor carries its Peer into the requests'
 	// contexts (authz.go).
 	srv := thrift.NewTSimpleServerFactory4(
-		connProcessorFactory{thrift.WrapProcessor(processor, recoverMiddleware(log))},
+		connProcessorFactory{thrift.WrapProcessor(processor, recoverMiddleware(log), deadlineMiddleware(cfg.SocketTimeout))},
 		cl,
 		thrift.NewTFramedTransportFactoryConf(thrift.NewTTransportFactory(), tconf),
 		thrift.NewTBinaryProtocolFactoryConf(tconf),

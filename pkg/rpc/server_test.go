@@ -322,3 +322,32 @@ func TestCloseBeforeServe(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A handler's context ends at the server's SocketTimeout although its client
+// is still connected and waiting: with Thrift's per-request hang-up check
+// off, a handler that waits on its context (a forwarded write waiting to be
+// applied, say) must not wait forever.
+func TestHandlerContextEndsAtTheSocketTimeout(t *testing.T) {
+	srvCfg := DefaultConfig()
+	srvCfg.SocketTimeout = 300 * time.Millisecond
+	ended := make(chan error, 1)
+	b := &testBackend{heartbeat: func(ctx context.Context, _ *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
+		select {
+		case <-ctx.Done():
+			ended <- ctx.Err()
+		case <-time.After(20 * time.Second):
+			ended <- errors.New("the handler's context never ended")
+		}
+		return &wire.THeartbeatResponse{Status: okStatus(), BeProcessEpoch: 1}, nil
+	}}
+	s := startBackend(t, b, srvCfg)
+	cliCfg := DefaultConfig() // the client waits longer than the server's handler may run
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+		defer cancel()
+		_, _ = NewThriftBackendClient(cliCfg).Heartbeat(ctx, s.Addr().String(), &wire.THeartbeatRequest{MasterID: "m"})
+	}()
+	if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("handler context: %v, want the deadline", err)
+	}
+}
