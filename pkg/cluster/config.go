@@ -101,6 +101,9 @@ type Config struct {
 	// to bootstrap a brand-new cluster and to map a leader id to its RPC
 	// address.
 	Peers []Peer
+	// Join: with an empty data dir, do not bootstrap Peers; wait to be
+	// added by the leader (AddVoter), whose log brings the configuration.
+	Join bool
 	// Timeouts: DefaultTimeouts or FastTimeouts. Zero means DefaultTimeouts.
 	Timeouts Timeouts
 	// SnapshotThreshold, TrailingLogs, SnapshotInterval, SnapshotRetain,

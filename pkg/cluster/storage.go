@@ -117,6 +117,14 @@ func bootstrapIfNew(conf *raft.Config, cfg Config, st *storage, log *zap.Logger)
 	if has {
 		return false, nil
 	}
+	if cfg.Join {
+		// Raft without a configuration stays a follower that never
+		// campaigns; the leader's AppendEntries after add-voter bring it
+		// the cluster's configuration and log.
+		log.Info("joining: this master waits to be added by the leader (operator raft add-voter)",
+			zap.String("node_id", cfg.NodeID))
+		return false, nil
+	}
 	servers := make([]raft.Server, 0, len(cfg.Peers))
 	for _, p := range cfg.Peers {
 		servers = append(servers, raft.Server{

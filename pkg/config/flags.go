@@ -40,6 +40,7 @@ const (
 	FlagDataDir            = "data-dir"
 	FlagSecretsDir         = "secrets-dir"
 	FlagPeer               = "peer"
+	FlagJoin               = "join"
 	FlagTimeouts           = "timeouts"
 	FlagHeartbeatTimeout   = "heartbeat-timeout"
 	FlagElectionTimeout    = "election-timeout"
@@ -64,6 +65,7 @@ func BindNodeFlags(fs *pflag.FlagSet) *NodeFlags {
 	fs.StringVar(&f.v.DataDir, FlagDataDir, "", "directory of the raft log, stable store and snapshots")
 	fs.StringVar(&f.v.SecretsDir, FlagSecretsDir, "", "directory of credentials files (one file per credentials reference)")
 	fs.StringArrayVar(&f.peers, FlagPeer, nil, "a cluster member as ID=RAFT_ADDR,RPC_ADDR; repeat for each (replaces the file's peers)")
+	fs.BoolVar(&f.v.Join, FlagJoin, false, "a master added to a running cluster: an empty data dir waits for operator raft add-voter instead of bootstrapping the peers list")
 	fs.StringVar(&f.v.Timeouts, FlagTimeouts, d.Timeouts, "raft timeout profile: default (1 s heartbeat/election) or fast (500 ms)")
 	fs.DurationVar(&f.v.HeartbeatTimeout, FlagHeartbeatTimeout, 0, "override the profile's raft heartbeat timeout")
 	fs.DurationVar(&f.v.ElectionTimeout, FlagElectionTimeout, 0, "override the profile's raft election timeout")
@@ -89,6 +91,8 @@ func (f *NodeFlags) Apply(n *Node) error {
 			*d = *src.(*time.Duration)
 		case *uint64:
 			*d = *src.(*uint64)
+		case *bool:
+			*d = *src.(*bool)
 		}
 	}
 	set(FlagNodeID, &n.NodeID, &f.v.NodeID)
@@ -98,6 +102,7 @@ func (f *NodeFlags) Apply(n *Node) error {
 	set(FlagRPCAdvertise, &n.RPCAdvertise, &f.v.RPCAdvertise)
 	set(FlagHTTPBind, &n.HTTPBind, &f.v.HTTPBind)
 	set(FlagDataDir, &n.DataDir, &f.v.DataDir)
+	set(FlagJoin, &n.Join, &f.v.Join)
 	set(FlagSecretsDir, &n.SecretsDir, &f.v.SecretsDir)
 	set(FlagTimeouts, &n.Timeouts, &f.v.Timeouts)
 	set(FlagHeartbeatTimeout, &n.HeartbeatTimeout, &f.v.HeartbeatTimeout)

@@ -63,6 +63,12 @@ type Node struct {
 	DataDir       string `yaml:"data_dir"`
 	SecretsDir    string `yaml:"secrets_dir"` // optional; credentials references resolve here
 	Peers         []Peer `yaml:"peers"`
+	// Join: a master added to a running cluster. With an empty data dir it
+	// does not bootstrap the peers list as a first configuration; it waits
+	// until the leader adds it (operator raft add-voter) and takes the
+	// cluster's configuration from the leader. Ignored once the data dir
+	// holds raft state.
+	Join bool `yaml:"join"`
 
 	// Timeouts picks the raft timeout profile (RaftProfileDefault or
 	// RaftProfileFast); a set override below wins over the profile.

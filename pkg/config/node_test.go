@@ -153,7 +153,7 @@ func TestNodeFlagsOverrideOnlyWhatWasSet(t *testing.T) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	nf := BindNodeFlags(fs)
 	err := fs.Parse([]string{
-		"--node-id=m2", "--timeouts=fast", "--heartbeat-timeout=400ms", "--log-level=warn",
+		"--node-id=m2", "--timeouts=fast", "--heartbeat-timeout=400ms", "--log-level=warn", "--join",
 		"--peer", "m1=127.0.0.1:7001,127.0.0.1:9091", "--peer", "m2=127.0.0.1:7002,127.0.0.1:9092",
 	})
 	if err != nil {
@@ -170,7 +170,7 @@ func TestNodeFlagsOverrideOnlyWhatWasSet(t *testing.T) {
 	if err := n.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if n.NodeID != "m2" || n.RaftAdvertise != "127.0.0.1:7002" || len(n.Peers) != 2 || n.LogLevel != "warn" {
+	if n.NodeID != "m2" || n.RaftAdvertise != "127.0.0.1:7002" || len(n.Peers) != 2 || n.LogLevel != "warn" || !n.Join {
 		t.Fatalf("flags not applied: %+v", n)
 	}
 	if n.DataDir != "/var/lib/lancemaster" || n.LogFormat != "console" || n.SnapshotInterval != 30*time.Second {

@@ -225,7 +225,17 @@ func TestSnapshotSaveInspectRestore(t *testing.T) {
 
 // A fourth master joins as a voter through the admin API (sent to a
 // follower, redirected to the leader), catches up, and is removed again.
+// A master added to a running cluster, started with join (the documented
+// way: it waits for add-voter and takes the leader's configuration) or
+// without (it bootstraps a throwaway first configuration that the leader's
+// log replaces).
 func TestAddVoterAndRemovePeerOverThrift(t *testing.T) {
+	for _, join := range []bool{true, false} {
+		t.Run(fmt.Sprintf("join=%v", join), func(t *testing.T) { testAddVoterAndRemovePeer(t, join) })
+	}
+}
+
+func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	c := newCluster3(t, nil)
 	f := c.follower()
 	c.setup(f)
@@ -234,7 +244,7 @@ func TestAddVoterAndRemovePeerOverThrift(t *testing.T) {
 	ports := freePorts(t, 2)
 	p4 := config.Peer{ID: "m4", RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[0]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[1])}
 	n4 := config.DefaultNode()
-	n4.NodeID, n4.DataDir, n4.Timeouts = "m4", t.TempDir(), config.RaftProfileFast
+	n4.NodeID, n4.DataDir, n4.Timeouts, n4.Join = "m4", t.TempDir(), config.RaftProfileFast, join
 	n4.Peers = append(append([]config.Peer(nil), c.nodes[0].Peers...), p4)
 	if err := n4.Validate(); err != nil {
 		t.Fatal(err)
@@ -245,6 +255,15 @@ func TestAddVoterAndRemovePeerOverThrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m4.Close(false) })
+	if join {
+		// Not a member yet: no configuration, no leader, nothing applied.
+		if peers, err := m4.Node().Peers(); err != nil || len(peers) != 0 {
+			t.Fatalf("a joining master has a configuration before add-voter: %+v %v", peers, err)
+		}
+		if id, _ := m4.Node().Leader(); id != "" || jobCount(m4) != 0 {
+			t.Fatalf("a joining master knows leader %q or %d jobs before add-voter", id, jobCount(m4))
+		}
+	}
 
 	call := func(fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) error {
 		return c.client(f).Call(opsCtx(t), fn)
