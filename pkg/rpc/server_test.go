@@ -146,7 +146,9 @@ func TestPartialFrameIsClosedAfterSocketTimeout(t *testing.T) {
 	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
 		t.Fatalf("read = %v, want the server to close the connection", err)
 	}
-	if el := time.Since(start); el < cfg.SocketTimeout {
+	// The server may arm its deadline a moment before this test's clock
+	// started (as rpctest.ProbeClockSlack says).
+	if el := time.Since(start); el < cfg.SocketTimeout-50*time.Millisecond {
 		t.Fatalf("closed after %v, before the socket timeout %v", el, cfg.SocketTimeout)
 	}
 	waitFor(t, "the slot to be released", func() bool { return s.ActiveConns() == 0 })
