@@ -272,6 +272,21 @@ struct TSetOptionCommand {
   3: required string value,   // validated before proposing and again by Apply
 }
 
+// The cluster's address book: a master's RPC address, journaled by the
+// leader when add-voter is given one (and forgotten on remove-peer), so that
+// every master can name and forward to a member its own peers list lacks.
+// Command type 17 with the ignorable bit: an older master may skip it.
+struct TMemberAddressCommand {
+  1: required i64 now_ms,
+  2: required string node_id,
+  3: required string rpc_address,   // empty: forget the member's address
+}
+
+struct TMemberAddress {
+  1: required string node_id,
+  2: required string rpc_address,
+}
+
 // ---- Apply responses ------------------------------------------------------
 
 enum TApplyCode {
@@ -327,6 +342,7 @@ struct TSnapshotHeader {
   7: optional i64 catalog_count,
   8: optional i64 backend_count,
   9: optional i64 applied_index,   // the log index the snapshot was taken at
+  10: optional list<TMemberAddress> member_addresses,   // sorted by node id
 }
 
 struct TSnapshotItem {

@@ -379,6 +379,15 @@ var pinnedStructs = []pinnedStruct{
 		{"key", 2, "string", req},
 		{"value", 3, "string", req},
 	}},
+	{"TMemberAddressCommand", func() thrift.TStruct { return journal.NewTMemberAddressCommand() }, []pin{
+		{"now_ms", 1, "i64", req},
+		{"node_id", 2, "string", req},
+		{"rpc_address", 3, "string", req},
+	}},
+	{"TMemberAddress", func() thrift.TStruct { return journal.NewTMemberAddress() }, []pin{
+		{"node_id", 1, "string", req},
+		{"rpc_address", 2, "string", req},
+	}},
 
 	// ---- journal.thrift: Apply responses (forwarded between masters) --------
 	{"TItemResult", func() thrift.TStruct { return journal.NewTItemResult_() }, []pin{
@@ -414,6 +423,7 @@ var pinnedStructs = []pinnedStruct{
 		{"catalog_count", 7, "i64", opt},
 		{"backend_count", 8, "i64", opt},
 		{"applied_index", 9, "i64", opt},
+		{"member_addresses", 10, "list<TMemberAddress>", opt},
 	}},
 	{"TSnapshotItem", func() thrift.TStruct { return journal.NewTSnapshotItem() }, []pin{
 		{"catalog", 1, "TCatalogRecord", opt},

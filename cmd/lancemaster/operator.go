@@ -116,10 +116,10 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 		Short:       "Add a master to the Raft configuration as a voter (on the leader)",
 		Long: "add-voter adds the master ID, reachable by the other masters at RAFT_ADDRESS, as a voter\n" +
 			"and returns once the new configuration is committed; the new master then catches up from\n" +
-			"the leader. Raft stores only the raft address: every master learns the new master's RPC\n" +
-			"address from its own node config's peers list, so add the new master there on every\n" +
-			"master and restart them one at a time (docs/operations.md). --rpc-address is remembered\n" +
-			"by the leader that runs the command until it restarts.",
+			"the leader. Raft stores only the raft address: --rpc-address records the new master's RPC\n" +
+			"address in the journal's address book, so every master can forward to it at once. Add the\n" +
+			"new master to every node config's peers list too, for their next start (docs/operations.md).\n" +
+			"Start the new master with --join (join: true) and an empty data dir.",
 		Example: "  lancemaster operator raft add-voter m4 10.0.0.4:7000 --rpc-address 10.0.0.4:9090",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -141,7 +141,7 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 			return printPeers(cmd, g, resp)
 		},
 	}
-	c.Flags().StringVar(&rpcAddr, "rpc-address", "", "the new master's RPC address HOST:PORT (remembered by the leader)")
+	c.Flags().StringVar(&rpcAddr, "rpc-address", "", "the new master's RPC address HOST:PORT (journaled: every master learns it)")
 	return c
 }
 

@@ -8670,6 +8670,387 @@ func (p *TSetOptionCommand) String() string {
 }
 
 // Attributes:
+//   - NowMs
+//   - NodeID
+//   - RPCAddress
+type TMemberAddressCommand struct {
+	NowMs      int64  `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	NodeID     string `thrift:"node_id,2,required" db:"node_id" json:"node_id"`
+	RPCAddress string `thrift:"rpc_address,3,required" db:"rpc_address" json:"rpc_address"`
+}
+
+func NewTMemberAddressCommand() *TMemberAddressCommand {
+	return &TMemberAddressCommand{}
+}
+
+func (p *TMemberAddressCommand) GetNowMs() int64 {
+	return p.NowMs
+}
+
+func (p *TMemberAddressCommand) GetNodeID() string {
+	return p.NodeID
+}
+
+func (p *TMemberAddressCommand) GetRPCAddress() string {
+	return p.RPCAddress
+}
+func (p *TMemberAddressCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetNowMs bool = false
+	var issetNodeID bool = false
+	var issetRPCAddress bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetNowMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetNodeID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetRPCAddress = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetNowMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NowMs is not set"))
+	}
+	if !issetNodeID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NodeID is not set"))
+	}
+	if !issetRPCAddress {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field RPCAddress is not set"))
+	}
+	return nil
+}
+
+func (p *TMemberAddressCommand) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.NowMs = v
+	}
+	return nil
+}
+
+func (p *TMemberAddressCommand) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.NodeID = v
+	}
+	return nil
+}
+
+func (p *TMemberAddressCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.RPCAddress = v
+	}
+	return nil
+}
+
+func (p *TMemberAddressCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TMemberAddressCommand"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TMemberAddressCommand) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "now_ms", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:now_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.NowMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.now_ms (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:now_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TMemberAddressCommand) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "node_id", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:node_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.NodeID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.node_id (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:node_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TMemberAddressCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "rpc_address", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:rpc_address: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.RPCAddress)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.rpc_address (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:rpc_address: ", p), err)
+	}
+	return err
+}
+
+func (p *TMemberAddressCommand) Equals(other *TMemberAddressCommand) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.NowMs != other.NowMs {
+		return false
+	}
+	if p.NodeID != other.NodeID {
+		return false
+	}
+	if p.RPCAddress != other.RPCAddress {
+		return false
+	}
+	return true
+}
+
+func (p *TMemberAddressCommand) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TMemberAddressCommand(%+v)", *p)
+}
+
+// Attributes:
+//   - NodeID
+//   - RPCAddress
+type TMemberAddress struct {
+	NodeID     string `thrift:"node_id,1,required" db:"node_id" json:"node_id"`
+	RPCAddress string `thrift:"rpc_address,2,required" db:"rpc_address" json:"rpc_address"`
+}
+
+func NewTMemberAddress() *TMemberAddress {
+	return &TMemberAddress{}
+}
+
+func (p *TMemberAddress) GetNodeID() string {
+	return p.NodeID
+}
+
+func (p *TMemberAddress) GetRPCAddress() string {
+	return p.RPCAddress
+}
+func (p *TMemberAddress) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetNodeID bool = false
+	var issetRPCAddress bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetNodeID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetRPCAddress = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetNodeID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NodeID is not set"))
+	}
+	if !issetRPCAddress {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field RPCAddress is not set"))
+	}
+	return nil
+}
+
+func (p *TMemberAddress) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.NodeID = v
+	}
+	return nil
+}
+
+func (p *TMemberAddress) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.RPCAddress = v
+	}
+	return nil
+}
+
+func (p *TMemberAddress) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TMemberAddress"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TMemberAddress) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "node_id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:node_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.NodeID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.node_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:node_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TMemberAddress) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "rpc_address", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:rpc_address: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.RPCAddress)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.rpc_address (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:rpc_address: ", p), err)
+	}
+	return err
+}
+
+func (p *TMemberAddress) Equals(other *TMemberAddress) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.NodeID != other.NodeID {
+		return false
+	}
+	if p.RPCAddress != other.RPCAddress {
+		return false
+	}
+	return true
+}
+
+func (p *TMemberAddress) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TMemberAddress(%+v)", *p)
+}
+
+// Attributes:
 //   - JobID
 //   - Code
 //   - Message
@@ -9748,16 +10129,18 @@ func (p *TOptionValue) String() string {
 //   - CatalogCount
 //   - BackendCount
 //   - AppliedIndex
+//   - MemberAddresses
 type TSnapshotHeader struct {
-	FormatVersion int32           `thrift:"format_version,1,required" db:"format_version" json:"format_version"`
-	LastJobID     int64           `thrift:"last_job_id,2,required" db:"last_job_id" json:"last_job_id"`
-	LastCatalogID int64           `thrift:"last_catalog_id,3,required" db:"last_catalog_id" json:"last_catalog_id"`
-	LastBackendID int64           `thrift:"last_backend_id,4,required" db:"last_backend_id" json:"last_backend_id"`
-	Options       []*TOptionValue `thrift:"options,5" db:"options" json:"options,omitempty"`
-	JobCount      *int64          `thrift:"job_count,6" db:"job_count" json:"job_count,omitempty"`
-	CatalogCount  *int64          `thrift:"catalog_count,7" db:"catalog_count" json:"catalog_count,omitempty"`
-	BackendCount  *int64          `thrift:"backend_count,8" db:"backend_count" json:"backend_count,omitempty"`
-	AppliedIndex  *int64          `thrift:"applied_index,9" db:"applied_index" json:"applied_index,omitempty"`
+	FormatVersion   int32             `thrift:"format_version,1,required" db:"format_version" json:"format_version"`
+	LastJobID       int64             `thrift:"last_job_id,2,required" db:"last_job_id" json:"last_job_id"`
+	LastCatalogID   int64             `thrift:"last_catalog_id,3,required" db:"last_catalog_id" json:"last_catalog_id"`
+	LastBackendID   int64             `thrift:"last_backend_id,4,required" db:"last_backend_id" json:"last_backend_id"`
+	Options         []*TOptionValue   `thrift:"options,5" db:"options" json:"options,omitempty"`
+	JobCount        *int64            `thrift:"job_count,6" db:"job_count" json:"job_count,omitempty"`
+	CatalogCount    *int64            `thrift:"catalog_count,7" db:"catalog_count" json:"catalog_count,omitempty"`
+	BackendCount    *int64            `thrift:"backend_count,8" db:"backend_count" json:"backend_count,omitempty"`
+	AppliedIndex    *int64            `thrift:"applied_index,9" db:"applied_index" json:"applied_index,omitempty"`
+	MemberAddresses []*TMemberAddress `thrift:"member_addresses,10" db:"member_addresses" json:"member_addresses,omitempty"`
 }
 
 func NewTSnapshotHeader() *TSnapshotHeader {
@@ -9821,6 +10204,12 @@ func (p *TSnapshotHeader) GetAppliedIndex() int64 {
 	}
 	return *p.AppliedIndex
 }
+
+var TSnapshotHeader_MemberAddresses_DEFAULT []*TMemberAddress
+
+func (p *TSnapshotHeader) GetMemberAddresses() []*TMemberAddress {
+	return p.MemberAddresses
+}
 func (p *TSnapshotHeader) IsSetOptions() bool {
 	return p.Options != nil
 }
@@ -9839,6 +10228,10 @@ func (p *TSnapshotHeader) IsSetBackendCount() bool {
 
 func (p *TSnapshotHeader) IsSetAppliedIndex() bool {
 	return p.AppliedIndex != nil
+}
+
+func (p *TSnapshotHeader) IsSetMemberAddresses() bool {
+	return p.MemberAddresses != nil
 }
 
 func (p *TSnapshotHeader) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -9947,6 +10340,16 @@ func (p *TSnapshotHeader) Read(ctx context.Context, iprot thrift.TProtocol) erro
 		case 9:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField10(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -10073,6 +10476,26 @@ func (p *TSnapshotHeader) ReadField9(ctx context.Context, iprot thrift.TProtocol
 	return nil
 }
 
+func (p *TSnapshotHeader) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TMemberAddress, 0, size)
+	p.MemberAddresses = tSlice
+	for i := 0; i < size; i++ {
+		_elem17 := &TMemberAddress{}
+		if err := _elem17.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem17), err)
+		}
+		p.MemberAddresses = append(p.MemberAddresses, _elem17)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
 func (p *TSnapshotHeader) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TSnapshotHeader"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -10103,6 +10526,9 @@ func (p *TSnapshotHeader) Write(ctx context.Context, oprot thrift.TProtocol) err
 			return err
 		}
 		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -10250,6 +10676,29 @@ func (p *TSnapshotHeader) writeField9(ctx context.Context, oprot thrift.TProtoco
 	return err
 }
 
+func (p *TSnapshotHeader) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMemberAddresses() {
+		if err := oprot.WriteFieldBegin(ctx, "member_addresses", thrift.LIST, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:member_addresses: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.MemberAddresses)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.MemberAddresses {
+			if err := v.Write(ctx, oprot); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:member_addresses: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 	if p == other {
 		return true
@@ -10272,8 +10721,8 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 		return false
 	}
 	for i, _tgt := range p.Options {
-		_src17 := other.Options[i]
-		if !_tgt.Equals(_src17) {
+		_src18 := other.Options[i]
+		if !_tgt.Equals(_src18) {
 			return false
 		}
 	}
@@ -10306,6 +10755,15 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 			return false
 		}
 		if (*p.AppliedIndex) != (*other.AppliedIndex) {
+			return false
+		}
+	}
+	if len(p.MemberAddresses) != len(other.MemberAddresses) {
+		return false
+	}
+	for i, _tgt := range p.MemberAddresses {
+		_src19 := other.MemberAddresses[i]
+		if !_tgt.Equals(_src19) {
 			return false
 		}
 	}

@@ -2,6 +2,10 @@ package admin
 
 import (
 	"context"
+	"errors"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"strings"
 
 	"go.uber.org/zap"
@@ -46,6 +50,10 @@ func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (
 	if len(id) > 256 || len(raftAddr) > maxAddressLen || len(rpcAddr) > maxAddressLen {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the id or an address is too long")
 	}
+	if !config.ValidNodeID(id) {
+		// A master's node_id must match it too (docs/configuration.md).
+		return nil, adminError(adminapi.TErrorCode_INVALID, "the id is not 1 to 64 letters, digits, '.', '_' or '-'")
+	}
 	if err := s.requireLeader(); err != nil {
 		return nil, err
 	}
@@ -58,6 +66,19 @@ func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (
 	}
 	s.d.Logger.Info("raft voter added", zap.String("peer_id", id), zap.String("raft_address", raftAddr),
 		zap.String("rpc_address", rpcAddr))
+	if rpcAddr != "" {
+		// The address book: every master can now name and forward to the
+		// new member, whatever its own peers list says.
+		if _, err := s.propose(ctx, raftfsm.CmdSetMemberAddress,
+			&journal.TMemberAddressCommand{NowMs: s.nowMs(), NodeID: id, RPCAddress: rpcAddr}); err != nil {
+			var ae *adminapi.TAdminError
+			if errors.As(err, &ae) {
+				ae.Message = "the voter was added, but its RPC address was not recorded (run add-voter again): " + ae.Message
+				return nil, ae
+			}
+			return nil, err
+		}
+	}
 	return s.peersAfterChange(ctx), nil
 }
 
@@ -83,6 +104,13 @@ func (s *Server) RemovePeer(ctx context.Context, req *adminapi.TRemovePeerReques
 		return nil, s.operatorError("remove peer", err)
 	}
 	s.d.Logger.Info("raft peer removed", zap.String("peer_id", id), zap.Bool("force", req.GetForce()))
+	if _, ok := s.d.Reader.State().MemberAddress(id); ok {
+		// Best effort: a stale entry only names a master that is gone.
+		if _, err := s.propose(ctx, raftfsm.CmdSetMemberAddress,
+			&journal.TMemberAddressCommand{NowMs: s.nowMs(), NodeID: id}); err != nil {
+			s.d.Logger.Warn("removed peer's RPC address not forgotten", zap.String("peer_id", id), zap.Error(err))
+		}
+	}
 	return s.peersAfterChange(ctx), nil
 }
 

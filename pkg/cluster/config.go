@@ -101,6 +101,11 @@ type Config struct {
 	// to bootstrap a brand-new cluster and to map a leader id to its RPC
 	// address.
 	Peers []Peer
+	// AddressBook, when set, maps a member id to its RPC address from the
+	// replicated state (raftfsm's address book); it is consulted after the
+	// addresses add-voter gave this node and before Peers. It must not
+	// block: it is called on every leader lookup.
+	AddressBook func(id string) (string, bool)
 	// Join: with an empty data dir, do not bootstrap Peers; wait to be
 	// added by the leader (AddVoter), whose log brings the configuration.
 	Join bool

@@ -169,11 +169,17 @@ func checkHostPort(what, addr string) error {
 	return job.Errorf(job.CodeInvalid, "%s %q is not HOST:PORT", what, clipString(addr, 80))
 }
 
-// rpcAddress is id's RPC address in this node's address book: learnt from
-// add-voter on this node, else the static peer list; "" when unknown.
+// rpcAddress is id's RPC address: learnt from add-voter on this node, else
+// the journal's address book (Config.AddressBook: what add-voter recorded on
+// whichever master ran it), else the static peer list; "" when unknown.
 func (n *Node) rpcAddress(id string) string {
 	if v, ok := n.learnedRPC.Load(id); ok {
 		return v.(string)
+	}
+	if n.cfg.AddressBook != nil {
+		if a, ok := n.cfg.AddressBook(id); ok {
+			return a
+		}
 	}
 	return n.rpcAddrs[id]
 }

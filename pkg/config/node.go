@@ -172,6 +172,9 @@ func (n *Node) RaftTimeouts() RaftTimeouts {
 
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// ValidNodeID reports whether id is a well-formed master id (node_id).
+func ValidNodeID(id string) bool { return nodeIDPattern.MatchString(id) }
+
 // Validate completes the derived fields, then checks everything, and
 // returns every problem found at once (errors.Join), each naming its field:
 //

@@ -123,6 +123,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	t := n.RaftTimeouts()
 	node, err := cluster.New(cluster.Config{
 		NodeID: n.NodeID, RaftBind: n.RaftBind, RaftAdvertise: n.RaftAdvertise, DataDir: n.DataDir, Peers: peers, Join: n.Join,
+		AddressBook: func(id string) (string, bool) { return fsm.State().MemberAddress(id) },
 		Timeouts: cluster.Timeouts{Heartbeat: t.Heartbeat, Election: t.Election, LeaderLease: t.LeaderLease,
 			Commit: cluster.DefaultTimeouts().Commit},
 		SnapshotThreshold: n.SnapshotThreshold, TrailingLogs: n.TrailingLogs, SnapshotInterval: n.SnapshotInterval,

@@ -285,6 +285,36 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	}
 	eventually(t, 15*time.Second, "m4 catches up", func() bool { return jobCount(m4) == 5 })
 
+	// The address book reaches every master, also the followers whose
+	// peers lists lack m4 and which did not run add-voter.
+	for i, m := range c.masters {
+		eventually(t, 15*time.Second, fmt.Sprintf("m%d learns m4's RPC address", i+1), func() bool {
+			a, ok := m.FSM().State().MemberAddress("m4")
+			return ok && a == rpcAddr
+		})
+	}
+	// With m4 leading, a write through such a follower is forwarded to it.
+	transfer := func(via *rpc.MasterClient, to string) {
+		t.Helper()
+		if err := via.Call(opsCtx(t), func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+			_, err := cl.TransferLeader(ctx, to)
+			return err
+		}); err != nil {
+			t.Fatalf("transfer leadership to %s: %v", to, err)
+		}
+	}
+	transfer(c.client(c.leader()), "m4")
+	eventually(t, 15*time.Second, "m4 leads", func() bool { return m4.Node().LeaderTerm() != 0 })
+	for i, m := range c.masters {
+		eventually(t, 15*time.Second, fmt.Sprintf("m%d names m4's RPC address as the leader's", i+1), func() bool {
+			id, addr := m.Node().Leader()
+			return id == "m4" && addr == rpcAddr
+		})
+	}
+	c.admit(f, "c", 2)
+	transfer(rpc.NewMasterClient([]string{rpcAddr}, rpc.DefaultConfig(), zap.NewNop()), c.nodes[0].NodeID)
+	eventually(t, 15*time.Second, "m1 leads", func() bool { return c.masters[0].Node().LeaderTerm() != 0 })
+
 	// Refusals keep their codes through the API.
 	err = call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 		_, err := cl.AddVoter(ctx, &adminapi.TAddVoterRequest{ID: "m5", RaftAddress: p4.RaftAddress})
@@ -305,6 +335,12 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	}
 	if len(resp.Peers) != 3 {
 		t.Fatalf("peers after remove-peer: %+v", resp.Peers)
+	}
+	for i, m := range c.masters {
+		eventually(t, 15*time.Second, fmt.Sprintf("m%d forgets m4's RPC address", i+1), func() bool {
+			_, ok := m.FSM().State().MemberAddress("m4")
+			return !ok
+		})
 	}
 	c.admit(f, "b", 3)
 }

@@ -33,6 +33,10 @@ const (
 	CmdSetOption        CommandType = 14 // TSetOptionCommand
 	CmdAdmitBatch       CommandType = 15 // M0 batched (group commit), TAdmitBatch
 	CmdReportBatch      CommandType = 16 // reports: P then M2 per item (group commit), TReportBatch
+	// The address book (a member's RPC address). Ignorable: a master that
+	// does not know it loses only the address, which its peers list may
+	// still give.
+	CmdSetMemberAddress CommandType = 17 | IgnorableFlag // TMemberAddressCommand
 )
 
 // Proposer is what admin, dispatch and report need from the cluster: a door

@@ -217,6 +217,8 @@ func fuzzApplySeeds(tb testing.TB) map[string][]byte {
 		"report": enc(CmdReportBatch, &journal.TReportBatch{NowMs: now, Reports: []*journal.TReportItem{
 			{Proof: proofCmd(held, job.ProofChildReaped), Completion: completion(running, job.NativeOK, true)},
 			{Proof: proofCmd(held, job.ProofChildReaped)}, {}}}),
+		"member-address": enc(CmdSetMemberAddress, &journal.TMemberAddressCommand{NowMs: now, NodeID: "m4", RPCAddress: "10.0.0.4:9090"}),
+		"member-forget":  enc(CmdSetMemberAddress, &journal.TMemberAddressCommand{NowMs: now, NodeID: "m4"}),
 		"refresh": enc(CmdRefreshBatch, &journal.TRefreshBatch{NowMs: now, Transitions: []*journal.TRefreshTransition{
 			{JobID: refreshable.JobID, ExpectedRev: refreshable.Rev, ToState: journal.TRefreshState(job.RefreshRunning)}}}),
 		"cancel":        enc(CmdCancel, &journal.TCancelCommand{NowMs: now, JobID: fzPending, Actor: "ops"}),

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 
 	"github.com/apache/thrift/lib/go/thrift"
@@ -105,16 +106,22 @@ func snapshotHeader(m *meta) *journal.TSnapshotHeader {
 	for _, k := range keys {
 		opts = append(opts, &journal.TOptionValue{Key: k, Value: m.options[k]})
 	}
+	ids := slices.Sorted(maps.Keys(m.members))
+	var members []*journal.TMemberAddress
+	for _, id := range ids {
+		members = append(members, &journal.TMemberAddress{NodeID: id, RPCAddress: m.members[id]})
+	}
 	return &journal.TSnapshotHeader{
-		FormatVersion: SnapshotFormatVersion,
-		LastJobID:     m.lastJobID,
-		LastCatalogID: m.lastCatalogID,
-		LastBackendID: m.lastBackendID,
-		Options:       opts,
-		JobCount:      thrift.Int64Ptr(m.jobs),
-		CatalogCount:  thrift.Int64Ptr(m.catalogs),
-		BackendCount:  thrift.Int64Ptr(m.backends),
-		AppliedIndex:  thrift.Int64Ptr(int64(m.appliedIndex)),
+		MemberAddresses: members,
+		FormatVersion:   SnapshotFormatVersion,
+		LastJobID:       m.lastJobID,
+		LastCatalogID:   m.lastCatalogID,
+		LastBackendID:   m.lastBackendID,
+		Options:         opts,
+		JobCount:        thrift.Int64Ptr(m.jobs),
+		CatalogCount:    thrift.Int64Ptr(m.catalogs),
+		BackendCount:    thrift.Int64Ptr(m.backends),
+		AppliedIndex:    thrift.Int64Ptr(int64(m.appliedIndex)),
 	}
 }
 
@@ -233,6 +240,14 @@ func readSnapshot(r io.Reader) (tables, *meta, error) {
 		}
 	}
 	m.resolved = config.ResolveOptions(m.options)
+	for _, a := range h.MemberAddresses {
+		if a != nil && a.RPCAddress != "" {
+			if m.members == nil {
+				m.members = map[string]string{}
+			}
+			m.members[a.NodeID] = a.RPCAddress
+		}
+	}
 
 	batches := make(chan []snapshotItem, 4)
 	stop := make(chan struct{})

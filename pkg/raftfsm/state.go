@@ -73,6 +73,7 @@ type meta struct {
 	lastJobID, lastCatalogID, lastBackendID int64
 	jobs, catalogs, backends                int64             // row counts, for the snapshot header
 	options                                 map[string]string // only keys explicitly set; canonical values
+	members                                 map[string]string // node id -> RPC address (the address book)
 	resolved                                config.Options
 	appliedIndex                            uint64
 	books                                   *bookTree
