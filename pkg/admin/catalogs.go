@@ -46,12 +46,8 @@ func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*admi
 		k := RefreshNone
 		rec.RefreshKind = &k
 	}
-	if *rec.RefreshKind == RefreshWebhook && rec.GetRefreshURL() == "" {
-		return nil, adminError(adminapi.TErrorCode_INVALID, "a webhook refresh needs --refresh-url")
-	}
-	if *rec.RefreshKind == RefreshNone && rec.GetRefreshURL() != "" {
-		return nil, adminError(adminapi.TErrorCode_INVALID, "--refresh-url needs --refresh webhook")
-	}
+	// The kind and URL must agree (normalizeCatalog in the FSM); propose's
+	// preview refuses a mismatch before it is journaled.
 	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec})
 	if err != nil {
 		return nil, err

@@ -3,14 +3,14 @@ package admin
 import (
 	"context"
 	"errors"
-	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 // MembershipCluster is the part of the raft node behind `operator raft

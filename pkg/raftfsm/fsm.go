@@ -145,22 +145,19 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // them before proposing, so that input the FSM would refuse as INVALID is
 // refused without a journal entry. The answer is advice only: the state may
 // change before the entry applies, and the FSM decides again then. An error
-// is a command no replica can apply (CheckCommand's cases).
+// is a command no replica can apply (CheckCommand's cases, found while
+// applying: the body is decoded once).
 func (s *State) Preview(cmd []byte) (*journal.TApplyResponse, error) {
-	if err := CheckCommand(cmd); err != nil {
-		return nil, err
+	if len(cmd) == 0 {
+		return nil, ErrEmptyEntry
 	}
 	fn, ok := registry[CommandType(cmd[0])]
 	if !ok {
 		return nil, fmt.Errorf("%w %d", ErrUnknownCommand, cmd[0])
 	}
-	// strs: nil. The FSM's string pool is not shared with other goroutines.
-	t := &tx{tableTxn: s.t.txn(), m: *s.m}
-	resp, err := fn(t, cmd[1:])
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
+	// fn decodes the body (an undecodable one is its error). strs: nil, the
+	// FSM's string pool is not shared with other goroutines.
+	return fn(&tx{tableTxn: s.t.txn(), m: *s.m}, cmd[1:])
 }
 
 func (f *FSM) publish(t tables, index uint64, m meta) {
