@@ -26,6 +26,8 @@ enum TErrorCode {
   AMBIGUOUS = 16,           // index names equal after lowercasing
   DEFINITION_MISMATCH = 17, // IF NOT EXISTS, but the existing index differs
   PERMISSION_DENIED = 18,   // mTLS: the caller's certificate role may not call this method (docs/rpc.md)
+  OUTCOME_UNKNOWN = 19,     // the write may or may not have been applied (leadership lost after the
+                            // append, a forward that failed after sending): check before retrying
 }
 
 exception TAdminError {
@@ -110,6 +112,11 @@ struct TJobView {
   38: optional bool unresolved,
   39: optional string provider,
   40: optional string cancel_actor,
+  41: optional i32 dispatch_attempts,      // dispatches proven never enqueued that returned the job to PENDING
+  42: optional string index_uuid,          // the uuid this dispatch built (announced or verified)
+  43: optional string admitted_index_uuid, // the uuid of the index at admission
+  44: optional string termination_message, // why the worker ended, from the backend
+  45: optional string build_phase,
 }
 
 struct TListJobsRequest {
@@ -257,6 +264,7 @@ service LanceMasterService {
   // reports (DESIGN.md §9); followers forward to the leader
   wire.TStatus reportLanceIndexJobResult(1: wire.TLanceIndexJobReport report),
   wire.TStatus reportLanceIndexJobTermination(1: wire.TLanceIndexJobTerminationReport report),
+  wire.TStatus reportLanceIndexJobProgress(1: wire.TLanceIndexJobProgressReport report),
 
   // jobs
   TAdmitResponse createIndex(1: TCreateIndexRequest request) throws (1: TAdminError err),

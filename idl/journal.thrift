@@ -20,6 +20,7 @@ enum TMutationState {
   NOT_COMMITTED = 4,
   UNKNOWN = 5,
   CANCELLED = 6,
+  RESOLVING = 7,   // §13.3: the worker is provably gone without a trusted result; the outcome is read from the dataset
 }
 
 // A missing refresh_state reads as REQUIRED (DESIGN.md §2).
@@ -60,6 +61,7 @@ enum TResultCode {
 enum TCompletionReason {
   NONE = 1,
   IF_CONDITION_NOOP = 2,
+  RESOLVED_FROM_DATASET = 3,   // §13.4: the outcome was proven from the dataset's retained versions
 }
 
 struct TJobResult {
@@ -109,6 +111,12 @@ struct TJobRecord {
   37: optional string force_warning,
   38: optional i64 refresh_failure_time_ms,
   39: optional string cancel_actor,
+  40: optional i32 dispatch_attempts,      // M2'' returns to PENDING (§13.2)
+  41: optional string index_uuid,          // the uuid this dispatch built: announced early, or verified with NATIVE_OK
+  42: optional string admitted_index_uuid, // the uuid of the index named at admission, if it existed (§13.7)
+  43: optional string termination_message, // why the worker ended, from the backend (§13.3)
+  44: optional string build_phase,         // the worker's last announced phase
+  45: optional i64 resolve_after_ms,       // RESOLVING: not read from the dataset before (object stores: a PUT may still land)
 }
 
 struct TCatalogRecord {
@@ -173,6 +181,8 @@ struct TCompletion {
   4: required i64 process_epoch,
   5: required TJobResult result,
   6: optional bool never_enqueued,  // M2': also release the slot with NOT_ENQUEUED
+  7: optional bool return_to_pending, // M2'' (with never_enqueued): back to PENDING, attempts + 1 (§13.2)
+  8: optional string index_uuid,      // NATIVE_OK: the uuid of the verified index
 }
 
 // M2 / M2', batched.
@@ -188,6 +198,22 @@ struct TProof {
   4: required i64 process_epoch,
   5: required i64 backend_id,
   6: required TTerminationProof proof,
+  7: optional bool finished_without_result, // §13.3: a RUNNING job moves to RESOLVING in this entry
+  8: optional string message,               // why the worker ended (<= 1024 B)
+  9: optional string index_uuid,            // the uuid the worker announced, if not journaled yet
+  10: optional i64 resolve_after_ms,        // RESOLVING: the earliest time to read the dataset
+}
+
+// A worker's announcement (§13.4): the uuid it is building and its phase.
+// Guarded by the dispatch identity and state RUNNING; the uuid is written
+// once.
+struct TProgress {
+  1: required i64 job_id,
+  2: required i64 dispatch_revision,
+  3: required string invocation_id,
+  4: required i64 process_epoch,
+  5: optional string index_uuid,
+  6: optional string phase,
 }
 
 // P, batched.
@@ -203,6 +229,7 @@ struct TRecordProofBatch {
 struct TReportItem {
   1: optional TProof proof,
   2: optional TCompletion completion,
+  3: optional TProgress progress,   // alone in its item
 }
 
 // Reports, batched (group commit): one entry per batch instead of one for
@@ -282,6 +309,17 @@ struct TMemberAddressCommand {
   3: required string rpc_address,   // empty: forget the member's address
 }
 
+// The cluster id (§13.1): a random id the first leader journals when the
+// journal has none. It names this Raft history (its term sequence): Raft
+// snapshots keep it, and an operator restore keeps the running cluster's id
+// (the leader journals it again right after the restore). Backends keep
+// their leader-term fence per cluster id. Type 18 with the ignorable bit.
+struct TClusterIDCommand {
+  1: required i64 now_ms,
+  2: required string cluster_id,
+  3: optional bool replace,   // restore: set it even if one is set (the restored file's is replaced)
+}
+
 struct TMemberAddress {
   1: required string node_id,
   2: required string rpc_address,
@@ -343,6 +381,7 @@ struct TSnapshotHeader {
   8: optional i64 backend_count,
   9: optional i64 applied_index,   // the log index the snapshot was taken at
   10: optional list<TMemberAddress> member_addresses,   // sorted by node id
+  11: optional string cluster_id,
 }
 
 struct TSnapshotItem {

@@ -81,6 +81,7 @@ var pinnedStructs = []pinnedStruct{
 		{"max_num_partitions", 18, "i32", opt},
 		{"max_num_sub_vectors", 19, "i32", opt},
 		{"leader_term", 20, "i64", opt},
+		{"cluster_id", 21, "string", opt},
 	}},
 	{"TLanceIndexJobReport", func() thrift.TStruct { return wire.NewTLanceIndexJobReport() }, []pin{
 		{"job_id", 1, "i64", req},
@@ -94,6 +95,8 @@ var pinnedStructs = []pinnedStruct{
 		{"termination_proof", 9, "TLanceIndexTerminationProof", opt},
 		{"invocation_secret", 10, "string", opt},
 		{"forwarded", 11, "bool", opt},
+		{"index_uuid", 12, "string", opt},
+		{"dataset_version", 13, "i64", opt},
 	}},
 	{"TLanceIndexJobTerminationReport", func() thrift.TStruct { return wire.NewTLanceIndexJobTerminationReport() }, []pin{
 		{"job_id", 1, "i64", req},
@@ -103,6 +106,9 @@ var pinnedStructs = []pinnedStruct{
 		{"proof", 5, "TLanceIndexTerminationProof", req},
 		{"invocation_secret", 6, "string", opt},
 		{"forwarded", 7, "bool", opt},
+		{"sanitized_message", 8, "string", opt},
+		{"no_result", 9, "bool", opt},
+		{"index_uuid", 10, "string", opt},
 	}},
 
 	// ---- wire.thrift: ours (heartbeat, inspect, query) ----------------------
@@ -110,6 +116,7 @@ var pinnedStructs = []pinnedStruct{
 		{"master_id", 1, "string", req},
 		{"leader_term", 2, "i64", opt},
 		{"master_addresses", 3, "list<string>", opt},
+		{"cluster_id", 4, "string", opt},
 	}},
 	{"THeartbeatResponse", func() thrift.TStruct { return wire.NewTHeartbeatResponse() }, []pin{
 		{"status", 1, "TStatus", req},
@@ -118,6 +125,10 @@ var pinnedStructs = []pinnedStruct{
 		{"queued", 4, "i32", opt},
 		{"running", 5, "i32", opt},
 		{"version", 6, "string", opt},
+		{"accepting", 7, "bool", opt},
+		{"not_accepting_reason", 8, "string", opt},
+		{"cluster_id", 9, "string", opt},
+		{"outbox_delivered", 10, "bool", opt},
 	}},
 	{"TInspectDatasetRequest", func() thrift.TStruct { return wire.NewTInspectDatasetRequest() }, []pin{
 		{"dataset_uri", 1, "string", req},
@@ -138,6 +149,12 @@ var pinnedStructs = []pinnedStruct{
 		{"index_type", 2, "string", req},
 		{"columns", 3, "list<string>", req},
 		{"properties_json", 4, "string", opt},
+		{"index_uuid", 5, "string", opt},
+		{"created_at_ms", 6, "i64", opt},
+		{"indexed_rows", 7, "i64", opt},
+		{"unindexed_rows", 8, "i64", opt},
+		{"segments", 9, "i32", opt},
+		{"size_bytes", 10, "i64", opt},
 	}},
 	{"TInspectDatasetResponse", func() thrift.TStruct { return wire.NewTInspectDatasetResponse() }, []pin{
 		{"status", 1, "TStatus", req},
@@ -149,12 +166,16 @@ var pinnedStructs = []pinnedStruct{
 		{"leader_term", 1, "i64", req},
 		{"be_process_epoch", 2, "i64", req},
 		{"invocation_ids", 3, "list<string>", req},
+		{"cluster_id", 4, "string", opt},
 	}},
 	{"TInvocationStatus", func() thrift.TStruct { return wire.NewTInvocationStatus() }, []pin{
 		{"invocation_id", 1, "string", req},
 		{"state", 2, "TLanceInvocationState", req},
 		{"result", 3, "TLanceIndexJobReport", opt},
 		{"termination_proof", 4, "TLanceIndexTerminationProof", opt},
+		{"index_uuid", 5, "string", opt},
+		{"no_result", 6, "bool", opt},
+		{"sanitized_message", 7, "string", opt},
 	}},
 	{"TQueryInvocationsResponse", func() thrift.TStruct { return wire.NewTQueryInvocationsResponse() }, []pin{
 		{"status", 1, "TStatus", req},
@@ -196,6 +217,48 @@ var pinnedStructs = []pinnedStruct{
 		{"report", 1, "TLanceIndexJobTerminationReport", opt},
 	}},
 	{"reportLanceIndexJobTermination_result", func() thrift.TStruct { return adminapi.NewLanceMasterServiceReportLanceIndexJobTerminationResult() }, []pin{
+		{"success", 0, "TStatus", opt},
+	}},
+	{"TLanceIndexJobProgressReport", func() thrift.TStruct { return wire.NewTLanceIndexJobProgressReport() }, []pin{
+		{"job_id", 1, "i64", req},
+		{"dispatch_revision", 2, "i64", req},
+		{"invocation_id", 3, "string", req},
+		{"be_process_epoch", 4, "i64", req},
+		{"invocation_secret", 5, "string", opt},
+		{"index_uuid", 6, "string", opt},
+		{"phase", 7, "string", opt},
+		{"forwarded", 8, "bool", opt},
+	}},
+	{"TResolveJobRequest", func() thrift.TStruct { return wire.NewTResolveJobRequest() }, []pin{
+		{"job_id", 1, "i64", req},
+		{"dataset_uri", 2, "string", req},
+		{"storage_options", 3, "map<string,string>", opt},
+		{"timeout_ms", 4, "i64", opt},
+		{"mutation_type", 5, "TLanceIndexMutationType", req},
+		{"index_name", 6, "string", req},
+		{"admitted_dataset_version", 7, "i64", req},
+		{"index_uuid", 8, "string", opt},
+		{"admitted_index_uuid", 9, "string", opt},
+		{"trust_exclusive_writer", 10, "bool", opt},
+		{"cluster_id", 11, "string", opt},
+	}},
+	{"TResolveJobResponse", func() thrift.TStruct { return wire.NewTResolveJobResponse() }, []pin{
+		{"status", 1, "TStatus", req},
+		{"outcome", 2, "TLanceResolveOutcome", opt},
+		{"evidence", 3, "string", opt},
+		{"head_version", 4, "i64", opt},
+		{"index_uuid", 5, "string", opt},
+	}},
+	{"resolve_lance_index_job_args", func() thrift.TStruct { return wire.NewLanceBackendServiceResolveLanceIndexJobArgs() }, []pin{
+		{"request", 1, "TResolveJobRequest", opt},
+	}},
+	{"resolve_lance_index_job_result", func() thrift.TStruct { return wire.NewLanceBackendServiceResolveLanceIndexJobResult() }, []pin{
+		{"success", 0, "TResolveJobResponse", opt},
+	}},
+	{"reportLanceIndexJobProgress_args", func() thrift.TStruct { return adminapi.NewLanceMasterServiceReportLanceIndexJobProgressArgs() }, []pin{
+		{"report", 1, "TLanceIndexJobProgressReport", opt},
+	}},
+	{"reportLanceIndexJobProgress_result", func() thrift.TStruct { return adminapi.NewLanceMasterServiceReportLanceIndexJobProgressResult() }, []pin{
 		{"success", 0, "TStatus", opt},
 	}},
 	{"forwardApply_args", func() thrift.TStruct { return adminapi.NewLanceMasterServiceForwardApplyArgs() }, []pin{
@@ -259,6 +322,12 @@ var pinnedStructs = []pinnedStruct{
 		{"force_warning", 37, "string", opt},
 		{"refresh_failure_time_ms", 38, "i64", opt},
 		{"cancel_actor", 39, "string", opt},
+		{"dispatch_attempts", 40, "i32", opt},
+		{"index_uuid", 41, "string", opt},
+		{"admitted_index_uuid", 42, "string", opt},
+		{"termination_message", 43, "string", opt},
+		{"build_phase", 44, "string", opt},
+		{"resolve_after_ms", 45, "i64", opt},
 	}},
 	{"TCatalogRecord", func() thrift.TStruct { return journal.NewTCatalogRecord() }, []pin{
 		{"catalog_id", 1, "i64", req},
@@ -307,6 +376,8 @@ var pinnedStructs = []pinnedStruct{
 		{"process_epoch", 4, "i64", req},
 		{"result", 5, "TJobResult", req},
 		{"never_enqueued", 6, "bool", opt},
+		{"return_to_pending", 7, "bool", opt},
+		{"index_uuid", 8, "string", opt},
 	}},
 	{"TCompleteBatch", func() thrift.TStruct { return journal.NewTCompleteBatch() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -319,6 +390,10 @@ var pinnedStructs = []pinnedStruct{
 		{"process_epoch", 4, "i64", req},
 		{"backend_id", 5, "i64", req},
 		{"proof", 6, "TTerminationProof", req},
+		{"finished_without_result", 7, "bool", opt},
+		{"message", 8, "string", opt},
+		{"index_uuid", 9, "string", opt},
+		{"resolve_after_ms", 10, "i64", opt},
 	}},
 	{"TRecordProofBatch", func() thrift.TStruct { return journal.NewTRecordProofBatch() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -327,6 +402,7 @@ var pinnedStructs = []pinnedStruct{
 	{"TReportItem", func() thrift.TStruct { return journal.NewTReportItem() }, []pin{
 		{"proof", 1, "TProof", opt},
 		{"completion", 2, "TCompletion", opt},
+		{"progress", 3, "TProgress", opt},
 	}},
 	{"TReportBatch", func() thrift.TStruct { return journal.NewTReportBatch() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -424,6 +500,20 @@ var pinnedStructs = []pinnedStruct{
 		{"backend_count", 8, "i64", opt},
 		{"applied_index", 9, "i64", opt},
 		{"member_addresses", 10, "list<TMemberAddress>", opt},
+		{"cluster_id", 11, "string", opt},
+	}},
+	{"TProgress", func() thrift.TStruct { return journal.NewTProgress() }, []pin{
+		{"job_id", 1, "i64", req},
+		{"dispatch_revision", 2, "i64", req},
+		{"invocation_id", 3, "string", req},
+		{"process_epoch", 4, "i64", req},
+		{"index_uuid", 5, "string", opt},
+		{"phase", 6, "string", opt},
+	}},
+	{"TClusterIDCommand", func() thrift.TStruct { return journal.NewTClusterIDCommand() }, []pin{
+		{"now_ms", 1, "i64", req},
+		{"cluster_id", 2, "string", req},
+		{"replace", 3, "bool", opt},
 	}},
 	{"TSnapshotItem", func() thrift.TStruct { return journal.NewTSnapshotItem() }, []pin{
 		{"catalog", 1, "TCatalogRecord", opt},
@@ -436,16 +526,16 @@ var pinnedStructs = []pinnedStruct{
 // Service method names are on the wire too (the message name selects the handler).
 func TestPinnedMethodNames(t *testing.T) {
 	backend := wire.NewLanceBackendServiceProcessor(nil).ProcessorMap()
-	for _, m := range []string{"submit_lance_index_job", "heartbeat", "inspect_lance_dataset", "query_lance_index_invocations"} {
+	for _, m := range []string{"submit_lance_index_job", "heartbeat", "inspect_lance_dataset", "query_lance_index_invocations", "resolve_lance_index_job"} {
 		if _, ok := backend[m]; !ok {
 			t.Errorf("LanceBackendService has no method %q", m)
 		}
 	}
-	if len(backend) != 4 {
-		t.Errorf("LanceBackendService has %d methods; pinned 4 (pin the new one here)", len(backend))
+	if len(backend) != 5 {
+		t.Errorf("LanceBackendService has %d methods; pinned 5 (pin the new one here)", len(backend))
 	}
 	master := adminapi.NewLanceMasterServiceProcessor(nil).ProcessorMap()
-	for _, m := range []string{"reportLanceIndexJobResult", "reportLanceIndexJobTermination", "forwardApply"} {
+	for _, m := range []string{"reportLanceIndexJobResult", "reportLanceIndexJobTermination", "reportLanceIndexJobProgress", "forwardApply"} {
 		if _, ok := master[m]; !ok {
 			t.Errorf("LanceMasterService has no method %q", m)
 		}
@@ -979,6 +1069,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(wire.TStatusCode_NOT_LEADER, "NOT_LEADER", 205),
 		ev(wire.TStatusCode_UNAUTHENTICATED, "UNAUTHENTICATED", 206),
 		ev(wire.TStatusCode_STALE_REPORT, "STALE_REPORT", 207),
+		ev(wire.TStatusCode_OTHER_CLUSTER, "OTHER_CLUSTER", 208),
 	),
 	enumPin("TLanceIndexMutationType", wire.TLanceIndexMutationTypeFromString,
 		ev(wire.TLanceIndexMutationType_CREATE, "CREATE", 1),
@@ -1003,6 +1094,11 @@ var pinnedEnums = []pinnedEnum{
 		ev(wire.TLanceIndexCompletionReason_NONE, "NONE", 1),
 		ev(wire.TLanceIndexCompletionReason_IF_CONDITION_NOOP, "IF_CONDITION_NOOP", 2),
 	),
+	enumPin("TLanceResolveOutcome", wire.TLanceResolveOutcomeFromString,
+		ev(wire.TLanceResolveOutcome_COMMITTED, "COMMITTED", 1),
+		ev(wire.TLanceResolveOutcome_NOT_COMMITTED, "NOT_COMMITTED", 2),
+		ev(wire.TLanceResolveOutcome_UNKNOWN, "UNKNOWN", 3),
+	),
 	enumPin("TLanceIndexTerminationProof", wire.TLanceIndexTerminationProofFromString,
 		ev(wire.TLanceIndexTerminationProof_NONE, "NONE", 1),
 		ev(wire.TLanceIndexTerminationProof_CHILD_REAPED, "CHILD_REAPED", 2),
@@ -1013,6 +1109,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(wire.TLanceInvocationState_QUEUED, "QUEUED", 2),
 		ev(wire.TLanceInvocationState_RUNNING, "RUNNING", 3),
 		ev(wire.TLanceInvocationState_FINISHED, "FINISHED", 4),
+		ev(wire.TLanceInvocationState_FORGOTTEN, "FORGOTTEN", 5),
 	),
 
 	// journal.thrift
@@ -1028,6 +1125,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(journal.TMutationState_NOT_COMMITTED, "NOT_COMMITTED", 4),
 		ev(journal.TMutationState_UNKNOWN, "UNKNOWN", 5),
 		ev(journal.TMutationState_CANCELLED, "CANCELLED", 6),
+		ev(journal.TMutationState_RESOLVING, "RESOLVING", 7),
 	),
 	enumPin("TRefreshState", journal.TRefreshStateFromString,
 		ev(journal.TRefreshState_NOT_REQUIRED, "NOT_REQUIRED", 1),
@@ -1061,6 +1159,7 @@ var pinnedEnums = []pinnedEnum{
 	enumPin("TCompletionReason", journal.TCompletionReasonFromString,
 		ev(journal.TCompletionReason_NONE, "NONE", 1),
 		ev(journal.TCompletionReason_IF_CONDITION_NOOP, "IF_CONDITION_NOOP", 2),
+		ev(journal.TCompletionReason_RESOLVED_FROM_DATASET, "RESOLVED_FROM_DATASET", 3),
 	),
 	enumPin("TApplyCode", journal.TApplyCodeFromString,
 		ev(journal.TApplyCode_OK, "OK", 1),
@@ -1096,6 +1195,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(adminapi.TErrorCode_AMBIGUOUS, "AMBIGUOUS", 16),
 		ev(adminapi.TErrorCode_DEFINITION_MISMATCH, "DEFINITION_MISMATCH", 17),
 		ev(adminapi.TErrorCode_PERMISSION_DENIED, "PERMISSION_DENIED", 18),
+		ev(adminapi.TErrorCode_OUTCOME_UNKNOWN, "OUTCOME_UNKNOWN", 19),
 	),
 }
 
@@ -1213,7 +1313,7 @@ func TestJobEnumsEqualJournal(t *testing.T) {
 		int64(job.Create), int64(job.Replace), int64(job.Drop))
 	agree(t, "TMutationState", func(v int64) string { return job.MutationState(v).String() },
 		int64(job.Pending), int64(job.Running), int64(job.Committed), int64(job.NotCommitted),
-		int64(job.Unknown), int64(job.Cancelled))
+		int64(job.Unknown), int64(job.Cancelled), int64(job.Resolving))
 	agree(t, "TRefreshState", func(v int64) string { return job.RefreshState(v).String() },
 		int64(job.RefreshNotRequired), int64(job.RefreshRequired), int64(job.RefreshRunning),
 		int64(job.RefreshDone), int64(job.RefreshFailed))
@@ -1227,7 +1327,7 @@ func TestJobEnumsEqualJournal(t *testing.T) {
 		int64(job.NativeInvalidArgument), int64(job.NativeNotSupported), int64(job.NativeIndex),
 		int64(job.NativeIO), int64(job.NativeInternal), int64(job.NoTrustedResult))
 	agree(t, "TCompletionReason", func(v int64) string { return job.CompletionReason(v).String() },
-		int64(job.ReasonNone), int64(job.ReasonIfConditionNoop))
+		int64(job.ReasonNone), int64(job.ReasonIfConditionNoop), int64(job.ReasonResolvedFromDataset))
 
 	for _, v := range enumNamed(t, "TMutationState").values {
 		if got, ok := job.ParseMutationState(v.name); !ok || int64(got) != v.value {
@@ -1256,7 +1356,7 @@ func TestJobCodesAreErrorCodes(t *testing.T) {
 		job.CodeMutationDisabled, job.CodeCatalogInUse, job.CodeNotLeader, job.CodeAlreadyExists,
 		job.CodeConflict, job.CodeUnavailable, job.CodeInternal, job.CodeAdmissionBlocked,
 		job.CodeBackendInUse, job.CodeTimeout, job.CodeInspectFailed, job.CodeAmbiguous,
-		job.CodeDefinitionMismatch,
+		job.CodeDefinitionMismatch, job.CodeOutcomeUnknown,
 	}
 	seen := map[job.Code]bool{}
 	for _, c := range codes {

@@ -32,6 +32,7 @@ enum TStatusCode {
   NOT_LEADER = 205,         // a master that cannot forward the request
   UNAUTHENTICATED = 206,    // missing or wrong invocation secret
   STALE_REPORT = 207,       // identity does not match the journal
+  OTHER_CLUSTER = 208,      // the request names another cluster id than the one this backend serves
 }
 
 struct TStatus {
@@ -92,6 +93,7 @@ struct TLanceIndexJobDispatch {
   18: optional i32 max_num_partitions,
   19: optional i32 max_num_sub_vectors,
   20: optional i64 leader_term,                     // ours: fencing token (§7)
+  21: optional string cluster_id,                   // ours: the term fence is kept per cluster id
 }
 
 struct TLanceIndexJobReport {
@@ -106,6 +108,8 @@ struct TLanceIndexJobReport {
   9: optional TLanceIndexTerminationProof termination_proof,
   10: optional string invocation_secret,  // required by the master
   11: optional bool forwarded,            // ours: set by a master forwarding to the leader (one hop only)
+  12: optional string index_uuid,         // ours: NATIVE_OK on CREATE/REPLACE: the uuid of the verified index
+  13: optional i64 dataset_version,       // ours: NATIVE_OK: the dataset version the builder verified
 }
 
 struct TLanceIndexJobTerminationReport {
@@ -116,6 +120,24 @@ struct TLanceIndexJobTerminationReport {
   5: required TLanceIndexTerminationProof proof,
   6: optional string invocation_secret,  // ours: termination reports are authenticated too
   7: optional bool forwarded,            // ours: set by a master forwarding to the leader (one hop only)
+  8: optional string sanitized_message,  // ours: why the worker ended (e.g. killed by the memory limit), <= 1024 B
+  9: optional bool no_result,            // ours: the worker ended without a result frame; no result report follows
+  10: optional string index_uuid,        // ours: the uuid the worker announced it was building, if any
+}
+
+// ours: what a running worker announced (§13.4): the uuid of the index it is
+// building, as early as it is known, and its phase. Authenticated like a
+// result; the master journals it so that the outcome can later be proven
+// from the dataset even if the backend loses its memory.
+struct TLanceIndexJobProgressReport {
+  1: required i64 job_id,
+  2: required i64 dispatch_revision,
+  3: required string invocation_id,
+  4: required i64 be_process_epoch,
+  5: optional string invocation_secret,
+  6: optional string index_uuid,
+  7: optional string phase,              // <= 64 B
+  8: optional bool forwarded,            // set by a master forwarding to the leader (one hop only)
 }
 
 // ---- ours: heartbeat, inspect, query ------------------------------------
@@ -124,6 +146,7 @@ struct THeartbeatRequest {
   1: required string master_id,
   2: optional i64 leader_term,
   3: optional list<string> master_addresses, // where to deliver reports
+  4: optional string cluster_id,             // the cluster the leader belongs to
 }
 
 struct THeartbeatResponse {
@@ -133,6 +156,11 @@ struct THeartbeatResponse {
   4: optional i32 queued,
   5: optional i32 running,
   6: optional string version,
+  7: optional bool accepting,            // dispatches would be accepted now (isolation verified, queue room,
+                                         // not shutting down, this cluster id)
+  8: optional string not_accepting_reason,
+  9: optional string cluster_id,         // the cluster id this backend serves ("" before the first heartbeat)
+  10: optional bool outbox_delivered,    // every report this process found in its outbox at start is delivered or dropped
 }
 
 struct TInspectDatasetRequest {
@@ -157,6 +185,12 @@ struct TLanceIndexInfo {
   2: required string index_type,         // IVF_PQ, BTREE, BITMAP, ...
   3: required list<string> columns,
   4: optional string properties_json,    // canonical parameters where known
+  5: optional string index_uuid,         // ours (§13.7)
+  6: optional i64 created_at_ms,
+  7: optional i64 indexed_rows,
+  8: optional i64 unindexed_rows,
+  9: optional i32 segments,
+  10: optional i64 size_bytes,
 }
 
 struct TInspectDatasetResponse {
@@ -171,12 +205,14 @@ enum TLanceInvocationState {
   QUEUED = 2,
   RUNNING = 3,
   FINISHED = 4,
+  FORGOTTEN = 5,           // accepted by this process once, its entry since dropped: proves nothing
 }
 
 struct TQueryInvocationsRequest {
   1: required i64 leader_term,
   2: required i64 be_process_epoch,
   3: required list<string> invocation_ids,
+  4: optional string cluster_id,
 }
 
 struct TInvocationStatus {
@@ -184,6 +220,9 @@ struct TInvocationStatus {
   2: required TLanceInvocationState state,
   3: optional TLanceIndexJobReport result,             // set when FINISHED
   4: optional TLanceIndexTerminationProof termination_proof,
+  5: optional string index_uuid,         // the uuid the worker announced it was building, if any
+  6: optional bool no_result,            // FINISHED without a result frame (crash, OOM, killed)
+  7: optional string sanitized_message,  // FINISHED without a result: why the worker ended
 }
 
 struct TQueryInvocationsResponse {
@@ -191,9 +230,43 @@ struct TQueryInvocationsResponse {
   2: optional list<TInvocationStatus> invocations,
 }
 
+// ---- ours: the outcome of a job from the dataset (§13.4) ------------------
+// Asked once the job's worker is provably gone without a trusted result.
+// The backend runs its builder read-only over the retained versions after
+// the admitted one; nothing is written.
+
+enum TLanceResolveOutcome {
+  COMMITTED = 1,
+  NOT_COMMITTED = 2,
+  UNKNOWN = 3,
+}
+
+struct TResolveJobRequest {
+  1: required i64 job_id,                          // for logs only
+  2: required string dataset_uri,
+  3: optional map<string, string> storage_options, // never journaled
+  4: optional i64 timeout_ms,
+  5: required TLanceIndexMutationType mutation_type,
+  6: required string index_name,
+  7: required i64 admitted_dataset_version,
+  8: optional string index_uuid,                   // the uuid this invocation built (announced by its worker)
+  9: optional string admitted_index_uuid,          // REPLACE/DROP: the uuid of the index at admission
+  10: optional bool trust_exclusive_writer,        // lance_index_job_trust_exclusive_writer
+  11: optional string cluster_id,
+}
+
+struct TResolveJobResponse {
+  1: required TStatus status,
+  2: optional TLanceResolveOutcome outcome,
+  3: optional string evidence,                     // what was read and what it proves, <= 1024 B
+  4: optional i64 head_version,                    // the newest version read
+  5: optional string index_uuid,                   // COMMITTED: the uuid found
+}
+
 service LanceBackendService {
   TStatus submit_lance_index_job(1: TLanceIndexJobDispatch dispatch),
   THeartbeatResponse heartbeat(1: THeartbeatRequest request),
   TInspectDatasetResponse inspect_lance_dataset(1: TInspectDatasetRequest request),
   TQueryInvocationsResponse query_lance_index_invocations(1: TQueryInvocationsRequest request),
+  TResolveJobResponse resolve_lance_index_job(1: TResolveJobRequest request),
 }

@@ -80,6 +80,10 @@ func (m *benchMaster) ReportLanceIndexJobTermination(context.Context, *wire.TLan
 	return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
 }
 
+func (m *benchMaster) ReportLanceIndexJobProgress(context.Context, *wire.TLanceIndexJobProgressReport) (*wire.TStatus, error) {
+	return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
+}
+
 func runAgentMemory(o *options, env *backendEnv, dir, pristineURI string) (res *agentResult, err error) {
 	res = &agentResult{Binary: filepath.Join(dir, "lancemaster")}
 	t := time.Now()

@@ -77,6 +77,10 @@ func (f *fakeMaster) ReportLanceIndexJobTermination(context.Context, *wire.TLanc
 	return nil, thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "fake")
 }
 
+func (f *fakeMaster) ReportLanceIndexJobProgress(context.Context, *wire.TLanceIndexJobProgressReport) (*wire.TStatus, error) {
+	return nil, thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "fake")
+}
+
 func (f *fakeMaster) CreateIndex(_ context.Context, r *adminapi.TCreateIndexRequest) (*adminapi.TAdmitResponse, error) {
 	return f.admit, f.record("CreateIndex", r)
 }

@@ -44,6 +44,7 @@ const (
 	TErrorCode_AMBIGUOUS           TErrorCode = 16
 	TErrorCode_DEFINITION_MISMATCH TErrorCode = 17
 	TErrorCode_PERMISSION_DENIED   TErrorCode = 18
+	TErrorCode_OUTCOME_UNKNOWN     TErrorCode = 19
 )
 
 func (p TErrorCode) String() string {
@@ -84,6 +85,8 @@ func (p TErrorCode) String() string {
 		return "DEFINITION_MISMATCH"
 	case TErrorCode_PERMISSION_DENIED:
 		return "PERMISSION_DENIED"
+	case TErrorCode_OUTCOME_UNKNOWN:
+		return "OUTCOME_UNKNOWN"
 	}
 	return "<UNSET>"
 }
@@ -126,6 +129,8 @@ func TErrorCodeFromString(s string) (TErrorCode, error) {
 		return TErrorCode_DEFINITION_MISMATCH, nil
 	case "PERMISSION_DENIED":
 		return TErrorCode_PERMISSION_DENIED, nil
+	case "OUTCOME_UNKNOWN":
+		return TErrorCode_OUTCOME_UNKNOWN, nil
 	}
 	return TErrorCode(0), fmt.Errorf("not a valid TErrorCode string")
 }
@@ -1905,6 +1910,11 @@ func (p *TAdmitResponse) String() string {
 //   - Unresolved
 //   - Provider
 //   - CancelActor
+//   - DispatchAttempts
+//   - IndexUUID
+//   - AdmittedIndexUUID
+//   - TerminationMessage
+//   - BuildPhase
 type TJobView struct {
 	JobID                    int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                  *string `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -1946,6 +1956,11 @@ type TJobView struct {
 	Unresolved               *bool   `thrift:"unresolved,38" db:"unresolved" json:"unresolved,omitempty"`
 	Provider                 *string `thrift:"provider,39" db:"provider" json:"provider,omitempty"`
 	CancelActor              *string `thrift:"cancel_actor,40" db:"cancel_actor" json:"cancel_actor,omitempty"`
+	DispatchAttempts         *int32  `thrift:"dispatch_attempts,41" db:"dispatch_attempts" json:"dispatch_attempts,omitempty"`
+	IndexUUID                *string `thrift:"index_uuid,42" db:"index_uuid" json:"index_uuid,omitempty"`
+	AdmittedIndexUUID        *string `thrift:"admitted_index_uuid,43" db:"admitted_index_uuid" json:"admitted_index_uuid,omitempty"`
+	TerminationMessage       *string `thrift:"termination_message,44" db:"termination_message" json:"termination_message,omitempty"`
+	BuildPhase               *string `thrift:"build_phase,45" db:"build_phase" json:"build_phase,omitempty"`
 }
 
 func NewTJobView() *TJobView {
@@ -2306,6 +2321,51 @@ func (p *TJobView) GetCancelActor() string {
 	}
 	return *p.CancelActor
 }
+
+var TJobView_DispatchAttempts_DEFAULT int32
+
+func (p *TJobView) GetDispatchAttempts() int32 {
+	if !p.IsSetDispatchAttempts() {
+		return TJobView_DispatchAttempts_DEFAULT
+	}
+	return *p.DispatchAttempts
+}
+
+var TJobView_IndexUUID_DEFAULT string
+
+func (p *TJobView) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TJobView_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TJobView_AdmittedIndexUUID_DEFAULT string
+
+func (p *TJobView) GetAdmittedIndexUUID() string {
+	if !p.IsSetAdmittedIndexUUID() {
+		return TJobView_AdmittedIndexUUID_DEFAULT
+	}
+	return *p.AdmittedIndexUUID
+}
+
+var TJobView_TerminationMessage_DEFAULT string
+
+func (p *TJobView) GetTerminationMessage() string {
+	if !p.IsSetTerminationMessage() {
+		return TJobView_TerminationMessage_DEFAULT
+	}
+	return *p.TerminationMessage
+}
+
+var TJobView_BuildPhase_DEFAULT string
+
+func (p *TJobView) GetBuildPhase() string {
+	if !p.IsSetBuildPhase() {
+		return TJobView_BuildPhase_DEFAULT
+	}
+	return *p.BuildPhase
+}
 func (p *TJobView) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -2460,6 +2520,26 @@ func (p *TJobView) IsSetProvider() bool {
 
 func (p *TJobView) IsSetCancelActor() bool {
 	return p.CancelActor != nil
+}
+
+func (p *TJobView) IsSetDispatchAttempts() bool {
+	return p.DispatchAttempts != nil
+}
+
+func (p *TJobView) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TJobView) IsSetAdmittedIndexUUID() bool {
+	return p.AdmittedIndexUUID != nil
+}
+
+func (p *TJobView) IsSetTerminationMessage() bool {
+	return p.TerminationMessage != nil
+}
+
+func (p *TJobView) IsSetBuildPhase() bool {
+	return p.BuildPhase != nil
 }
 
 func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -2879,6 +2959,56 @@ func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 41:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField41(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 42:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField42(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 43:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField43(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 44:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField44(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 45:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField45(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -3257,6 +3387,51 @@ func (p *TJobView) ReadField40(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TJobView) ReadField41(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 41: ", err)
+	} else {
+		p.DispatchAttempts = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField42(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 42: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField43(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 43: ", err)
+	} else {
+		p.AdmittedIndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField44(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 44: ", err)
+	} else {
+		p.TerminationMessage = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField45(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 45: ", err)
+	} else {
+		p.BuildPhase = &v
+	}
+	return nil
+}
+
 func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobView"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3380,6 +3555,21 @@ func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField40(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField41(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField42(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField43(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField44(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField45(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -3990,6 +4180,81 @@ func (p *TJobView) writeField40(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TJobView) writeField41(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDispatchAttempts() {
+		if err := oprot.WriteFieldBegin(ctx, "dispatch_attempts", thrift.I32, 41); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 41:dispatch_attempts: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.DispatchAttempts)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dispatch_attempts (41) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 41:dispatch_attempts: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField42(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 42); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 42:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (42) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 42:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField43(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAdmittedIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "admitted_index_uuid", thrift.STRING, 43); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 43:admitted_index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.AdmittedIndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.admitted_index_uuid (43) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 43:admitted_index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField44(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTerminationMessage() {
+		if err := oprot.WriteFieldBegin(ctx, "termination_message", thrift.STRING, 44); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 44:termination_message: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.TerminationMessage)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.termination_message (44) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 44:termination_message: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField45(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBuildPhase() {
+		if err := oprot.WriteFieldBegin(ctx, "build_phase", thrift.STRING, 45); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 45:build_phase: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.BuildPhase)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.build_phase (45) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 45:build_phase: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobView) Equals(other *TJobView) bool {
 	if p == other {
 		return true
@@ -4308,6 +4573,46 @@ func (p *TJobView) Equals(other *TJobView) bool {
 			return false
 		}
 		if (*p.CancelActor) != (*other.CancelActor) {
+			return false
+		}
+	}
+	if p.DispatchAttempts != other.DispatchAttempts {
+		if p.DispatchAttempts == nil || other.DispatchAttempts == nil {
+			return false
+		}
+		if (*p.DispatchAttempts) != (*other.DispatchAttempts) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.AdmittedIndexUUID != other.AdmittedIndexUUID {
+		if p.AdmittedIndexUUID == nil || other.AdmittedIndexUUID == nil {
+			return false
+		}
+		if (*p.AdmittedIndexUUID) != (*other.AdmittedIndexUUID) {
+			return false
+		}
+	}
+	if p.TerminationMessage != other.TerminationMessage {
+		if p.TerminationMessage == nil || other.TerminationMessage == nil {
+			return false
+		}
+		if (*p.TerminationMessage) != (*other.TerminationMessage) {
+			return false
+		}
+	}
+	if p.BuildPhase != other.BuildPhase {
+		if p.BuildPhase == nil || other.BuildPhase == nil {
+			return false
+		}
+		if (*p.BuildPhase) != (*other.BuildPhase) {
 			return false
 		}
 	}
@@ -10018,6 +10323,9 @@ type LanceMasterService interface {
 	//  - Report
 	ReportLanceIndexJobTermination(ctx context.Context, report *wire.TLanceIndexJobTerminationReport) (_r *wire.TStatus, _err error)
 	// Parameters:
+	//  - Report
+	ReportLanceIndexJobProgress(ctx context.Context, report *wire.TLanceIndexJobProgressReport) (_r *wire.TStatus, _err error)
+	// Parameters:
 	//  - Request
 	CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error)
 	// Parameters:
@@ -10170,36 +10478,31 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Co
 }
 
 // Parameters:
-//   - Request
-func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args18 LanceMasterServiceCreateIndexArgs
-	_args18.Request = request
-	var _result20 LanceMasterServiceCreateIndexResult
+//   - Report
+func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Context, report *wire.TLanceIndexJobProgressReport) (_r *wire.TStatus, _err error) {
+	var _args18 LanceMasterServiceReportLanceIndexJobProgressArgs
+	_args18.Report = report
+	var _result20 LanceMasterServiceReportLanceIndexJobProgressResult
 	var _meta19 thrift.ResponseMeta
-	_meta19, _err = p.Client_().Call(ctx, "createIndex", &_args18, &_result20)
+	_meta19, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args18, &_result20)
 	p.SetLastResponseMeta_(_meta19)
 	if _err != nil {
 		return
 	}
-	switch {
-	case _result20.Err != nil:
-		return _r, _result20.Err
-	}
-
 	if _ret21 := _result20.GetSuccess(); _ret21 != nil {
 		return _ret21, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobProgress failed: unknown result")
 }
 
 // Parameters:
 //   - Request
-func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args22 LanceMasterServiceDropIndexArgs
+func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error) {
+	var _args22 LanceMasterServiceCreateIndexArgs
 	_args22.Request = request
-	var _result24 LanceMasterServiceDropIndexResult
+	var _result24 LanceMasterServiceCreateIndexResult
 	var _meta23 thrift.ResponseMeta
-	_meta23, _err = p.Client_().Call(ctx, "dropIndex", &_args22, &_result24)
+	_meta23, _err = p.Client_().Call(ctx, "createIndex", &_args22, &_result24)
 	p.SetLastResponseMeta_(_meta23)
 	if _err != nil {
 		return
@@ -10212,17 +10515,17 @@ func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDrop
 	if _ret25 := _result24.GetSuccess(); _ret25 != nil {
 		return _ret25, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
 }
 
 // Parameters:
 //   - Request
-func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
-	var _args26 LanceMasterServiceListJobsArgs
+func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
+	var _args26 LanceMasterServiceDropIndexArgs
 	_args26.Request = request
-	var _result28 LanceMasterServiceListJobsResult
+	var _result28 LanceMasterServiceDropIndexResult
 	var _meta27 thrift.ResponseMeta
-	_meta27, _err = p.Client_().Call(ctx, "listJobs", &_args26, &_result28)
+	_meta27, _err = p.Client_().Call(ctx, "dropIndex", &_args26, &_result28)
 	p.SetLastResponseMeta_(_meta27)
 	if _err != nil {
 		return
@@ -10235,19 +10538,17 @@ func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJ
 	if _ret29 := _result28.GetSuccess(); _ret29 != nil {
 		return _ret29, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
 }
 
 // Parameters:
-//   - JobID
-//   - Consistent
-func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
-	var _args30 LanceMasterServiceShowJobArgs
-	_args30.JobID = job_id
-	_args30.Consistent = consistent
-	var _result32 LanceMasterServiceShowJobResult
+//   - Request
+func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
+	var _args30 LanceMasterServiceListJobsArgs
+	_args30.Request = request
+	var _result32 LanceMasterServiceListJobsResult
 	var _meta31 thrift.ResponseMeta
-	_meta31, _err = p.Client_().Call(ctx, "showJob", &_args30, &_result32)
+	_meta31, _err = p.Client_().Call(ctx, "listJobs", &_args30, &_result32)
 	p.SetLastResponseMeta_(_meta31)
 	if _err != nil {
 		return
@@ -10260,17 +10561,19 @@ func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, co
 	if _ret33 := _result32.GetSuccess(); _ret33 != nil {
 		return _ret33, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
 }
 
 // Parameters:
-//   - Request
-func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
-	var _args34 LanceMasterServiceResolveJobArgs
-	_args34.Request = request
-	var _result36 LanceMasterServiceResolveJobResult
+//   - JobID
+//   - Consistent
+func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
+	var _args34 LanceMasterServiceShowJobArgs
+	_args34.JobID = job_id
+	_args34.Consistent = consistent
+	var _result36 LanceMasterServiceShowJobResult
 	var _meta35 thrift.ResponseMeta
-	_meta35, _err = p.Client_().Call(ctx, "resolveJob", &_args34, &_result36)
+	_meta35, _err = p.Client_().Call(ctx, "showJob", &_args34, &_result36)
 	p.SetLastResponseMeta_(_meta35)
 	if _err != nil {
 		return
@@ -10283,17 +10586,17 @@ func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TRes
 	if _ret37 := _result36.GetSuccess(); _ret37 != nil {
 		return _ret37, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
 }
 
 // Parameters:
 //   - Request
-func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
-	var _args38 LanceMasterServiceCancelJobArgs
+func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
+	var _args38 LanceMasterServiceResolveJobArgs
 	_args38.Request = request
-	var _result40 LanceMasterServiceCancelJobResult
+	var _result40 LanceMasterServiceResolveJobResult
 	var _meta39 thrift.ResponseMeta
-	_meta39, _err = p.Client_().Call(ctx, "cancelJob", &_args38, &_result40)
+	_meta39, _err = p.Client_().Call(ctx, "resolveJob", &_args38, &_result40)
 	p.SetLastResponseMeta_(_meta39)
 	if _err != nil {
 		return
@@ -10306,21 +10609,17 @@ func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCanc
 	if _ret41 := _result40.GetSuccess(); _ret41 != nil {
 		return _ret41, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
 }
 
 // Parameters:
-//   - Catalog
-//   - Db
-//   - Table
-func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error) {
-	var _args42 LanceMasterServiceInspectDatasetArgs
-	_args42.Catalog = catalog
-	_args42.Db = db
-	_args42.Table = table
-	var _result44 LanceMasterServiceInspectDatasetResult
+//   - Request
+func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
+	var _args42 LanceMasterServiceCancelJobArgs
+	_args42.Request = request
+	var _result44 LanceMasterServiceCancelJobResult
 	var _meta43 thrift.ResponseMeta
-	_meta43, _err = p.Client_().Call(ctx, "inspectDataset", &_args42, &_result44)
+	_meta43, _err = p.Client_().Call(ctx, "cancelJob", &_args42, &_result44)
 	p.SetLastResponseMeta_(_meta43)
 	if _err != nil {
 		return
@@ -10333,17 +10632,21 @@ func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog s
 	if _ret45 := _result44.GetSuccess(); _ret45 != nil {
 		return _ret45, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspectDataset failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
 }
 
 // Parameters:
 //   - Catalog
-func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
-	var _args46 LanceMasterServiceCreateCatalogArgs
+//   - Db
+//   - Table
+func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error) {
+	var _args46 LanceMasterServiceInspectDatasetArgs
 	_args46.Catalog = catalog
-	var _result48 LanceMasterServiceCreateCatalogResult
+	_args46.Db = db
+	_args46.Table = table
+	var _result48 LanceMasterServiceInspectDatasetResult
 	var _meta47 thrift.ResponseMeta
-	_meta47, _err = p.Client_().Call(ctx, "createCatalog", &_args46, &_result48)
+	_meta47, _err = p.Client_().Call(ctx, "inspectDataset", &_args46, &_result48)
 	p.SetLastResponseMeta_(_meta47)
 	if _err != nil {
 		return
@@ -10356,14 +10659,17 @@ func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *T
 	if _ret49 := _result48.GetSuccess(); _ret49 != nil {
 		return _ret49, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspectDataset failed: unknown result")
 }
 
-func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
-	var _args50 LanceMasterServiceListCatalogsArgs
-	var _result52 LanceMasterServiceListCatalogsResult
+// Parameters:
+//   - Catalog
+func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
+	var _args50 LanceMasterServiceCreateCatalogArgs
+	_args50.Catalog = catalog
+	var _result52 LanceMasterServiceCreateCatalogResult
 	var _meta51 thrift.ResponseMeta
-	_meta51, _err = p.Client_().Call(ctx, "listCatalogs", &_args50, &_result52)
+	_meta51, _err = p.Client_().Call(ctx, "createCatalog", &_args50, &_result52)
 	p.SetLastResponseMeta_(_meta51)
 	if _err != nil {
 		return
@@ -10373,28 +10679,48 @@ func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCat
 		return _r, _result52.Err
 	}
 
-	return _result52.GetSuccess(), nil
+	if _ret53 := _result52.GetSuccess(); _ret53 != nil {
+		return _ret53, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
+}
+
+func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
+	var _args54 LanceMasterServiceListCatalogsArgs
+	var _result56 LanceMasterServiceListCatalogsResult
+	var _meta55 thrift.ResponseMeta
+	_meta55, _err = p.Client_().Call(ctx, "listCatalogs", &_args54, &_result56)
+	p.SetLastResponseMeta_(_meta55)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result56.Err != nil:
+		return _r, _result56.Err
+	}
+
+	return _result56.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error) {
-	var _args53 LanceMasterServiceUpdateCatalogArgs
-	_args53.Request = request
-	var _result55 LanceMasterServiceUpdateCatalogResult
-	var _meta54 thrift.ResponseMeta
-	_meta54, _err = p.Client_().Call(ctx, "updateCatalog", &_args53, &_result55)
-	p.SetLastResponseMeta_(_meta54)
+	var _args57 LanceMasterServiceUpdateCatalogArgs
+	_args57.Request = request
+	var _result59 LanceMasterServiceUpdateCatalogResult
+	var _meta58 thrift.ResponseMeta
+	_meta58, _err = p.Client_().Call(ctx, "updateCatalog", &_args57, &_result59)
+	p.SetLastResponseMeta_(_meta58)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result55.Err != nil:
-		return _r, _result55.Err
+	case _result59.Err != nil:
+		return _r, _result59.Err
 	}
 
-	if _ret56 := _result55.GetSuccess(); _ret56 != nil {
-		return _ret56, nil
+	if _ret60 := _result59.GetSuccess(); _ret60 != nil {
+		return _ret60, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "updateCatalog failed: unknown result")
 }
@@ -10402,18 +10728,18 @@ func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *T
 // Parameters:
 //   - Name
 func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
-	var _args57 LanceMasterServiceRemoveCatalogArgs
-	_args57.Name = name
-	var _result59 LanceMasterServiceRemoveCatalogResult
-	var _meta58 thrift.ResponseMeta
-	_meta58, _err = p.Client_().Call(ctx, "removeCatalog", &_args57, &_result59)
-	p.SetLastResponseMeta_(_meta58)
+	var _args61 LanceMasterServiceRemoveCatalogArgs
+	_args61.Name = name
+	var _result63 LanceMasterServiceRemoveCatalogResult
+	var _meta62 thrift.ResponseMeta
+	_meta62, _err = p.Client_().Call(ctx, "removeCatalog", &_args61, &_result63)
+	p.SetLastResponseMeta_(_meta62)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result59.Err != nil:
-		return _result59.Err
+	case _result63.Err != nil:
+		return _result63.Err
 	}
 
 	return nil
@@ -10422,31 +10748,11 @@ func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name strin
 // Parameters:
 //   - Address
 func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
-	var _args60 LanceMasterServiceAddBackendArgs
-	_args60.Address = address
-	var _result62 LanceMasterServiceAddBackendResult
-	var _meta61 thrift.ResponseMeta
-	_meta61, _err = p.Client_().Call(ctx, "addBackend", &_args60, &_result62)
-	p.SetLastResponseMeta_(_meta61)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result62.Err != nil:
-		return _r, _result62.Err
-	}
-
-	if _ret63 := _result62.GetSuccess(); _ret63 != nil {
-		return _ret63, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
-}
-
-func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
-	var _args64 LanceMasterServiceListBackendsArgs
-	var _result66 LanceMasterServiceListBackendsResult
+	var _args64 LanceMasterServiceAddBackendArgs
+	_args64.Address = address
+	var _result66 LanceMasterServiceAddBackendResult
 	var _meta65 thrift.ResponseMeta
-	_meta65, _err = p.Client_().Call(ctx, "listBackends", &_args64, &_result66)
+	_meta65, _err = p.Client_().Call(ctx, "addBackend", &_args64, &_result66)
 	p.SetLastResponseMeta_(_meta65)
 	if _err != nil {
 		return
@@ -10456,24 +10762,44 @@ func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBac
 		return _r, _result66.Err
 	}
 
-	return _result66.GetSuccess(), nil
+	if _ret67 := _result66.GetSuccess(); _ret67 != nil {
+		return _ret67, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
+}
+
+func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
+	var _args68 LanceMasterServiceListBackendsArgs
+	var _result70 LanceMasterServiceListBackendsResult
+	var _meta69 thrift.ResponseMeta
+	_meta69, _err = p.Client_().Call(ctx, "listBackends", &_args68, &_result70)
+	p.SetLastResponseMeta_(_meta69)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result70.Err != nil:
+		return _r, _result70.Err
+	}
+
+	return _result70.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Backend
 func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
-	var _args67 LanceMasterServiceRemoveBackendArgs
-	_args67.Backend = backend
-	var _result69 LanceMasterServiceRemoveBackendResult
-	var _meta68 thrift.ResponseMeta
-	_meta68, _err = p.Client_().Call(ctx, "removeBackend", &_args67, &_result69)
-	p.SetLastResponseMeta_(_meta68)
+	var _args71 LanceMasterServiceRemoveBackendArgs
+	_args71.Backend = backend
+	var _result73 LanceMasterServiceRemoveBackendResult
+	var _meta72 thrift.ResponseMeta
+	_meta72, _err = p.Client_().Call(ctx, "removeBackend", &_args71, &_result73)
+	p.SetLastResponseMeta_(_meta72)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result69.Err != nil:
-		return _result69.Err
+	case _result73.Err != nil:
+		return _result73.Err
 	}
 
 	return nil
@@ -10482,36 +10808,11 @@ func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend st
 // Parameters:
 //   - Key
 func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
-	var _args70 LanceMasterServiceGetOptionArgs
-	_args70.Key = key
-	var _result72 LanceMasterServiceGetOptionResult
-	var _meta71 thrift.ResponseMeta
-	_meta71, _err = p.Client_().Call(ctx, "getOption", &_args70, &_result72)
-	p.SetLastResponseMeta_(_meta71)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result72.Err != nil:
-		return _r, _result72.Err
-	}
-
-	if _ret73 := _result72.GetSuccess(); _ret73 != nil {
-		return _ret73, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
-}
-
-// Parameters:
-//   - Key
-//   - Value
-func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
-	var _args74 LanceMasterServiceSetOptionArgs
+	var _args74 LanceMasterServiceGetOptionArgs
 	_args74.Key = key
-	_args74.Value = value
-	var _result76 LanceMasterServiceSetOptionResult
+	var _result76 LanceMasterServiceGetOptionResult
 	var _meta75 thrift.ResponseMeta
-	_meta75, _err = p.Client_().Call(ctx, "setOption", &_args74, &_result76)
+	_meta75, _err = p.Client_().Call(ctx, "getOption", &_args74, &_result76)
 	p.SetLastResponseMeta_(_meta75)
 	if _err != nil {
 		return
@@ -10524,14 +10825,19 @@ func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, va
 	if _ret77 := _result76.GetSuccess(); _ret77 != nil {
 		return _ret77, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
 }
 
-func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
-	var _args78 LanceMasterServiceListOptionsArgs
-	var _result80 LanceMasterServiceListOptionsResult
+// Parameters:
+//   - Key
+//   - Value
+func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
+	var _args78 LanceMasterServiceSetOptionArgs
+	_args78.Key = key
+	_args78.Value = value
+	var _result80 LanceMasterServiceSetOptionResult
 	var _meta79 thrift.ResponseMeta
-	_meta79, _err = p.Client_().Call(ctx, "listOptions", &_args78, &_result80)
+	_meta79, _err = p.Client_().Call(ctx, "setOption", &_args78, &_result80)
 	p.SetLastResponseMeta_(_meta79)
 	if _err != nil {
 		return
@@ -10541,37 +10847,34 @@ func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOpti
 		return _r, _result80.Err
 	}
 
-	return _result80.GetSuccess(), nil
+	if _ret81 := _result80.GetSuccess(); _ret81 != nil {
+		return _ret81, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
 }
 
-func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
-	var _args81 LanceMasterServiceListPeersArgs
-	var _result83 LanceMasterServiceListPeersResult
-	var _meta82 thrift.ResponseMeta
-	_meta82, _err = p.Client_().Call(ctx, "listPeers", &_args81, &_result83)
-	p.SetLastResponseMeta_(_meta82)
+func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
+	var _args82 LanceMasterServiceListOptionsArgs
+	var _result84 LanceMasterServiceListOptionsResult
+	var _meta83 thrift.ResponseMeta
+	_meta83, _err = p.Client_().Call(ctx, "listOptions", &_args82, &_result84)
+	p.SetLastResponseMeta_(_meta83)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result83.Err != nil:
-		return _r, _result83.Err
+	case _result84.Err != nil:
+		return _r, _result84.Err
 	}
 
-	if _ret84 := _result83.GetSuccess(); _ret84 != nil {
-		return _ret84, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
+	return _result84.GetSuccess(), nil
 }
 
-// Parameters:
-//   - TargetID
-func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
-	var _args85 LanceMasterServiceTransferLeaderArgs
-	_args85.TargetID = target_id
-	var _result87 LanceMasterServiceTransferLeaderResult
+func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
+	var _args85 LanceMasterServiceListPeersArgs
+	var _result87 LanceMasterServiceListPeersResult
 	var _meta86 thrift.ResponseMeta
-	_meta86, _err = p.Client_().Call(ctx, "transferLeader", &_args85, &_result87)
+	_meta86, _err = p.Client_().Call(ctx, "listPeers", &_args85, &_result87)
 	p.SetLastResponseMeta_(_meta86)
 	if _err != nil {
 		return
@@ -10581,59 +10884,57 @@ func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id
 		return _r, _result87.Err
 	}
 
-	return _result87.GetSuccess(), nil
+	if _ret88 := _result87.GetSuccess(); _ret88 != nil {
+		return _ret88, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
+}
+
+// Parameters:
+//   - TargetID
+func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
+	var _args89 LanceMasterServiceTransferLeaderArgs
+	_args89.TargetID = target_id
+	var _result91 LanceMasterServiceTransferLeaderResult
+	var _meta90 thrift.ResponseMeta
+	_meta90, _err = p.Client_().Call(ctx, "transferLeader", &_args89, &_result91)
+	p.SetLastResponseMeta_(_meta90)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result91.Err != nil:
+		return _r, _result91.Err
+	}
+
+	return _result91.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Command
 func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
-	var _args88 LanceMasterServiceForwardApplyArgs
-	_args88.Command = command
-	var _result90 LanceMasterServiceForwardApplyResult
-	var _meta89 thrift.ResponseMeta
-	_meta89, _err = p.Client_().Call(ctx, "forwardApply", &_args88, &_result90)
-	p.SetLastResponseMeta_(_meta89)
+	var _args92 LanceMasterServiceForwardApplyArgs
+	_args92.Command = command
+	var _result94 LanceMasterServiceForwardApplyResult
+	var _meta93 thrift.ResponseMeta
+	_meta93, _err = p.Client_().Call(ctx, "forwardApply", &_args92, &_result94)
+	p.SetLastResponseMeta_(_meta93)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result90.Err != nil:
-		return _r, _result90.Err
+	case _result94.Err != nil:
+		return _r, _result94.Err
 	}
 
-	return _result90.GetSuccess(), nil
+	return _result94.GetSuccess(), nil
 }
 
 func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
-	var _args91 LanceMasterServiceBeginSnapshotSaveArgs
-	var _result93 LanceMasterServiceBeginSnapshotSaveResult
-	var _meta92 thrift.ResponseMeta
-	_meta92, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args91, &_result93)
-	p.SetLastResponseMeta_(_meta92)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result93.Err != nil:
-		return _r, _result93.Err
-	}
-
-	if _ret94 := _result93.GetSuccess(); _ret94 != nil {
-		return _ret94, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
-}
-
-// Parameters:
-//   - TransferID
-//   - Offset
-func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
-	var _args95 LanceMasterServiceReadSnapshotChunkArgs
-	_args95.TransferID = transfer_id
-	_args95.Offset = offset
-	var _result97 LanceMasterServiceReadSnapshotChunkResult
+	var _args95 LanceMasterServiceBeginSnapshotSaveArgs
+	var _result97 LanceMasterServiceBeginSnapshotSaveResult
 	var _meta96 thrift.ResponseMeta
-	_meta96, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args95, &_result97)
+	_meta96, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args95, &_result97)
 	p.SetLastResponseMeta_(_meta96)
 	if _err != nil {
 		return
@@ -10646,17 +10947,19 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 	if _ret98 := _result97.GetSuccess(); _ret98 != nil {
 		return _ret98, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "readSnapshotChunk failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
 }
 
 // Parameters:
-//   - Size
-func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error) {
-	var _args99 LanceMasterServiceBeginSnapshotRestoreArgs
-	_args99.Size = size
-	var _result101 LanceMasterServiceBeginSnapshotRestoreResult
+//   - TransferID
+//   - Offset
+func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
+	var _args99 LanceMasterServiceReadSnapshotChunkArgs
+	_args99.TransferID = transfer_id
+	_args99.Offset = offset
+	var _result101 LanceMasterServiceReadSnapshotChunkResult
 	var _meta100 thrift.ResponseMeta
-	_meta100, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args99, &_result101)
+	_meta100, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args99, &_result101)
 	p.SetLastResponseMeta_(_meta100)
 	if _err != nil {
 		return
@@ -10669,24 +10972,47 @@ func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, siz
 	if _ret102 := _result101.GetSuccess(); _ret102 != nil {
 		return _ret102, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotRestore failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "readSnapshotChunk failed: unknown result")
 }
 
 // Parameters:
-//   - Chunk
-func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error) {
-	var _args103 LanceMasterServiceWriteSnapshotChunkArgs
-	_args103.Chunk = chunk
-	var _result105 LanceMasterServiceWriteSnapshotChunkResult
+//   - Size
+func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error) {
+	var _args103 LanceMasterServiceBeginSnapshotRestoreArgs
+	_args103.Size = size
+	var _result105 LanceMasterServiceBeginSnapshotRestoreResult
 	var _meta104 thrift.ResponseMeta
-	_meta104, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args103, &_result105)
+	_meta104, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args103, &_result105)
 	p.SetLastResponseMeta_(_meta104)
 	if _err != nil {
 		return
 	}
 	switch {
 	case _result105.Err != nil:
-		return _result105.Err
+		return _r, _result105.Err
+	}
+
+	if _ret106 := _result105.GetSuccess(); _ret106 != nil {
+		return _ret106, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotRestore failed: unknown result")
+}
+
+// Parameters:
+//   - Chunk
+func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error) {
+	var _args107 LanceMasterServiceWriteSnapshotChunkArgs
+	_args107.Chunk = chunk
+	var _result109 LanceMasterServiceWriteSnapshotChunkResult
+	var _meta108 thrift.ResponseMeta
+	_meta108, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args107, &_result109)
+	p.SetLastResponseMeta_(_meta108)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result109.Err != nil:
+		return _result109.Err
 	}
 
 	return nil
@@ -10695,22 +11021,22 @@ func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error) {
-	var _args106 LanceMasterServiceFinishSnapshotRestoreArgs
-	_args106.TransferID = transfer_id
-	var _result108 LanceMasterServiceFinishSnapshotRestoreResult
-	var _meta107 thrift.ResponseMeta
-	_meta107, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args106, &_result108)
-	p.SetLastResponseMeta_(_meta107)
+	var _args110 LanceMasterServiceFinishSnapshotRestoreArgs
+	_args110.TransferID = transfer_id
+	var _result112 LanceMasterServiceFinishSnapshotRestoreResult
+	var _meta111 thrift.ResponseMeta
+	_meta111, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args110, &_result112)
+	p.SetLastResponseMeta_(_meta111)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result108.Err != nil:
-		return _r, _result108.Err
+	case _result112.Err != nil:
+		return _r, _result112.Err
 	}
 
-	if _ret109 := _result108.GetSuccess(); _ret109 != nil {
-		return _ret109, nil
+	if _ret113 := _result112.GetSuccess(); _ret113 != nil {
+		return _ret113, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "finishSnapshotRestore failed: unknown result")
 }
@@ -10718,18 +11044,18 @@ func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, tr
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error) {
-	var _args110 LanceMasterServiceAbortSnapshotTransferArgs
-	_args110.TransferID = transfer_id
-	var _result112 LanceMasterServiceAbortSnapshotTransferResult
-	var _meta111 thrift.ResponseMeta
-	_meta111, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args110, &_result112)
-	p.SetLastResponseMeta_(_meta111)
+	var _args114 LanceMasterServiceAbortSnapshotTransferArgs
+	_args114.TransferID = transfer_id
+	var _result116 LanceMasterServiceAbortSnapshotTransferResult
+	var _meta115 thrift.ResponseMeta
+	_meta115, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args114, &_result116)
+	p.SetLastResponseMeta_(_meta115)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result112.Err != nil:
-		return _result112.Err
+	case _result116.Err != nil:
+		return _result116.Err
 	}
 
 	return nil
@@ -10738,34 +11064,11 @@ func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, tr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVoterRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args113 LanceMasterServiceAddVoterArgs
-	_args113.Request = request
-	var _result115 LanceMasterServiceAddVoterResult
-	var _meta114 thrift.ResponseMeta
-	_meta114, _err = p.Client_().Call(ctx, "addVoter", &_args113, &_result115)
-	p.SetLastResponseMeta_(_meta114)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result115.Err != nil:
-		return _r, _result115.Err
-	}
-
-	if _ret116 := _result115.GetSuccess(); _ret116 != nil {
-		return _ret116, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addVoter failed: unknown result")
-}
-
-// Parameters:
-//   - Request
-func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args117 LanceMasterServiceRemovePeerArgs
+	var _args117 LanceMasterServiceAddVoterArgs
 	_args117.Request = request
-	var _result119 LanceMasterServiceRemovePeerResult
+	var _result119 LanceMasterServiceAddVoterResult
 	var _meta118 thrift.ResponseMeta
-	_meta118, _err = p.Client_().Call(ctx, "removePeer", &_args117, &_result119)
+	_meta118, _err = p.Client_().Call(ctx, "addVoter", &_args117, &_result119)
 	p.SetLastResponseMeta_(_meta118)
 	if _err != nil {
 		return
@@ -10777,6 +11080,29 @@ func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRem
 
 	if _ret120 := _result119.GetSuccess(); _ret120 != nil {
 		return _ret120, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addVoter failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error) {
+	var _args121 LanceMasterServiceRemovePeerArgs
+	_args121.Request = request
+	var _result123 LanceMasterServiceRemovePeerResult
+	var _meta122 thrift.ResponseMeta
+	_meta122, _err = p.Client_().Call(ctx, "removePeer", &_args121, &_result123)
+	p.SetLastResponseMeta_(_meta122)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result123.Err != nil:
+		return _r, _result123.Err
+	}
+
+	if _ret124 := _result123.GetSuccess(); _ret124 != nil {
+		return _ret124, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "removePeer failed: unknown result")
 }
@@ -10801,38 +11127,39 @@ func (p *LanceMasterServiceProcessor) ProcessorMap() map[string]thrift.TProcesso
 
 func NewLanceMasterServiceProcessor(handler LanceMasterService) *LanceMasterServiceProcessor {
 
-	self121 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self121.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
-	self121.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
-	self121.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
-	self121.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
-	self121.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
-	self121.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
-	self121.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
-	self121.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
-	self121.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
-	self121.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
-	self121.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
-	self121.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
-	self121.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
-	self121.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
-	self121.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
-	self121.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
-	self121.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
-	self121.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
-	self121.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
-	self121.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
-	self121.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
-	self121.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
-	self121.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
-	self121.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
-	self121.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
-	self121.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
-	self121.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
-	self121.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
-	self121.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
-	self121.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
-	return self121
+	self125 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self125.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
+	self125.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
+	self125.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
+	self125.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
+	self125.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
+	self125.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
+	self125.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
+	self125.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
+	self125.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
+	self125.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
+	self125.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
+	self125.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
+	self125.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
+	self125.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
+	self125.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
+	self125.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
+	self125.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
+	self125.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
+	self125.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
+	self125.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
+	self125.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
+	self125.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
+	self125.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
+	self125.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
+	self125.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
+	self125.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
+	self125.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
+	self125.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
+	self125.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
+	self125.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
+	self125.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
+	return self125
 }
 
 func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -10845,12 +11172,12 @@ func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot 
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x122 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x126 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x122.Write(ctx, oprot)
+	x126.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x122
+	return false, x126
 
 }
 
@@ -10859,7 +11186,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobResult_ struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err123 error
+	var _write_err127 error
 	args := LanceMasterServiceReportLanceIndexJobResultArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10905,21 +11232,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc124 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
+		_exc128 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err123 = thrift.WrapTException(err2)
+			_write_err127 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc124.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
-			_write_err123 = thrift.WrapTException(err2)
+		if err2 := _exc128.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
+			_write_err127 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
-			_write_err123 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
+			_write_err127 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
-			_write_err123 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
+			_write_err127 = thrift.WrapTException(err2)
 		}
-		if _write_err123 != nil {
-			return false, thrift.WrapTException(_write_err123)
+		if _write_err127 != nil {
+			return false, thrift.WrapTException(_write_err127)
 		}
 		return true, err
 	} else {
@@ -10927,19 +11254,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.REPLY, seqId); err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err123 == nil && err2 != nil {
-		_write_err123 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
+		_write_err127 = thrift.WrapTException(err2)
 	}
-	if _write_err123 != nil {
-		return false, thrift.WrapTException(_write_err123)
+	if _write_err127 != nil {
+		return false, thrift.WrapTException(_write_err127)
 	}
 	return true, err
 }
@@ -10949,7 +11276,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobTermination struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err125 error
+	var _write_err129 error
 	args := LanceMasterServiceReportLanceIndexJobTerminationArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -10995,21 +11322,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc126 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
+		_exc130 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err125 = thrift.WrapTException(err2)
+			_write_err129 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc126.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
-			_write_err125 = thrift.WrapTException(err2)
+		if err2 := _exc130.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
+			_write_err129 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
-			_write_err125 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
+			_write_err129 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
-			_write_err125 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
+			_write_err129 = thrift.WrapTException(err2)
 		}
-		if _write_err125 != nil {
-			return false, thrift.WrapTException(_write_err125)
+		if _write_err129 != nil {
+			return false, thrift.WrapTException(_write_err129)
 		}
 		return true, err
 	} else {
@@ -11017,19 +11344,109 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.REPLY, seqId); err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err125 == nil && err2 != nil {
-		_write_err125 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
+		_write_err129 = thrift.WrapTException(err2)
 	}
-	if _write_err125 != nil {
-		return false, thrift.WrapTException(_write_err125)
+	if _write_err129 != nil {
+		return false, thrift.WrapTException(_write_err129)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorReportLanceIndexJobProgress struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err131 error
+	args := LanceMasterServiceReportLanceIndexJobProgressArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceReportLanceIndexJobProgressResult{}
+	if retval, err2 := p.handler.ReportLanceIndexJobProgress(ctx, args.Report); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		if errors.Is(err2, thrift.ErrAbandonRequest) {
+			return false, thrift.WrapTException(err2)
+		}
+		_exc132 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
+		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.EXCEPTION, seqId); err2 != nil {
+			_write_err131 = thrift.WrapTException(err2)
+		}
+		if err2 := _exc132.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
+			_write_err131 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
+			_write_err131 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
+			_write_err131 = thrift.WrapTException(err2)
+		}
+		if _write_err131 != nil {
+			return false, thrift.WrapTException(_write_err131)
+		}
+		return true, err
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.REPLY, seqId); err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
+		_write_err131 = thrift.WrapTException(err2)
+	}
+	if _write_err131 != nil {
+		return false, thrift.WrapTException(_write_err131)
 	}
 	return true, err
 }
@@ -11039,7 +11456,7 @@ type lanceMasterServiceProcessorCreateIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err127 error
+	var _write_err133 error
 	args := LanceMasterServiceCreateIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11089,21 +11506,21 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc128 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
+			_exc134 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err127 = thrift.WrapTException(err2)
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc128.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
-				_write_err127 = thrift.WrapTException(err2)
+			if err2 := _exc134.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
-				_write_err127 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
-				_write_err127 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
+				_write_err133 = thrift.WrapTException(err2)
 			}
-			if _write_err127 != nil {
-				return false, thrift.WrapTException(_write_err127)
+			if _write_err133 != nil {
+				return false, thrift.WrapTException(_write_err133)
 			}
 			return true, err
 		}
@@ -11112,19 +11529,19 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
+		_write_err133 = thrift.WrapTException(err2)
 	}
-	if _write_err127 != nil {
-		return false, thrift.WrapTException(_write_err127)
+	if _write_err133 != nil {
+		return false, thrift.WrapTException(_write_err133)
 	}
 	return true, err
 }
@@ -11134,7 +11551,7 @@ type lanceMasterServiceProcessorDropIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err129 error
+	var _write_err135 error
 	args := LanceMasterServiceDropIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11184,21 +11601,21 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc130 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
+			_exc136 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err129 = thrift.WrapTException(err2)
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc130.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
-				_write_err129 = thrift.WrapTException(err2)
+			if err2 := _exc136.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
-				_write_err129 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
-				_write_err129 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
+				_write_err135 = thrift.WrapTException(err2)
 			}
-			if _write_err129 != nil {
-				return false, thrift.WrapTException(_write_err129)
+			if _write_err135 != nil {
+				return false, thrift.WrapTException(_write_err135)
 			}
 			return true, err
 		}
@@ -11207,19 +11624,19 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
+		_write_err135 = thrift.WrapTException(err2)
 	}
-	if _write_err129 != nil {
-		return false, thrift.WrapTException(_write_err129)
+	if _write_err135 != nil {
+		return false, thrift.WrapTException(_write_err135)
 	}
 	return true, err
 }
@@ -11229,7 +11646,7 @@ type lanceMasterServiceProcessorListJobs struct {
 }
 
 func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err131 error
+	var _write_err137 error
 	args := LanceMasterServiceListJobsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11279,21 +11696,21 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc132 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
+			_exc138 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err131 = thrift.WrapTException(err2)
+				_write_err137 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc132.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
-				_write_err131 = thrift.WrapTException(err2)
+			if err2 := _exc138.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
+				_write_err137 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
-				_write_err131 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
+				_write_err137 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
-				_write_err131 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
+				_write_err137 = thrift.WrapTException(err2)
 			}
-			if _write_err131 != nil {
-				return false, thrift.WrapTException(_write_err131)
+			if _write_err137 != nil {
+				return false, thrift.WrapTException(_write_err137)
 			}
 			return true, err
 		}
@@ -11302,19 +11719,19 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.REPLY, seqId); err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if _write_err131 != nil {
-		return false, thrift.WrapTException(_write_err131)
+	if _write_err137 != nil {
+		return false, thrift.WrapTException(_write_err137)
 	}
 	return true, err
 }
@@ -11324,7 +11741,7 @@ type lanceMasterServiceProcessorShowJob struct {
 }
 
 func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err133 error
+	var _write_err139 error
 	args := LanceMasterServiceShowJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11374,21 +11791,21 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc134 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
+			_exc140 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+				_write_err139 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc134.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := _exc140.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
+				_write_err139 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
+				_write_err139 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
+				_write_err139 = thrift.WrapTException(err2)
 			}
-			if _write_err133 != nil {
-				return false, thrift.WrapTException(_write_err133)
+			if _write_err139 != nil {
+				return false, thrift.WrapTException(_write_err139)
 			}
 			return true, err
 		}
@@ -11397,19 +11814,19 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if _write_err133 != nil {
-		return false, thrift.WrapTException(_write_err133)
+	if _write_err139 != nil {
+		return false, thrift.WrapTException(_write_err139)
 	}
 	return true, err
 }
@@ -11419,7 +11836,7 @@ type lanceMasterServiceProcessorResolveJob struct {
 }
 
 func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err135 error
+	var _write_err141 error
 	args := LanceMasterServiceResolveJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11469,21 +11886,21 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc136 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
+			_exc142 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+				_write_err141 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc136.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := _exc142.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
+				_write_err141 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
+				_write_err141 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
+				_write_err141 = thrift.WrapTException(err2)
 			}
-			if _write_err135 != nil {
-				return false, thrift.WrapTException(_write_err135)
+			if _write_err141 != nil {
+				return false, thrift.WrapTException(_write_err141)
 			}
 			return true, err
 		}
@@ -11492,19 +11909,19 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if _write_err135 != nil {
-		return false, thrift.WrapTException(_write_err135)
+	if _write_err141 != nil {
+		return false, thrift.WrapTException(_write_err141)
 	}
 	return true, err
 }
@@ -11514,7 +11931,7 @@ type lanceMasterServiceProcessorCancelJob struct {
 }
 
 func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err137 error
+	var _write_err143 error
 	args := LanceMasterServiceCancelJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11564,21 +11981,21 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc138 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
+			_exc144 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err137 = thrift.WrapTException(err2)
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc138.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
-				_write_err137 = thrift.WrapTException(err2)
+			if err2 := _exc144.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
-				_write_err137 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
-				_write_err137 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if _write_err137 != nil {
-				return false, thrift.WrapTException(_write_err137)
+			if _write_err143 != nil {
+				return false, thrift.WrapTException(_write_err143)
 			}
 			return true, err
 		}
@@ -11587,19 +12004,19 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if _write_err137 != nil {
-		return false, thrift.WrapTException(_write_err137)
+	if _write_err143 != nil {
+		return false, thrift.WrapTException(_write_err143)
 	}
 	return true, err
 }
@@ -11609,7 +12026,7 @@ type lanceMasterServiceProcessorInspectDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err139 error
+	var _write_err145 error
 	args := LanceMasterServiceInspectDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11659,21 +12076,21 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc140 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
+			_exc146 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err139 = thrift.WrapTException(err2)
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc140.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
-				_write_err139 = thrift.WrapTException(err2)
+			if err2 := _exc146.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
-				_write_err139 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
-				_write_err139 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if _write_err139 != nil {
-				return false, thrift.WrapTException(_write_err139)
+			if _write_err145 != nil {
+				return false, thrift.WrapTException(_write_err145)
 			}
 			return true, err
 		}
@@ -11682,19 +12099,19 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if _write_err139 != nil {
-		return false, thrift.WrapTException(_write_err139)
+	if _write_err145 != nil {
+		return false, thrift.WrapTException(_write_err145)
 	}
 	return true, err
 }
@@ -11704,7 +12121,7 @@ type lanceMasterServiceProcessorCreateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err141 error
+	var _write_err147 error
 	args := LanceMasterServiceCreateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11754,21 +12171,21 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc142 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
+			_exc148 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err141 = thrift.WrapTException(err2)
+				_write_err147 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc142.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
-				_write_err141 = thrift.WrapTException(err2)
+			if err2 := _exc148.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
-				_write_err141 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
-				_write_err141 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
 			}
-			if _write_err141 != nil {
-				return false, thrift.WrapTException(_write_err141)
+			if _write_err147 != nil {
+				return false, thrift.WrapTException(_write_err147)
 			}
 			return true, err
 		}
@@ -11777,19 +12194,19 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if _write_err141 != nil {
-		return false, thrift.WrapTException(_write_err141)
+	if _write_err147 != nil {
+		return false, thrift.WrapTException(_write_err147)
 	}
 	return true, err
 }
@@ -11799,7 +12216,7 @@ type lanceMasterServiceProcessorListCatalogs struct {
 }
 
 func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err143 error
+	var _write_err149 error
 	args := LanceMasterServiceListCatalogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11849,21 +12266,21 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc144 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
+			_exc150 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+				_write_err149 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc144.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := _exc150.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
 			}
-			if _write_err143 != nil {
-				return false, thrift.WrapTException(_write_err143)
+			if _write_err149 != nil {
+				return false, thrift.WrapTException(_write_err149)
 			}
 			return true, err
 		}
@@ -11872,19 +12289,19 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if _write_err143 != nil {
-		return false, thrift.WrapTException(_write_err143)
+	if _write_err149 != nil {
+		return false, thrift.WrapTException(_write_err149)
 	}
 	return true, err
 }
@@ -11894,7 +12311,7 @@ type lanceMasterServiceProcessorUpdateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err145 error
+	var _write_err151 error
 	args := LanceMasterServiceUpdateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11944,21 +12361,21 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc146 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
+			_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc146.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if _write_err145 != nil {
-				return false, thrift.WrapTException(_write_err145)
+			if _write_err151 != nil {
+				return false, thrift.WrapTException(_write_err151)
 			}
 			return true, err
 		}
@@ -11967,19 +12384,19 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if _write_err145 != nil {
-		return false, thrift.WrapTException(_write_err145)
+	if _write_err151 != nil {
+		return false, thrift.WrapTException(_write_err151)
 	}
 	return true, err
 }
@@ -11989,7 +12406,7 @@ type lanceMasterServiceProcessorRemoveCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err147 error
+	var _write_err153 error
 	args := LanceMasterServiceRemoveCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12039,40 +12456,40 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc148 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
+			_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc148.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if _write_err147 != nil {
-				return false, thrift.WrapTException(_write_err147)
+			if _write_err153 != nil {
+				return false, thrift.WrapTException(_write_err153)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if _write_err147 != nil {
-		return false, thrift.WrapTException(_write_err147)
+	if _write_err153 != nil {
+		return false, thrift.WrapTException(_write_err153)
 	}
 	return true, err
 }
@@ -12082,7 +12499,7 @@ type lanceMasterServiceProcessorAddBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err149 error
+	var _write_err155 error
 	args := LanceMasterServiceAddBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12132,21 +12549,21 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc150 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
+			_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc150.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if _write_err149 != nil {
-				return false, thrift.WrapTException(_write_err149)
+			if _write_err155 != nil {
+				return false, thrift.WrapTException(_write_err155)
 			}
 			return true, err
 		}
@@ -12155,19 +12572,19 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if _write_err149 != nil {
-		return false, thrift.WrapTException(_write_err149)
+	if _write_err155 != nil {
+		return false, thrift.WrapTException(_write_err155)
 	}
 	return true, err
 }
@@ -12177,7 +12594,7 @@ type lanceMasterServiceProcessorListBackends struct {
 }
 
 func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err151 error
+	var _write_err157 error
 	args := LanceMasterServiceListBackendsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12227,21 +12644,21 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
+			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if _write_err151 != nil {
-				return false, thrift.WrapTException(_write_err151)
+			if _write_err157 != nil {
+				return false, thrift.WrapTException(_write_err157)
 			}
 			return true, err
 		}
@@ -12250,19 +12667,19 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.REPLY, seqId); err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if _write_err151 != nil {
-		return false, thrift.WrapTException(_write_err151)
+	if _write_err157 != nil {
+		return false, thrift.WrapTException(_write_err157)
 	}
 	return true, err
 }
@@ -12272,7 +12689,7 @@ type lanceMasterServiceProcessorRemoveBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err153 error
+	var _write_err159 error
 	args := LanceMasterServiceRemoveBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12322,40 +12739,40 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
+			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if _write_err153 != nil {
-				return false, thrift.WrapTException(_write_err153)
+			if _write_err159 != nil {
+				return false, thrift.WrapTException(_write_err159)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if _write_err153 != nil {
-		return false, thrift.WrapTException(_write_err153)
+	if _write_err159 != nil {
+		return false, thrift.WrapTException(_write_err159)
 	}
 	return true, err
 }
@@ -12365,7 +12782,7 @@ type lanceMasterServiceProcessorGetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err155 error
+	var _write_err161 error
 	args := LanceMasterServiceGetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12415,21 +12832,21 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
+			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if _write_err155 != nil {
-				return false, thrift.WrapTException(_write_err155)
+			if _write_err161 != nil {
+				return false, thrift.WrapTException(_write_err161)
 			}
 			return true, err
 		}
@@ -12438,19 +12855,19 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if _write_err155 != nil {
-		return false, thrift.WrapTException(_write_err155)
+	if _write_err161 != nil {
+		return false, thrift.WrapTException(_write_err161)
 	}
 	return true, err
 }
@@ -12460,7 +12877,7 @@ type lanceMasterServiceProcessorSetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err157 error
+	var _write_err163 error
 	args := LanceMasterServiceSetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12510,21 +12927,21 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
+			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if _write_err157 != nil {
-				return false, thrift.WrapTException(_write_err157)
+			if _write_err163 != nil {
+				return false, thrift.WrapTException(_write_err163)
 			}
 			return true, err
 		}
@@ -12533,19 +12950,19 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if _write_err157 != nil {
-		return false, thrift.WrapTException(_write_err157)
+	if _write_err163 != nil {
+		return false, thrift.WrapTException(_write_err163)
 	}
 	return true, err
 }
@@ -12555,7 +12972,7 @@ type lanceMasterServiceProcessorListOptions struct {
 }
 
 func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err159 error
+	var _write_err165 error
 	args := LanceMasterServiceListOptionsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12605,21 +13022,21 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
+			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if _write_err159 != nil {
-				return false, thrift.WrapTException(_write_err159)
+			if _write_err165 != nil {
+				return false, thrift.WrapTException(_write_err165)
 			}
 			return true, err
 		}
@@ -12628,19 +13045,19 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.REPLY, seqId); err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if _write_err159 != nil {
-		return false, thrift.WrapTException(_write_err159)
+	if _write_err165 != nil {
+		return false, thrift.WrapTException(_write_err165)
 	}
 	return true, err
 }
@@ -12650,7 +13067,7 @@ type lanceMasterServiceProcessorListPeers struct {
 }
 
 func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err161 error
+	var _write_err167 error
 	args := LanceMasterServiceListPeersArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12700,21 +13117,21 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
+			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if _write_err161 != nil {
-				return false, thrift.WrapTException(_write_err161)
+			if _write_err167 != nil {
+				return false, thrift.WrapTException(_write_err167)
 			}
 			return true, err
 		}
@@ -12723,19 +13140,19 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.REPLY, seqId); err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if _write_err161 != nil {
-		return false, thrift.WrapTException(_write_err161)
+	if _write_err167 != nil {
+		return false, thrift.WrapTException(_write_err167)
 	}
 	return true, err
 }
@@ -12745,7 +13162,7 @@ type lanceMasterServiceProcessorTransferLeader struct {
 }
 
 func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err163 error
+	var _write_err169 error
 	args := LanceMasterServiceTransferLeaderArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12795,21 +13212,21 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
+			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if _write_err163 != nil {
-				return false, thrift.WrapTException(_write_err163)
+			if _write_err169 != nil {
+				return false, thrift.WrapTException(_write_err169)
 			}
 			return true, err
 		}
@@ -12818,19 +13235,19 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.REPLY, seqId); err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if _write_err163 != nil {
-		return false, thrift.WrapTException(_write_err163)
+	if _write_err169 != nil {
+		return false, thrift.WrapTException(_write_err169)
 	}
 	return true, err
 }
@@ -12840,7 +13257,7 @@ type lanceMasterServiceProcessorForwardApply struct {
 }
 
 func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err165 error
+	var _write_err171 error
 	args := LanceMasterServiceForwardApplyArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12890,21 +13307,21 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
+			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if _write_err165 != nil {
-				return false, thrift.WrapTException(_write_err165)
+			if _write_err171 != nil {
+				return false, thrift.WrapTException(_write_err171)
 			}
 			return true, err
 		}
@@ -12913,19 +13330,19 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.REPLY, seqId); err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if _write_err165 != nil {
-		return false, thrift.WrapTException(_write_err165)
+	if _write_err171 != nil {
+		return false, thrift.WrapTException(_write_err171)
 	}
 	return true, err
 }
@@ -12935,7 +13352,7 @@ type lanceMasterServiceProcessorBeginSnapshotSave struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err167 error
+	var _write_err173 error
 	args := LanceMasterServiceBeginSnapshotSaveArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12985,21 +13402,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
+			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if _write_err167 != nil {
-				return false, thrift.WrapTException(_write_err167)
+			if _write_err173 != nil {
+				return false, thrift.WrapTException(_write_err173)
 			}
 			return true, err
 		}
@@ -13008,19 +13425,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.REPLY, seqId); err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if _write_err167 != nil {
-		return false, thrift.WrapTException(_write_err167)
+	if _write_err173 != nil {
+		return false, thrift.WrapTException(_write_err173)
 	}
 	return true, err
 }
@@ -13030,7 +13447,7 @@ type lanceMasterServiceProcessorReadSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err169 error
+	var _write_err175 error
 	args := LanceMasterServiceReadSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13080,21 +13497,21 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
+			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if _write_err169 != nil {
-				return false, thrift.WrapTException(_write_err169)
+			if _write_err175 != nil {
+				return false, thrift.WrapTException(_write_err175)
 			}
 			return true, err
 		}
@@ -13103,19 +13520,19 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if _write_err169 != nil {
-		return false, thrift.WrapTException(_write_err169)
+	if _write_err175 != nil {
+		return false, thrift.WrapTException(_write_err175)
 	}
 	return true, err
 }
@@ -13125,7 +13542,7 @@ type lanceMasterServiceProcessorBeginSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err171 error
+	var _write_err177 error
 	args := LanceMasterServiceBeginSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13175,21 +13592,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
+			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if _write_err171 != nil {
-				return false, thrift.WrapTException(_write_err171)
+			if _write_err177 != nil {
+				return false, thrift.WrapTException(_write_err177)
 			}
 			return true, err
 		}
@@ -13198,19 +13615,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if _write_err171 != nil {
-		return false, thrift.WrapTException(_write_err171)
+	if _write_err177 != nil {
+		return false, thrift.WrapTException(_write_err177)
 	}
 	return true, err
 }
@@ -13220,7 +13637,7 @@ type lanceMasterServiceProcessorWriteSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err173 error
+	var _write_err179 error
 	args := LanceMasterServiceWriteSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13270,40 +13687,40 @@ func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Cont
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
+			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if _write_err173 != nil {
-				return false, thrift.WrapTException(_write_err173)
+			if _write_err179 != nil {
+				return false, thrift.WrapTException(_write_err179)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if _write_err173 != nil {
-		return false, thrift.WrapTException(_write_err173)
+	if _write_err179 != nil {
+		return false, thrift.WrapTException(_write_err179)
 	}
 	return true, err
 }
@@ -13313,7 +13730,7 @@ type lanceMasterServiceProcessorFinishSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err175 error
+	var _write_err181 error
 	args := LanceMasterServiceFinishSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13363,21 +13780,21 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
+			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if _write_err175 != nil {
-				return false, thrift.WrapTException(_write_err175)
+			if _write_err181 != nil {
+				return false, thrift.WrapTException(_write_err181)
 			}
 			return true, err
 		}
@@ -13386,19 +13803,19 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if _write_err175 != nil {
-		return false, thrift.WrapTException(_write_err175)
+	if _write_err181 != nil {
+		return false, thrift.WrapTException(_write_err181)
 	}
 	return true, err
 }
@@ -13408,7 +13825,7 @@ type lanceMasterServiceProcessorAbortSnapshotTransfer struct {
 }
 
 func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err177 error
+	var _write_err183 error
 	args := LanceMasterServiceAbortSnapshotTransferArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13458,40 +13875,40 @@ func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
+			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if _write_err177 != nil {
-				return false, thrift.WrapTException(_write_err177)
+			if _write_err183 != nil {
+				return false, thrift.WrapTException(_write_err183)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.REPLY, seqId); err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if _write_err177 != nil {
-		return false, thrift.WrapTException(_write_err177)
+	if _write_err183 != nil {
+		return false, thrift.WrapTException(_write_err183)
 	}
 	return true, err
 }
@@ -13501,7 +13918,7 @@ type lanceMasterServiceProcessorAddVoter struct {
 }
 
 func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err179 error
+	var _write_err185 error
 	args := LanceMasterServiceAddVoterArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13551,21 +13968,21 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
+			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if _write_err179 != nil {
-				return false, thrift.WrapTException(_write_err179)
+			if _write_err185 != nil {
+				return false, thrift.WrapTException(_write_err185)
 			}
 			return true, err
 		}
@@ -13574,19 +13991,19 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.REPLY, seqId); err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if _write_err179 != nil {
-		return false, thrift.WrapTException(_write_err179)
+	if _write_err185 != nil {
+		return false, thrift.WrapTException(_write_err185)
 	}
 	return true, err
 }
@@ -13596,7 +14013,7 @@ type lanceMasterServiceProcessorRemovePeer struct {
 }
 
 func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err181 error
+	var _write_err187 error
 	args := LanceMasterServiceRemovePeerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13646,21 +14063,21 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
+			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if _write_err181 != nil {
-				return false, thrift.WrapTException(_write_err181)
+			if _write_err187 != nil {
+				return false, thrift.WrapTException(_write_err187)
 			}
 			return true, err
 		}
@@ -13669,19 +14086,19 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.REPLY, seqId); err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if _write_err181 != nil {
-		return false, thrift.WrapTException(_write_err181)
+	if _write_err187 != nil {
+		return false, thrift.WrapTException(_write_err187)
 	}
 	return true, err
 }
@@ -14118,6 +14535,222 @@ func (p *LanceMasterServiceReportLanceIndexJobTerminationResult) String() string
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceMasterServiceReportLanceIndexJobTerminationResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Report
+type LanceMasterServiceReportLanceIndexJobProgressArgs struct {
+	Report *wire.TLanceIndexJobProgressReport `thrift:"report,1" db:"report" json:"report"`
+}
+
+func NewLanceMasterServiceReportLanceIndexJobProgressArgs() *LanceMasterServiceReportLanceIndexJobProgressArgs {
+	return &LanceMasterServiceReportLanceIndexJobProgressArgs{}
+}
+
+var LanceMasterServiceReportLanceIndexJobProgressArgs_Report_DEFAULT *wire.TLanceIndexJobProgressReport
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressArgs) GetReport() *wire.TLanceIndexJobProgressReport {
+	if !p.IsSetReport() {
+		return LanceMasterServiceReportLanceIndexJobProgressArgs_Report_DEFAULT
+	}
+	return p.Report
+}
+func (p *LanceMasterServiceReportLanceIndexJobProgressArgs) IsSetReport() bool {
+	return p.Report != nil
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Report = &wire.TLanceIndexJobProgressReport{}
+	if err := p.Report.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Report), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "reportLanceIndexJobProgress_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "report", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:report: ", p), err)
+	}
+	if err := p.Report.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Report), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:report: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceReportLanceIndexJobProgressArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+type LanceMasterServiceReportLanceIndexJobProgressResult struct {
+	Success *wire.TStatus `thrift:"success,0" db:"success" json:"success,omitempty"`
+}
+
+func NewLanceMasterServiceReportLanceIndexJobProgressResult() *LanceMasterServiceReportLanceIndexJobProgressResult {
+	return &LanceMasterServiceReportLanceIndexJobProgressResult{}
+}
+
+var LanceMasterServiceReportLanceIndexJobProgressResult_Success_DEFAULT *wire.TStatus
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressResult) GetSuccess() *wire.TStatus {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceReportLanceIndexJobProgressResult_Success_DEFAULT
+	}
+	return p.Success
+}
+func (p *LanceMasterServiceReportLanceIndexJobProgressResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &wire.TStatus{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "reportLanceIndexJobProgress_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceReportLanceIndexJobProgressResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceReportLanceIndexJobProgressResult(%+v)", *p)
 }
 
 // Attributes:
@@ -16509,11 +17142,11 @@ func (p *LanceMasterServiceListCatalogsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TCatalog, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem183 := &TCatalog{}
-		if err := _elem183.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem183), err)
+		_elem189 := &TCatalog{}
+		if err := _elem189.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem189), err)
 		}
-		p.Success = append(p.Success, _elem183)
+		p.Success = append(p.Success, _elem189)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -17475,11 +18108,11 @@ func (p *LanceMasterServiceListBackendsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TBackend, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem184 := &TBackend{}
-		if err := _elem184.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem184), err)
+		_elem190 := &TBackend{}
+		if err := _elem190.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem190), err)
 		}
-		p.Success = append(p.Success, _elem184)
+		p.Success = append(p.Success, _elem190)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -18474,11 +19107,11 @@ func (p *LanceMasterServiceListOptionsResult) ReadField0(ctx context.Context, ip
 	tSlice := make([]*TOption, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem185 := &TOption{}
-		if err := _elem185.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem185), err)
+		_elem191 := &TOption{}
+		if err := _elem191.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem191), err)
 		}
-		p.Success = append(p.Success, _elem185)
+		p.Success = append(p.Success, _elem191)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)

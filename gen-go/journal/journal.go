@@ -92,6 +92,7 @@ const (
 	TMutationState_NOT_COMMITTED TMutationState = 4
 	TMutationState_UNKNOWN       TMutationState = 5
 	TMutationState_CANCELLED     TMutationState = 6
+	TMutationState_RESOLVING     TMutationState = 7
 )
 
 func (p TMutationState) String() string {
@@ -108,6 +109,8 @@ func (p TMutationState) String() string {
 		return "UNKNOWN"
 	case TMutationState_CANCELLED:
 		return "CANCELLED"
+	case TMutationState_RESOLVING:
+		return "RESOLVING"
 	}
 	return "<UNSET>"
 }
@@ -126,6 +129,8 @@ func TMutationStateFromString(s string) (TMutationState, error) {
 		return TMutationState_UNKNOWN, nil
 	case "CANCELLED":
 		return TMutationState_CANCELLED, nil
+	case "RESOLVING":
+		return TMutationState_RESOLVING, nil
 	}
 	return TMutationState(0), fmt.Errorf("not a valid TMutationState string")
 }
@@ -423,8 +428,9 @@ func (p *TResultCode) Value() (driver.Value, error) {
 type TCompletionReason int64
 
 const (
-	TCompletionReason_NONE              TCompletionReason = 1
-	TCompletionReason_IF_CONDITION_NOOP TCompletionReason = 2
+	TCompletionReason_NONE                  TCompletionReason = 1
+	TCompletionReason_IF_CONDITION_NOOP     TCompletionReason = 2
+	TCompletionReason_RESOLVED_FROM_DATASET TCompletionReason = 3
 )
 
 func (p TCompletionReason) String() string {
@@ -433,6 +439,8 @@ func (p TCompletionReason) String() string {
 		return "NONE"
 	case TCompletionReason_IF_CONDITION_NOOP:
 		return "IF_CONDITION_NOOP"
+	case TCompletionReason_RESOLVED_FROM_DATASET:
+		return "RESOLVED_FROM_DATASET"
 	}
 	return "<UNSET>"
 }
@@ -443,6 +451,8 @@ func TCompletionReasonFromString(s string) (TCompletionReason, error) {
 		return TCompletionReason_NONE, nil
 	case "IF_CONDITION_NOOP":
 		return TCompletionReason_IF_CONDITION_NOOP, nil
+	case "RESOLVED_FROM_DATASET":
+		return TCompletionReason_RESOLVED_FROM_DATASET, nil
 	}
 	return TCompletionReason(0), fmt.Errorf("not a valid TCompletionReason string")
 }
@@ -930,6 +940,12 @@ func (p *TJobResult_) String() string {
 //   - ForceWarning
 //   - RefreshFailureTimeMs
 //   - CancelActor
+//   - DispatchAttempts
+//   - IndexUUID
+//   - AdmittedIndexUUID
+//   - TerminationMessage
+//   - BuildPhase
+//   - ResolveAfterMs
 type TJobRecord struct {
 	JobID                  int64              `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                *string            `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -970,6 +986,12 @@ type TJobRecord struct {
 	ForceWarning           *string            `thrift:"force_warning,37" db:"force_warning" json:"force_warning,omitempty"`
 	RefreshFailureTimeMs   *int64             `thrift:"refresh_failure_time_ms,38" db:"refresh_failure_time_ms" json:"refresh_failure_time_ms,omitempty"`
 	CancelActor            *string            `thrift:"cancel_actor,39" db:"cancel_actor" json:"cancel_actor,omitempty"`
+	DispatchAttempts       *int32             `thrift:"dispatch_attempts,40" db:"dispatch_attempts" json:"dispatch_attempts,omitempty"`
+	IndexUUID              *string            `thrift:"index_uuid,41" db:"index_uuid" json:"index_uuid,omitempty"`
+	AdmittedIndexUUID      *string            `thrift:"admitted_index_uuid,42" db:"admitted_index_uuid" json:"admitted_index_uuid,omitempty"`
+	TerminationMessage     *string            `thrift:"termination_message,43" db:"termination_message" json:"termination_message,omitempty"`
+	BuildPhase             *string            `thrift:"build_phase,44" db:"build_phase" json:"build_phase,omitempty"`
+	ResolveAfterMs         *int64             `thrift:"resolve_after_ms,45" db:"resolve_after_ms" json:"resolve_after_ms,omitempty"`
 }
 
 func NewTJobRecord() *TJobRecord {
@@ -1321,6 +1343,60 @@ func (p *TJobRecord) GetCancelActor() string {
 	}
 	return *p.CancelActor
 }
+
+var TJobRecord_DispatchAttempts_DEFAULT int32
+
+func (p *TJobRecord) GetDispatchAttempts() int32 {
+	if !p.IsSetDispatchAttempts() {
+		return TJobRecord_DispatchAttempts_DEFAULT
+	}
+	return *p.DispatchAttempts
+}
+
+var TJobRecord_IndexUUID_DEFAULT string
+
+func (p *TJobRecord) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TJobRecord_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TJobRecord_AdmittedIndexUUID_DEFAULT string
+
+func (p *TJobRecord) GetAdmittedIndexUUID() string {
+	if !p.IsSetAdmittedIndexUUID() {
+		return TJobRecord_AdmittedIndexUUID_DEFAULT
+	}
+	return *p.AdmittedIndexUUID
+}
+
+var TJobRecord_TerminationMessage_DEFAULT string
+
+func (p *TJobRecord) GetTerminationMessage() string {
+	if !p.IsSetTerminationMessage() {
+		return TJobRecord_TerminationMessage_DEFAULT
+	}
+	return *p.TerminationMessage
+}
+
+var TJobRecord_BuildPhase_DEFAULT string
+
+func (p *TJobRecord) GetBuildPhase() string {
+	if !p.IsSetBuildPhase() {
+		return TJobRecord_BuildPhase_DEFAULT
+	}
+	return *p.BuildPhase
+}
+
+var TJobRecord_ResolveAfterMs_DEFAULT int64
+
+func (p *TJobRecord) GetResolveAfterMs() int64 {
+	if !p.IsSetResolveAfterMs() {
+		return TJobRecord_ResolveAfterMs_DEFAULT
+	}
+	return *p.ResolveAfterMs
+}
 func (p *TJobRecord) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -1471,6 +1547,30 @@ func (p *TJobRecord) IsSetRefreshFailureTimeMs() bool {
 
 func (p *TJobRecord) IsSetCancelActor() bool {
 	return p.CancelActor != nil
+}
+
+func (p *TJobRecord) IsSetDispatchAttempts() bool {
+	return p.DispatchAttempts != nil
+}
+
+func (p *TJobRecord) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TJobRecord) IsSetAdmittedIndexUUID() bool {
+	return p.AdmittedIndexUUID != nil
+}
+
+func (p *TJobRecord) IsSetTerminationMessage() bool {
+	return p.TerminationMessage != nil
+}
+
+func (p *TJobRecord) IsSetBuildPhase() bool {
+	return p.BuildPhase != nil
+}
+
+func (p *TJobRecord) IsSetResolveAfterMs() bool {
+	return p.ResolveAfterMs != nil
 }
 
 func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -1880,6 +1980,66 @@ func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 40:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField40(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 41:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField41(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 42:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField42(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 43:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField43(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 44:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField44(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 45:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField45(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -2252,6 +2412,60 @@ func (p *TJobRecord) ReadField39(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TJobRecord) ReadField40(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 40: ", err)
+	} else {
+		p.DispatchAttempts = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField41(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 41: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField42(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 42: ", err)
+	} else {
+		p.AdmittedIndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField43(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 43: ", err)
+	} else {
+		p.TerminationMessage = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField44(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 44: ", err)
+	} else {
+		p.BuildPhase = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField45(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 45: ", err)
+	} else {
+		p.ResolveAfterMs = &v
+	}
+	return nil
+}
+
 func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobRecord"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -2372,6 +2586,24 @@ func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField39(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField40(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField41(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField42(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField43(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField44(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField45(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -2967,6 +3199,96 @@ func (p *TJobRecord) writeField39(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TJobRecord) writeField40(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDispatchAttempts() {
+		if err := oprot.WriteFieldBegin(ctx, "dispatch_attempts", thrift.I32, 40); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 40:dispatch_attempts: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.DispatchAttempts)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dispatch_attempts (40) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 40:dispatch_attempts: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField41(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 41); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 41:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (41) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 41:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField42(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAdmittedIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "admitted_index_uuid", thrift.STRING, 42); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 42:admitted_index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.AdmittedIndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.admitted_index_uuid (42) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 42:admitted_index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField43(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTerminationMessage() {
+		if err := oprot.WriteFieldBegin(ctx, "termination_message", thrift.STRING, 43); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 43:termination_message: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.TerminationMessage)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.termination_message (43) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 43:termination_message: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField44(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBuildPhase() {
+		if err := oprot.WriteFieldBegin(ctx, "build_phase", thrift.STRING, 44); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 44:build_phase: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.BuildPhase)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.build_phase (44) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 44:build_phase: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField45(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResolveAfterMs() {
+		if err := oprot.WriteFieldBegin(ctx, "resolve_after_ms", thrift.I64, 45); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 45:resolve_after_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ResolveAfterMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.resolve_after_ms (45) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 45:resolve_after_ms: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobRecord) Equals(other *TJobRecord) bool {
 	if p == other {
 		return true
@@ -3272,6 +3594,54 @@ func (p *TJobRecord) Equals(other *TJobRecord) bool {
 			return false
 		}
 		if (*p.CancelActor) != (*other.CancelActor) {
+			return false
+		}
+	}
+	if p.DispatchAttempts != other.DispatchAttempts {
+		if p.DispatchAttempts == nil || other.DispatchAttempts == nil {
+			return false
+		}
+		if (*p.DispatchAttempts) != (*other.DispatchAttempts) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.AdmittedIndexUUID != other.AdmittedIndexUUID {
+		if p.AdmittedIndexUUID == nil || other.AdmittedIndexUUID == nil {
+			return false
+		}
+		if (*p.AdmittedIndexUUID) != (*other.AdmittedIndexUUID) {
+			return false
+		}
+	}
+	if p.TerminationMessage != other.TerminationMessage {
+		if p.TerminationMessage == nil || other.TerminationMessage == nil {
+			return false
+		}
+		if (*p.TerminationMessage) != (*other.TerminationMessage) {
+			return false
+		}
+	}
+	if p.BuildPhase != other.BuildPhase {
+		if p.BuildPhase == nil || other.BuildPhase == nil {
+			return false
+		}
+		if (*p.BuildPhase) != (*other.BuildPhase) {
+			return false
+		}
+	}
+	if p.ResolveAfterMs != other.ResolveAfterMs {
+		if p.ResolveAfterMs == nil || other.ResolveAfterMs == nil {
+			return false
+		}
+		if (*p.ResolveAfterMs) != (*other.ResolveAfterMs) {
 			return false
 		}
 	}
@@ -5120,6 +5490,8 @@ func (p *TMarkRunningBatch) String() string {
 //   - ProcessEpoch
 //   - Result_
 //   - NeverEnqueued
+//   - ReturnToPending
+//   - IndexUUID
 type TCompletion struct {
 	JobID            int64        `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision int64        `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -5127,6 +5499,8 @@ type TCompletion struct {
 	ProcessEpoch     int64        `thrift:"process_epoch,4,required" db:"process_epoch" json:"process_epoch"`
 	Result_          *TJobResult_ `thrift:"result,5,required" db:"result" json:"result"`
 	NeverEnqueued    *bool        `thrift:"never_enqueued,6" db:"never_enqueued" json:"never_enqueued,omitempty"`
+	ReturnToPending  *bool        `thrift:"return_to_pending,7" db:"return_to_pending" json:"return_to_pending,omitempty"`
+	IndexUUID        *string      `thrift:"index_uuid,8" db:"index_uuid" json:"index_uuid,omitempty"`
 }
 
 func NewTCompletion() *TCompletion {
@@ -5166,12 +5540,38 @@ func (p *TCompletion) GetNeverEnqueued() bool {
 	}
 	return *p.NeverEnqueued
 }
+
+var TCompletion_ReturnToPending_DEFAULT bool
+
+func (p *TCompletion) GetReturnToPending() bool {
+	if !p.IsSetReturnToPending() {
+		return TCompletion_ReturnToPending_DEFAULT
+	}
+	return *p.ReturnToPending
+}
+
+var TCompletion_IndexUUID_DEFAULT string
+
+func (p *TCompletion) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TCompletion_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
 func (p *TCompletion) IsSetResult_() bool {
 	return p.Result_ != nil
 }
 
 func (p *TCompletion) IsSetNeverEnqueued() bool {
 	return p.NeverEnqueued != nil
+}
+
+func (p *TCompletion) IsSetReturnToPending() bool {
+	return p.ReturnToPending != nil
+}
+
+func (p *TCompletion) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
 }
 
 func (p *TCompletion) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -5252,6 +5652,26 @@ func (p *TCompletion) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 6:
 			if fieldTypeId == thrift.BOOL {
 				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -5342,6 +5762,24 @@ func (p *TCompletion) ReadField6(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TCompletion) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.ReturnToPending = &v
+	}
+	return nil
+}
+
+func (p *TCompletion) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
 func (p *TCompletion) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TCompletion"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -5363,6 +5801,12 @@ func (p *TCompletion) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5455,6 +5899,36 @@ func (p *TCompletion) writeField6(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TCompletion) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetReturnToPending() {
+		if err := oprot.WriteFieldBegin(ctx, "return_to_pending", thrift.BOOL, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:return_to_pending: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.ReturnToPending)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.return_to_pending (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:return_to_pending: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCompletion) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TCompletion) Equals(other *TCompletion) bool {
 	if p == other {
 		return true
@@ -5481,6 +5955,22 @@ func (p *TCompletion) Equals(other *TCompletion) bool {
 			return false
 		}
 		if (*p.NeverEnqueued) != (*other.NeverEnqueued) {
+			return false
+		}
+	}
+	if p.ReturnToPending != other.ReturnToPending {
+		if p.ReturnToPending == nil || other.ReturnToPending == nil {
+			return false
+		}
+		if (*p.ReturnToPending) != (*other.ReturnToPending) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
 			return false
 		}
 	}
@@ -5692,13 +6182,21 @@ func (p *TCompleteBatch) String() string {
 //   - ProcessEpoch
 //   - BackendID
 //   - Proof
+//   - FinishedWithoutResult_
+//   - Message
+//   - IndexUUID
+//   - ResolveAfterMs
 type TProof struct {
-	JobID            int64             `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
-	DispatchRevision int64             `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
-	InvocationID     string            `thrift:"invocation_id,3,required" db:"invocation_id" json:"invocation_id"`
-	ProcessEpoch     int64             `thrift:"process_epoch,4,required" db:"process_epoch" json:"process_epoch"`
-	BackendID        int64             `thrift:"backend_id,5,required" db:"backend_id" json:"backend_id"`
-	Proof            TTerminationProof `thrift:"proof,6,required" db:"proof" json:"proof"`
+	JobID                  int64             `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	DispatchRevision       int64             `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
+	InvocationID           string            `thrift:"invocation_id,3,required" db:"invocation_id" json:"invocation_id"`
+	ProcessEpoch           int64             `thrift:"process_epoch,4,required" db:"process_epoch" json:"process_epoch"`
+	BackendID              int64             `thrift:"backend_id,5,required" db:"backend_id" json:"backend_id"`
+	Proof                  TTerminationProof `thrift:"proof,6,required" db:"proof" json:"proof"`
+	FinishedWithoutResult_ *bool             `thrift:"finished_without_result,7" db:"finished_without_result" json:"finished_without_result,omitempty"`
+	Message                *string           `thrift:"message,8" db:"message" json:"message,omitempty"`
+	IndexUUID              *string           `thrift:"index_uuid,9" db:"index_uuid" json:"index_uuid,omitempty"`
+	ResolveAfterMs         *int64            `thrift:"resolve_after_ms,10" db:"resolve_after_ms" json:"resolve_after_ms,omitempty"`
 }
 
 func NewTProof() *TProof {
@@ -5728,6 +6226,58 @@ func (p *TProof) GetBackendID() int64 {
 func (p *TProof) GetProof() TTerminationProof {
 	return p.Proof
 }
+
+var TProof_FinishedWithoutResult__DEFAULT bool
+
+func (p *TProof) GetFinishedWithoutResult_() bool {
+	if !p.IsSetFinishedWithoutResult_() {
+		return TProof_FinishedWithoutResult__DEFAULT
+	}
+	return *p.FinishedWithoutResult_
+}
+
+var TProof_Message_DEFAULT string
+
+func (p *TProof) GetMessage() string {
+	if !p.IsSetMessage() {
+		return TProof_Message_DEFAULT
+	}
+	return *p.Message
+}
+
+var TProof_IndexUUID_DEFAULT string
+
+func (p *TProof) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TProof_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TProof_ResolveAfterMs_DEFAULT int64
+
+func (p *TProof) GetResolveAfterMs() int64 {
+	if !p.IsSetResolveAfterMs() {
+		return TProof_ResolveAfterMs_DEFAULT
+	}
+	return *p.ResolveAfterMs
+}
+func (p *TProof) IsSetFinishedWithoutResult_() bool {
+	return p.FinishedWithoutResult_ != nil
+}
+
+func (p *TProof) IsSetMessage() bool {
+	return p.Message != nil
+}
+
+func (p *TProof) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TProof) IsSetResolveAfterMs() bool {
+	return p.ResolveAfterMs != nil
+}
+
 func (p *TProof) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -5810,6 +6360,46 @@ func (p *TProof) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 				issetProof = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -5903,6 +6493,42 @@ func (p *TProof) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
 	return nil
 }
 
+func (p *TProof) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.FinishedWithoutResult_ = &v
+	}
+	return nil
+}
+
+func (p *TProof) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.Message = &v
+	}
+	return nil
+}
+
+func (p *TProof) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TProof) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.ResolveAfterMs = &v
+	}
+	return nil
+}
+
 func (p *TProof) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TProof"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -5924,6 +6550,18 @@ func (p *TProof) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6014,6 +6652,66 @@ func (p *TProof) writeField6(ctx context.Context, oprot thrift.TProtocol) (err e
 	return err
 }
 
+func (p *TProof) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetFinishedWithoutResult_() {
+		if err := oprot.WriteFieldBegin(ctx, "finished_without_result", thrift.BOOL, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:finished_without_result: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.FinishedWithoutResult_)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.finished_without_result (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:finished_without_result: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProof) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMessage() {
+		if err := oprot.WriteFieldBegin(ctx, "message", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:message: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Message)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.message (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:message: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProof) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProof) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResolveAfterMs() {
+		if err := oprot.WriteFieldBegin(ctx, "resolve_after_ms", thrift.I64, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:resolve_after_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ResolveAfterMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.resolve_after_ms (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:resolve_after_ms: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TProof) Equals(other *TProof) bool {
 	if p == other {
 		return true
@@ -6038,6 +6736,38 @@ func (p *TProof) Equals(other *TProof) bool {
 	if p.Proof != other.Proof {
 		return false
 	}
+	if p.FinishedWithoutResult_ != other.FinishedWithoutResult_ {
+		if p.FinishedWithoutResult_ == nil || other.FinishedWithoutResult_ == nil {
+			return false
+		}
+		if (*p.FinishedWithoutResult_) != (*other.FinishedWithoutResult_) {
+			return false
+		}
+	}
+	if p.Message != other.Message {
+		if p.Message == nil || other.Message == nil {
+			return false
+		}
+		if (*p.Message) != (*other.Message) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.ResolveAfterMs != other.ResolveAfterMs {
+		if p.ResolveAfterMs == nil || other.ResolveAfterMs == nil {
+			return false
+		}
+		if (*p.ResolveAfterMs) != (*other.ResolveAfterMs) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -6046,6 +6776,390 @@ func (p *TProof) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TProof(%+v)", *p)
+}
+
+// Attributes:
+//   - JobID
+//   - DispatchRevision
+//   - InvocationID
+//   - ProcessEpoch
+//   - IndexUUID
+//   - Phase
+type TProgress struct {
+	JobID            int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	DispatchRevision int64   `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
+	InvocationID     string  `thrift:"invocation_id,3,required" db:"invocation_id" json:"invocation_id"`
+	ProcessEpoch     int64   `thrift:"process_epoch,4,required" db:"process_epoch" json:"process_epoch"`
+	IndexUUID        *string `thrift:"index_uuid,5" db:"index_uuid" json:"index_uuid,omitempty"`
+	Phase            *string `thrift:"phase,6" db:"phase" json:"phase,omitempty"`
+}
+
+func NewTProgress() *TProgress {
+	return &TProgress{}
+}
+
+func (p *TProgress) GetJobID() int64 {
+	return p.JobID
+}
+
+func (p *TProgress) GetDispatchRevision() int64 {
+	return p.DispatchRevision
+}
+
+func (p *TProgress) GetInvocationID() string {
+	return p.InvocationID
+}
+
+func (p *TProgress) GetProcessEpoch() int64 {
+	return p.ProcessEpoch
+}
+
+var TProgress_IndexUUID_DEFAULT string
+
+func (p *TProgress) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TProgress_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TProgress_Phase_DEFAULT string
+
+func (p *TProgress) GetPhase() string {
+	if !p.IsSetPhase() {
+		return TProgress_Phase_DEFAULT
+	}
+	return *p.Phase
+}
+func (p *TProgress) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TProgress) IsSetPhase() bool {
+	return p.Phase != nil
+}
+
+func (p *TProgress) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetJobID bool = false
+	var issetDispatchRevision bool = false
+	var issetInvocationID bool = false
+	var issetProcessEpoch bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetJobID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetDispatchRevision = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetInvocationID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+				issetProcessEpoch = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetJobID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field JobID is not set"))
+	}
+	if !issetDispatchRevision {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field DispatchRevision is not set"))
+	}
+	if !issetInvocationID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field InvocationID is not set"))
+	}
+	if !issetProcessEpoch {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ProcessEpoch is not set"))
+	}
+	return nil
+}
+
+func (p *TProgress) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.JobID = v
+	}
+	return nil
+}
+
+func (p *TProgress) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.DispatchRevision = v
+	}
+	return nil
+}
+
+func (p *TProgress) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.InvocationID = v
+	}
+	return nil
+}
+
+func (p *TProgress) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.ProcessEpoch = v
+	}
+	return nil
+}
+
+func (p *TProgress) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TProgress) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.Phase = &v
+	}
+	return nil
+}
+
+func (p *TProgress) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TProgress"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TProgress) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "job_id", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:job_id: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.JobID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.job_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:job_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TProgress) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "dispatch_revision", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:dispatch_revision: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.DispatchRevision)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.dispatch_revision (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:dispatch_revision: ", p), err)
+	}
+	return err
+}
+
+func (p *TProgress) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "invocation_id", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:invocation_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.InvocationID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.invocation_id (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:invocation_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TProgress) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "process_epoch", thrift.I64, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:process_epoch: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.ProcessEpoch)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.process_epoch (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:process_epoch: ", p), err)
+	}
+	return err
+}
+
+func (p *TProgress) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProgress) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPhase() {
+		if err := oprot.WriteFieldBegin(ctx, "phase", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:phase: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Phase)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.phase (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:phase: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProgress) Equals(other *TProgress) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.JobID != other.JobID {
+		return false
+	}
+	if p.DispatchRevision != other.DispatchRevision {
+		return false
+	}
+	if p.InvocationID != other.InvocationID {
+		return false
+	}
+	if p.ProcessEpoch != other.ProcessEpoch {
+		return false
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.Phase != other.Phase {
+		if p.Phase == nil || other.Phase == nil {
+			return false
+		}
+		if (*p.Phase) != (*other.Phase) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TProgress) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TProgress(%+v)", *p)
 }
 
 // Attributes:
@@ -6242,9 +7356,11 @@ func (p *TRecordProofBatch) String() string {
 // Attributes:
 //   - Proof
 //   - Completion
+//   - Progress
 type TReportItem struct {
 	Proof      *TProof      `thrift:"proof,1" db:"proof" json:"proof,omitempty"`
 	Completion *TCompletion `thrift:"completion,2" db:"completion" json:"completion,omitempty"`
+	Progress   *TProgress   `thrift:"progress,3" db:"progress" json:"progress,omitempty"`
 }
 
 func NewTReportItem() *TReportItem {
@@ -6268,12 +7384,25 @@ func (p *TReportItem) GetCompletion() *TCompletion {
 	}
 	return p.Completion
 }
+
+var TReportItem_Progress_DEFAULT *TProgress
+
+func (p *TReportItem) GetProgress() *TProgress {
+	if !p.IsSetProgress() {
+		return TReportItem_Progress_DEFAULT
+	}
+	return p.Progress
+}
 func (p *TReportItem) IsSetProof() bool {
 	return p.Proof != nil
 }
 
 func (p *TReportItem) IsSetCompletion() bool {
 	return p.Completion != nil
+}
+
+func (p *TReportItem) IsSetProgress() bool {
+	return p.Progress != nil
 }
 
 func (p *TReportItem) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6303,6 +7432,16 @@ func (p *TReportItem) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 2:
 			if fieldTypeId == thrift.STRUCT {
 				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField3(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -6341,6 +7480,14 @@ func (p *TReportItem) ReadField2(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TReportItem) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Progress = &TProgress{}
+	if err := p.Progress.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Progress), err)
+	}
+	return nil
+}
+
 func (p *TReportItem) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TReportItem"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6350,6 +7497,9 @@ func (p *TReportItem) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6392,6 +7542,21 @@ func (p *TReportItem) writeField2(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TReportItem) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetProgress() {
+		if err := oprot.WriteFieldBegin(ctx, "progress", thrift.STRUCT, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:progress: ", p), err)
+		}
+		if err := p.Progress.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Progress), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:progress: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TReportItem) Equals(other *TReportItem) bool {
 	if p == other {
 		return true
@@ -6402,6 +7567,9 @@ func (p *TReportItem) Equals(other *TReportItem) bool {
 		return false
 	}
 	if !p.Completion.Equals(other.Completion) {
+		return false
+	}
+	if !p.Progress.Equals(other.Progress) {
 		return false
 	}
 	return true
@@ -8885,6 +10053,232 @@ func (p *TMemberAddressCommand) String() string {
 }
 
 // Attributes:
+//   - NowMs
+//   - ClusterID
+//   - Replace
+type TClusterIDCommand struct {
+	NowMs     int64  `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	ClusterID string `thrift:"cluster_id,2,required" db:"cluster_id" json:"cluster_id"`
+	Replace   *bool  `thrift:"replace,3" db:"replace" json:"replace,omitempty"`
+}
+
+func NewTClusterIDCommand() *TClusterIDCommand {
+	return &TClusterIDCommand{}
+}
+
+func (p *TClusterIDCommand) GetNowMs() int64 {
+	return p.NowMs
+}
+
+func (p *TClusterIDCommand) GetClusterID() string {
+	return p.ClusterID
+}
+
+var TClusterIDCommand_Replace_DEFAULT bool
+
+func (p *TClusterIDCommand) GetReplace() bool {
+	if !p.IsSetReplace() {
+		return TClusterIDCommand_Replace_DEFAULT
+	}
+	return *p.Replace
+}
+func (p *TClusterIDCommand) IsSetReplace() bool {
+	return p.Replace != nil
+}
+
+func (p *TClusterIDCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetNowMs bool = false
+	var issetClusterID bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetNowMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetClusterID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetNowMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NowMs is not set"))
+	}
+	if !issetClusterID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ClusterID is not set"))
+	}
+	return nil
+}
+
+func (p *TClusterIDCommand) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.NowMs = v
+	}
+	return nil
+}
+
+func (p *TClusterIDCommand) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.ClusterID = v
+	}
+	return nil
+}
+
+func (p *TClusterIDCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Replace = &v
+	}
+	return nil
+}
+
+func (p *TClusterIDCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TClusterIDCommand"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TClusterIDCommand) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "now_ms", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:now_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.NowMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.now_ms (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:now_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TClusterIDCommand) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:cluster_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.ClusterID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.cluster_id (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:cluster_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TClusterIDCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetReplace() {
+		if err := oprot.WriteFieldBegin(ctx, "replace", thrift.BOOL, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:replace: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Replace)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.replace (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:replace: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TClusterIDCommand) Equals(other *TClusterIDCommand) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.NowMs != other.NowMs {
+		return false
+	}
+	if p.ClusterID != other.ClusterID {
+		return false
+	}
+	if p.Replace != other.Replace {
+		if p.Replace == nil || other.Replace == nil {
+			return false
+		}
+		if (*p.Replace) != (*other.Replace) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TClusterIDCommand) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TClusterIDCommand(%+v)", *p)
+}
+
+// Attributes:
 //   - NodeID
 //   - RPCAddress
 type TMemberAddress struct {
@@ -10130,6 +11524,7 @@ func (p *TOptionValue) String() string {
 //   - BackendCount
 //   - AppliedIndex
 //   - MemberAddresses
+//   - ClusterID
 type TSnapshotHeader struct {
 	FormatVersion   int32             `thrift:"format_version,1,required" db:"format_version" json:"format_version"`
 	LastJobID       int64             `thrift:"last_job_id,2,required" db:"last_job_id" json:"last_job_id"`
@@ -10141,6 +11536,7 @@ type TSnapshotHeader struct {
 	BackendCount    *int64            `thrift:"backend_count,8" db:"backend_count" json:"backend_count,omitempty"`
 	AppliedIndex    *int64            `thrift:"applied_index,9" db:"applied_index" json:"applied_index,omitempty"`
 	MemberAddresses []*TMemberAddress `thrift:"member_addresses,10" db:"member_addresses" json:"member_addresses,omitempty"`
+	ClusterID       *string           `thrift:"cluster_id,11" db:"cluster_id" json:"cluster_id,omitempty"`
 }
 
 func NewTSnapshotHeader() *TSnapshotHeader {
@@ -10210,6 +11606,15 @@ var TSnapshotHeader_MemberAddresses_DEFAULT []*TMemberAddress
 func (p *TSnapshotHeader) GetMemberAddresses() []*TMemberAddress {
 	return p.MemberAddresses
 }
+
+var TSnapshotHeader_ClusterID_DEFAULT string
+
+func (p *TSnapshotHeader) GetClusterID() string {
+	if !p.IsSetClusterID() {
+		return TSnapshotHeader_ClusterID_DEFAULT
+	}
+	return *p.ClusterID
+}
 func (p *TSnapshotHeader) IsSetOptions() bool {
 	return p.Options != nil
 }
@@ -10232,6 +11637,10 @@ func (p *TSnapshotHeader) IsSetAppliedIndex() bool {
 
 func (p *TSnapshotHeader) IsSetMemberAddresses() bool {
 	return p.MemberAddresses != nil
+}
+
+func (p *TSnapshotHeader) IsSetClusterID() bool {
+	return p.ClusterID != nil
 }
 
 func (p *TSnapshotHeader) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -10350,6 +11759,16 @@ func (p *TSnapshotHeader) Read(ctx context.Context, iprot thrift.TProtocol) erro
 		case 10:
 			if fieldTypeId == thrift.LIST {
 				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField11(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -10496,6 +11915,15 @@ func (p *TSnapshotHeader) ReadField10(ctx context.Context, iprot thrift.TProtoco
 	return nil
 }
 
+func (p *TSnapshotHeader) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.ClusterID = &v
+	}
+	return nil
+}
+
 func (p *TSnapshotHeader) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TSnapshotHeader"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -10529,6 +11957,9 @@ func (p *TSnapshotHeader) Write(ctx context.Context, oprot thrift.TProtocol) err
 			return err
 		}
 		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -10699,6 +12130,21 @@ func (p *TSnapshotHeader) writeField10(ctx context.Context, oprot thrift.TProtoc
 	return err
 }
 
+func (p *TSnapshotHeader) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClusterID() {
+		if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:cluster_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClusterID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.cluster_id (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:cluster_id: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 	if p == other {
 		return true
@@ -10764,6 +12210,14 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 	for i, _tgt := range p.MemberAddresses {
 		_src19 := other.MemberAddresses[i]
 		if !_tgt.Equals(_src19) {
+			return false
+		}
+	}
+	if p.ClusterID != other.ClusterID {
+		if p.ClusterID == nil || other.ClusterID == nil {
+			return false
+		}
+		if (*p.ClusterID) != (*other.ClusterID) {
 			return false
 		}
 	}

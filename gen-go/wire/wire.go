@@ -45,6 +45,7 @@ const (
 	TStatusCode_NOT_LEADER            TStatusCode = 205
 	TStatusCode_UNAUTHENTICATED       TStatusCode = 206
 	TStatusCode_STALE_REPORT          TStatusCode = 207
+	TStatusCode_OTHER_CLUSTER         TStatusCode = 208
 )
 
 func (p TStatusCode) String() string {
@@ -93,6 +94,8 @@ func (p TStatusCode) String() string {
 		return "UNAUTHENTICATED"
 	case TStatusCode_STALE_REPORT:
 		return "STALE_REPORT"
+	case TStatusCode_OTHER_CLUSTER:
+		return "OTHER_CLUSTER"
 	}
 	return "<UNSET>"
 }
@@ -143,6 +146,8 @@ func TStatusCodeFromString(s string) (TStatusCode, error) {
 		return TStatusCode_UNAUTHENTICATED, nil
 	case "STALE_REPORT":
 		return TStatusCode_STALE_REPORT, nil
+	case "OTHER_CLUSTER":
+		return TStatusCode_OTHER_CLUSTER, nil
 	}
 	return TStatusCode(0), fmt.Errorf("not a valid TStatusCode string")
 }
@@ -481,6 +486,7 @@ const (
 	TLanceInvocationState_QUEUED             TLanceInvocationState = 2
 	TLanceInvocationState_RUNNING            TLanceInvocationState = 3
 	TLanceInvocationState_FINISHED           TLanceInvocationState = 4
+	TLanceInvocationState_FORGOTTEN          TLanceInvocationState = 5
 )
 
 func (p TLanceInvocationState) String() string {
@@ -493,6 +499,8 @@ func (p TLanceInvocationState) String() string {
 		return "RUNNING"
 	case TLanceInvocationState_FINISHED:
 		return "FINISHED"
+	case TLanceInvocationState_FORGOTTEN:
+		return "FORGOTTEN"
 	}
 	return "<UNSET>"
 }
@@ -507,6 +515,8 @@ func TLanceInvocationStateFromString(s string) (TLanceInvocationState, error) {
 		return TLanceInvocationState_RUNNING, nil
 	case "FINISHED":
 		return TLanceInvocationState_FINISHED, nil
+	case "FORGOTTEN":
+		return TLanceInvocationState_FORGOTTEN, nil
 	}
 	return TLanceInvocationState(0), fmt.Errorf("not a valid TLanceInvocationState string")
 }
@@ -536,6 +546,69 @@ func (p *TLanceInvocationState) Scan(value interface{}) error {
 }
 
 func (p *TLanceInvocationState) Value() (driver.Value, error) {
+	if p == nil {
+		return nil, nil
+	}
+	return int64(*p), nil
+}
+
+type TLanceResolveOutcome int64
+
+const (
+	TLanceResolveOutcome_COMMITTED     TLanceResolveOutcome = 1
+	TLanceResolveOutcome_NOT_COMMITTED TLanceResolveOutcome = 2
+	TLanceResolveOutcome_UNKNOWN       TLanceResolveOutcome = 3
+)
+
+func (p TLanceResolveOutcome) String() string {
+	switch p {
+	case TLanceResolveOutcome_COMMITTED:
+		return "COMMITTED"
+	case TLanceResolveOutcome_NOT_COMMITTED:
+		return "NOT_COMMITTED"
+	case TLanceResolveOutcome_UNKNOWN:
+		return "UNKNOWN"
+	}
+	return "<UNSET>"
+}
+
+func TLanceResolveOutcomeFromString(s string) (TLanceResolveOutcome, error) {
+	switch s {
+	case "COMMITTED":
+		return TLanceResolveOutcome_COMMITTED, nil
+	case "NOT_COMMITTED":
+		return TLanceResolveOutcome_NOT_COMMITTED, nil
+	case "UNKNOWN":
+		return TLanceResolveOutcome_UNKNOWN, nil
+	}
+	return TLanceResolveOutcome(0), fmt.Errorf("not a valid TLanceResolveOutcome string")
+}
+
+func TLanceResolveOutcomePtr(v TLanceResolveOutcome) *TLanceResolveOutcome { return &v }
+
+func (p TLanceResolveOutcome) MarshalText() ([]byte, error) {
+	return []byte(p.String()), nil
+}
+
+func (p *TLanceResolveOutcome) UnmarshalText(text []byte) error {
+	q, err := TLanceResolveOutcomeFromString(string(text))
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
+}
+
+func (p *TLanceResolveOutcome) Scan(value interface{}) error {
+	v, ok := value.(int64)
+	if !ok {
+		return errors.New("Scan value is not int64")
+	}
+	*p = TLanceResolveOutcome(v)
+	return nil
+}
+
+func (p *TLanceResolveOutcome) Value() (driver.Value, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -760,6 +833,7 @@ func (p *TStatus) String() string {
 //   - MaxNumPartitions
 //   - MaxNumSubVectors
 //   - LeaderTerm
+//   - ClusterID
 type TLanceIndexJobDispatch struct {
 	JobID                  int64                   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision       int64                   `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -781,6 +855,7 @@ type TLanceIndexJobDispatch struct {
 	MaxNumPartitions       *int32                  `thrift:"max_num_partitions,18" db:"max_num_partitions" json:"max_num_partitions,omitempty"`
 	MaxNumSubVectors       *int32                  `thrift:"max_num_sub_vectors,19" db:"max_num_sub_vectors" json:"max_num_sub_vectors,omitempty"`
 	LeaderTerm             *int64                  `thrift:"leader_term,20" db:"leader_term" json:"leader_term,omitempty"`
+	ClusterID              *string                 `thrift:"cluster_id,21" db:"cluster_id" json:"cluster_id,omitempty"`
 }
 
 func NewTLanceIndexJobDispatch() *TLanceIndexJobDispatch {
@@ -903,6 +978,15 @@ func (p *TLanceIndexJobDispatch) GetLeaderTerm() int64 {
 	}
 	return *p.LeaderTerm
 }
+
+var TLanceIndexJobDispatch_ClusterID_DEFAULT string
+
+func (p *TLanceIndexJobDispatch) GetClusterID() string {
+	if !p.IsSetClusterID() {
+		return TLanceIndexJobDispatch_ClusterID_DEFAULT
+	}
+	return *p.ClusterID
+}
 func (p *TLanceIndexJobDispatch) IsSetPropertiesJSON() bool {
 	return p.PropertiesJSON != nil
 }
@@ -933,6 +1017,10 @@ func (p *TLanceIndexJobDispatch) IsSetMaxNumSubVectors() bool {
 
 func (p *TLanceIndexJobDispatch) IsSetLeaderTerm() bool {
 	return p.LeaderTerm != nil
+}
+
+func (p *TLanceIndexJobDispatch) IsSetClusterID() bool {
+	return p.ClusterID != nil
 }
 
 func (p *TLanceIndexJobDispatch) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -1167,6 +1255,16 @@ func (p *TLanceIndexJobDispatch) Read(ctx context.Context, iprot thrift.TProtoco
 		case 20:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField20(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 21:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField21(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -1425,6 +1523,15 @@ func (p *TLanceIndexJobDispatch) ReadField20(ctx context.Context, iprot thrift.T
 	return nil
 }
 
+func (p *TLanceIndexJobDispatch) ReadField21(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 21: ", err)
+	} else {
+		p.ClusterID = &v
+	}
+	return nil
+}
+
 func (p *TLanceIndexJobDispatch) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobDispatch"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -1488,6 +1595,9 @@ func (p *TLanceIndexJobDispatch) Write(ctx context.Context, oprot thrift.TProtoc
 			return err
 		}
 		if err := p.writeField20(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField21(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -1787,6 +1897,21 @@ func (p *TLanceIndexJobDispatch) writeField20(ctx context.Context, oprot thrift.
 	return err
 }
 
+func (p *TLanceIndexJobDispatch) writeField21(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClusterID() {
+		if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 21); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 21:cluster_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClusterID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.cluster_id (21) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 21:cluster_id: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexJobDispatch) Equals(other *TLanceIndexJobDispatch) bool {
 	if p == other {
 		return true
@@ -1894,6 +2019,14 @@ func (p *TLanceIndexJobDispatch) Equals(other *TLanceIndexJobDispatch) bool {
 			return false
 		}
 	}
+	if p.ClusterID != other.ClusterID {
+		if p.ClusterID == nil || other.ClusterID == nil {
+			return false
+		}
+		if (*p.ClusterID) != (*other.ClusterID) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -1916,6 +2049,8 @@ func (p *TLanceIndexJobDispatch) String() string {
 //   - TerminationProof
 //   - InvocationSecret
 //   - Forwarded
+//   - IndexUUID
+//   - DatasetVersion
 type TLanceIndexJobReport struct {
 	JobID                    int64                        `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision         int64                        `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -1928,6 +2063,8 @@ type TLanceIndexJobReport struct {
 	TerminationProof         *TLanceIndexTerminationProof `thrift:"termination_proof,9" db:"termination_proof" json:"termination_proof,omitempty"`
 	InvocationSecret         *string                      `thrift:"invocation_secret,10" db:"invocation_secret" json:"invocation_secret,omitempty"`
 	Forwarded                *bool                        `thrift:"forwarded,11" db:"forwarded" json:"forwarded,omitempty"`
+	IndexUUID                *string                      `thrift:"index_uuid,12" db:"index_uuid" json:"index_uuid,omitempty"`
+	DatasetVersion           *int64                       `thrift:"dataset_version,13" db:"dataset_version" json:"dataset_version,omitempty"`
 }
 
 func NewTLanceIndexJobReport() *TLanceIndexJobReport {
@@ -2012,6 +2149,24 @@ func (p *TLanceIndexJobReport) GetForwarded() bool {
 	}
 	return *p.Forwarded
 }
+
+var TLanceIndexJobReport_IndexUUID_DEFAULT string
+
+func (p *TLanceIndexJobReport) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TLanceIndexJobReport_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TLanceIndexJobReport_DatasetVersion_DEFAULT int64
+
+func (p *TLanceIndexJobReport) GetDatasetVersion() int64 {
+	if !p.IsSetDatasetVersion() {
+		return TLanceIndexJobReport_DatasetVersion_DEFAULT
+	}
+	return *p.DatasetVersion
+}
 func (p *TLanceIndexJobReport) IsSetResultCode() bool {
 	return p.ResultCode != nil
 }
@@ -2038,6 +2193,14 @@ func (p *TLanceIndexJobReport) IsSetInvocationSecret() bool {
 
 func (p *TLanceIndexJobReport) IsSetForwarded() bool {
 	return p.Forwarded != nil
+}
+
+func (p *TLanceIndexJobReport) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TLanceIndexJobReport) IsSetDatasetVersion() bool {
+	return p.DatasetVersion != nil
 }
 
 func (p *TLanceIndexJobReport) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -2166,6 +2329,26 @@ func (p *TLanceIndexJobReport) Read(ctx context.Context, iprot thrift.TProtocol)
 		case 11:
 			if fieldTypeId == thrift.BOOL {
 				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField13(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -2302,6 +2485,24 @@ func (p *TLanceIndexJobReport) ReadField11(ctx context.Context, iprot thrift.TPr
 	return nil
 }
 
+func (p *TLanceIndexJobReport) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobReport) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.DatasetVersion = &v
+	}
+	return nil
+}
+
 func (p *TLanceIndexJobReport) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobReport"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -2338,6 +2539,12 @@ func (p *TLanceIndexJobReport) Write(ctx context.Context, oprot thrift.TProtocol
 			return err
 		}
 		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -2507,6 +2714,36 @@ func (p *TLanceIndexJobReport) writeField11(ctx context.Context, oprot thrift.TP
 	return err
 }
 
+func (p *TLanceIndexJobReport) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobReport) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDatasetVersion() {
+		if err := oprot.WriteFieldBegin(ctx, "dataset_version", thrift.I64, 13); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:dataset_version: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DatasetVersion)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dataset_version (13) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 13:dataset_version: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexJobReport) Equals(other *TLanceIndexJobReport) bool {
 	if p == other {
 		return true
@@ -2581,6 +2818,22 @@ func (p *TLanceIndexJobReport) Equals(other *TLanceIndexJobReport) bool {
 			return false
 		}
 	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.DatasetVersion != other.DatasetVersion {
+		if p.DatasetVersion == nil || other.DatasetVersion == nil {
+			return false
+		}
+		if (*p.DatasetVersion) != (*other.DatasetVersion) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -2599,6 +2852,9 @@ func (p *TLanceIndexJobReport) String() string {
 //   - Proof
 //   - InvocationSecret
 //   - Forwarded
+//   - SanitizedMessage
+//   - NoResult_
+//   - IndexUUID
 type TLanceIndexJobTerminationReport struct {
 	JobID            int64                       `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision int64                       `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -2607,6 +2863,9 @@ type TLanceIndexJobTerminationReport struct {
 	Proof            TLanceIndexTerminationProof `thrift:"proof,5,required" db:"proof" json:"proof"`
 	InvocationSecret *string                     `thrift:"invocation_secret,6" db:"invocation_secret" json:"invocation_secret,omitempty"`
 	Forwarded        *bool                       `thrift:"forwarded,7" db:"forwarded" json:"forwarded,omitempty"`
+	SanitizedMessage *string                     `thrift:"sanitized_message,8" db:"sanitized_message" json:"sanitized_message,omitempty"`
+	NoResult_        *bool                       `thrift:"no_result,9" db:"no_result" json:"no_result,omitempty"`
+	IndexUUID        *string                     `thrift:"index_uuid,10" db:"index_uuid" json:"index_uuid,omitempty"`
 }
 
 func NewTLanceIndexJobTerminationReport() *TLanceIndexJobTerminationReport {
@@ -2650,12 +2909,51 @@ func (p *TLanceIndexJobTerminationReport) GetForwarded() bool {
 	}
 	return *p.Forwarded
 }
+
+var TLanceIndexJobTerminationReport_SanitizedMessage_DEFAULT string
+
+func (p *TLanceIndexJobTerminationReport) GetSanitizedMessage() string {
+	if !p.IsSetSanitizedMessage() {
+		return TLanceIndexJobTerminationReport_SanitizedMessage_DEFAULT
+	}
+	return *p.SanitizedMessage
+}
+
+var TLanceIndexJobTerminationReport_NoResult__DEFAULT bool
+
+func (p *TLanceIndexJobTerminationReport) GetNoResult_() bool {
+	if !p.IsSetNoResult_() {
+		return TLanceIndexJobTerminationReport_NoResult__DEFAULT
+	}
+	return *p.NoResult_
+}
+
+var TLanceIndexJobTerminationReport_IndexUUID_DEFAULT string
+
+func (p *TLanceIndexJobTerminationReport) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TLanceIndexJobTerminationReport_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
 func (p *TLanceIndexJobTerminationReport) IsSetInvocationSecret() bool {
 	return p.InvocationSecret != nil
 }
 
 func (p *TLanceIndexJobTerminationReport) IsSetForwarded() bool {
 	return p.Forwarded != nil
+}
+
+func (p *TLanceIndexJobTerminationReport) IsSetSanitizedMessage() bool {
+	return p.SanitizedMessage != nil
+}
+
+func (p *TLanceIndexJobTerminationReport) IsSetNoResult_() bool {
+	return p.NoResult_ != nil
+}
+
+func (p *TLanceIndexJobTerminationReport) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
 }
 
 func (p *TLanceIndexJobTerminationReport) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -2746,6 +3044,36 @@ func (p *TLanceIndexJobTerminationReport) Read(ctx context.Context, iprot thrift
 		case 7:
 			if fieldTypeId == thrift.BOOL {
 				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField10(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -2847,6 +3175,33 @@ func (p *TLanceIndexJobTerminationReport) ReadField7(ctx context.Context, iprot 
 	return nil
 }
 
+func (p *TLanceIndexJobTerminationReport) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.SanitizedMessage = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobTerminationReport) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.NoResult_ = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobTerminationReport) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
 func (p *TLanceIndexJobTerminationReport) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobTerminationReport"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -2871,6 +3226,15 @@ func (p *TLanceIndexJobTerminationReport) Write(ctx context.Context, oprot thrif
 			return err
 		}
 		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -2978,6 +3342,51 @@ func (p *TLanceIndexJobTerminationReport) writeField7(ctx context.Context, oprot
 	return err
 }
 
+func (p *TLanceIndexJobTerminationReport) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSanitizedMessage() {
+		if err := oprot.WriteFieldBegin(ctx, "sanitized_message", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:sanitized_message: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.SanitizedMessage)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.sanitized_message (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:sanitized_message: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobTerminationReport) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNoResult_() {
+		if err := oprot.WriteFieldBegin(ctx, "no_result", thrift.BOOL, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:no_result: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.NoResult_)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.no_result (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:no_result: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobTerminationReport) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexJobTerminationReport) Equals(other *TLanceIndexJobTerminationReport) bool {
 	if p == other {
 		return true
@@ -3015,6 +3424,30 @@ func (p *TLanceIndexJobTerminationReport) Equals(other *TLanceIndexJobTerminatio
 			return false
 		}
 	}
+	if p.SanitizedMessage != other.SanitizedMessage {
+		if p.SanitizedMessage == nil || other.SanitizedMessage == nil {
+			return false
+		}
+		if (*p.SanitizedMessage) != (*other.SanitizedMessage) {
+			return false
+		}
+	}
+	if p.NoResult_ != other.NoResult_ {
+		if p.NoResult_ == nil || other.NoResult_ == nil {
+			return false
+		}
+		if (*p.NoResult_) != (*other.NoResult_) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -3026,13 +3459,519 @@ func (p *TLanceIndexJobTerminationReport) String() string {
 }
 
 // Attributes:
+//   - JobID
+//   - DispatchRevision
+//   - InvocationID
+//   - BeProcessEpoch
+//   - InvocationSecret
+//   - IndexUUID
+//   - Phase
+//   - Forwarded
+type TLanceIndexJobProgressReport struct {
+	JobID            int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	DispatchRevision int64   `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
+	InvocationID     string  `thrift:"invocation_id,3,required" db:"invocation_id" json:"invocation_id"`
+	BeProcessEpoch   int64   `thrift:"be_process_epoch,4,required" db:"be_process_epoch" json:"be_process_epoch"`
+	InvocationSecret *string `thrift:"invocation_secret,5" db:"invocation_secret" json:"invocation_secret,omitempty"`
+	IndexUUID        *string `thrift:"index_uuid,6" db:"index_uuid" json:"index_uuid,omitempty"`
+	Phase            *string `thrift:"phase,7" db:"phase" json:"phase,omitempty"`
+	Forwarded        *bool   `thrift:"forwarded,8" db:"forwarded" json:"forwarded,omitempty"`
+}
+
+func NewTLanceIndexJobProgressReport() *TLanceIndexJobProgressReport {
+	return &TLanceIndexJobProgressReport{}
+}
+
+func (p *TLanceIndexJobProgressReport) GetJobID() int64 {
+	return p.JobID
+}
+
+func (p *TLanceIndexJobProgressReport) GetDispatchRevision() int64 {
+	return p.DispatchRevision
+}
+
+func (p *TLanceIndexJobProgressReport) GetInvocationID() string {
+	return p.InvocationID
+}
+
+func (p *TLanceIndexJobProgressReport) GetBeProcessEpoch() int64 {
+	return p.BeProcessEpoch
+}
+
+var TLanceIndexJobProgressReport_InvocationSecret_DEFAULT string
+
+func (p *TLanceIndexJobProgressReport) GetInvocationSecret() string {
+	if !p.IsSetInvocationSecret() {
+		return TLanceIndexJobProgressReport_InvocationSecret_DEFAULT
+	}
+	return *p.InvocationSecret
+}
+
+var TLanceIndexJobProgressReport_IndexUUID_DEFAULT string
+
+func (p *TLanceIndexJobProgressReport) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TLanceIndexJobProgressReport_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TLanceIndexJobProgressReport_Phase_DEFAULT string
+
+func (p *TLanceIndexJobProgressReport) GetPhase() string {
+	if !p.IsSetPhase() {
+		return TLanceIndexJobProgressReport_Phase_DEFAULT
+	}
+	return *p.Phase
+}
+
+var TLanceIndexJobProgressReport_Forwarded_DEFAULT bool
+
+func (p *TLanceIndexJobProgressReport) GetForwarded() bool {
+	if !p.IsSetForwarded() {
+		return TLanceIndexJobProgressReport_Forwarded_DEFAULT
+	}
+	return *p.Forwarded
+}
+func (p *TLanceIndexJobProgressReport) IsSetInvocationSecret() bool {
+	return p.InvocationSecret != nil
+}
+
+func (p *TLanceIndexJobProgressReport) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TLanceIndexJobProgressReport) IsSetPhase() bool {
+	return p.Phase != nil
+}
+
+func (p *TLanceIndexJobProgressReport) IsSetForwarded() bool {
+	return p.Forwarded != nil
+}
+
+func (p *TLanceIndexJobProgressReport) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetJobID bool = false
+	var issetDispatchRevision bool = false
+	var issetInvocationID bool = false
+	var issetBeProcessEpoch bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetJobID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetDispatchRevision = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetInvocationID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+				issetBeProcessEpoch = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetJobID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field JobID is not set"))
+	}
+	if !issetDispatchRevision {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field DispatchRevision is not set"))
+	}
+	if !issetInvocationID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field InvocationID is not set"))
+	}
+	if !issetBeProcessEpoch {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field BeProcessEpoch is not set"))
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.JobID = v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.DispatchRevision = v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.InvocationID = v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.BeProcessEpoch = v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.InvocationSecret = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Phase = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.Forwarded = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobProgressReport"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobProgressReport) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "job_id", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:job_id: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.JobID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.job_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:job_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TLanceIndexJobProgressReport) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "dispatch_revision", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:dispatch_revision: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.DispatchRevision)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.dispatch_revision (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:dispatch_revision: ", p), err)
+	}
+	return err
+}
+
+func (p *TLanceIndexJobProgressReport) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "invocation_id", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:invocation_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.InvocationID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.invocation_id (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:invocation_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TLanceIndexJobProgressReport) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "be_process_epoch", thrift.I64, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:be_process_epoch: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.BeProcessEpoch)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.be_process_epoch (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:be_process_epoch: ", p), err)
+	}
+	return err
+}
+
+func (p *TLanceIndexJobProgressReport) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetInvocationSecret() {
+		if err := oprot.WriteFieldBegin(ctx, "invocation_secret", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:invocation_secret: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.InvocationSecret)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.invocation_secret (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:invocation_secret: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobProgressReport) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobProgressReport) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPhase() {
+		if err := oprot.WriteFieldBegin(ctx, "phase", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:phase: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Phase)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.phase (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:phase: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobProgressReport) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetForwarded() {
+		if err := oprot.WriteFieldBegin(ctx, "forwarded", thrift.BOOL, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:forwarded: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Forwarded)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.forwarded (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:forwarded: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobProgressReport) Equals(other *TLanceIndexJobProgressReport) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.JobID != other.JobID {
+		return false
+	}
+	if p.DispatchRevision != other.DispatchRevision {
+		return false
+	}
+	if p.InvocationID != other.InvocationID {
+		return false
+	}
+	if p.BeProcessEpoch != other.BeProcessEpoch {
+		return false
+	}
+	if p.InvocationSecret != other.InvocationSecret {
+		if p.InvocationSecret == nil || other.InvocationSecret == nil {
+			return false
+		}
+		if (*p.InvocationSecret) != (*other.InvocationSecret) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.Phase != other.Phase {
+		if p.Phase == nil || other.Phase == nil {
+			return false
+		}
+		if (*p.Phase) != (*other.Phase) {
+			return false
+		}
+	}
+	if p.Forwarded != other.Forwarded {
+		if p.Forwarded == nil || other.Forwarded == nil {
+			return false
+		}
+		if (*p.Forwarded) != (*other.Forwarded) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TLanceIndexJobProgressReport) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TLanceIndexJobProgressReport(%+v)", *p)
+}
+
+// Attributes:
 //   - MasterID
 //   - LeaderTerm
 //   - MasterAddresses
+//   - ClusterID
 type THeartbeatRequest struct {
 	MasterID        string   `thrift:"master_id,1,required" db:"master_id" json:"master_id"`
 	LeaderTerm      *int64   `thrift:"leader_term,2" db:"leader_term" json:"leader_term,omitempty"`
 	MasterAddresses []string `thrift:"master_addresses,3" db:"master_addresses" json:"master_addresses,omitempty"`
+	ClusterID       *string  `thrift:"cluster_id,4" db:"cluster_id" json:"cluster_id,omitempty"`
 }
 
 func NewTHeartbeatRequest() *THeartbeatRequest {
@@ -3057,12 +3996,25 @@ var THeartbeatRequest_MasterAddresses_DEFAULT []string
 func (p *THeartbeatRequest) GetMasterAddresses() []string {
 	return p.MasterAddresses
 }
+
+var THeartbeatRequest_ClusterID_DEFAULT string
+
+func (p *THeartbeatRequest) GetClusterID() string {
+	if !p.IsSetClusterID() {
+		return THeartbeatRequest_ClusterID_DEFAULT
+	}
+	return *p.ClusterID
+}
 func (p *THeartbeatRequest) IsSetLeaderTerm() bool {
 	return p.LeaderTerm != nil
 }
 
 func (p *THeartbeatRequest) IsSetMasterAddresses() bool {
 	return p.MasterAddresses != nil
+}
+
+func (p *THeartbeatRequest) IsSetClusterID() bool {
+	return p.ClusterID != nil
 }
 
 func (p *THeartbeatRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3105,6 +4057,16 @@ func (p *THeartbeatRequest) Read(ctx context.Context, iprot thrift.TProtocol) er
 		case 3:
 			if fieldTypeId == thrift.LIST {
 				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -3170,6 +4132,15 @@ func (p *THeartbeatRequest) ReadField3(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
+func (p *THeartbeatRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.ClusterID = &v
+	}
+	return nil
+}
+
 func (p *THeartbeatRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "THeartbeatRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3182,6 +4153,9 @@ func (p *THeartbeatRequest) Write(ctx context.Context, oprot thrift.TProtocol) e
 			return err
 		}
 		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -3245,6 +4219,21 @@ func (p *THeartbeatRequest) writeField3(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
+func (p *THeartbeatRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClusterID() {
+		if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:cluster_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClusterID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.cluster_id (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:cluster_id: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *THeartbeatRequest) Equals(other *THeartbeatRequest) bool {
 	if p == other {
 		return true
@@ -3271,6 +4260,14 @@ func (p *THeartbeatRequest) Equals(other *THeartbeatRequest) bool {
 			return false
 		}
 	}
+	if p.ClusterID != other.ClusterID {
+		if p.ClusterID == nil || other.ClusterID == nil {
+			return false
+		}
+		if (*p.ClusterID) != (*other.ClusterID) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -3288,13 +4285,21 @@ func (p *THeartbeatRequest) String() string {
 //   - Queued
 //   - Running
 //   - Version
+//   - Accepting
+//   - NotAcceptingReason
+//   - ClusterID
+//   - OutboxDelivered
 type THeartbeatResponse struct {
-	Status         *TStatus `thrift:"status,1,required" db:"status" json:"status"`
-	BeProcessEpoch int64    `thrift:"be_process_epoch,2,required" db:"be_process_epoch" json:"be_process_epoch"`
-	Capacity       *int32   `thrift:"capacity,3" db:"capacity" json:"capacity,omitempty"`
-	Queued         *int32   `thrift:"queued,4" db:"queued" json:"queued,omitempty"`
-	Running        *int32   `thrift:"running,5" db:"running" json:"running,omitempty"`
-	Version        *string  `thrift:"version,6" db:"version" json:"version,omitempty"`
+	Status             *TStatus `thrift:"status,1,required" db:"status" json:"status"`
+	BeProcessEpoch     int64    `thrift:"be_process_epoch,2,required" db:"be_process_epoch" json:"be_process_epoch"`
+	Capacity           *int32   `thrift:"capacity,3" db:"capacity" json:"capacity,omitempty"`
+	Queued             *int32   `thrift:"queued,4" db:"queued" json:"queued,omitempty"`
+	Running            *int32   `thrift:"running,5" db:"running" json:"running,omitempty"`
+	Version            *string  `thrift:"version,6" db:"version" json:"version,omitempty"`
+	Accepting          *bool    `thrift:"accepting,7" db:"accepting" json:"accepting,omitempty"`
+	NotAcceptingReason *string  `thrift:"not_accepting_reason,8" db:"not_accepting_reason" json:"not_accepting_reason,omitempty"`
+	ClusterID          *string  `thrift:"cluster_id,9" db:"cluster_id" json:"cluster_id,omitempty"`
+	OutboxDelivered    *bool    `thrift:"outbox_delivered,10" db:"outbox_delivered" json:"outbox_delivered,omitempty"`
 }
 
 func NewTHeartbeatResponse() *THeartbeatResponse {
@@ -3349,6 +4354,42 @@ func (p *THeartbeatResponse) GetVersion() string {
 	}
 	return *p.Version
 }
+
+var THeartbeatResponse_Accepting_DEFAULT bool
+
+func (p *THeartbeatResponse) GetAccepting() bool {
+	if !p.IsSetAccepting() {
+		return THeartbeatResponse_Accepting_DEFAULT
+	}
+	return *p.Accepting
+}
+
+var THeartbeatResponse_NotAcceptingReason_DEFAULT string
+
+func (p *THeartbeatResponse) GetNotAcceptingReason() string {
+	if !p.IsSetNotAcceptingReason() {
+		return THeartbeatResponse_NotAcceptingReason_DEFAULT
+	}
+	return *p.NotAcceptingReason
+}
+
+var THeartbeatResponse_ClusterID_DEFAULT string
+
+func (p *THeartbeatResponse) GetClusterID() string {
+	if !p.IsSetClusterID() {
+		return THeartbeatResponse_ClusterID_DEFAULT
+	}
+	return *p.ClusterID
+}
+
+var THeartbeatResponse_OutboxDelivered_DEFAULT bool
+
+func (p *THeartbeatResponse) GetOutboxDelivered() bool {
+	if !p.IsSetOutboxDelivered() {
+		return THeartbeatResponse_OutboxDelivered_DEFAULT
+	}
+	return *p.OutboxDelivered
+}
 func (p *THeartbeatResponse) IsSetStatus() bool {
 	return p.Status != nil
 }
@@ -3367,6 +4408,22 @@ func (p *THeartbeatResponse) IsSetRunning() bool {
 
 func (p *THeartbeatResponse) IsSetVersion() bool {
 	return p.Version != nil
+}
+
+func (p *THeartbeatResponse) IsSetAccepting() bool {
+	return p.Accepting != nil
+}
+
+func (p *THeartbeatResponse) IsSetNotAcceptingReason() bool {
+	return p.NotAcceptingReason != nil
+}
+
+func (p *THeartbeatResponse) IsSetClusterID() bool {
+	return p.ClusterID != nil
+}
+
+func (p *THeartbeatResponse) IsSetOutboxDelivered() bool {
+	return p.OutboxDelivered != nil
 }
 
 func (p *THeartbeatResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3448,6 +4505,46 @@ func (p *THeartbeatResponse) Read(ctx context.Context, iprot thrift.TProtocol) e
 					return err
 				}
 			}
+		case 7:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -3522,6 +4619,42 @@ func (p *THeartbeatResponse) ReadField6(ctx context.Context, iprot thrift.TProto
 	return nil
 }
 
+func (p *THeartbeatResponse) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Accepting = &v
+	}
+	return nil
+}
+
+func (p *THeartbeatResponse) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.NotAcceptingReason = &v
+	}
+	return nil
+}
+
+func (p *THeartbeatResponse) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.ClusterID = &v
+	}
+	return nil
+}
+
+func (p *THeartbeatResponse) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.OutboxDelivered = &v
+	}
+	return nil
+}
+
 func (p *THeartbeatResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "THeartbeatResponse"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3543,6 +4676,18 @@ func (p *THeartbeatResponse) Write(ctx context.Context, oprot thrift.TProtocol) 
 			return err
 		}
 		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -3641,6 +4786,66 @@ func (p *THeartbeatResponse) writeField6(ctx context.Context, oprot thrift.TProt
 	return err
 }
 
+func (p *THeartbeatResponse) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAccepting() {
+		if err := oprot.WriteFieldBegin(ctx, "accepting", thrift.BOOL, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:accepting: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Accepting)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.accepting (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:accepting: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *THeartbeatResponse) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNotAcceptingReason() {
+		if err := oprot.WriteFieldBegin(ctx, "not_accepting_reason", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:not_accepting_reason: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.NotAcceptingReason)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.not_accepting_reason (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:not_accepting_reason: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *THeartbeatResponse) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClusterID() {
+		if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:cluster_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClusterID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.cluster_id (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:cluster_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *THeartbeatResponse) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOutboxDelivered() {
+		if err := oprot.WriteFieldBegin(ctx, "outbox_delivered", thrift.BOOL, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:outbox_delivered: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.OutboxDelivered)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.outbox_delivered (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:outbox_delivered: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *THeartbeatResponse) Equals(other *THeartbeatResponse) bool {
 	if p == other {
 		return true
@@ -3682,6 +4887,38 @@ func (p *THeartbeatResponse) Equals(other *THeartbeatResponse) bool {
 			return false
 		}
 		if (*p.Version) != (*other.Version) {
+			return false
+		}
+	}
+	if p.Accepting != other.Accepting {
+		if p.Accepting == nil || other.Accepting == nil {
+			return false
+		}
+		if (*p.Accepting) != (*other.Accepting) {
+			return false
+		}
+	}
+	if p.NotAcceptingReason != other.NotAcceptingReason {
+		if p.NotAcceptingReason == nil || other.NotAcceptingReason == nil {
+			return false
+		}
+		if (*p.NotAcceptingReason) != (*other.NotAcceptingReason) {
+			return false
+		}
+	}
+	if p.ClusterID != other.ClusterID {
+		if p.ClusterID == nil || other.ClusterID == nil {
+			return false
+		}
+		if (*p.ClusterID) != (*other.ClusterID) {
+			return false
+		}
+	}
+	if p.OutboxDelivered != other.OutboxDelivered {
+		if p.OutboxDelivered == nil || other.OutboxDelivered == nil {
+			return false
+		}
+		if (*p.OutboxDelivered) != (*other.OutboxDelivered) {
 			return false
 		}
 	}
@@ -4409,11 +5646,23 @@ func (p *TLanceField) String() string {
 //   - IndexType
 //   - Columns
 //   - PropertiesJSON
+//   - IndexUUID
+//   - CreatedAtMs
+//   - IndexedRows
+//   - UnindexedRows
+//   - Segments
+//   - SizeBytes
 type TLanceIndexInfo struct {
 	Name           string   `thrift:"name,1,required" db:"name" json:"name"`
 	IndexType      string   `thrift:"index_type,2,required" db:"index_type" json:"index_type"`
 	Columns        []string `thrift:"columns,3,required" db:"columns" json:"columns"`
 	PropertiesJSON *string  `thrift:"properties_json,4" db:"properties_json" json:"properties_json,omitempty"`
+	IndexUUID      *string  `thrift:"index_uuid,5" db:"index_uuid" json:"index_uuid,omitempty"`
+	CreatedAtMs    *int64   `thrift:"created_at_ms,6" db:"created_at_ms" json:"created_at_ms,omitempty"`
+	IndexedRows    *int64   `thrift:"indexed_rows,7" db:"indexed_rows" json:"indexed_rows,omitempty"`
+	UnindexedRows  *int64   `thrift:"unindexed_rows,8" db:"unindexed_rows" json:"unindexed_rows,omitempty"`
+	Segments       *int32   `thrift:"segments,9" db:"segments" json:"segments,omitempty"`
+	SizeBytes      *int64   `thrift:"size_bytes,10" db:"size_bytes" json:"size_bytes,omitempty"`
 }
 
 func NewTLanceIndexInfo() *TLanceIndexInfo {
@@ -4440,8 +5689,86 @@ func (p *TLanceIndexInfo) GetPropertiesJSON() string {
 	}
 	return *p.PropertiesJSON
 }
+
+var TLanceIndexInfo_IndexUUID_DEFAULT string
+
+func (p *TLanceIndexInfo) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TLanceIndexInfo_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TLanceIndexInfo_CreatedAtMs_DEFAULT int64
+
+func (p *TLanceIndexInfo) GetCreatedAtMs() int64 {
+	if !p.IsSetCreatedAtMs() {
+		return TLanceIndexInfo_CreatedAtMs_DEFAULT
+	}
+	return *p.CreatedAtMs
+}
+
+var TLanceIndexInfo_IndexedRows_DEFAULT int64
+
+func (p *TLanceIndexInfo) GetIndexedRows() int64 {
+	if !p.IsSetIndexedRows() {
+		return TLanceIndexInfo_IndexedRows_DEFAULT
+	}
+	return *p.IndexedRows
+}
+
+var TLanceIndexInfo_UnindexedRows_DEFAULT int64
+
+func (p *TLanceIndexInfo) GetUnindexedRows() int64 {
+	if !p.IsSetUnindexedRows() {
+		return TLanceIndexInfo_UnindexedRows_DEFAULT
+	}
+	return *p.UnindexedRows
+}
+
+var TLanceIndexInfo_Segments_DEFAULT int32
+
+func (p *TLanceIndexInfo) GetSegments() int32 {
+	if !p.IsSetSegments() {
+		return TLanceIndexInfo_Segments_DEFAULT
+	}
+	return *p.Segments
+}
+
+var TLanceIndexInfo_SizeBytes_DEFAULT int64
+
+func (p *TLanceIndexInfo) GetSizeBytes() int64 {
+	if !p.IsSetSizeBytes() {
+		return TLanceIndexInfo_SizeBytes_DEFAULT
+	}
+	return *p.SizeBytes
+}
 func (p *TLanceIndexInfo) IsSetPropertiesJSON() bool {
 	return p.PropertiesJSON != nil
+}
+
+func (p *TLanceIndexInfo) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TLanceIndexInfo) IsSetCreatedAtMs() bool {
+	return p.CreatedAtMs != nil
+}
+
+func (p *TLanceIndexInfo) IsSetIndexedRows() bool {
+	return p.IndexedRows != nil
+}
+
+func (p *TLanceIndexInfo) IsSetUnindexedRows() bool {
+	return p.UnindexedRows != nil
+}
+
+func (p *TLanceIndexInfo) IsSetSegments() bool {
+	return p.Segments != nil
+}
+
+func (p *TLanceIndexInfo) IsSetSizeBytes() bool {
+	return p.SizeBytes != nil
 }
 
 func (p *TLanceIndexInfo) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -4498,6 +5825,66 @@ func (p *TLanceIndexInfo) Read(ctx context.Context, iprot thrift.TProtocol) erro
 		case 4:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField10(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -4578,6 +5965,60 @@ func (p *TLanceIndexInfo) ReadField4(ctx context.Context, iprot thrift.TProtocol
 	return nil
 }
 
+func (p *TLanceIndexInfo) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexInfo) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.CreatedAtMs = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexInfo) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.IndexedRows = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexInfo) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.UnindexedRows = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexInfo) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.Segments = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexInfo) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.SizeBytes = &v
+	}
+	return nil
+}
+
 func (p *TLanceIndexInfo) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexInfo"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4593,6 +6034,24 @@ func (p *TLanceIndexInfo) Write(ctx context.Context, oprot thrift.TProtocol) err
 			return err
 		}
 		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4667,6 +6126,96 @@ func (p *TLanceIndexInfo) writeField4(ctx context.Context, oprot thrift.TProtoco
 	return err
 }
 
+func (p *TLanceIndexInfo) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexInfo) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetCreatedAtMs() {
+		if err := oprot.WriteFieldBegin(ctx, "created_at_ms", thrift.I64, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:created_at_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.CreatedAtMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.created_at_ms (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:created_at_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexInfo) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "indexed_rows", thrift.I64, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:indexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.IndexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.indexed_rows (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:indexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexInfo) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetUnindexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "unindexed_rows", thrift.I64, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:unindexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.UnindexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.unindexed_rows (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:unindexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexInfo) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSegments() {
+		if err := oprot.WriteFieldBegin(ctx, "segments", thrift.I32, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:segments: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Segments)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.segments (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:segments: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexInfo) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSizeBytes() {
+		if err := oprot.WriteFieldBegin(ctx, "size_bytes", thrift.I64, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:size_bytes: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.SizeBytes)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.size_bytes (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:size_bytes: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexInfo) Equals(other *TLanceIndexInfo) bool {
 	if p == other {
 		return true
@@ -4693,6 +6242,54 @@ func (p *TLanceIndexInfo) Equals(other *TLanceIndexInfo) bool {
 			return false
 		}
 		if (*p.PropertiesJSON) != (*other.PropertiesJSON) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.CreatedAtMs != other.CreatedAtMs {
+		if p.CreatedAtMs == nil || other.CreatedAtMs == nil {
+			return false
+		}
+		if (*p.CreatedAtMs) != (*other.CreatedAtMs) {
+			return false
+		}
+	}
+	if p.IndexedRows != other.IndexedRows {
+		if p.IndexedRows == nil || other.IndexedRows == nil {
+			return false
+		}
+		if (*p.IndexedRows) != (*other.IndexedRows) {
+			return false
+		}
+	}
+	if p.UnindexedRows != other.UnindexedRows {
+		if p.UnindexedRows == nil || other.UnindexedRows == nil {
+			return false
+		}
+		if (*p.UnindexedRows) != (*other.UnindexedRows) {
+			return false
+		}
+	}
+	if p.Segments != other.Segments {
+		if p.Segments == nil || other.Segments == nil {
+			return false
+		}
+		if (*p.Segments) != (*other.Segments) {
+			return false
+		}
+	}
+	if p.SizeBytes != other.SizeBytes {
+		if p.SizeBytes == nil || other.SizeBytes == nil {
+			return false
+		}
+		if (*p.SizeBytes) != (*other.SizeBytes) {
 			return false
 		}
 	}
@@ -5049,10 +6646,12 @@ func (p *TInspectDatasetResponse) String() string {
 //   - LeaderTerm
 //   - BeProcessEpoch
 //   - InvocationIds
+//   - ClusterID
 type TQueryInvocationsRequest struct {
 	LeaderTerm     int64    `thrift:"leader_term,1,required" db:"leader_term" json:"leader_term"`
 	BeProcessEpoch int64    `thrift:"be_process_epoch,2,required" db:"be_process_epoch" json:"be_process_epoch"`
 	InvocationIds  []string `thrift:"invocation_ids,3,required" db:"invocation_ids" json:"invocation_ids"`
+	ClusterID      *string  `thrift:"cluster_id,4" db:"cluster_id" json:"cluster_id,omitempty"`
 }
 
 func NewTQueryInvocationsRequest() *TQueryInvocationsRequest {
@@ -5070,6 +6669,19 @@ func (p *TQueryInvocationsRequest) GetBeProcessEpoch() int64 {
 func (p *TQueryInvocationsRequest) GetInvocationIds() []string {
 	return p.InvocationIds
 }
+
+var TQueryInvocationsRequest_ClusterID_DEFAULT string
+
+func (p *TQueryInvocationsRequest) GetClusterID() string {
+	if !p.IsSetClusterID() {
+		return TQueryInvocationsRequest_ClusterID_DEFAULT
+	}
+	return *p.ClusterID
+}
+func (p *TQueryInvocationsRequest) IsSetClusterID() bool {
+	return p.ClusterID != nil
+}
+
 func (p *TQueryInvocationsRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -5116,6 +6728,16 @@ func (p *TQueryInvocationsRequest) Read(ctx context.Context, iprot thrift.TProto
 					return err
 				}
 				issetInvocationIds = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -5185,6 +6807,15 @@ func (p *TQueryInvocationsRequest) ReadField3(ctx context.Context, iprot thrift.
 	return nil
 }
 
+func (p *TQueryInvocationsRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.ClusterID = &v
+	}
+	return nil
+}
+
 func (p *TQueryInvocationsRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TQueryInvocationsRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -5197,6 +6828,9 @@ func (p *TQueryInvocationsRequest) Write(ctx context.Context, oprot thrift.TProt
 			return err
 		}
 		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5256,6 +6890,21 @@ func (p *TQueryInvocationsRequest) writeField3(ctx context.Context, oprot thrift
 	return err
 }
 
+func (p *TQueryInvocationsRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClusterID() {
+		if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:cluster_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClusterID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.cluster_id (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:cluster_id: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TQueryInvocationsRequest) Equals(other *TQueryInvocationsRequest) bool {
 	if p == other {
 		return true
@@ -5277,6 +6926,14 @@ func (p *TQueryInvocationsRequest) Equals(other *TQueryInvocationsRequest) bool 
 			return false
 		}
 	}
+	if p.ClusterID != other.ClusterID {
+		if p.ClusterID == nil || other.ClusterID == nil {
+			return false
+		}
+		if (*p.ClusterID) != (*other.ClusterID) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -5292,11 +6949,17 @@ func (p *TQueryInvocationsRequest) String() string {
 //   - State
 //   - Result_
 //   - TerminationProof
+//   - IndexUUID
+//   - NoResult_
+//   - SanitizedMessage
 type TInvocationStatus struct {
 	InvocationID     string                       `thrift:"invocation_id,1,required" db:"invocation_id" json:"invocation_id"`
 	State            TLanceInvocationState        `thrift:"state,2,required" db:"state" json:"state"`
 	Result_          *TLanceIndexJobReport        `thrift:"result,3" db:"result" json:"result,omitempty"`
 	TerminationProof *TLanceIndexTerminationProof `thrift:"termination_proof,4" db:"termination_proof" json:"termination_proof,omitempty"`
+	IndexUUID        *string                      `thrift:"index_uuid,5" db:"index_uuid" json:"index_uuid,omitempty"`
+	NoResult_        *bool                        `thrift:"no_result,6" db:"no_result" json:"no_result,omitempty"`
+	SanitizedMessage *string                      `thrift:"sanitized_message,7" db:"sanitized_message" json:"sanitized_message,omitempty"`
 }
 
 func NewTInvocationStatus() *TInvocationStatus {
@@ -5328,12 +6991,51 @@ func (p *TInvocationStatus) GetTerminationProof() TLanceIndexTerminationProof {
 	}
 	return *p.TerminationProof
 }
+
+var TInvocationStatus_IndexUUID_DEFAULT string
+
+func (p *TInvocationStatus) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TInvocationStatus_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TInvocationStatus_NoResult__DEFAULT bool
+
+func (p *TInvocationStatus) GetNoResult_() bool {
+	if !p.IsSetNoResult_() {
+		return TInvocationStatus_NoResult__DEFAULT
+	}
+	return *p.NoResult_
+}
+
+var TInvocationStatus_SanitizedMessage_DEFAULT string
+
+func (p *TInvocationStatus) GetSanitizedMessage() string {
+	if !p.IsSetSanitizedMessage() {
+		return TInvocationStatus_SanitizedMessage_DEFAULT
+	}
+	return *p.SanitizedMessage
+}
 func (p *TInvocationStatus) IsSetResult_() bool {
 	return p.Result_ != nil
 }
 
 func (p *TInvocationStatus) IsSetTerminationProof() bool {
 	return p.TerminationProof != nil
+}
+
+func (p *TInvocationStatus) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TInvocationStatus) IsSetNoResult_() bool {
+	return p.NoResult_ != nil
+}
+
+func (p *TInvocationStatus) IsSetSanitizedMessage() bool {
+	return p.SanitizedMessage != nil
 }
 
 func (p *TInvocationStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -5388,6 +7090,36 @@ func (p *TInvocationStatus) Read(ctx context.Context, iprot thrift.TProtocol) er
 		case 4:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -5453,6 +7185,33 @@ func (p *TInvocationStatus) ReadField4(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
+func (p *TInvocationStatus) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TInvocationStatus) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.NoResult_ = &v
+	}
+	return nil
+}
+
+func (p *TInvocationStatus) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.SanitizedMessage = &v
+	}
+	return nil
+}
+
 func (p *TInvocationStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TInvocationStatus"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -5468,6 +7227,15 @@ func (p *TInvocationStatus) Write(ctx context.Context, oprot thrift.TProtocol) e
 			return err
 		}
 		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5536,6 +7304,51 @@ func (p *TInvocationStatus) writeField4(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
+func (p *TInvocationStatus) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TInvocationStatus) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNoResult_() {
+		if err := oprot.WriteFieldBegin(ctx, "no_result", thrift.BOOL, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:no_result: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.NoResult_)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.no_result (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:no_result: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TInvocationStatus) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSanitizedMessage() {
+		if err := oprot.WriteFieldBegin(ctx, "sanitized_message", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:sanitized_message: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.SanitizedMessage)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.sanitized_message (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:sanitized_message: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TInvocationStatus) Equals(other *TInvocationStatus) bool {
 	if p == other {
 		return true
@@ -5556,6 +7369,30 @@ func (p *TInvocationStatus) Equals(other *TInvocationStatus) bool {
 			return false
 		}
 		if (*p.TerminationProof) != (*other.TerminationProof) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.NoResult_ != other.NoResult_ {
+		if p.NoResult_ == nil || other.NoResult_ == nil {
+			return false
+		}
+		if (*p.NoResult_) != (*other.NoResult_) {
+			return false
+		}
+	}
+	if p.SanitizedMessage != other.SanitizedMessage {
+		if p.SanitizedMessage == nil || other.SanitizedMessage == nil {
+			return false
+		}
+		if (*p.SanitizedMessage) != (*other.SanitizedMessage) {
 			return false
 		}
 	}
@@ -5771,6 +7608,1074 @@ func (p *TQueryInvocationsResponse) String() string {
 	return fmt.Sprintf("TQueryInvocationsResponse(%+v)", *p)
 }
 
+// Attributes:
+//   - JobID
+//   - DatasetURI
+//   - StorageOptions
+//   - TimeoutMs
+//   - MutationType
+//   - IndexName
+//   - AdmittedDatasetVersion
+//   - IndexUUID
+//   - AdmittedIndexUUID
+//   - TrustExclusiveWriter
+//   - ClusterID
+type TResolveJobRequest struct {
+	JobID                  int64                   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	DatasetURI             string                  `thrift:"dataset_uri,2,required" db:"dataset_uri" json:"dataset_uri"`
+	StorageOptions         map[string]string       `thrift:"storage_options,3" db:"storage_options" json:"storage_options,omitempty"`
+	TimeoutMs              *int64                  `thrift:"timeout_ms,4" db:"timeout_ms" json:"timeout_ms,omitempty"`
+	MutationType           TLanceIndexMutationType `thrift:"mutation_type,5,required" db:"mutation_type" json:"mutation_type"`
+	IndexName              string                  `thrift:"index_name,6,required" db:"index_name" json:"index_name"`
+	AdmittedDatasetVersion int64                   `thrift:"admitted_dataset_version,7,required" db:"admitted_dataset_version" json:"admitted_dataset_version"`
+	IndexUUID              *string                 `thrift:"index_uuid,8" db:"index_uuid" json:"index_uuid,omitempty"`
+	AdmittedIndexUUID      *string                 `thrift:"admitted_index_uuid,9" db:"admitted_index_uuid" json:"admitted_index_uuid,omitempty"`
+	TrustExclusiveWriter   *bool                   `thrift:"trust_exclusive_writer,10" db:"trust_exclusive_writer" json:"trust_exclusive_writer,omitempty"`
+	ClusterID              *string                 `thrift:"cluster_id,11" db:"cluster_id" json:"cluster_id,omitempty"`
+}
+
+func NewTResolveJobRequest() *TResolveJobRequest {
+	return &TResolveJobRequest{}
+}
+
+func (p *TResolveJobRequest) GetJobID() int64 {
+	return p.JobID
+}
+
+func (p *TResolveJobRequest) GetDatasetURI() string {
+	return p.DatasetURI
+}
+
+var TResolveJobRequest_StorageOptions_DEFAULT map[string]string
+
+func (p *TResolveJobRequest) GetStorageOptions() map[string]string {
+	return p.StorageOptions
+}
+
+var TResolveJobRequest_TimeoutMs_DEFAULT int64
+
+func (p *TResolveJobRequest) GetTimeoutMs() int64 {
+	if !p.IsSetTimeoutMs() {
+		return TResolveJobRequest_TimeoutMs_DEFAULT
+	}
+	return *p.TimeoutMs
+}
+
+func (p *TResolveJobRequest) GetMutationType() TLanceIndexMutationType {
+	return p.MutationType
+}
+
+func (p *TResolveJobRequest) GetIndexName() string {
+	return p.IndexName
+}
+
+func (p *TResolveJobRequest) GetAdmittedDatasetVersion() int64 {
+	return p.AdmittedDatasetVersion
+}
+
+var TResolveJobRequest_IndexUUID_DEFAULT string
+
+func (p *TResolveJobRequest) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TResolveJobRequest_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TResolveJobRequest_AdmittedIndexUUID_DEFAULT string
+
+func (p *TResolveJobRequest) GetAdmittedIndexUUID() string {
+	if !p.IsSetAdmittedIndexUUID() {
+		return TResolveJobRequest_AdmittedIndexUUID_DEFAULT
+	}
+	return *p.AdmittedIndexUUID
+}
+
+var TResolveJobRequest_TrustExclusiveWriter_DEFAULT bool
+
+func (p *TResolveJobRequest) GetTrustExclusiveWriter() bool {
+	if !p.IsSetTrustExclusiveWriter() {
+		return TResolveJobRequest_TrustExclusiveWriter_DEFAULT
+	}
+	return *p.TrustExclusiveWriter
+}
+
+var TResolveJobRequest_ClusterID_DEFAULT string
+
+func (p *TResolveJobRequest) GetClusterID() string {
+	if !p.IsSetClusterID() {
+		return TResolveJobRequest_ClusterID_DEFAULT
+	}
+	return *p.ClusterID
+}
+func (p *TResolveJobRequest) IsSetStorageOptions() bool {
+	return p.StorageOptions != nil
+}
+
+func (p *TResolveJobRequest) IsSetTimeoutMs() bool {
+	return p.TimeoutMs != nil
+}
+
+func (p *TResolveJobRequest) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TResolveJobRequest) IsSetAdmittedIndexUUID() bool {
+	return p.AdmittedIndexUUID != nil
+}
+
+func (p *TResolveJobRequest) IsSetTrustExclusiveWriter() bool {
+	return p.TrustExclusiveWriter != nil
+}
+
+func (p *TResolveJobRequest) IsSetClusterID() bool {
+	return p.ClusterID != nil
+}
+
+func (p *TResolveJobRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetJobID bool = false
+	var issetDatasetURI bool = false
+	var issetMutationType bool = false
+	var issetIndexName bool = false
+	var issetAdmittedDatasetVersion bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetJobID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetDatasetURI = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.MAP {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+				issetMutationType = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+				issetIndexName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+				issetAdmittedDatasetVersion = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetJobID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field JobID is not set"))
+	}
+	if !issetDatasetURI {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field DatasetURI is not set"))
+	}
+	if !issetMutationType {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field MutationType is not set"))
+	}
+	if !issetIndexName {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field IndexName is not set"))
+	}
+	if !issetAdmittedDatasetVersion {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field AdmittedDatasetVersion is not set"))
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.JobID = v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.DatasetURI = v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	_, _, size, err := iprot.ReadMapBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading map begin: ", err)
+	}
+	tMap := make(map[string]string, size)
+	p.StorageOptions = tMap
+	for i := 0; i < size; i++ {
+		var _key20 string
+		if v, err := iprot.ReadString(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_key20 = v
+		}
+		var _val21 string
+		if v, err := iprot.ReadString(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_val21 = v
+		}
+		p.StorageOptions[_key20] = _val21
+	}
+	if err := iprot.ReadMapEnd(ctx); err != nil {
+		return thrift.PrependError("error reading map end: ", err)
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.TimeoutMs = &v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		temp := TLanceIndexMutationType(v)
+		p.MutationType = temp
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.IndexName = v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.AdmittedDatasetVersion = v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.AdmittedIndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.TrustExclusiveWriter = &v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.ClusterID = &v
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TResolveJobRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TResolveJobRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "job_id", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:job_id: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.JobID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.job_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:job_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "dataset_uri", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:dataset_uri: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.DatasetURI)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.dataset_uri (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:dataset_uri: ", p), err)
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStorageOptions() {
+		if err := oprot.WriteFieldBegin(ctx, "storage_options", thrift.MAP, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:storage_options: ", p), err)
+		}
+		if err := oprot.WriteMapBegin(ctx, thrift.STRING, thrift.STRING, len(p.StorageOptions)); err != nil {
+			return thrift.PrependError("error writing map begin: ", err)
+		}
+		for k, v := range p.StorageOptions {
+			if err := oprot.WriteString(ctx, string(k)); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+			}
+			if err := oprot.WriteString(ctx, string(v)); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+			}
+		}
+		if err := oprot.WriteMapEnd(ctx); err != nil {
+			return thrift.PrependError("error writing map end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:storage_options: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTimeoutMs() {
+		if err := oprot.WriteFieldBegin(ctx, "timeout_ms", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:timeout_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.TimeoutMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.timeout_ms (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:timeout_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "mutation_type", thrift.I32, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:mutation_type: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.MutationType)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.mutation_type (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:mutation_type: ", p), err)
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "index_name", thrift.STRING, 6); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:index_name: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.IndexName)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.index_name (6) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 6:index_name: ", p), err)
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "admitted_dataset_version", thrift.I64, 7); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:admitted_dataset_version: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.AdmittedDatasetVersion)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.admitted_dataset_version (7) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 7:admitted_dataset_version: ", p), err)
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAdmittedIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "admitted_index_uuid", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:admitted_index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.AdmittedIndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.admitted_index_uuid (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:admitted_index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTrustExclusiveWriter() {
+		if err := oprot.WriteFieldBegin(ctx, "trust_exclusive_writer", thrift.BOOL, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:trust_exclusive_writer: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.TrustExclusiveWriter)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.trust_exclusive_writer (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:trust_exclusive_writer: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClusterID() {
+		if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:cluster_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClusterID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.cluster_id (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:cluster_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobRequest) Equals(other *TResolveJobRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.JobID != other.JobID {
+		return false
+	}
+	if p.DatasetURI != other.DatasetURI {
+		return false
+	}
+	if len(p.StorageOptions) != len(other.StorageOptions) {
+		return false
+	}
+	for k, _tgt := range p.StorageOptions {
+		_src22 := other.StorageOptions[k]
+		if _tgt != _src22 {
+			return false
+		}
+	}
+	if p.TimeoutMs != other.TimeoutMs {
+		if p.TimeoutMs == nil || other.TimeoutMs == nil {
+			return false
+		}
+		if (*p.TimeoutMs) != (*other.TimeoutMs) {
+			return false
+		}
+	}
+	if p.MutationType != other.MutationType {
+		return false
+	}
+	if p.IndexName != other.IndexName {
+		return false
+	}
+	if p.AdmittedDatasetVersion != other.AdmittedDatasetVersion {
+		return false
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.AdmittedIndexUUID != other.AdmittedIndexUUID {
+		if p.AdmittedIndexUUID == nil || other.AdmittedIndexUUID == nil {
+			return false
+		}
+		if (*p.AdmittedIndexUUID) != (*other.AdmittedIndexUUID) {
+			return false
+		}
+	}
+	if p.TrustExclusiveWriter != other.TrustExclusiveWriter {
+		if p.TrustExclusiveWriter == nil || other.TrustExclusiveWriter == nil {
+			return false
+		}
+		if (*p.TrustExclusiveWriter) != (*other.TrustExclusiveWriter) {
+			return false
+		}
+	}
+	if p.ClusterID != other.ClusterID {
+		if p.ClusterID == nil || other.ClusterID == nil {
+			return false
+		}
+		if (*p.ClusterID) != (*other.ClusterID) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TResolveJobRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TResolveJobRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - Status
+//   - Outcome
+//   - Evidence
+//   - HeadVersion
+//   - IndexUUID
+type TResolveJobResponse struct {
+	Status      *TStatus              `thrift:"status,1,required" db:"status" json:"status"`
+	Outcome     *TLanceResolveOutcome `thrift:"outcome,2" db:"outcome" json:"outcome,omitempty"`
+	Evidence    *string               `thrift:"evidence,3" db:"evidence" json:"evidence,omitempty"`
+	HeadVersion *int64                `thrift:"head_version,4" db:"head_version" json:"head_version,omitempty"`
+	IndexUUID   *string               `thrift:"index_uuid,5" db:"index_uuid" json:"index_uuid,omitempty"`
+}
+
+func NewTResolveJobResponse() *TResolveJobResponse {
+	return &TResolveJobResponse{}
+}
+
+var TResolveJobResponse_Status_DEFAULT *TStatus
+
+func (p *TResolveJobResponse) GetStatus() *TStatus {
+	if !p.IsSetStatus() {
+		return TResolveJobResponse_Status_DEFAULT
+	}
+	return p.Status
+}
+
+var TResolveJobResponse_Outcome_DEFAULT TLanceResolveOutcome
+
+func (p *TResolveJobResponse) GetOutcome() TLanceResolveOutcome {
+	if !p.IsSetOutcome() {
+		return TResolveJobResponse_Outcome_DEFAULT
+	}
+	return *p.Outcome
+}
+
+var TResolveJobResponse_Evidence_DEFAULT string
+
+func (p *TResolveJobResponse) GetEvidence() string {
+	if !p.IsSetEvidence() {
+		return TResolveJobResponse_Evidence_DEFAULT
+	}
+	return *p.Evidence
+}
+
+var TResolveJobResponse_HeadVersion_DEFAULT int64
+
+func (p *TResolveJobResponse) GetHeadVersion() int64 {
+	if !p.IsSetHeadVersion() {
+		return TResolveJobResponse_HeadVersion_DEFAULT
+	}
+	return *p.HeadVersion
+}
+
+var TResolveJobResponse_IndexUUID_DEFAULT string
+
+func (p *TResolveJobResponse) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TResolveJobResponse_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+func (p *TResolveJobResponse) IsSetStatus() bool {
+	return p.Status != nil
+}
+
+func (p *TResolveJobResponse) IsSetOutcome() bool {
+	return p.Outcome != nil
+}
+
+func (p *TResolveJobResponse) IsSetEvidence() bool {
+	return p.Evidence != nil
+}
+
+func (p *TResolveJobResponse) IsSetHeadVersion() bool {
+	return p.HeadVersion != nil
+}
+
+func (p *TResolveJobResponse) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TResolveJobResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetStatus bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetStatus = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetStatus {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Status is not set"))
+	}
+	return nil
+}
+
+func (p *TResolveJobResponse) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Status = &TStatus{}
+	if err := p.Status.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Status), err)
+	}
+	return nil
+}
+
+func (p *TResolveJobResponse) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		temp := TLanceResolveOutcome(v)
+		p.Outcome = &temp
+	}
+	return nil
+}
+
+func (p *TResolveJobResponse) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Evidence = &v
+	}
+	return nil
+}
+
+func (p *TResolveJobResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.HeadVersion = &v
+	}
+	return nil
+}
+
+func (p *TResolveJobResponse) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TResolveJobResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TResolveJobResponse"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TResolveJobResponse) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "status", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:status: ", p), err)
+	}
+	if err := p.Status.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Status), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:status: ", p), err)
+	}
+	return err
+}
+
+func (p *TResolveJobResponse) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOutcome() {
+		if err := oprot.WriteFieldBegin(ctx, "outcome", thrift.I32, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:outcome: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Outcome)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.outcome (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:outcome: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobResponse) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetEvidence() {
+		if err := oprot.WriteFieldBegin(ctx, "evidence", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:evidence: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Evidence)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.evidence (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:evidence: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobResponse) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHeadVersion() {
+		if err := oprot.WriteFieldBegin(ctx, "head_version", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:head_version: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.HeadVersion)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.head_version (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:head_version: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobResponse) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResolveJobResponse) Equals(other *TResolveJobResponse) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Status.Equals(other.Status) {
+		return false
+	}
+	if p.Outcome != other.Outcome {
+		if p.Outcome == nil || other.Outcome == nil {
+			return false
+		}
+		if (*p.Outcome) != (*other.Outcome) {
+			return false
+		}
+	}
+	if p.Evidence != other.Evidence {
+		if p.Evidence == nil || other.Evidence == nil {
+			return false
+		}
+		if (*p.Evidence) != (*other.Evidence) {
+			return false
+		}
+	}
+	if p.HeadVersion != other.HeadVersion {
+		if p.HeadVersion == nil || other.HeadVersion == nil {
+			return false
+		}
+		if (*p.HeadVersion) != (*other.HeadVersion) {
+			return false
+		}
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TResolveJobResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TResolveJobResponse(%+v)", *p)
+}
+
 type LanceBackendService interface {
 	// Parameters:
 	//  - Dispatch
@@ -5784,6 +8689,9 @@ type LanceBackendService interface {
 	// Parameters:
 	//  - Request
 	QueryLanceIndexInvocations(ctx context.Context, request *TQueryInvocationsRequest) (_r *TQueryInvocationsResponse, _err error)
+	// Parameters:
+	//  - Request
+	ResolveLanceIndexJob(ctx context.Context, request *TResolveJobRequest) (_r *TResolveJobResponse, _err error)
 }
 
 type LanceBackendServiceClient struct {
@@ -5824,17 +8732,17 @@ func (p *LanceBackendServiceClient) SetLastResponseMeta_(meta thrift.ResponseMet
 // Parameters:
 //   - Dispatch
 func (p *LanceBackendServiceClient) SubmitLanceIndexJob(ctx context.Context, dispatch *TLanceIndexJobDispatch) (_r *TStatus, _err error) {
-	var _args20 LanceBackendServiceSubmitLanceIndexJobArgs
-	_args20.Dispatch = dispatch
-	var _result22 LanceBackendServiceSubmitLanceIndexJobResult
-	var _meta21 thrift.ResponseMeta
-	_meta21, _err = p.Client_().Call(ctx, "submit_lance_index_job", &_args20, &_result22)
-	p.SetLastResponseMeta_(_meta21)
+	var _args23 LanceBackendServiceSubmitLanceIndexJobArgs
+	_args23.Dispatch = dispatch
+	var _result25 LanceBackendServiceSubmitLanceIndexJobResult
+	var _meta24 thrift.ResponseMeta
+	_meta24, _err = p.Client_().Call(ctx, "submit_lance_index_job", &_args23, &_result25)
+	p.SetLastResponseMeta_(_meta24)
 	if _err != nil {
 		return
 	}
-	if _ret23 := _result22.GetSuccess(); _ret23 != nil {
-		return _ret23, nil
+	if _ret26 := _result25.GetSuccess(); _ret26 != nil {
+		return _ret26, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "submit_lance_index_job failed: unknown result")
 }
@@ -5842,17 +8750,17 @@ func (p *LanceBackendServiceClient) SubmitLanceIndexJob(ctx context.Context, dis
 // Parameters:
 //   - Request
 func (p *LanceBackendServiceClient) Heartbeat(ctx context.Context, request *THeartbeatRequest) (_r *THeartbeatResponse, _err error) {
-	var _args24 LanceBackendServiceHeartbeatArgs
-	_args24.Request = request
-	var _result26 LanceBackendServiceHeartbeatResult
-	var _meta25 thrift.ResponseMeta
-	_meta25, _err = p.Client_().Call(ctx, "heartbeat", &_args24, &_result26)
-	p.SetLastResponseMeta_(_meta25)
+	var _args27 LanceBackendServiceHeartbeatArgs
+	_args27.Request = request
+	var _result29 LanceBackendServiceHeartbeatResult
+	var _meta28 thrift.ResponseMeta
+	_meta28, _err = p.Client_().Call(ctx, "heartbeat", &_args27, &_result29)
+	p.SetLastResponseMeta_(_meta28)
 	if _err != nil {
 		return
 	}
-	if _ret27 := _result26.GetSuccess(); _ret27 != nil {
-		return _ret27, nil
+	if _ret30 := _result29.GetSuccess(); _ret30 != nil {
+		return _ret30, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "heartbeat failed: unknown result")
 }
@@ -5860,17 +8768,17 @@ func (p *LanceBackendServiceClient) Heartbeat(ctx context.Context, request *THea
 // Parameters:
 //   - Request
 func (p *LanceBackendServiceClient) InspectLanceDataset(ctx context.Context, request *TInspectDatasetRequest) (_r *TInspectDatasetResponse, _err error) {
-	var _args28 LanceBackendServiceInspectLanceDatasetArgs
-	_args28.Request = request
-	var _result30 LanceBackendServiceInspectLanceDatasetResult
-	var _meta29 thrift.ResponseMeta
-	_meta29, _err = p.Client_().Call(ctx, "inspect_lance_dataset", &_args28, &_result30)
-	p.SetLastResponseMeta_(_meta29)
+	var _args31 LanceBackendServiceInspectLanceDatasetArgs
+	_args31.Request = request
+	var _result33 LanceBackendServiceInspectLanceDatasetResult
+	var _meta32 thrift.ResponseMeta
+	_meta32, _err = p.Client_().Call(ctx, "inspect_lance_dataset", &_args31, &_result33)
+	p.SetLastResponseMeta_(_meta32)
 	if _err != nil {
 		return
 	}
-	if _ret31 := _result30.GetSuccess(); _ret31 != nil {
-		return _ret31, nil
+	if _ret34 := _result33.GetSuccess(); _ret34 != nil {
+		return _ret34, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspect_lance_dataset failed: unknown result")
 }
@@ -5878,19 +8786,37 @@ func (p *LanceBackendServiceClient) InspectLanceDataset(ctx context.Context, req
 // Parameters:
 //   - Request
 func (p *LanceBackendServiceClient) QueryLanceIndexInvocations(ctx context.Context, request *TQueryInvocationsRequest) (_r *TQueryInvocationsResponse, _err error) {
-	var _args32 LanceBackendServiceQueryLanceIndexInvocationsArgs
-	_args32.Request = request
-	var _result34 LanceBackendServiceQueryLanceIndexInvocationsResult
-	var _meta33 thrift.ResponseMeta
-	_meta33, _err = p.Client_().Call(ctx, "query_lance_index_invocations", &_args32, &_result34)
-	p.SetLastResponseMeta_(_meta33)
+	var _args35 LanceBackendServiceQueryLanceIndexInvocationsArgs
+	_args35.Request = request
+	var _result37 LanceBackendServiceQueryLanceIndexInvocationsResult
+	var _meta36 thrift.ResponseMeta
+	_meta36, _err = p.Client_().Call(ctx, "query_lance_index_invocations", &_args35, &_result37)
+	p.SetLastResponseMeta_(_meta36)
 	if _err != nil {
 		return
 	}
-	if _ret35 := _result34.GetSuccess(); _ret35 != nil {
-		return _ret35, nil
+	if _ret38 := _result37.GetSuccess(); _ret38 != nil {
+		return _ret38, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "query_lance_index_invocations failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceBackendServiceClient) ResolveLanceIndexJob(ctx context.Context, request *TResolveJobRequest) (_r *TResolveJobResponse, _err error) {
+	var _args39 LanceBackendServiceResolveLanceIndexJobArgs
+	_args39.Request = request
+	var _result41 LanceBackendServiceResolveLanceIndexJobResult
+	var _meta40 thrift.ResponseMeta
+	_meta40, _err = p.Client_().Call(ctx, "resolve_lance_index_job", &_args39, &_result41)
+	p.SetLastResponseMeta_(_meta40)
+	if _err != nil {
+		return
+	}
+	if _ret42 := _result41.GetSuccess(); _ret42 != nil {
+		return _ret42, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolve_lance_index_job failed: unknown result")
 }
 
 type LanceBackendServiceProcessor struct {
@@ -5913,12 +8839,13 @@ func (p *LanceBackendServiceProcessor) ProcessorMap() map[string]thrift.TProcess
 
 func NewLanceBackendServiceProcessor(handler LanceBackendService) *LanceBackendServiceProcessor {
 
-	self36 := &LanceBackendServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self36.processorMap["submit_lance_index_job"] = &lanceBackendServiceProcessorSubmitLanceIndexJob{handler: handler}
-	self36.processorMap["heartbeat"] = &lanceBackendServiceProcessorHeartbeat{handler: handler}
-	self36.processorMap["inspect_lance_dataset"] = &lanceBackendServiceProcessorInspectLanceDataset{handler: handler}
-	self36.processorMap["query_lance_index_invocations"] = &lanceBackendServiceProcessorQueryLanceIndexInvocations{handler: handler}
-	return self36
+	self43 := &LanceBackendServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self43.processorMap["submit_lance_index_job"] = &lanceBackendServiceProcessorSubmitLanceIndexJob{handler: handler}
+	self43.processorMap["heartbeat"] = &lanceBackendServiceProcessorHeartbeat{handler: handler}
+	self43.processorMap["inspect_lance_dataset"] = &lanceBackendServiceProcessorInspectLanceDataset{handler: handler}
+	self43.processorMap["query_lance_index_invocations"] = &lanceBackendServiceProcessorQueryLanceIndexInvocations{handler: handler}
+	self43.processorMap["resolve_lance_index_job"] = &lanceBackendServiceProcessorResolveLanceIndexJob{handler: handler}
+	return self43
 }
 
 func (p *LanceBackendServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -5931,12 +8858,12 @@ func (p *LanceBackendServiceProcessor) Process(ctx context.Context, iprot, oprot
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x37 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x44 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x37.Write(ctx, oprot)
+	x44.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x37
+	return false, x44
 
 }
 
@@ -5945,7 +8872,7 @@ type lanceBackendServiceProcessorSubmitLanceIndexJob struct {
 }
 
 func (p *lanceBackendServiceProcessorSubmitLanceIndexJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err38 error
+	var _write_err45 error
 	args := LanceBackendServiceSubmitLanceIndexJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -5991,21 +8918,21 @@ func (p *lanceBackendServiceProcessorSubmitLanceIndexJob) Process(ctx context.Co
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc39 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing submit_lance_index_job: "+err2.Error())
+		_exc46 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing submit_lance_index_job: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "submit_lance_index_job", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err38 = thrift.WrapTException(err2)
+			_write_err45 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc39.Write(ctx, oprot); _write_err38 == nil && err2 != nil {
-			_write_err38 = thrift.WrapTException(err2)
+		if err2 := _exc46.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
+			_write_err45 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err38 == nil && err2 != nil {
-			_write_err38 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
+			_write_err45 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err38 == nil && err2 != nil {
-			_write_err38 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
+			_write_err45 = thrift.WrapTException(err2)
 		}
-		if _write_err38 != nil {
-			return false, thrift.WrapTException(_write_err38)
+		if _write_err45 != nil {
+			return false, thrift.WrapTException(_write_err45)
 		}
 		return true, err
 	} else {
@@ -6013,19 +8940,19 @@ func (p *lanceBackendServiceProcessorSubmitLanceIndexJob) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "submit_lance_index_job", thrift.REPLY, seqId); err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if _write_err38 != nil {
-		return false, thrift.WrapTException(_write_err38)
+	if _write_err45 != nil {
+		return false, thrift.WrapTException(_write_err45)
 	}
 	return true, err
 }
@@ -6035,7 +8962,7 @@ type lanceBackendServiceProcessorHeartbeat struct {
 }
 
 func (p *lanceBackendServiceProcessorHeartbeat) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err40 error
+	var _write_err47 error
 	args := LanceBackendServiceHeartbeatArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -6081,21 +9008,21 @@ func (p *lanceBackendServiceProcessorHeartbeat) Process(ctx context.Context, seq
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc41 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing heartbeat: "+err2.Error())
+		_exc48 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing heartbeat: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "heartbeat", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err40 = thrift.WrapTException(err2)
+			_write_err47 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc41.Write(ctx, oprot); _write_err40 == nil && err2 != nil {
-			_write_err40 = thrift.WrapTException(err2)
+		if err2 := _exc48.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
+			_write_err47 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err40 == nil && err2 != nil {
-			_write_err40 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
+			_write_err47 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err40 == nil && err2 != nil {
-			_write_err40 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
+			_write_err47 = thrift.WrapTException(err2)
 		}
-		if _write_err40 != nil {
-			return false, thrift.WrapTException(_write_err40)
+		if _write_err47 != nil {
+			return false, thrift.WrapTException(_write_err47)
 		}
 		return true, err
 	} else {
@@ -6103,19 +9030,19 @@ func (p *lanceBackendServiceProcessorHeartbeat) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "heartbeat", thrift.REPLY, seqId); err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if _write_err40 != nil {
-		return false, thrift.WrapTException(_write_err40)
+	if _write_err47 != nil {
+		return false, thrift.WrapTException(_write_err47)
 	}
 	return true, err
 }
@@ -6125,7 +9052,7 @@ type lanceBackendServiceProcessorInspectLanceDataset struct {
 }
 
 func (p *lanceBackendServiceProcessorInspectLanceDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err42 error
+	var _write_err49 error
 	args := LanceBackendServiceInspectLanceDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -6171,21 +9098,21 @@ func (p *lanceBackendServiceProcessorInspectLanceDataset) Process(ctx context.Co
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc43 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspect_lance_dataset: "+err2.Error())
+		_exc50 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspect_lance_dataset: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "inspect_lance_dataset", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err42 = thrift.WrapTException(err2)
+			_write_err49 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc43.Write(ctx, oprot); _write_err42 == nil && err2 != nil {
-			_write_err42 = thrift.WrapTException(err2)
+		if err2 := _exc50.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
+			_write_err49 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err42 == nil && err2 != nil {
-			_write_err42 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
+			_write_err49 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err42 == nil && err2 != nil {
-			_write_err42 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
+			_write_err49 = thrift.WrapTException(err2)
 		}
-		if _write_err42 != nil {
-			return false, thrift.WrapTException(_write_err42)
+		if _write_err49 != nil {
+			return false, thrift.WrapTException(_write_err49)
 		}
 		return true, err
 	} else {
@@ -6193,19 +9120,19 @@ func (p *lanceBackendServiceProcessorInspectLanceDataset) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspect_lance_dataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err42 = thrift.WrapTException(err2)
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err42 == nil && err2 != nil {
-		_write_err42 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err42 == nil && err2 != nil {
-		_write_err42 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err42 == nil && err2 != nil {
-		_write_err42 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if _write_err42 != nil {
-		return false, thrift.WrapTException(_write_err42)
+	if _write_err49 != nil {
+		return false, thrift.WrapTException(_write_err49)
 	}
 	return true, err
 }
@@ -6215,7 +9142,7 @@ type lanceBackendServiceProcessorQueryLanceIndexInvocations struct {
 }
 
 func (p *lanceBackendServiceProcessorQueryLanceIndexInvocations) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err44 error
+	var _write_err51 error
 	args := LanceBackendServiceQueryLanceIndexInvocationsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -6261,21 +9188,21 @@ func (p *lanceBackendServiceProcessorQueryLanceIndexInvocations) Process(ctx con
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc45 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing query_lance_index_invocations: "+err2.Error())
+		_exc52 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing query_lance_index_invocations: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "query_lance_index_invocations", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err44 = thrift.WrapTException(err2)
+			_write_err51 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc45.Write(ctx, oprot); _write_err44 == nil && err2 != nil {
-			_write_err44 = thrift.WrapTException(err2)
+		if err2 := _exc52.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
+			_write_err51 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err44 == nil && err2 != nil {
-			_write_err44 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
+			_write_err51 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err44 == nil && err2 != nil {
-			_write_err44 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
+			_write_err51 = thrift.WrapTException(err2)
 		}
-		if _write_err44 != nil {
-			return false, thrift.WrapTException(_write_err44)
+		if _write_err51 != nil {
+			return false, thrift.WrapTException(_write_err51)
 		}
 		return true, err
 	} else {
@@ -6283,19 +9210,109 @@ func (p *lanceBackendServiceProcessorQueryLanceIndexInvocations) Process(ctx con
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "query_lance_index_invocations", thrift.REPLY, seqId); err2 != nil {
-		_write_err44 = thrift.WrapTException(err2)
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err44 == nil && err2 != nil {
-		_write_err44 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err44 == nil && err2 != nil {
-		_write_err44 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err44 == nil && err2 != nil {
-		_write_err44 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if _write_err44 != nil {
-		return false, thrift.WrapTException(_write_err44)
+	if _write_err51 != nil {
+		return false, thrift.WrapTException(_write_err51)
+	}
+	return true, err
+}
+
+type lanceBackendServiceProcessorResolveLanceIndexJob struct {
+	handler LanceBackendService
+}
+
+func (p *lanceBackendServiceProcessorResolveLanceIndexJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err53 error
+	args := LanceBackendServiceResolveLanceIndexJobArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "resolve_lance_index_job", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceBackendServiceResolveLanceIndexJobResult{}
+	if retval, err2 := p.handler.ResolveLanceIndexJob(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		if errors.Is(err2, thrift.ErrAbandonRequest) {
+			return false, thrift.WrapTException(err2)
+		}
+		_exc54 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolve_lance_index_job: "+err2.Error())
+		if err2 := oprot.WriteMessageBegin(ctx, "resolve_lance_index_job", thrift.EXCEPTION, seqId); err2 != nil {
+			_write_err53 = thrift.WrapTException(err2)
+		}
+		if err2 := _exc54.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
+			_write_err53 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
+			_write_err53 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
+			_write_err53 = thrift.WrapTException(err2)
+		}
+		if _write_err53 != nil {
+			return false, thrift.WrapTException(_write_err53)
+		}
+		return true, err
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "resolve_lance_index_job", thrift.REPLY, seqId); err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
+	}
+	if _write_err53 != nil {
+		return false, thrift.WrapTException(_write_err53)
 	}
 	return true, err
 }
@@ -7164,4 +10181,220 @@ func (p *LanceBackendServiceQueryLanceIndexInvocationsResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceBackendServiceQueryLanceIndexInvocationsResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceBackendServiceResolveLanceIndexJobArgs struct {
+	Request *TResolveJobRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceBackendServiceResolveLanceIndexJobArgs() *LanceBackendServiceResolveLanceIndexJobArgs {
+	return &LanceBackendServiceResolveLanceIndexJobArgs{}
+}
+
+var LanceBackendServiceResolveLanceIndexJobArgs_Request_DEFAULT *TResolveJobRequest
+
+func (p *LanceBackendServiceResolveLanceIndexJobArgs) GetRequest() *TResolveJobRequest {
+	if !p.IsSetRequest() {
+		return LanceBackendServiceResolveLanceIndexJobArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceBackendServiceResolveLanceIndexJobArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TResolveJobRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "resolve_lance_index_job_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceBackendServiceResolveLanceIndexJobArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+type LanceBackendServiceResolveLanceIndexJobResult struct {
+	Success *TResolveJobResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+}
+
+func NewLanceBackendServiceResolveLanceIndexJobResult() *LanceBackendServiceResolveLanceIndexJobResult {
+	return &LanceBackendServiceResolveLanceIndexJobResult{}
+}
+
+var LanceBackendServiceResolveLanceIndexJobResult_Success_DEFAULT *TResolveJobResponse
+
+func (p *LanceBackendServiceResolveLanceIndexJobResult) GetSuccess() *TResolveJobResponse {
+	if !p.IsSetSuccess() {
+		return LanceBackendServiceResolveLanceIndexJobResult_Success_DEFAULT
+	}
+	return p.Success
+}
+func (p *LanceBackendServiceResolveLanceIndexJobResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TResolveJobResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "resolve_lance_index_job_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceBackendServiceResolveLanceIndexJobResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceBackendServiceResolveLanceIndexJobResult(%+v)", *p)
 }

@@ -326,6 +326,10 @@ func (fuzzBackends) Query(context.Context, string, *wire.TQueryInvocationsReques
 	return &wire.TQueryInvocationsResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}}, nil
 }
 
+func (fuzzBackends) Resolve(context.Context, string, *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+	return &wire.TResolveJobResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR}}, nil
+}
+
 // fuzzAdminSeeds is a valid call of (nearly) every method against the
 // fixture, and malformed messages.
 func fuzzAdminSeeds(t *testing.T) map[string][]byte {

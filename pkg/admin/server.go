@@ -50,6 +50,7 @@ type Peer struct {
 type ReportHandler interface {
 	HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport) *wire.TStatus
 	HandleTermination(ctx context.Context, r *wire.TLanceIndexJobTerminationReport) *wire.TStatus
+	HandleProgress(ctx context.Context, r *wire.TLanceIndexJobProgressReport) *wire.TStatus
 }
 
 // BackendView is the leader-local view of a backend's liveness (heartbeats,
@@ -267,6 +268,14 @@ func (s *Server) ReportLanceIndexJobTermination(ctx context.Context, r *wire.TLa
 		return notImplemented(), nil
 	}
 	return s.d.Reports.HandleTermination(ctx, r), nil
+}
+
+// ReportLanceIndexJobProgress delegates to the ReportHandler.
+func (s *Server) ReportLanceIndexJobProgress(ctx context.Context, r *wire.TLanceIndexJobProgressReport) (*wire.TStatus, error) {
+	if s.d.Reports == nil || r == nil {
+		return notImplemented(), nil
+	}
+	return s.d.Reports.HandleProgress(ctx, r), nil
 }
 
 func notImplemented() *wire.TStatus {

@@ -245,6 +245,10 @@ func (f *fakeBackends) Query(_ context.Context, addr string, req *wire.TQueryInv
 	return nil, notSentErr(addr)
 }
 
+func (f *fakeBackends) Resolve(_ context.Context, addr string, _ *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+	return nil, notSentErr(addr)
+}
+
 func (f *fakeBackends) submitted() []submitCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -66,6 +66,10 @@ const (
 	CodeInspectFailed      Code = "INSPECT_FAILED"
 	CodeAmbiguous          Code = "AMBIGUOUS"
 	CodeDefinitionMismatch Code = "DEFINITION_MISMATCH"
+	// CodeOutcomeUnknown: the write may or may not have been applied
+	// (leadership lost after the append, a forward that failed after
+	// sending); check before retrying (§13.6).
+	CodeOutcomeUnknown Code = "OUTCOME_UNKNOWN"
 )
 
 // Error is a typed, user-facing error. Its message never carries a locator,

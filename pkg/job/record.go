@@ -58,6 +58,14 @@ type Record struct {
 
 	RefreshFailureTimeMs int64
 	CancelActor          string
+
+	// Evidence (DESIGN.md §13).
+	DispatchAttempts   int32  // M2'' returns to PENDING (§13.2)
+	IndexUUID          string // the uuid this dispatch built: announced early, or verified with NATIVE_OK
+	AdmittedIndexUUID  string // the uuid of the named index at admission, if it existed (§13.7)
+	TerminationMessage string // why the worker ended, from the backend (§13.3)
+	BuildPhase         string // the worker's last announced phase
+	ResolveAfterMs     int64  // RESOLVING: the dataset is not read before this time
 }
 
 // Clone returns a copy to transition. Record holds no reference types, so a
@@ -72,7 +80,7 @@ func (r *Record) Clone() *Record {
 // COMMITTED/NOT_COMMITTED while refresh is REQUIRED, RUNNING or FAILED.
 func (r *Record) Unresolved() bool {
 	switch r.MutationState {
-	case Pending, Running:
+	case Pending, Running, Resolving:
 		return true
 	case Unknown:
 		return !r.ForceReleased

@@ -55,11 +55,17 @@ type CompletionReason int32
 const (
 	ReasonNone            CompletionReason = 1
 	ReasonIfConditionNoop CompletionReason = 2
+	// ReasonResolvedFromDataset: the outcome was proven from the dataset's
+	// retained versions after the worker was provably gone (§13.4).
+	ReasonResolvedFromDataset CompletionReason = 3
 )
 
 func (r CompletionReason) String() string {
-	if r == ReasonIfConditionNoop {
+	switch r {
+	case ReasonIfConditionNoop:
 		return "IF_CONDITION_NOOP"
+	case ReasonResolvedFromDataset:
+		return "RESOLVED_FROM_DATASET"
 	}
 	return "NONE"
 }

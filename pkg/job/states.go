@@ -34,11 +34,15 @@ const (
 	NotCommitted MutationState = 4
 	Unknown      MutationState = 5 // also what a missing value reads as
 	Cancelled    MutationState = 6 // Improvement: PENDING -> CANCELLED by operator
+	// Resolving (DESIGN.md §13.3): the worker is provably gone without a
+	// trusted result; the outcome is read from the dataset (§13.4), else
+	// UNKNOWN. Unresolved; holds no possible-live slot.
+	Resolving MutationState = 7
 )
 
 var mutationStateNames = map[MutationState]string{
 	Pending: "PENDING", Running: "RUNNING", Committed: "COMMITTED",
-	NotCommitted: "NOT_COMMITTED", Unknown: "UNKNOWN", Cancelled: "CANCELLED",
+	NotCommitted: "NOT_COMMITTED", Unknown: "UNKNOWN", Cancelled: "CANCELLED", Resolving: "RESOLVING",
 }
 
 func (s MutationState) String() string {

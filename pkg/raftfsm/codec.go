@@ -157,6 +157,12 @@ func (w *jobWire) load(r *job.Record) *journal.TJobRecord {
 		ForceWarning:           optString(&c.ForceWarning),
 		RefreshFailureTimeMs:   optInt64(&c.RefreshFailureTimeMs),
 		CancelActor:            optString(&c.CancelActor),
+		DispatchAttempts:       optInt32(&c.DispatchAttempts),
+		IndexUUID:              optString(&c.IndexUUID),
+		AdmittedIndexUUID:      optString(&c.AdmittedIndexUUID),
+		TerminationMessage:     optString(&c.TerminationMessage),
+		BuildPhase:             optString(&c.BuildPhase),
+		ResolveAfterMs:         optInt64(&c.ResolveAfterMs),
 	}
 	if c.MutationType != 0 {
 		w.t.MutationType = &w.mt
@@ -229,6 +235,12 @@ func RecordFromThrift(t *journal.TJobRecord) *job.Record {
 		ForceWarning:           t.GetForceWarning(),
 		RefreshFailureTimeMs:   t.GetRefreshFailureTimeMs(),
 		CancelActor:            t.GetCancelActor(),
+		DispatchAttempts:       t.GetDispatchAttempts(),
+		IndexUUID:              t.GetIndexUUID(),
+		AdmittedIndexUUID:      t.GetAdmittedIndexUUID(),
+		TerminationMessage:     t.GetTerminationMessage(),
+		BuildPhase:             t.GetBuildPhase(),
+		ResolveAfterMs:         t.GetResolveAfterMs(),
 	}
 	if t.IsSetMutationState() && validMutationState(job.MutationState(*t.MutationState)) {
 		r.MutationState = job.MutationState(*t.MutationState)
@@ -254,7 +266,7 @@ func RecordFromThrift(t *journal.TJobRecord) *job.Record {
 	return r
 }
 
-func validMutationState(s job.MutationState) bool { return s >= job.Pending && s <= job.Cancelled }
+func validMutationState(s job.MutationState) bool { return s >= job.Pending && s <= job.Resolving }
 func validRefreshState(s job.RefreshState) bool {
 	return s >= job.RefreshNotRequired && s <= job.RefreshFailed
 }
@@ -314,6 +326,13 @@ func optString(p *string) *string {
 }
 
 func optInt64(p *int64) *int64 {
+	if *p == 0 {
+		return nil
+	}
+	return p
+}
+
+func optInt32(p *int32) *int32 {
 	if *p == 0 {
 		return nil
 	}

@@ -351,6 +351,18 @@ func (r *compactReader) jobRecord(in *interner) *job.Record {
 			rec.RefreshFailureTimeMs = r.i64()
 		case 39:
 			rec.CancelActor = str()
+		case 40:
+			rec.DispatchAttempts = r.i32()
+		case 41:
+			rec.IndexUUID = str()
+		case 42:
+			rec.AdmittedIndexUUID = str()
+		case 43:
+			rec.TerminationMessage = own()
+		case 44:
+			rec.BuildPhase = str()
+		case 45:
+			rec.ResolveAfterMs = r.i64()
 		}
 	}
 	if r.err == nil && !haveID {
@@ -395,7 +407,8 @@ var jobFieldTypes = [...]byte{
 	19: ctI64, 20: ctBinary, 21: ctI32, 22: ctI32, 23: ctStruct,
 	24: ctI64, 25: ctI64, 26: ctI64, 27: ctBinary, 28: ctBinary, 29: ctI64, 30: ctI64,
 	31: ctBoolType, 32: ctI32, 33: ctBoolType, 34: ctBinary, 35: ctI64, 36: ctBinary,
-	37: ctBinary, 38: ctI64, 39: ctBinary,
+	37: ctBinary, 38: ctI64, 39: ctBinary, 40: ctI32, 41: ctBinary, 42: ctBinary,
+	43: ctBinary, 44: ctBinary, 45: ctI64,
 }
 
 // decodeCatalogBytes and decodeBackendBytes decode a struct's byte range

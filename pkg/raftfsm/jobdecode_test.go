@@ -43,6 +43,8 @@ func TestJobFieldTypesMatchIDL(t *testing.T) {
 			want = ctI32 // a generated enum: i32 on the wire
 		case ft.Kind() == reflect.Int64:
 			want = ctI64
+		case ft.Kind() == reflect.Int32:
+			want = ctI32
 		default:
 			t.Fatalf("%s: unexpected type %s", f.Name, ft)
 		}

@@ -225,3 +225,9 @@ func (h *Handler) propose(ctx context.Context, t raftfsm.CommandType, cmd thrift
 	}
 	return h.d.Proposer.Propose(ctx, data)
 }
+
+// HandleProgress handles reportLanceIndexJobProgress (DESIGN.md §13.4): a
+// running worker's announcement of the index uuid it builds.
+func (h *Handler) HandleProgress(ctx context.Context, r *wire.TLanceIndexJobProgressReport) *wire.TStatus {
+	return status(wire.TStatusCode_NOT_IMPLEMENTED_ERROR, r.GetJobID(), "progress reports are not journaled by this master yet")
+}

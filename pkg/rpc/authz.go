@@ -112,6 +112,10 @@ func refuseQuery(msg string) (int16, string, thrift.TStruct) {
 	return 0, "success", &wire.TQueryInvocationsResponse{Status: notAuthorized(msg)}
 }
 
+func refuseResolve(msg string) (int16, string, thrift.TStruct) {
+	return 0, "success", &wire.TResolveJobResponse{Status: notAuthorized(msg)}
+}
+
 // The master's methods by class (docs/rpc.md, the authorization table).
 var (
 	// masterReadMethods read the journal or the cluster; masters may call
@@ -132,7 +136,7 @@ var (
 	}
 	// masterReportMethods: backends report; followers forward reports to
 	// the leader. The invocation secret authenticates each report as well.
-	masterReportMethods = []string{"reportLanceIndexJobResult", "reportLanceIndexJobTermination"}
+	masterReportMethods = []string{"reportLanceIndexJobResult", "reportLanceIndexJobTermination", "reportLanceIndexJobProgress"}
 )
 
 // MasterPolicy is the authorization of LanceMasterService:
@@ -158,7 +162,7 @@ func MasterPolicy() *Policy {
 }
 
 // BackendPolicy is the authorization of LanceBackendService: masters may
-// call its four methods; nobody else may call anything.
+// call its five methods; nobody else may call anything.
 func BackendPolicy() *Policy {
 	masters := []certs.Role{certs.RoleMaster}
 	return &Policy{service: "LanceBackendService", rules: map[string]rule{
@@ -166,6 +170,7 @@ func BackendPolicy() *Policy {
 		"heartbeat":                     {roles: masters, refuse: refuseHeartbeat},
 		"inspect_lance_dataset":         {roles: masters, refuse: refuseInspect},
 		"query_lance_index_invocations": {roles: masters, refuse: refuseQuery},
+		"resolve_lance_index_job":       {roles: masters, refuse: refuseResolve},
 	}}
 }
 

@@ -40,6 +40,10 @@ type BackendClient interface {
 	Inspect(ctx context.Context, addr string, req *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error)
 	// Query asks the backend what became of invocations (reconcile, §7).
 	Query(ctx context.Context, addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error)
+	// Resolve asks the backend to read a job's outcome from its dataset
+	// (§13.4): a read-only walk of the retained versions, bounded by the
+	// request's timeout.
+	Resolve(ctx context.Context, addr string, req *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error)
 }
 
 // NewThriftBackendClient returns the Thrift BackendClient.
@@ -72,6 +76,7 @@ const (
 	methodHeartbeat = "heartbeat"
 	methodInspect   = "inspect_lance_dataset"
 	methodQuery     = "query_lance_index_invocations"
+	methodResolve   = "resolve_lance_index_job"
 )
 
 func (b *thriftBackendClient) Submit(ctx context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
@@ -117,6 +122,20 @@ func (b *thriftBackendClient) Query(ctx context.Context, addr string, req *wire.
 	var out *wire.TQueryInvocationsResponse
 	err := b.callPooled(ctx, addr, methodQuery, false, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.QueryLanceIndexInvocations(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// Resolve is a read (nothing is written to the dataset) that may take
+// seconds: it takes one of the address's connection slots like Inspect.
+func (b *thriftBackendClient) Resolve(ctx context.Context, addr string, req *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+	if req == nil {
+		return nil, &SendError{Op: methodResolve, Addr: addr, Err: ErrNilRequest}
+	}
+	var out *wire.TResolveJobResponse
+	err := b.callPooled(ctx, addr, methodResolve, true, func(c *wire.LanceBackendServiceClient) (err error) {
+		out, err = c.ResolveLanceIndexJob(ctx, req)
 		return err
 	})
 	return out, err

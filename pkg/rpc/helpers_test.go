@@ -103,3 +103,7 @@ func testDispatch(invocationID string) *wire.TLanceIndexJobDispatch {
 		ColumnName: "c", IndexType: "BTREE", DatasetURI: "/d.lance", SchemaContractJSON: "{}",
 	}
 }
+
+func (b *testBackend) ResolveLanceIndexJob(_ context.Context, r *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+	return &wire.TResolveJobResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR}}, nil
+}

@@ -68,6 +68,8 @@ type FakeBackend struct {
 	heartbeats     []*wire.THeartbeatRequest
 	inspects       []*wire.TInspectDatasetRequest
 	queries        []*wire.TQueryInvocationsRequest
+	resolves       []*wire.TResolveJobRequest
+	resolveAnswer  func(*wire.TResolveJobRequest) *wire.TResolveJobResponse
 	storageOptions []map[string]string
 }
 
@@ -344,4 +346,33 @@ func (h handler) QueryLanceIndexInvocations(_ context.Context, r *wire.TQueryInv
 		}
 	}
 	return out, nil
+}
+
+// SetResolve programs the answer to resolve_lance_index_job; nil (the
+// default) answers NOT_IMPLEMENTED_ERROR, which proves nothing.
+func (f *FakeBackend) SetResolve(fn func(*wire.TResolveJobRequest) *wire.TResolveJobResponse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resolveAnswer = fn
+}
+
+// Resolves returns the resolve requests received, in order.
+func (f *FakeBackend) Resolves() []*wire.TResolveJobRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*wire.TResolveJobRequest(nil), f.resolves...)
+}
+
+func (h handler) ResolveLanceIndexJob(_ context.Context, r *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resolves = append(f.resolves, r)
+	if r != nil && f.resolveAnswer != nil {
+		if resp := f.resolveAnswer(r); resp != nil {
+			return resp, nil
+		}
+	}
+	return &wire.TResolveJobResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR,
+		ErrorMsgs: []string{"fake backend: no resolve answer programmed"}}}, nil
 }
