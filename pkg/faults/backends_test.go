@@ -23,13 +23,13 @@ import (
 type behaviour int
 
 const (
-	buildOK        behaviour = iota // NATIVE_OK at once, child reaped
-	buildSlow                       // NATIVE_OK after 20..300 ms
-	buildHeld                       // blocks until the schedule releases builds (or a crash)
-	buildConflict                   // NATIVE_COMMIT_CONFLICT → NOT_COMMITTED
-	buildStale                      // PRE_INVOCATION_STALE_ADMISSION → NOT_COMMITTED
-	buildIO                         // NATIVE_IO → UNKNOWN, legitimately
-	buildNoResult                   // child reaped, no result frame (crash of the worker)
+	buildOK       behaviour = iota // NATIVE_OK at once, child reaped
+	buildSlow                      // NATIVE_OK after 20..300 ms
+	buildHeld                      // blocks until the schedule releases builds (or a crash)
+	buildConflict                  // NATIVE_COMMIT_CONFLICT → NOT_COMMITTED
+	buildStale                     // PRE_INVOCATION_STALE_ADMISSION → NOT_COMMITTED
+	buildIO                        // NATIVE_IO → UNKNOWN, legitimately
+	buildNoResult                  // child reaped, no result frame (crash of the worker)
 )
 
 var behaviourNames = [...]string{"ok", "slow", "held", "conflict", "stale", "io", "no-result"}
@@ -139,6 +139,11 @@ func (r *runner) Run(ctx context.Context, req *frame.Request, _ time.Time) backe
 		return end("", backend.ProofNone, true)
 	default:
 	}
+	if w.clock.nowMs() >= req.DeadlineMs {
+		// The supervisor kills a worker at its deadline (TERM, KILL) and
+		// reaps it: no result.
+		return end("", backend.ProofChildReaped, false)
+	}
 	switch b {
 	case buildConflict:
 		return end("NATIVE_COMMIT_CONFLICT", backend.ProofChildReaped, false)
@@ -161,6 +166,11 @@ func proofName(p backend.Proof) string {
 	}
 	return "NONE"
 }
+
+// forgetfulGrace is a forgetful backend's Config.Grace: it forgets a
+// finished invocation this long after its deadline (its janitor looks
+// every Grace/4), whether or not the report was delivered.
+const forgetfulGrace = 200 * time.Millisecond
 
 // incarnation is one backend process of a slot.
 type incarnation struct {
@@ -200,7 +210,7 @@ func (s *backendSlot) start(dir int, forgetful bool) error {
 	}
 	grace := time.Hour
 	if forgetful {
-		grace = 5 * time.Second // forgets finished invocations 5 s after their deadline
+		grace = forgetfulGrace
 	}
 	r := &runner{w: s.w, slot: s.idx, dir: dir, refuse: &s.refuse, crashed: make(chan struct{})}
 	var a *backend.Agent

@@ -258,6 +258,8 @@ func (e *execution) check() []violation {
 					add(invNotCommitted, "%s was resolved NOT_COMMITTED from the dataset, but its worker answered NATIVE_OK; %s", what, ledgerSays)
 				}
 			case inv.code == r.Result.Code.String():
+			case inv.runStartMs > 0 && r.Result.Code == job.PreInvocationResourceRejected:
+				add(invNotCommitted, "%s is NOT_COMMITTED as never enqueued or launched (proof %s), but its worker ran; %s", what, r.TerminationProof, ledgerSays)
 			case inv.runStartMs == 0 && r.Result.Code == job.PreInvocationResourceRejected:
 				// Accepted, never started (the agent's own close or a
 				// deadline in its queue): a NEVER_LAUNCHED answer.
@@ -306,7 +308,7 @@ func (e *execution) heldAt(inv invocation, r *job.Record) bool {
 	up := func(in incarnation) bool { return in.startMs <= t && (in.endMs == 0 || in.endMs > t) }
 	for _, in := range e.w.backends[inv.backend].incarnations() {
 		if in.epoch == inv.epoch && up(in) {
-			if !in.forgetful || t < r.DeadlineMs+5000 {
+			if !in.forgetful || t < r.DeadlineMs+forgetfulGrace.Milliseconds() {
 				return true
 			}
 		}

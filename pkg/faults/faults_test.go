@@ -17,6 +17,7 @@ var (
 	flagDuration = flag.Duration("faults.duration", 0, "run schedules for this long instead of -faults.count")
 	flagSteps    = flag.Int("faults.steps", 12, "steps per schedule")
 	flagVerbose  = flag.Bool("faults.v", false, "log every step as it runs and the components' warnings")
+	flagDry      = flag.Bool("faults.dry", false, "print the schedules instead of running them")
 )
 
 // TestMain silences Thrift's default slog logger, which reports every
@@ -60,6 +61,12 @@ func TestFaultSchedules(t *testing.T) {
 func runSeed(t *testing.T, seed int64) bool {
 	return t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 		steps := generate(seed, *flagSteps)
+		if *flagDry {
+			for i, s := range steps {
+				t.Logf("%2d %s", i, s)
+			}
+			return
+		}
 		w := newWorld(t, seed, *flagVerbose)
 		start := time.Now()
 		w.setup()

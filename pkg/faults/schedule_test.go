@@ -13,17 +13,17 @@ import (
 // Schedule features (what a step can do). Each exists in the harness as
 // written; none is approximated except where its comment says so.
 const (
-	stepAdmit          = "admit"           // n admissions through a random live master (the real admin API)
-	stepKillLeader     = "kill-leader"     // close the leader (no transfer); restart it from its data dir later
-	stepKillFollower   = "kill-follower"   // the same for a follower
-	stepPauseLeader    = "pause-leader"    // the leader's raft traffic, RPC listener and backend calls freeze; resume later
-	stepCrashBackend   = "crash-backend"   // builds in flight die unreported, the process closes; restart later: new epoch
-	stepRefuseBackend  = "refuse-backend"  // the backend refuses every dispatch and inspect (isolation not verified)
-	stepReportFaults   = "report-faults"   // reports dropped (before/after the master), duplicated, misrouted or blackholed
-	stepSnapshotSave   = "snapshot-save"   // operator snapshot save through a random master
+	stepAdmit          = "admit"            // n admissions through a random live master (the real admin API)
+	stepKillLeader     = "kill-leader"      // close the leader (no transfer); restart it from its data dir later
+	stepKillFollower   = "kill-follower"    // the same for a follower
+	stepPauseLeader    = "pause-leader"     // the leader's raft traffic, RPC listener and backend calls freeze; resume later
+	stepCrashBackend   = "crash-backend"    // builds in flight die unreported, the process closes; restart later: new epoch
+	stepRefuseBackend  = "refuse-backend"   // the backend refuses every dispatch and inspect (isolation not verified)
+	stepReportFaults   = "report-faults"    // reports dropped (before/after the master), duplicated, misrouted or blackholed
+	stepSnapshotSave   = "snapshot-save"    // operator snapshot save through a random master
 	stepSnapshotRestor = "snapshot-restore" // operator snapshot restore of the saved file (admissions after the save are rolled back)
-	stepClockJump      = "clock-jump"      // every clock jumps forward (a small skew, or past the deadline + a forgetful backend's grace)
-	stepReleaseHeld    = "release-held"    // held builds finish
+	stepClockJump      = "clock-jump"       // every clock jumps forward (a small skew, or past the deadline + a forgetful backend's grace)
+	stepReleaseHeld    = "release-held"     // held builds finish
 )
 
 // step is one scheduled action; undo steps are scheduled by the generator
@@ -73,12 +73,18 @@ func generate(seed int64, n int) []step {
 		backendBusyUntil[i] = -1
 	}
 	reportsBusyUntil := -1
-	out = append(out, step{kind: stepAdmit, a: 1 + rng.IntN(4), b: rng.IntN(nMasters), wait: 100 * time.Millisecond})
+	var forced []step // steps that must follow the one just drawn
+	out = append(out, step{kind: stepAdmit, a: 2 + rng.IntN(4), b: rng.IntN(nMasters), wait: 100 * time.Millisecond})
 	for i := 1; i < n; i++ {
 		s := step{wait: time.Duration(100+rng.IntN(300)) * time.Millisecond}
+		if len(forced) > 0 {
+			s, forced = forced[0], forced[1:]
+			out = append(out, s)
+			continue
+		}
 		switch r := rng.IntN(100); {
 		case r < 30:
-			s.kind, s.a, s.b = stepAdmit, 1+rng.IntN(5), rng.IntN(nMasters)
+			s.kind, s.a, s.b = stepAdmit, 2+rng.IntN(6), rng.IntN(nMasters)
 		case r < 40 && i > masterBusyUntil:
 			s.kind, s.undo = stepKillLeader, 1+rng.IntN(3)
 			masterBusyUntil = i + s.undo
@@ -107,6 +113,14 @@ func generate(seed int64, n int) []step {
 		case r < 80 && i > reportsBusyUntil:
 			s.kind, s.a, s.p, s.undo = stepReportFaults, 1+rng.IntN(5), 0.3+0.6*rng.Float64(), 1+rng.IntN(3)
 			reportsBusyUntil = i + s.undo
+			if reportMode(s.a) == reportsBlackhole && rng.IntN(2) == 0 {
+				// A long outage while no report gets through: deadlines
+				// pass, forgetful backends forget, reconcile decides.
+				s.undo = 3
+				reportsBusyUntil = i + s.undo
+				forced = append(forced, step{kind: stepAdmit, a: 1, b: rng.IntN(nMasters), wait: 300 * time.Millisecond},
+					step{kind: stepClockJump, a: deadlineSecond + 20, wait: 1500 * time.Millisecond})
+			}
 		case r < 84 && !saved:
 			s.kind, s.b, saved = stepSnapshotSave, rng.IntN(nMasters), true
 		case r < 87 && saved && !restored:
