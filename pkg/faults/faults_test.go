@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 var (
 	flagSeed     = flag.Int64("faults.seed", -1, "run only this schedule seed (replay)")
 	flagSeed0    = flag.Int64("faults.seed0", 1, "first seed of a run of schedules")
-	flagCount    = flag.Int("faults.count", 3, "how many schedules to run (seeds seed0, seed0+1, …)")
+	flagSeeds    = flag.String("faults.seeds", "", "run these seeds (comma-separated), e.g. known regressions")
+	flagCount    = flag.Int("faults.count", 4, "how many schedules to run (seeds seed0, seed0+1, …)")
 	flagDuration = flag.Duration("faults.duration", 0, "run schedules for this long instead of -faults.count")
 	flagSteps    = flag.Int("faults.steps", 12, "steps per schedule")
 	flagVerbose  = flag.Bool("faults.v", false, "log every step as it runs and the components' warnings")
@@ -36,6 +38,14 @@ func TestFaultSchedules(t *testing.T) {
 	switch {
 	case *flagSeed >= 0:
 		runSeed(t, *flagSeed)
+	case *flagSeeds != "":
+		for _, f := range strings.Split(*flagSeeds, ",") {
+			seed, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				t.Fatalf("-faults.seeds: %v", err)
+			}
+			runSeed(t, seed)
+		}
 	case *flagDuration > 0:
 		start := time.Now()
 		n, failed := 0, 0
