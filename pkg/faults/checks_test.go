@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -203,12 +202,11 @@ func (e *execution) check() []violation {
 		}
 	}
 
-	maxAttempts := defaultMaxDispatchAttempts
-	if v, ok := st.OptionValue("lance_index_job_max_dispatch_attempts"); ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			maxAttempts = n
-		}
+	maxAttempts := st.Options().MaxDispatchAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = defaultMaxDispatchAttempts
 	}
+	paused := st.Options().DispatcherPaused
 	accepting := 0
 	for _, b := range w.backends {
 		if b.up() && !b.refuse.Load() {
@@ -228,7 +226,7 @@ func (e *execution) check() []violation {
 		}
 		switch r.MutationState {
 		case job.Pending:
-			if accepting > 0 {
+			if accepting > 0 && !paused {
 				add(invConverged, "%s is PENDING while %d backends accept; submits: %s", what, accepting, w.ledger.submitHistory(r.DisplayIndexName))
 			}
 		case job.Running, job.Resolving:
@@ -244,7 +242,7 @@ func (e *execution) check() []violation {
 				if known && inv.accepted() {
 					add(invNotCommitted, "%s is NOT_COMMITTED as never enqueued, but the backend accepted it; %s", what, ledgerSays)
 				}
-				if int(r.DispatchAttempts)+1 < maxAttempts {
+				if int64(r.DispatchAttempts)+1 < maxAttempts {
 					add(invRefusal, "%s was ended by a refusal after %d of %d attempts; submits: %s", what, r.DispatchAttempts+1, maxAttempts,
 						w.ledger.submitHistory(r.DisplayIndexName))
 				}

@@ -347,6 +347,14 @@ func (w *world) admit(via int, table, name string, timeout time.Duration) (int64
 	return id, err
 }
 
+// setOption sets one cluster option through master via.
+func (w *world) setOption(via int, key, value string) error {
+	return w.call(via, 10*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+		_, err := c.SetOption(ctx, key, value)
+		return err
+	})
+}
+
 func (w *world) saveSnapshot(via int) ([]byte, error) {
 	var buf bytes.Buffer
 	err := w.call(via, 20*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
