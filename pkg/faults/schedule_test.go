@@ -276,7 +276,11 @@ func (e *execution) do(i int, s step) {
 		}
 		w.note("  pausing m%d", l)
 		w.ctl.setPaused(l, true)
-		e.later(i+s.undo, func() { w.ctl.setPaused(l, false); w.note("  resumed m%d", l) })
+		e.later(i+s.undo, func() {
+			leader := w.leader()
+			w.ctl.setPaused(l, false)
+			w.note("  resumed m%d (the leader while it was paused: m%d)", l, leader)
+		})
 	case stepCrashBackend:
 		b := w.backends[s.a]
 		b.crash()
