@@ -20,6 +20,8 @@
 const fs = require("node:fs");
 const util = require("node:util");
 const lib = require("./lib.js");
+const ev = require("./evidence.js");
+const walk = require("./walk.js");
 
 const { RC, IE, KIND, Failure } = lib;
 const EXIT_OK = 0;
@@ -99,6 +101,8 @@ function writeResult(result) {
 
 class BadRequest extends Error {}
 
+const MODES = new Set(["build", "inspect", "resolve"]);
+
 // readRequest reads exactly one frame from stdin: never more than
 // MAX_REQUEST_BYTES+4 bytes are kept, whatever the prefix claims. Bytes after
 // the frame are ignored; stdin is not read to its end.
@@ -164,7 +168,7 @@ function decodeRequest(body) {
   // Redact storage option values from here on, even if the request is refused.
   sanitize = lib.makeSanitizer(req.storage_options);
   if (req.protocol !== lib.PROTOCOL) throw new BadRequest(`request protocol is not ${lib.PROTOCOL}`);
-  if (req.mode !== "build" && req.mode !== "inspect") throw new BadRequest("request mode is neither build nor inspect");
+  if (!MODES.has(req.mode)) throw new BadRequest("request mode is not build, inspect or resolve");
   return req;
 }
 
@@ -275,6 +279,7 @@ async function inspect(req) {
     const version = await tbl.version();
     const fields = await readFields(tbl);
     const indexes = [];
+    const indexStats = [];
     for (const ix of await tbl.listIndices()) {
       const type = lib.normalizeIndexType(ix.indexType);
       let stats;
@@ -286,8 +291,9 @@ async function inspect(req) {
         name: ix.name, index_type: type, columns: Array.isArray(ix.columns) ? ix.columns.map(String) : [],
         properties_json: lib.indexProperties(details, stats),
       });
+      indexStats.push(lib.indexStatsOf(ix));
     }
-    return { protocol: lib.PROTOCOL, mode: "inspect", ok: true, dataset_version: version, fields, indexes };
+    return { protocol: lib.PROTOCOL, mode: "inspect", ok: true, dataset_version: version, fields, indexes, index_stats: indexStats };
   } catch (e) {
     log(`inspect failed: ${errText(e)}`);
     return fail(e);
@@ -410,22 +416,28 @@ async function build(req) {
     }
     if (plan.result) return plan.result;
 
-    // 4. Act.
+    // 5. Act, announcing the new index's uuid as soon as it is seen.
     const started = Date.now();
+    progress({ phase: "building" });
+    const watch = startUuidWatch(req, b);
+    let announced = "";
     try {
       await plan.act();
     } catch (e) {
+      if (watch) watch.stop();
       return await actFailure(req, b, e, startVersion);
     }
-    let version;
+    if (watch) announced = watch.stop();
+    let version = null;
     try {
       version = await tbl.version();
     } catch (e) {
-      version = await latestVersion(req);
+      log(`build: reading the version after the commit failed: ${errText(e)}`);
     }
     log(`build: ${b.mutation} ${b.indexType || ""} done in ${Date.now() - started} ms; dataset version ${version}`);
-    const extra = Number.isSafeInteger(version) && version > 0 ? { new_dataset_version: version } : {};
-    return buildResult(RC.OK, plan.done, extra);
+    // 6. Verify on a fresh connection (§13.7).
+    progress({ phase: "verifying" });
+    return await verifyCommit(req, b, plan, { startVersion, version, announced });
   } finally {
     if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
   }
@@ -465,7 +477,7 @@ async function planMutation(tbl, b, admittedContract) {
   if (b.mutation === "DROP") {
     if (!found.hit) return { result: buildResult(RC.NOT_FOUND, `index ${JSON.stringify(b.indexName)} does not exist`) };
     const name = found.hit.name;
-    return { act: () => tbl.dropIndex(name), done: `dropped index ${JSON.stringify(name)}` };
+    return { act: () => tbl.dropIndex(name), done: `dropped index ${JSON.stringify(name)}`, name, before: found.hit.indexUuid || "" };
   }
 
   // 3. The schema contract of the column, recomputed at this version.
@@ -498,6 +510,7 @@ async function planMutation(tbl, b, admittedContract) {
   return {
     act: () => tbl.createIndex(col.field.name, { name, replace, config }),
     done: `${verb} ${b.indexType} index ${JSON.stringify(name)} on column ${JSON.stringify(col.field.name)}`,
+    name, before: found.hit ? found.hit.indexUuid || "" : "",
   };
 }
 
@@ -539,6 +552,144 @@ async function actFailure(req, b, e, startVersion) {
   return buildResult(code, errDetail(e), extra);
 }
 
+// ---- verified commits (§13.7) ----------------------------------------------------
+
+// progress prints one announcement line on stderr (docs/builder.md
+// "Progress lines"); the agent parses it with frame.ParseProgressLine.
+function progress(fields) {
+  process.stderr.write(ev.progressLine(fields));
+}
+
+// lanceAnnouncesVectorUuid: LANCEDB_LOG makes Lance log build_vector_index
+// with the uuid (frame.LanceLogEnv), so the builder need not watch for it.
+function lanceAnnouncesVectorUuid() {
+  return /(^|,)\s*lance::index::vector=(debug|trace)\s*(,|$)/.test(process.env.LANCEDB_LOG || "");
+}
+
+// startUuidWatch watches a local dataset's _indices for the new index's
+// directory (a scalar build logs no uuid; a vector build does when
+// lanceAnnouncesVectorUuid). null when there is nothing to watch.
+function startUuidWatch(req, b) {
+  if (b.mutation === "DROP") return null;
+  if (lib.isVectorIndexType(b.indexType) && lanceAnnouncesVectorUuid()) return null;
+  let dir = null;
+  try {
+    dir = lib.localDatasetDir(req.dataset_uri);
+  } catch (_) { /* validated already */ }
+  if (!dir) return null;
+  return walk.watchIndexDirs(dir, (uuid) => progress({ index_uuid: uuid }), { log });
+}
+
+const isNotFound = (e) => errKind(e) === KIND.NOT_FOUND;
+
+// verifyCommit re-reads the dataset on a fresh connection at the version the
+// mutating call committed (version; the fresh head if that is unknown) and
+// answers NATIVE_OK only if it shows the commit: N present with a new uuid
+// (CREATE, REPLACE; the announced one if any) or N absent (DROP). Otherwise
+// it walks the versions after startVersion: if they prove nothing of ours
+// committed, NATIVE_COMMIT_CONFLICT; else NATIVE_INTERNAL (UNKNOWN).
+async function verifyCommit(req, b, plan, { startVersion, version, announced }) {
+  let tbl;
+  let head = null;
+  const advanced = () => (head !== null && head > startVersion ? { external_metadata_advanced: true } : {});
+  try {
+    ({ tbl } = await openTable(req)); // openTable connects afresh each time
+    head = await tbl.version();
+    const v = Number.isSafeInteger(version) && version > 0 ? version : head;
+    let why;
+    if (v <= startVersion) why = `the call returned, but version ${v} is not after version ${startVersion} it started from`;
+    else if (v > head) why = `a fresh connection sees the head at version ${head}, before the committed version ${v}`;
+    if (!why) {
+      if (v !== head) await tbl.checkout(v);
+      const state = ev.indexState(await tbl.listIndices(), plan.name);
+      const chk = ev.checkVerified({ mutation: b.mutation, name: plan.name, state, before: plan.before, announced });
+      if (chk.ok) {
+        const extra = { new_dataset_version: v, dataset_version: v };
+        if (chk.uuid) extra.index_uuid = chk.uuid;
+        log(`build: verified at version ${v}${chk.uuid ? ` (uuid ${chk.uuid})` : ""}; head ${head}`);
+        return buildResult(RC.OK, `${plan.done}; verified at version ${v}`, extra);
+      }
+      why = `version ${v} read on a fresh connection does not show the commit: ${chk.why}`;
+    }
+    log(`build: ${why}`);
+    const w = await walk.walkVersions(tbl, startVersion, plan.name, isNotFound);
+    if (w.tooMany) return buildResult(RC.INTERNAL, `${why}; ${w.tooMany} later versions are too many to walk`, advanced());
+    const d = ev.decide({ mutation: b.mutation, admitted: startVersion, versions: w.versions, states: w.states,
+      admittedUuid: plan.before, name: plan.name });
+    const code = d.outcome === ev.OUTCOME.NOT_COMMITTED ? RC.COMMIT_CONFLICT : RC.INTERNAL;
+    return buildResult(code, `${why}; ${d.evidence}`, advanced());
+  } catch (e) {
+    log(`build: verifying the commit failed: ${errText(e)}`);
+    return buildResult(RC.INTERNAL, `the commit could not be verified on a fresh connection: ${errDetail(e)}`, advanced());
+  } finally {
+    if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
+  }
+}
+
+// ---- resolve (§13.4) ------------------------------------------------------------------
+
+function resolveFailure(code, msg) {
+  return { protocol: lib.PROTOCOL, mode: "resolve", ok: false, error_code: code, message: lib.shortMessage(sanitize(msg)) };
+}
+
+function optionalUuid(v, what) {
+  if (v === undefined || v === null || v === "") return "";
+  const s = typeof v === "string" ? v.toLowerCase() : "";
+  if (!ev.isUuid(s)) throw new Failure(KIND.INVALID, `${what} is not a uuid`);
+  return s;
+}
+
+function validateResolve(req) {
+  const mutation = String(req.mutation_type || "").toUpperCase();
+  if (!MUTATIONS.has(mutation)) throw new Failure(KIND.INVALID, "mutation_type must be CREATE, REPLACE or DROP");
+  if (typeof req.index_name !== "string" || req.index_name.trim() === "") throw new Failure(KIND.INVALID, "index_name is empty");
+  if (!Number.isSafeInteger(req.admitted_dataset_version) || req.admitted_dataset_version < 1) {
+    throw new Failure(KIND.INVALID, "admitted_dataset_version must be a positive integer");
+  }
+  if (req.trust_exclusive_writer !== undefined && typeof req.trust_exclusive_writer !== "boolean") {
+    throw new Failure(KIND.INVALID, "trust_exclusive_writer must be a boolean");
+  }
+  return {
+    mutation, name: req.index_name, admitted: req.admitted_dataset_version, trust: req.trust_exclusive_writer === true,
+    uuid: optionalUuid(req.index_uuid, "index_uuid"), admittedUuid: optionalUuid(req.admitted_index_uuid, "admitted_index_uuid"),
+  };
+}
+
+// resolve reads a job's outcome from the dataset, read-only: listIndices()
+// at every retained version from the admitted one, judged by evidence.decide.
+async function resolve(req) {
+  let r;
+  try {
+    r = validateResolve(req);
+    storageOptions(req);
+  } catch (e) {
+    return resolveFailure(IE.INVALID_ARGUMENT, errText(e));
+  }
+  let tbl;
+  try {
+    ({ tbl } = await openTable(req));
+    const w = await walk.walkVersions(tbl, r.admitted, r.name, isNotFound);
+    let d;
+    if (w.tooMany) {
+      d = { outcome: ev.OUTCOME.UNKNOWN, head_version: Math.max(...w.versions),
+        evidence: `${w.tooMany} versions from the admitted version ${r.admitted} on are more than ${walk.MAX_WALK_VERSIONS + 1} to read` };
+    } else {
+      d = ev.decide({ mutation: r.mutation, admitted: r.admitted, versions: w.versions, states: w.states, uuid: r.uuid,
+        admittedUuid: r.admittedUuid, trust: r.trust, name: r.name });
+    }
+    const res = { protocol: lib.PROTOCOL, mode: "resolve", ok: true, outcome: d.outcome, head_version: d.head_version,
+      evidence: lib.cutBytes(sanitize(d.evidence), ev.MAX_EVIDENCE_BYTES) };
+    if (d.index_uuid) res.index_uuid = d.index_uuid;
+    log(`resolve: ${res.outcome}: ${res.evidence}`);
+    return res;
+  } catch (e) {
+    log(`resolve failed: ${errText(e)}`);
+    return resolveFailure(INSPECT_CODE[errKind(e)] || IE.INTERNAL, errDetail(e));
+  } finally {
+    if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
+  }
+}
+
 // ---- main ----------------------------------------------------------------------------
 
 async function main() {
@@ -555,8 +706,9 @@ async function main() {
   }
   currentMode = req.mode;
   const t0 = Date.now();
-  const result = req.mode === "inspect" ? await inspect(req) : await build(req);
-  const what = req.mode === "inspect" ? (result.ok ? "ok" : result.error_code) : result.result_code;
+  const result = await ({ inspect, build, resolve })[req.mode](req);
+  const what = { inspect: () => (result.ok ? "ok" : result.error_code), resolve: () => (result.ok ? result.outcome : result.error_code),
+    build: () => result.result_code }[req.mode]();
   log(`${req.mode}: ${what} in ${Date.now() - t0} ms`);
   writeResult(result);
 }
@@ -568,6 +720,7 @@ function lastResort(e) {
   if (resultWritten) return;
   if (currentMode === "build") writeResult(buildResult(RC.INTERNAL, `unexpected builder error: ${errText(e)}`));
   else if (currentMode === "inspect") writeResult({ protocol: lib.PROTOCOL, mode: "inspect", ok: false, error_code: IE.INTERNAL, message: errMessage(e) });
+  else if (currentMode === "resolve") writeResult(resolveFailure(IE.INTERNAL, `unexpected builder error: ${errText(e)}`));
   else finish(1);
 }
 
