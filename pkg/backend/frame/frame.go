@@ -1,5 +1,5 @@
 // Package frame is the worker protocol between the backend agent and its
-// one-shot builder process (docs/worker-protocol.md): the agent writes ONE
+// one-shot builder process (docs/builder.md): the agent writes ONE
 // request frame to the worker's stdin and reads ONE result frame from its
 // stdout. A frame is a 4-byte big-endian length followed by that many bytes
 // of UTF-8 JSON. Storage credentials travel only here, on stdin: never in
