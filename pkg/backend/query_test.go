@@ -102,7 +102,7 @@ func TestHeartbeat(t *testing.T) {
 		t.Fatalf("report targets after a bad heartbeat: %v", got)
 	}
 	h.a.mu.Lock()
-	term := h.a.highestTerm
+	term := h.a.cl.term()
 	h.a.mu.Unlock()
 	if term != 9 {
 		t.Fatalf("highest term %d, want 9", term)
