@@ -80,7 +80,9 @@ func TestProgressSurvivesAKilledAgent(t *testing.T) {
 	cfg2 := testConfig(t)
 	cfg2.DataDir, cfg2.Masters = dir2, []string{m.Addr()}
 	h2 := startHarness(t, cfg2, newFakeRunner(), nil)
-	eventually(t, func() bool { return len(m.progressReports()) == 1 && len(outboxKindIDs(t, h2.a, outbox.KindProgress)) == 0 },
+	eventually(t, func() bool {
+		return len(m.progressReports()) == 1 && len(outboxKindIDs(t, h2.a, outbox.KindProgress)) == 0
+	},
 		"the progress report was not delivered after the restart")
 	p := m.progressReports()[0]
 	if p.GetIndexUUID() != testUUID || p.GetPhase() != "train" || p.BeProcessEpoch != oldEpoch || p.GetInvocationSecret() != testSecret ||
