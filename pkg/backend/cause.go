@@ -46,6 +46,9 @@ func workerCause(out Outcome) string {
 	return cause
 }
 
+// describeFailure is workerCause (the name the read-only paths use).
+func describeFailure(out Outcome) string { return workerCause(out) }
+
 // strip drops from a supervisor failure the part the cause already says
 // (its first "; "-separated element, when it has one of the prefixes).
 func strip(f string, prefixes ...string) string {
