@@ -32,7 +32,9 @@ const (
 	// nothing else (no entry, snapshot or log line).
 	canarySecret = "CANARY-9d2e41-storage-secret"
 	credsRef     = "lake-creds"
-	testRoot     = "s3://bucket/warehouse"
+	// oldSecret is the invocation secret of jobs env.markRunning dispatches.
+	oldSecret = "old-secret"
+	testRoot  = "s3://bucket/warehouse"
 )
 
 // ---- clock and term ----------------------------------------------------------------
@@ -162,15 +164,29 @@ type fakeBackends struct {
 	mu         sync.Mutex
 	epochs     map[string]int64 // heartbeat answers; a missing address fails (not sent)
 	heartbeats []*wire.THeartbeatRequest
-	submits    []submitCall
-	queries    []*wire.TQueryInvocationsRequest
-	// submit answers a dispatch (default OK); it runs without the lock.
-	submit func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)
+	// hbTweak changes an address's OK heartbeat answer (accepting, cluster
+	// id, outbox, status); it runs under the lock.
+	hbTweak  map[string]func(*wire.THeartbeatResponse)
+	submits  []submitCall
+	queries  []*wire.TQueryInvocationsRequest
+	resolves []resolveCall
+	// submit answers a dispatch (default OK); it runs without the lock, with
+	// the call's context (a hung backend waits on it).
+	submit func(ctx context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)
 	// query answers a reconcile query (default: not sent).
 	query func(addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error)
+	// resolve answers a resolve request (default: not sent); without the lock.
+	resolve func(ctx context.Context, addr string, req *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error)
 }
 
-func newFakeBackends() *fakeBackends { return &fakeBackends{epochs: map[string]int64{}} }
+type resolveCall struct {
+	addr string
+	req  *wire.TResolveJobRequest
+}
+
+func newFakeBackends() *fakeBackends {
+	return &fakeBackends{epochs: map[string]int64{}, hbTweak: map[string]func(*wire.THeartbeatResponse){}}
+}
 
 func notSentErr(addr string) error {
 	return &rpc.SendError{Op: rpc.OpDial, Addr: addr, Err: errors.New("connection refused")}
@@ -196,9 +212,38 @@ func (f *fakeBackends) setEpoch(addr string, epoch int64) {
 }
 
 func (f *fakeBackends) setSubmit(fn func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)) {
+	f.setSubmitCtx(func(_ context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+		return fn(addr, d)
+	})
+}
+
+func (f *fakeBackends) setSubmitCtx(fn func(ctx context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)) {
 	f.mu.Lock()
 	f.submit = fn
 	f.mu.Unlock()
+}
+
+// setHeartbeat changes how an address answers heartbeats (nil: plain OK).
+func (f *fakeBackends) setHeartbeat(addr string, tweak func(*wire.THeartbeatResponse)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tweak == nil {
+		delete(f.hbTweak, addr)
+		return
+	}
+	f.hbTweak[addr] = tweak
+}
+
+func (f *fakeBackends) setResolve(fn func(ctx context.Context, addr string, req *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error)) {
+	f.mu.Lock()
+	f.resolve = fn
+	f.mu.Unlock()
+}
+
+func (f *fakeBackends) resolved() []resolveCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]resolveCall(nil), f.resolves...)
 }
 
 func (f *fakeBackends) setQuery(fn func(addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error)) {
@@ -207,13 +252,13 @@ func (f *fakeBackends) setQuery(fn func(addr string, req *wire.TQueryInvocations
 	f.mu.Unlock()
 }
 
-func (f *fakeBackends) Submit(_ context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+func (f *fakeBackends) Submit(ctx context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 	f.mu.Lock()
 	f.submits = append(f.submits, submitCall{addr, d})
 	fn := f.submit
 	f.mu.Unlock()
 	if fn != nil {
-		return fn(addr, d)
+		return fn(ctx, addr, d)
 	}
 	return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
 }
@@ -227,7 +272,11 @@ func (f *fakeBackends) Heartbeat(_ context.Context, addr string, req *wire.THear
 		return nil, notSentErr(addr)
 	}
 	capacity := int32(4)
-	return &wire.THeartbeatResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, BeProcessEpoch: epoch, Capacity: &capacity}, nil
+	resp := &wire.THeartbeatResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, BeProcessEpoch: epoch, Capacity: &capacity}
+	if tweak := f.hbTweak[addr]; tweak != nil {
+		tweak(resp)
+	}
+	return resp, nil
 }
 
 func (f *fakeBackends) Inspect(_ context.Context, addr string, _ *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
@@ -245,7 +294,14 @@ func (f *fakeBackends) Query(_ context.Context, addr string, req *wire.TQueryInv
 	return nil, notSentErr(addr)
 }
 
-func (f *fakeBackends) Resolve(_ context.Context, addr string, _ *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+func (f *fakeBackends) Resolve(ctx context.Context, addr string, req *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+	f.mu.Lock()
+	f.resolves = append(f.resolves, resolveCall{addr, req})
+	fn := f.resolve
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, addr, req)
+	}
 	return nil, notSentErr(addr)
 }
 
@@ -444,7 +500,7 @@ func (e *env) markRunning(id, backendID, epoch, deadlineMs int64, term int64) *j
 	inv := fmt.Sprintf("old-inv-%d", id)
 	resp := e.propose(raftfsm.CmdMarkRunningBatch, &journal.TMarkRunningBatch{NowMs: e.nowMs(), Jobs: []*journal.TMarkRunning{{
 		JobID: id, ExpectedRev: r.Rev, BackendID: backendID, ProcessEpoch: epoch, InvocationID: inv,
-		InvocationSecret: "old-secret", DeadlineMs: deadlineMs, LeaderTerm: term}}})
+		InvocationSecret: oldSecret, DeadlineMs: deadlineMs, LeaderTerm: term}}})
 	if resp.Items[0].Code != journal.TApplyCode_OK {
 		e.t.Fatalf("mark running %d: %v", id, resp.Items[0].GetMessage())
 	}
@@ -463,7 +519,16 @@ func (e *env) job(id int64) *job.Record {
 // heartbeat runs one pool pass of the current run.
 func (e *env) heartbeat() { e.pool.heartbeatPass(e.ctx, e.poolGen, testTerm) }
 
+// round runs one round and waits for the sends and resolves it started
+// (and their journal writes) to return.
 func (e *env) round() {
+	e.t.Helper()
+	e.roundNoWait()
+	e.d.Wait()
+}
+
+// roundNoWait runs one round; its sends and resolves may still be in flight.
+func (e *env) roundNoWait() {
 	e.t.Helper()
 	if err := e.d.RunRound(e.ctx); err != nil {
 		e.t.Fatalf("round: %v", err)

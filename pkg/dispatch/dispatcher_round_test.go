@@ -382,6 +382,7 @@ func TestMarkRunningFateUnknown(t *testing.T) {
 			if err := e.d.RunRound(e.ctx); err == nil {
 				t.Fatal("the round must report the failed proposal")
 			}
+			e.d.Wait()
 			want, sends := job.Pending, 0
 			if applied {
 				want, sends = job.Running, 1

@@ -83,8 +83,9 @@ func TestSendClassification(t *testing.T) {
 	}
 }
 
-// A round's classifications go into one CompleteBatch entry.
-func TestClassificationsBatched(t *testing.T) {
+// Each classification of a round is journaled once, in CompleteBatch
+// entries it may share with others (group commit), never with the M1.
+func TestClassificationsJournaledOnce(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)
 	e.setOption("lance_index_job_max_inflight_per_backend", "10")
@@ -103,14 +104,25 @@ func TestClassificationsBatched(t *testing.T) {
 	})
 	mark := e.prop.count()
 	e.round()
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdMarkRunningBatch, raftfsm.CmdCompleteBatch)
-	batch := decodeEntry(t, e.prop.since(mark)[1], journal.NewTCompleteBatch())
-	if len(batch.Completions) != 3 {
-		t.Fatalf("CompleteBatch has %d items, want 3", len(batch.Completions))
+	entries := e.prop.since(mark)
+	if raftfsm.CommandType(entries[0][0]) != raftfsm.CmdMarkRunningBatch {
+		t.Fatalf("first entry type %d", entries[0][0])
 	}
-	e.wantState(ids[0], job.NotCommitted)
+	seen := map[int64]int{}
+	for _, entry := range entries[1:] {
+		if raftfsm.CommandType(entry[0]) != raftfsm.CmdCompleteBatch {
+			t.Fatalf("entry type %d after the M1", entry[0])
+		}
+		for _, c := range decodeEntry(t, entry, journal.NewTCompleteBatch()).Completions {
+			seen[c.JobID]++
+		}
+	}
+	if len(seen) != 3 || seen[ids[0]] != 1 || seen[ids[1]] != 1 || seen[ids[2]] != 1 {
+		t.Fatalf("completions per job %v, want one for each of the first three", seen)
+	}
+	e.wantState(ids[0], job.Pending)
 	e.wantState(ids[1], job.Unknown)
-	e.wantState(ids[2], job.NotCommitted)
+	e.wantState(ids[2], job.Pending)
 	e.wantState(ids[3], job.Running)
 }
 

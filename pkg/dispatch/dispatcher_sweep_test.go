@@ -147,5 +147,6 @@ func finished(r *job.Record, code wire.TLanceIndexJobResultCode, proof *wire.TLa
 	return &wire.TInvocationStatus{InvocationID: r.InvocationID, State: wire.TLanceInvocationState_FINISHED,
 		TerminationProof: proof,
 		Result_: &wire.TLanceIndexJobReport{JobID: r.JobID, DispatchRevision: r.DispatchRevision,
-			InvocationID: r.InvocationID, BeProcessEpoch: r.ProcessEpoch, ResultCode: &code, SanitizedMessage: &msg}}
+			InvocationID: r.InvocationID, BeProcessEpoch: r.ProcessEpoch, ResultCode: &code, SanitizedMessage: &msg,
+			InvocationSecret: strPtr(r.InvocationSecret)}}
 }
