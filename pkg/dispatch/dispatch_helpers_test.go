@@ -166,7 +166,10 @@ type fakeBackends struct {
 	heartbeats []*wire.THeartbeatRequest
 	// hbTweak changes an address's OK heartbeat answer (accepting, cluster
 	// id, outbox, status); it runs under the lock.
-	hbTweak  map[string]func(*wire.THeartbeatResponse)
+	hbTweak map[string]func(*wire.THeartbeatResponse)
+	// hbGate, when set, runs before a heartbeat is answered, without the
+	// lock (a heartbeat in flight).
+	hbGate   func(addr string)
 	submits  []submitCall
 	queries  []*wire.TQueryInvocationsRequest
 	resolves []resolveCall
@@ -264,6 +267,12 @@ func (f *fakeBackends) Submit(ctx context.Context, addr string, d *wire.TLanceIn
 }
 
 func (f *fakeBackends) Heartbeat(_ context.Context, addr string, req *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
+	f.mu.Lock()
+	gate := f.hbGate
+	f.mu.Unlock()
+	if gate != nil {
+		gate(addr) // the answer is computed after the gate: what holds then
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.heartbeats = append(f.heartbeats, req)
@@ -505,6 +514,66 @@ func (e *env) markRunning(id, backendID, epoch, deadlineMs int64, term int64) *j
 		e.t.Fatalf("mark running %d: %v", id, resp.Items[0].GetMessage())
 	}
 	return e.job(id)
+}
+
+// report journals what a backend's report of the job's current dispatch
+// would: P CHILD_REAPED (the slot is released) and M2 with code.
+func (e *env) report(id int64, code job.ResultCode) {
+	e.t.Helper()
+	r := e.job(id)
+	ident := recordIdentity(r)
+	if resp := e.propose(raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: e.nowMs(),
+		Proofs: []*journal.TProof{ident.proof(r.BackendID, job.ProofChildReaped)}}); resp.Items[0].Code != journal.TApplyCode_OK {
+		e.t.Fatalf("proof for job %d: %v %s", id, resp.Items[0].Code, resp.Items[0].GetMessage())
+	}
+	if resp := e.propose(raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: e.nowMs(),
+		Completions: []*journal.TCompletion{ident.completion(code, "reported", false)}}); resp.Items[0].Code != journal.TApplyCode_OK {
+		e.t.Fatalf("result for job %d: %v %s", id, resp.Items[0].Code, resp.Items[0].GetMessage())
+	}
+}
+
+// roundWithin runs one round (not waiting for its sends) and fails the
+// test if it does not return within a bounded time: a round must never
+// wait for a backend.
+func (e *env) roundWithin() {
+	e.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- e.d.RunRound(e.ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			e.t.Fatalf("round: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		e.t.Fatal("the round is held by a backend")
+	}
+}
+
+// hang makes an address's submits block until the call's context ends or
+// the returned release is called (also at cleanup); the others answer OK.
+// started receives the job id of every hung submit.
+func (e *env) hang(addr string, other func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)) (started chan int64, release func()) {
+	started = make(chan int64, 64)
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	e.t.Cleanup(func() { release(); e.d.Wait() })
+	e.be.setSubmitCtx(func(ctx context.Context, a string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+		if a != addr {
+			if other != nil {
+				return other(a, d)
+			}
+			return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
+		}
+		started <- d.JobID
+		select {
+		case <-gate:
+			return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
+		case <-ctx.Done():
+			return nil, bytesLeftErr(a)
+		}
+	})
+	return started, release
 }
 
 func (e *env) job(id int64) *job.Record {

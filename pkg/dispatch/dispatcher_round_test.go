@@ -176,6 +176,7 @@ func TestFailedRecheckNeverSends(t *testing.T) {
 			e.heartbeat()
 			mark := e.prop.count()
 			_ = e.d.RunRound(e.ctx)
+			e.d.Wait()
 			if n := len(e.be.submitted()); n != 0 {
 				t.Fatalf("sent %d dispatches after a failed recheck", n)
 			}

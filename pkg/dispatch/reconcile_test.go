@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
@@ -93,6 +94,34 @@ func TestReconcileWaits(t *testing.T) {
 			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
 			st.Result_.InvocationSecret = strPtr("forged")
 			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED without a secret": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
+			st.Result_.InvocationSecret = nil
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED with the leader's completion reason": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
+			reason := wire.TLanceIndexCompletionReason(3) // RESOLVED_FROM_DATASET is the leader's only
+			st.Result_.CompletionReason = &reason
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED with an oversized message": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
+			st.Result_.SanitizedMessage = strPtr(strings.Repeat("x", job.MaxMessageBytes+1))
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED with a message that is not UTF-8": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
+			st.Result_.SanitizedMessage = strPtr("bad \xff byte")
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED without a result and without a proof": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: {InvocationID: r.InvocationID,
+				State: wire.TLanceInvocationState_FINISHED, NoResult_: boolPtr(true), SanitizedMessage: strPtr("crashed")}})
+		},
+		"FORGOTTEN": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: {InvocationID: r.InvocationID, State: wire.TLanceInvocationState_FORGOTTEN}})
 		},
 	}
 	for name, answer := range cases {

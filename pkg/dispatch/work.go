@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"go.uber.org/zap"
@@ -35,6 +36,7 @@ type termWork struct {
 	d    *Dispatcher
 	term uint64
 	ctx  context.Context // the leadership's: every call and write of the term runs under it
+	prev *termWork       // replaced, maybe not yet waited for (Wait forgets it)
 
 	completions *groupcommit.Group[*journal.TCompletion]
 	wg          sync.WaitGroup
@@ -69,13 +71,22 @@ func newTermWork(d *Dispatcher, ctx context.Context, term uint64) *termWork {
 	return w
 }
 
-// work returns the term's work, starting a new one when the term changed.
-// Called with roundMu held.
+// work returns the term's work, starting a new one when the term changed
+// or the one of this term has a context that ended (a caller that is not
+// Run, e.g. a test, called with a short-lived context first). Called with
+// roundMu held.
 func (d *Dispatcher) work(ctx context.Context, term uint64) *termWork {
 	d.workMu.Lock()
 	defer d.workMu.Unlock()
-	if d.cur == nil || d.cur.term != term {
-		d.cur = newTermWork(d, ctx, term)
+	if c := d.cur; c == nil || c.term != term || (c.ctx.Err() != nil && ctx.Err() == nil) {
+		w := newTermWork(d, ctx, term)
+		w.prev = c
+		if c != nil && c.term == term {
+			c.mu.Lock()
+			w.sent = maps.Clone(c.sent) // still this term's dispatches on the wire
+			c.mu.Unlock()
+		}
+		d.cur = w
 	}
 	return d.cur
 }
@@ -100,8 +111,13 @@ func (d *Dispatcher) Wait() {
 	d.workMu.Lock()
 	w := d.cur
 	d.workMu.Unlock()
+	for c := w; c != nil; c = c.prev {
+		c.wg.Wait()
+	}
 	if w != nil {
-		w.wg.Wait()
+		d.workMu.Lock()
+		w.prev = nil
+		d.workMu.Unlock()
 	}
 }
 
