@@ -93,7 +93,7 @@ func (r *round) resolveStep() error {
 		req := buildResolveRequest(rec, storage, opts, prep.cluster, r.d.d.ResolveTimeout.Milliseconds())
 		b.calls++
 		started++
-		r.work.start(rec.JobID, b.id, r.d.d.SendConcurrency, func() {
+		r.work.start([]int64{rec.JobID}, b.id, r.d.d.SendConcurrency, func() {
 			if c := r.resolveOnce(rec, b.id, b.addr, req); c != nil {
 				r.work.complete(c, "resolve")
 			}

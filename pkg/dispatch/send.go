@@ -21,7 +21,7 @@ import (
 // refusal says it accepts.
 func (r *round) launchSends(plans []*dispatchPlan) {
 	for _, p := range plans {
-		r.work.start(p.rec.JobID, p.mark.BackendID, r.d.d.SendConcurrency, func() {
+		r.work.start([]int64{p.rec.JobID}, p.mark.BackendID, r.d.d.SendConcurrency, func() {
 			c, refused := r.sendOnce(p)
 			if refused {
 				r.d.d.Pool.MarkRefused(p.mark.BackendID, r.term)

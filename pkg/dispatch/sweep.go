@@ -17,15 +17,19 @@ import (
 // are given up as M2 NO_TRUSTED_RESULT → UNKNOWN. Their possible-live slot,
 // fence and quota stay held: a deadline proves nothing about the worker.
 // RESOLVING jobs are not its business (the resolve step gives them up), and
-// a job whose send is still in flight waits for the next round.
+// a job whose send or query is still in flight waits for the next round.
 //
-// Everything goes in at most two entries: the proofs reconcile found, on
+// Each query group (one backend, one epoch) runs on its own goroutine of
+// the term, so a hung backend holds neither the others nor the round
+// (§13.9); it journals at most two entries: the proofs reconcile found, on
 // their own first, then one CompleteBatch with reconciled results and the
-// give-ups.
+// give-ups. Jobs that cannot be asked (an unregistered backend, no
+// invocation id) are given up at once, in the round.
 func (r *round) deadlineSweep() error {
+	st := r.d.d.Reader.State()
 	nowMs := r.d.d.Clock.Now().UnixMilli()
 	var expired []*job.Record
-	for _, rec := range r.d.d.Reader.State().RunningByDeadline(nowMs, maxSweepJobs) {
+	for _, rec := range st.RunningByDeadline(nowMs, maxSweepJobs) {
 		if rec.MutationState == job.Running && !r.work.busy(rec.JobID) {
 			expired = append(expired, rec)
 		}
@@ -33,8 +37,45 @@ func (r *round) deadlineSweep() error {
 	if len(expired) == 0 {
 		return nil
 	}
-	plan := r.d.reconcile(r.ctx, r.term, expired)
+	cluster := clusterIDOf(st)
+	a := answerCtx{term: r.term, opts: st.Options(), nowMs: nowMs}
+	asked := map[int64]bool{}
+	for _, g := range groupForQuery(expired) {
+		b, ok := st.Backend(g.backendID)
+		if !ok {
+			continue // an unregistered backend cannot be asked: given up below
+		}
+		ids := make([]int64, len(g.jobs))
+		for i, rec := range g.jobs {
+			ids[i] = rec.JobID
+			asked[rec.JobID] = true
+		}
+		r.work.start(ids, g.backendID, r.d.d.SendConcurrency, func() {
+			plan := reconcilePlan{settled: map[int64]bool{}}
+			if resp := r.d.query(r.ctx, r.term, cluster, b.Address, g); resp != nil {
+				r.d.planFromAnswer(&plan, a, g, resp)
+			}
+			r.giveUp(&plan, g.jobs)
+			if err := r.d.applyReconcile(r.ctx, plan); err != nil && r.ctx.Err() == nil {
+				r.d.log.Warn("deadline sweep: journal failed; the next round retries", zap.Int64("backend_id", g.backendID), zap.Error(err))
+			}
+		})
+	}
+	var rest []*job.Record
 	for _, rec := range expired {
+		if !asked[rec.JobID] {
+			rest = append(rest, rec)
+		}
+	}
+	plan := reconcilePlan{settled: map[int64]bool{}}
+	r.giveUp(&plan, rest)
+	return r.d.applyReconcile(r.ctx, plan)
+}
+
+// giveUp plans M2 NO_TRUSTED_RESULT for every job of recs the plan does not
+// settle.
+func (r *round) giveUp(plan *reconcilePlan, recs []*job.Record) {
+	for _, rec := range recs {
 		if plan.settled[rec.JobID] {
 			continue
 		}
@@ -43,7 +84,6 @@ func (r *round) deadlineSweep() error {
 		plan.completions = append(plan.completions,
 			recordIdentity(rec).completion(job.NoTrustedResult, "execute deadline passed without a trusted result", false))
 	}
-	return r.d.applyReconcile(r.ctx, plan)
 }
 
 // epochSweep is step 2 of the round (DESIGN.md §7, §13.1, §13.3). For every

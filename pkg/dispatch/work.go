@@ -135,12 +135,14 @@ func (w *termWork) inflight(backendID int64) int {
 	return w.perBackend[backendID]
 }
 
-// start runs fn on its own goroutine, tracked as a call of jobID to
+// start runs fn on its own goroutine, tracked as a call about jobIDs to
 // backendID. When a backend had reached bound calls in flight, the end of
 // one wakes the dispatcher (work may have waited for that room).
-func (w *termWork) start(jobID, backendID int64, bound int, fn func()) {
+func (w *termWork) start(jobIDs []int64, backendID int64, bound int, fn func()) {
 	w.mu.Lock()
-	w.jobs[jobID] = true
+	for _, id := range jobIDs {
+		w.jobs[id] = true
+	}
 	w.perBackend[backendID]++
 	w.mu.Unlock()
 	w.wg.Add(1)
@@ -149,7 +151,9 @@ func (w *termWork) start(jobID, backendID int64, bound int, fn func()) {
 		defer func() {
 			w.mu.Lock()
 			full := w.perBackend[backendID] >= bound
-			delete(w.jobs, jobID)
+			for _, id := range jobIDs {
+				delete(w.jobs, id)
+			}
 			if w.perBackend[backendID]--; w.perBackend[backendID] <= 0 {
 				delete(w.perBackend, backendID)
 			}
