@@ -45,7 +45,7 @@ import (
 type reconcilePlan struct {
 	proofs      []*journal.TProof
 	completions []*journal.TCompletion
-	settled     map[int64]bool // jobs a completion is planned for
+	settled     map[int64]bool // jobs a completion, or a move to RESOLVING, is planned for
 }
 
 // queryGroup is one query request: jobs of one backend dispatched at one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -20,6 +21,10 @@ const (
 	completionBatchItems = 256
 	// completionFlights is how many CompleteBatch entries may be in flight.
 	completionFlights = 2
+	// completionTries and completionRetryWait: a failed entry is proposed
+	// again after 100 ms, then 200 ms.
+	completionTries     = 3
+	completionRetryWait = 100 * time.Millisecond
 )
 
 // termWork is the work of one leadership term that outlives the round that
@@ -166,10 +171,26 @@ func (w *termWork) start(jobIDs []int64, backendID int64, bound int, fn func()) 
 	}()
 }
 
-// complete journals one M2 / M2' / M2” through the group commit and
-// returns its item's result (nil when the entry failed: logged).
+// complete journals one M2 / M2' / M2'' through the group commit and
+// returns its item's result, or nil when the entry failed: logged. A
+// failed entry is retried (completionTries in all, while the term lasts):
+// every item is guarded by the dispatch identity, so a retry of an entry
+// that did apply is a harmless refusal, and an outcome that is known is
+// not left to the deadline because one proposal timed out.
 func (w *termWork) complete(c *journal.TCompletion, what string) *journal.TItemResult_ {
-	o := w.completions.Do(context.Background(), c)
+	var o groupcommit.Outcome
+	for try := range completionTries {
+		if try > 0 {
+			select {
+			case <-w.ctx.Done():
+				return nil
+			case <-time.After(completionRetryWait << (try - 1)):
+			}
+		}
+		if o = w.completions.Do(context.Background(), c); o.Err == nil || w.ctx.Err() != nil {
+			break
+		}
+	}
 	if o.Err != nil {
 		if w.ctx.Err() == nil {
 			w.d.log.Warn("journal a completion failed; the job converges by reconcile, a report or the deadline",
