@@ -173,7 +173,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if err != nil {
 		d.log.Warn("no heartbeat pass of this term yet; starting without it", zap.Uint64("term", term))
 	}
-	if err := d.ReconcileRunning(ctx); err != nil && ctx.Err() == nil {
+	if _, err := d.reconcileRunning(ctx); err != nil && ctx.Err() == nil {
 		d.log.Warn("reconcile of RUNNING jobs failed; the deadline sweep reconciles again", zap.Error(err))
 	}
 	for {
@@ -236,28 +236,40 @@ func (d *Dispatcher) RunRound(ctx context.Context) error {
 
 // ReconcileRunning asks the backends about every RUNNING job whose deadline
 // has not passed (those are the deadline sweep's) and applies what they
-// prove (DESIGN.md §7, term fencing and reconcile). Run calls it once per
-// term, after the pool's first heartbeat pass.
+// prove (DESIGN.md §7, term fencing and reconcile), waiting for every
+// answer. Run does the same once per term, after the pool's first
+// heartbeat pass, without waiting: each backend is asked on its own
+// goroutine of the term, so a hung one does not delay the first round.
 func (d *Dispatcher) ReconcileRunning(ctx context.Context) error {
+	wait, err := d.reconcileRunning(ctx)
+	if wait != nil {
+		wait()
+	}
+	return err
+}
+
+func (d *Dispatcher) reconcileRunning(ctx context.Context) (wait func(), err error) {
 	d.roundMu.Lock()
 	defer d.roundMu.Unlock()
 	term, ok := d.d.Term(ctx)
 	if !ok || term == 0 {
-		return ErrNoLeaderTerm
+		return nil, ErrNoLeaderTerm
 	}
 	w := d.work(ctx, term)
+	st := d.d.Reader.State()
 	nowMs := d.d.Clock.Now().UnixMilli()
 	var live []*job.Record
-	for _, r := range d.d.Reader.State().RunningByDeadline(math.MaxInt64, maxSweepJobs) {
-		if r.DeadlineMs >= nowMs && !w.busy(r.JobID) {
+	for _, r := range st.RunningByDeadline(math.MaxInt64, maxSweepJobs) {
+		if r.DeadlineMs >= nowMs && r.MutationState == job.Running && !w.busy(r.JobID) {
 			live = append(live, r)
 		}
 	}
 	if len(live) == 0 {
-		return nil
+		return nil, nil
 	}
-	plan := d.reconcile(ctx, term, live)
-	return d.applyReconcile(ctx, plan)
+	r := &round{d: d, ctx: ctx, term: term, work: w}
+	_, wait = r.ask(st, groupForQuery(live), false)
+	return wait, nil
 }
 
 // round is the state of one RunRound. The sends and resolves it starts

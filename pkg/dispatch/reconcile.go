@@ -11,6 +11,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 // Reconcile (DESIGN.md §7, Improvement: term fencing and reconcile). A new
@@ -56,36 +57,46 @@ type queryGroup struct {
 	jobs      []*job.Record
 }
 
-// reconcile queries the backends of recs (in parallel, bounded) and plans
-// what their answers prove. It journals nothing itself.
-func (d *Dispatcher) reconcile(ctx context.Context, term uint64, recs []*job.Record) reconcilePlan {
-	plan := reconcilePlan{settled: map[int64]bool{}}
-	groups := groupForQuery(recs)
-	answers := make([]*wire.TQueryInvocationsResponse, len(groups))
-	st := d.d.Reader.State()
+// ask starts one query per group (one backend, one epoch), each on its own
+// goroutine of the term, so that a slow or hung backend holds neither the
+// others nor the round (§13.9). Each journals what its answer proves — its
+// proofs first, in their own entry, then its completions in one entry —
+// and, with giveUp (the deadline sweep), M2 NO_TRUSTED_RESULT for every
+// job of the group its answer does not settle. Groups whose backend is not
+// registered are not asked (the caller decides). It returns the jobs asked
+// and a function that waits for these calls.
+func (r *round) ask(st *raftfsm.State, groups []queryGroup, giveUp bool) (asked map[int64]bool, wait func()) {
 	cluster := clusterIDOf(st)
-	sem := make(chan struct{}, d.d.SendConcurrency)
+	a := answerCtx{term: r.term, opts: st.Options(), nowMs: r.d.d.Clock.Now().UnixMilli()}
+	asked = map[int64]bool{}
 	var wg sync.WaitGroup
-	for i, g := range groups {
+	for _, g := range groups {
 		b, ok := st.Backend(g.backendID)
 		if !ok {
-			continue // an unregistered backend cannot be asked; the jobs wait
+			continue
 		}
-		sem <- struct{}{}
+		ids := make([]int64, len(g.jobs))
+		for i, rec := range g.jobs {
+			ids[i] = rec.JobID
+			asked[rec.JobID] = true
+		}
 		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			answers[i] = d.query(ctx, term, cluster, b.Address, g)
-		}()
+		r.work.start(ids, g.backendID, r.d.d.SendConcurrency, func() {
+			defer wg.Done()
+			plan := reconcilePlan{settled: map[int64]bool{}}
+			if resp := r.d.query(r.ctx, r.term, cluster, b.Address, g); resp != nil {
+				r.d.planFromAnswer(&plan, a, g, resp)
+			}
+			if giveUp {
+				r.giveUp(&plan, g.jobs)
+			}
+			if err := r.d.applyReconcile(r.ctx, plan); err != nil && r.ctx.Err() == nil {
+				r.d.log.Warn("reconcile: journal failed; the jobs are asked again later",
+					zap.Int64("backend_id", g.backendID), zap.Error(err))
+			}
+		})
 	}
-	wg.Wait()
-	a := answerCtx{term: term, opts: st.Options(), nowMs: d.d.Clock.Now().UnixMilli()}
-	for i, g := range groups {
-		if answers[i] != nil {
-			d.planFromAnswer(&plan, a, g, answers[i])
-		}
-	}
-	return plan
+	return asked, wg.Wait
 }
 
 // groupForQuery groups jobs by (backend, epoch), in that order, at most

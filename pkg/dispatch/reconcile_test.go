@@ -44,16 +44,17 @@ func TestReconcileFinishedCommits(t *testing.T) {
 }
 
 // UNKNOWN_INVOCATION asked after the term fence, at the job's epoch, proves
-// an older leader's dispatch was never accepted: M2' NOT_ENQUEUED.
-func TestReconcileUnknownInvocationNotCommitted(t *testing.T) {
+// an older leader's dispatch was never accepted: M2'' back to PENDING, slot
+// released with NOT_ENQUEUED (§13.2).
+func TestReconcileUnknownInvocationReturnsToPending(t *testing.T) {
 	e, r := reconcileEnv(t)
 	e.be.setQuery(queryAnswer(nil))
 	if err := e.d.ReconcileRunning(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	got := e.wantState(r.JobID, job.NotCommitted)
-	if got.HoldsPossibleLiveSlot() || got.TerminationProof != job.ProofNotEnqueued {
-		t.Fatalf("slot %v proof %s", got.HoldsPossibleLiveSlot(), got.TerminationProof)
+	got := e.wantState(r.JobID, job.Pending)
+	if got.HoldsPossibleLiveSlot() || got.TerminationProof != job.ProofNotEnqueued || got.DispatchAttempts != 1 {
+		t.Fatalf("slot %v proof %s attempts %d", got.HoldsPossibleLiveSlot(), got.TerminationProof, got.DispatchAttempts)
 	}
 }
 
@@ -174,7 +175,7 @@ func TestReconcileOwnTermDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.wantState(sent, job.Running)
-	if r := e.wantState(unsent, job.NotCommitted); r.TerminationProof != job.ProofNotEnqueued {
+	if r := e.wantState(unsent, job.Pending); r.TerminationProof != job.ProofNotEnqueued {
 		t.Fatalf("proof %s", r.TerminationProof)
 	}
 }

@@ -37,30 +37,7 @@ func (r *round) deadlineSweep() error {
 	if len(expired) == 0 {
 		return nil
 	}
-	cluster := clusterIDOf(st)
-	a := answerCtx{term: r.term, opts: st.Options(), nowMs: nowMs}
-	asked := map[int64]bool{}
-	for _, g := range groupForQuery(expired) {
-		b, ok := st.Backend(g.backendID)
-		if !ok {
-			continue // an unregistered backend cannot be asked: given up below
-		}
-		ids := make([]int64, len(g.jobs))
-		for i, rec := range g.jobs {
-			ids[i] = rec.JobID
-			asked[rec.JobID] = true
-		}
-		r.work.start(ids, g.backendID, r.d.d.SendConcurrency, func() {
-			plan := reconcilePlan{settled: map[int64]bool{}}
-			if resp := r.d.query(r.ctx, r.term, cluster, b.Address, g); resp != nil {
-				r.d.planFromAnswer(&plan, a, g, resp)
-			}
-			r.giveUp(&plan, g.jobs)
-			if err := r.d.applyReconcile(r.ctx, plan); err != nil && r.ctx.Err() == nil {
-				r.d.log.Warn("deadline sweep: journal failed; the next round retries", zap.Int64("backend_id", g.backendID), zap.Error(err))
-			}
-		})
-	}
+	asked, _ := r.ask(st, groupForQuery(expired), true)
 	var rest []*job.Record
 	for _, rec := range expired {
 		if !asked[rec.JobID] {
