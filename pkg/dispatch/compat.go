@@ -20,7 +20,7 @@ const (
 )
 
 // maxDispatchAttempts is lance_index_job_max_dispatch_attempts (≥ 1): a
-// dispatch proven never enqueued returns its job to PENDING (M2”) while
+// dispatch proven never enqueued returns its job to PENDING (M2″) while
 // attempts+1 < this, else ends it NOT_COMMITTED (M2').
 func maxDispatchAttempts(o config.Options) int64 { return defaultMaxDispatchAttempts }
 

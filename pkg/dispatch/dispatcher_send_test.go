@@ -23,7 +23,7 @@ func TestSendClassification(t *testing.T) {
 		code      job.ResultCode
 		msgHas    string
 		journaled bool
-		refused   bool // M2'': back to PENDING, the refusal in termination_message
+		refused   bool // M2″: back to PENDING, the refusal in termination_message
 	}{
 		{name: "OK waits for the report", state: job.Running, slot: true, proof: job.ProofNone,
 			answer: func(string) (*wire.TStatus, error) { return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil }},

@@ -17,7 +17,7 @@ const (
 	// slot released.
 	OutcomeNotEnqueued Outcome = "not_enqueued"
 	// OutcomeReturnedToPending: provably never enqueued, with attempts left:
-	// M2'' back to PENDING, slot released (DESIGN.md §13.2).
+	// M2″ back to PENDING, slot released (DESIGN.md §13.2).
 	OutcomeReturnedToPending Outcome = "returned_to_pending"
 	// OutcomeUnknown: bytes may have left and no status came back: M2
 	// NO_TRUSTED_RESULT, the job turns UNKNOWN and keeps its slot.

@@ -32,7 +32,7 @@ import (
 //     outcome is then read from the dataset (the resolve step).
 //   - UNKNOWN_INVOCATION: the backend, at the job's epoch (the request names
 //     it and the backend answers STALE_EPOCH otherwise), never accepted the
-//     dispatch, and being asked after the fence it never will → M2'' (back
+//     dispatch, and being asked after the fence it never will → M2″ (back
 //     to PENDING, slot released with NOT_ENQUEUED) while the job has
 //     dispatch attempts left, else M2' (NOT_COMMITTED). Not for a dispatch
 //     this leader itself handed to Submit in this term: its bytes may still

@@ -44,7 +44,7 @@ func TestReconcileFinishedCommits(t *testing.T) {
 }
 
 // UNKNOWN_INVOCATION asked after the term fence, at the job's epoch, proves
-// an older leader's dispatch was never accepted: M2” back to PENDING, slot
+// an older leader's dispatch was never accepted: M2″ back to PENDING, slot
 // released with NOT_ENQUEUED (§13.2).
 func TestReconcileUnknownInvocationReturnsToPending(t *testing.T) {
 	e, r := reconcileEnv(t)

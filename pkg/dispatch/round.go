@@ -22,7 +22,7 @@ type dispatchPlan struct {
 	mark    *journal.TMarkRunning
 	request *wire.TLanceIndexJobDispatch // carries the storage options: never logged
 	// returnToPending: a refusal of this dispatch returns the job to
-	// PENDING (M2''), its attempts + 1 staying below
+	// PENDING (M2″), its attempts + 1 staying below
 	// lance_index_job_max_dispatch_attempts; else it ends NOT_COMMITTED.
 	returnToPending bool
 }

@@ -38,7 +38,7 @@ func (r *round) launchSends(plans []*dispatchPlan) {
 }
 
 // sendOnce rechecks, sends and classifies one dispatch. It returns the
-// completion to journal (M2, M2' or M2”), or nil when there is nothing to
+// completion to journal (M2, M2' or M2″), or nil when there is nothing to
 // journal: not sent (the job converges by reconcile, report or deadline),
 // or enqueued (the report or the deadline decides); refused says the
 // dispatch was proven never enqueued.
@@ -122,7 +122,7 @@ type sendOutcome int
 
 const (
 	sendEnqueued      sendOutcome = iota // OK: the report or the deadline decides
-	sendNeverEnqueued                    // M2'' (back to PENDING) or M2' (NOT_COMMITTED); slot released (NOT_ENQUEUED)
+	sendNeverEnqueued                    // M2″ (back to PENDING) or M2' (NOT_COMMITTED); slot released (NOT_ENQUEUED)
 	sendAmbiguous                        // M2 NO_TRUSTED_RESULT: UNKNOWN, slot kept
 )
 
@@ -188,7 +188,7 @@ func (id identity) completion(code job.ResultCode, msg string, neverEnqueued boo
 }
 
 // neverEnqueued is the completion of a dispatch proven never enqueued
-// (§13.2): M2” (back to PENDING, attempts + 1) when returnToPending, else
+// (§13.2): M2″ (back to PENDING, attempts + 1) when returnToPending, else
 // M2' (NOT_COMMITTED). Either releases the slot with NOT_ENQUEUED.
 func (id identity) neverEnqueued(msg string, returnToPending bool) *journal.TCompletion {
 	c := id.completion(job.PreInvocationResourceRejected, msg, true)

@@ -171,7 +171,7 @@ func (w *termWork) start(jobIDs []int64, backendID int64, bound int, fn func()) 
 	}()
 }
 
-// complete journals one M2 / M2' / M2” through the group commit and
+// complete journals one M2 / M2' / M2″ through the group commit and
 // returns its item's result, or nil when the entry failed: logged. A
 // failed entry is retried (completionTries in all, while the term lasts):
 // every item is guarded by the dispatch identity, so a retry of an entry
