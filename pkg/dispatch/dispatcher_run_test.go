@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,5 +65,38 @@ func TestRunRoundNeedsATerm(t *testing.T) {
 	e := newEnv(t)
 	if err := e.d.RunRound(context.Background()); err != ErrNoLeaderTerm {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A new leader's reconcile does not hold its first round: a backend whose
+// query hangs delays nothing else.
+func TestRunReconcileDoesNotHoldTheFirstRound(t *testing.T) {
+	e := newEnv(t)
+	b1 := e.addBackend("b1:9060", 1)
+	e.markRunning(e.admit(1)[0], b1, 1, e.nowMs()+3_600_000, 3)
+	queried, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.be.setQuery(func(a string, _ *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+		once.Do(func() { close(queried) })
+		<-release
+		return nil, bytesLeftErr(a)
+	})
+	id := e.admit(1)[0]
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	poolDone, runDone := make(chan error, 1), make(chan error, 1)
+	go func() { poolDone <- e.pool.Run(ctx) }()
+	go func() { runDone <- e.d.Run(ctx) }()
+	<-queried
+	waitFor(t, "the first round's dispatch while reconcile hangs", func() bool { return len(e.be.submitted()) == 1 })
+	e.wantState(id, job.Running)
+	close(release)
+	cancel()
+	for _, ch := range []chan error{poolDone, runDone} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a service did not stop with its term")
+		}
 	}
 }
