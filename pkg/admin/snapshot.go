@@ -441,13 +441,11 @@ func (s *Server) operatorError(what string, err error) error {
 		return s.notLeader()
 	case errors.As(err, &je):
 		return toAdminError(err)
-	case errors.Is(err, ErrOutcomeUnknown):
+	case outcomeUnknown(err):
 		s.d.Logger.Warn("admin: "+what+": outcome unknown", zap.Error(err))
-		return adminError(adminapi.TErrorCode_INTERNAL,
-			"%s: the outcome is unknown (the leader changed or stopped meanwhile); check with operator raft list-peers "+
-				"and jobs list before retrying", what)
-	case errors.Is(err, ErrNotApplied):
-		return adminError(adminapi.TErrorCode_UNAVAILABLE, "%s was not applied; retry shortly", what)
+		return outcomeUnknownError(what)
+	case notApplied(err):
+		return adminError(adminapi.TErrorCode_UNAVAILABLE, "%s was not applied; it is safe to retry", what)
 	}
 	return s.internal(what, err)
 }

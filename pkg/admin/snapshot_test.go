@@ -263,7 +263,7 @@ func TestSnapshotRestoreErrors(t *testing.T) {
 		{"bad file", fmt.Errorf("snapshot file refused: body checksum mismatch: %w", raftfsm.ErrSnapshotFormat),
 			adminapi.TErrorCode_INVALID, "nothing was changed"},
 		{"not leader", fmt.Errorf("x: %w", raftfsm.ErrNotLeader), adminapi.TErrorCode_NOT_LEADER, "not the leader"},
-		{"unknown", fmt.Errorf("%w: boom", ErrOutcomeUnknown), adminapi.TErrorCode_INTERNAL, "outcome is unknown"},
+		{"unknown", fmt.Errorf("%w: boom", ErrOutcomeUnknown), adminapi.TErrorCode_OUTCOME_UNKNOWN, "may or may not have been applied"},
 		{"conflict", job.Errorf(job.CodeConflict, "a configuration change is in progress"), adminapi.TErrorCode_CONFLICT, "in progress"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
