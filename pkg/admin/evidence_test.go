@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -81,5 +83,58 @@ func TestJobViewCarriesTheEvidence(t *testing.T) {
 	running, err := h.srv.ListJobs(ctx, &adminapi.TListJobsRequest{State: thrift.StringPtr("RUNNING")})
 	if err != nil || len(running.Jobs) != 0 {
 		t.Fatalf("list --state RUNNING = %+v, %v", running, err)
+	}
+}
+
+// Item 11: after an operator restore the dispatcher is paused and the
+// cluster keeps its own cluster id (the file's is replaced), both
+// journaled by the restoring leader before it hands leadership over.
+func TestRestoreLeavesTheDispatcherPausedAndKeepsTheClusterID(t *testing.T) {
+	ctx := context.Background()
+	// The file: another history, its own cluster id, the dispatcher running.
+	file := raftfsm.New(nil)
+	fp := &fsmProposer{fsm: file}
+	for _, c := range []struct {
+		t   raftfsm.CommandType
+		cmd thrift.TStruct
+	}{
+		{raftfsm.CmdSetClusterID, &journal.TClusterIDCommand{NowMs: 1, ClusterID: "file-cluster"}},
+		{raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptDispatcherPaused, Value: "false"}},
+	} {
+		data, _ := raftfsm.Encode(c.t, c.cmd)
+		if resp, err := fp.Propose(ctx, data); err != nil || resp.Code != journal.TApplyCode_OK {
+			t.Fatalf("file fixture: %v %v", resp, err)
+		}
+	}
+	var snap bytes.Buffer
+	if err := file.State().WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+
+	cl := &opsCluster{restoreFile: snap.Bytes()}
+	s := newOpsServer(t, cl, true)
+	fsm := s.d.Reader.(*raftfsm.FSM)
+	cl.restoreInto = fsm
+	data, _ := raftfsm.Encode(raftfsm.CmdSetClusterID, &journal.TClusterIDCommand{NowMs: 1, ClusterID: "live-cluster"})
+	if _, err := cl.ApplyLocal(ctx, data); err != nil {
+		t.Fatal(err)
+	}
+
+	tr, err := s.BeginSnapshotRestore(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Data: []byte("abc")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID); err != nil {
+		t.Fatal(err)
+	}
+	st := fsm.State()
+	if got := st.ClusterID(); got != "live-cluster" {
+		t.Fatalf("cluster id after the restore = %q, want the pre-restore live-cluster", got)
+	}
+	if !st.Options().DispatcherPaused {
+		t.Fatal("the dispatcher is not paused after the restore")
 	}
 }
