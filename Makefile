@@ -93,3 +93,16 @@ certs: build
 
 clean:
 	rm -rf bin
+
+# Randomized fault schedules (pkg/faults, docs/faults.md): runs seeds from
+# FAULTS_SEED0 (default: the clock) for FAULTS_DURATION and prints how many
+# schedules ran per minute. A failing seed prints the command that replays
+# it; FAULTS_SEEDS=8,24 replays a list instead. make test runs 4 seeds.
+FAULTS_DURATION ?= 5m
+FAULTS_SEED0    ?= $(shell date +%s)
+FAULTS_SEEDS    ?=
+FAULTS_RACE     ?= -race
+.PHONY: fault-schedules
+fault-schedules:
+	$(GO) test $(FAULTS_RACE) -count=1 -timeout 3h -run '^TestFaultSchedules$$' -v ./pkg/faults \
+	  $(if $(FAULTS_SEEDS),-faults.seeds=$(FAULTS_SEEDS),-faults.duration=$(FAULTS_DURATION) -faults.seed0=$(FAULTS_SEED0))

@@ -1,0 +1,380 @@
+package faults
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// Invariant names, as printed in a failure.
+const (
+	invAtMostOnce   = "at-most-once"         // no job accepted by a backend twice
+	invAdmissions   = "admissions-kept"      // no acknowledged admission lost
+	invReplicas     = "replicas-identical"   // every replica's records identical
+	invConverged    = "terminal-or-waiting"  // every job terminal or legitimately waiting
+	invNotCommitted = "not-committed-proven" // no NOT_COMMITTED without its evidence
+	invRefusal      = "refusal-survivable"   // §13.2: no job ended by a refusal it could have survived
+	invCommitted    = "committed-proven"     // no COMMITTED without a NATIVE_OK from its invocation
+	invUnknown      = "no-unknown-if-held"   // no UNKNOWN (no trusted result) where a backend held a finished result
+)
+
+type violation struct{ invariant, detail string }
+
+func (v violation) String() string { return v.invariant + ": " + v.detail }
+
+// defaultMaxDispatchAttempts is lance_index_job_max_dispatch_attempts'
+// default (DESIGN.md §11, §13.2), read when the option is not set.
+const defaultMaxDispatchAttempts = 5
+
+// clockSlackMs is how much later than a worker's end a decision must come
+// before the harness holds the backend's answer against it (a sweep's
+// query and its proposal are a few milliseconds apart).
+const clockSlackMs = 2000
+
+// converge waits, bounded, until the healed cluster has settled:
+//  1. a leader that hears every backend;
+//  2. reports, reconcile and dispatch run until no job is PENDING or
+//     RUNNING, or the journal is quiet for 1.5 s;
+//  3. if jobs are still RUNNING, every clock jumps past every deadline so
+//     the deadline sweep (and its reconcile) decides them, then again
+//     until settled or quiet for 3 s;
+//  4. every replica has applied the same index.
+func (e *execution) converge() {
+	w := e.w
+	if w.awaitLeader(30*time.Second) < 0 {
+		w.note("converge: no leader")
+		return
+	}
+	if !await(20*time.Second, w.allBackendsAlive) {
+		w.note("converge: the leader does not hear every backend")
+	}
+	e.settle(15*time.Second, 1500*time.Millisecond)
+	if n := e.unsettled(); n > 0 {
+		w.clock.jump((deadlineSecond + 60) * time.Second)
+		w.note("converge: %d jobs unsettled; clocks jump past every deadline (now %v ahead)", n, w.clock.offset())
+		e.settle(20*time.Second, 3*time.Second)
+	}
+	ok := await(15*time.Second, func() bool {
+		var idx []uint64
+		for _, st := range w.states() {
+			idx = append(idx, st.AppliedIndex())
+		}
+		if len(idx) != nMasters {
+			return false
+		}
+		return idx[0] == idx[1] && idx[1] == idx[2]
+	})
+	w.note("converge: replicas at one index: %v", ok)
+}
+
+// unsettled counts the leader's jobs that are PENDING, RUNNING or RESOLVING.
+func (e *execution) unsettled() int {
+	l := e.w.leader()
+	if l < 0 {
+		return -1
+	}
+	n := 0
+	forJobs(e.w.master(l).FSM().State(), func(r *job.Record) {
+		switch r.MutationState {
+		case job.Pending, job.Running, job.Resolving:
+			n++
+		}
+	})
+	return n
+}
+
+func (e *execution) settle(timeout, quiet time.Duration) {
+	var last uint64
+	lastChange := time.Now()
+	await(timeout, func() bool {
+		if e.unsettled() == 0 {
+			return true
+		}
+		l := e.w.leader()
+		if l < 0 {
+			lastChange = time.Now()
+			return false
+		}
+		if a := e.w.master(l).FSM().State().AppliedIndex(); a != last {
+			last, lastChange = a, time.Now()
+		}
+		return time.Since(lastChange) > quiet
+	})
+}
+
+func forJobs(st *raftfsm.State, f func(*job.Record)) {
+	for after := int64(0); ; {
+		recs, more := st.ListJobs(raftfsm.JobFilter{}, after, 1000)
+		for _, r := range recs {
+			f(r)
+		}
+		if !more || len(recs) == 0 {
+			return
+		}
+		after = recs[len(recs)-1].JobID
+	}
+}
+
+// check runs every invariant on the converged cluster.
+func (e *execution) check() []violation {
+	w := e.w
+	var out []violation
+	add := func(inv, format string, args ...any) {
+		out = append(out, violation{inv, fmt.Sprintf(format, args...)})
+	}
+	states := w.states()
+	if len(states) != nMasters {
+		add(invReplicas, "only %d of %d masters run after the heal", len(states), nMasters)
+	}
+	l := w.leader()
+	if l < 0 {
+		add(invConverged, "no leader after the heal")
+		for i := range states {
+			l = i
+			break
+		}
+	}
+	if l < 0 {
+		return out
+	}
+	st := states[l]
+
+	// Replicas identical: the snapshot bytes of one applied index.
+	var ref []byte
+	refIdx := -1
+	for i := 0; i < nMasters; i++ {
+		s, ok := states[i]
+		if !ok {
+			continue
+		}
+		var b bytes.Buffer
+		if err := s.WriteSnapshot(&b); err != nil {
+			add(invReplicas, "m%d: snapshot: %v", i, err)
+			continue
+		}
+		if ref == nil {
+			ref, refIdx = b.Bytes(), i
+			continue
+		}
+		if !bytes.Equal(ref, b.Bytes()) {
+			add(invReplicas, "m%d (applied %d) differs from m%d (applied %d):\n%s", i, s.AppliedIndex(), refIdx,
+				states[refIdx].AppliedIndex(), digestDiff(states[refIdx], s))
+		}
+	}
+
+	// No acknowledged admission lost.
+	for _, ad := range e.admissions {
+		if !ad.acked || ad.rolled {
+			continue
+		}
+		for i, s := range states {
+			r, ok := s.Job(ad.jobID)
+			switch {
+			case !ok:
+				add(invAdmissions, "%s acknowledged as job %d is missing on m%d", ad.name, ad.jobID, i)
+			case r.DisplayIndexName != ad.name:
+				add(invAdmissions, "%s acknowledged as job %d: m%d has %q there", ad.name, ad.jobID, i, r.DisplayIndexName)
+			}
+		}
+	}
+
+	// At most one accepted invocation per job (by index name: job ids may
+	// be reused after a snapshot restore).
+	for name, invs := range w.ledger.byName() {
+		var acc []string
+		for _, v := range invs {
+			if v.accepted() {
+				acc = append(acc, v.String())
+			}
+		}
+		if len(acc) > 1 {
+			note := ""
+			if e.restored {
+				note = " (an operator snapshot restore ran in this schedule)"
+			}
+			add(invAtMostOnce, "%s: %d invocations accepted%s:\n      %s\n      submits: %s", name, len(acc), note,
+				strings.Join(acc, "\n      "), w.ledger.submitHistory(name))
+		}
+	}
+
+	maxAttempts := defaultMaxDispatchAttempts
+	if v, ok := st.OptionValue("lance_index_job_max_dispatch_attempts"); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			maxAttempts = n
+		}
+	}
+	accepting := 0
+	for _, b := range w.backends {
+		if b.up() && !b.refuse.Load() {
+			accepting++
+		}
+	}
+	forJobs(st, func(r *job.Record) {
+		inv, known := w.ledger.lookup(r.InvocationID)
+		if r.InvocationID == "" {
+			known = false
+		}
+		what := fmt.Sprintf("job %d %q (%s, rev %d, result %s %q, proof %s, attempts %d)", r.JobID, r.DisplayIndexName,
+			r.MutationState, r.Rev, r.Result.Code, clip(r.Result.Message), r.TerminationProof, r.DispatchAttempts)
+		ledgerSays := "the ledger knows no such invocation"
+		if known {
+			ledgerSays = "ledger: " + inv.String()
+		}
+		switch r.MutationState {
+		case job.Pending:
+			if accepting > 0 {
+				add(invConverged, "%s is PENDING while %d backends accept; submits: %s", what, accepting, w.ledger.submitHistory(r.DisplayIndexName))
+			}
+		case job.Running, job.Resolving:
+			if !(known && inv.runStartMs > 0 && inv.runEndMs == 0 && e.alive(inv)) {
+				add(invConverged, "%s is still %s after the heal and every deadline; %s", what, r.MutationState, ledgerSays)
+			}
+		case job.Committed:
+			if !known || inv.code != job.NativeOK.String() {
+				add(invCommitted, "%s is COMMITTED; %s", what, ledgerSays)
+			}
+		case job.NotCommitted:
+			if r.TerminationProof == job.ProofNotEnqueued {
+				if known && inv.accepted() {
+					add(invNotCommitted, "%s is NOT_COMMITTED as never enqueued, but the backend accepted it; %s", what, ledgerSays)
+				}
+				if int(r.DispatchAttempts)+1 < maxAttempts {
+					add(invRefusal, "%s was ended by a refusal after %d of %d attempts; submits: %s", what, r.DispatchAttempts+1, maxAttempts,
+						w.ledger.submitHistory(r.DisplayIndexName))
+				}
+				break
+			}
+			switch {
+			case !known:
+				add(invNotCommitted, "%s is NOT_COMMITTED from a result no backend produced; %s", what, ledgerSays)
+			case r.Result.Reason == job.ReasonResolvedFromDataset:
+				if inv.code == job.NativeOK.String() {
+					add(invNotCommitted, "%s was resolved NOT_COMMITTED from the dataset, but its worker answered NATIVE_OK; %s", what, ledgerSays)
+				}
+			case inv.code == r.Result.Code.String():
+			case inv.runStartMs > 0 && r.Result.Code == job.PreInvocationResourceRejected:
+				add(invNotCommitted, "%s is NOT_COMMITTED as never enqueued or launched (proof %s), but its worker ran; %s", what, r.TerminationProof, ledgerSays)
+			case inv.runStartMs == 0 && r.Result.Code == job.PreInvocationResourceRejected:
+				// Accepted, never started (the agent's own close or a
+				// deadline in its queue): a NEVER_LAUNCHED answer.
+			default:
+				add(invNotCommitted, "%s is NOT_COMMITTED with %s, which its invocation never answered; %s", what, r.Result.Code, ledgerSays)
+			}
+		case job.Unknown:
+			if r.Result.Code == job.NoTrustedResult && known && inv.runEndMs > 0 && inv.code != "" && !inv.crashed &&
+				inv.runEndMs+clockSlackMs < r.UpdateTimeMs && e.heldAt(inv, r) {
+				add(invUnknown, "%s became UNKNOWN at %d, %d ms after its worker finished with %s, which backend b%d still held; %s",
+					what, r.UpdateTimeMs, r.UpdateTimeMs-inv.runEndMs, inv.code, inv.backend, ledgerSays)
+			}
+		}
+		if r.Unresolved() && r.MutationState != job.Unknown && r.MutationState != job.Pending &&
+			r.MutationState != job.Running && r.MutationState != job.Resolving {
+			add(invConverged, "%s is terminal but still unresolved (refresh %s)", what, r.RefreshState)
+		}
+	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].invariant < out[j].invariant })
+	return out
+}
+
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+// alive reports whether the process that accepted inv still runs.
+func (e *execution) alive(inv invocation) bool {
+	for _, in := range e.w.backends[inv.backend].incarnations() {
+		if in.epoch == inv.epoch {
+			return in.endMs == 0
+		}
+	}
+	return false
+}
+
+// heldAt reports whether a backend held inv's finished result when r was
+// decided (r.UpdateTimeMs): the process that ran it was up and had not
+// forgotten it (its table answers query), or a process on the same outbox
+// directory was up (the outbox keeps the report until a master takes it).
+func (e *execution) heldAt(inv invocation, r *job.Record) bool {
+	t := r.UpdateTimeMs
+	up := func(in incarnation) bool { return in.startMs <= t && (in.endMs == 0 || in.endMs > t) }
+	for _, in := range e.w.backends[inv.backend].incarnations() {
+		if in.epoch == inv.epoch && up(in) {
+			if !in.forgetful || t < r.DeadlineMs+forgetfulGrace.Milliseconds() {
+				return true
+			}
+		}
+		if in.dir == inv.dir && up(in) {
+			return true
+		}
+	}
+	return false
+}
+
+// digestDiff lists the jobs whose records differ between two replicas
+// (the invocation secret is compared, never printed).
+func digestDiff(a, b *raftfsm.State) string {
+	lines := func(st *raftfsm.State) map[int64]string {
+		out := map[int64]string{}
+		forJobs(st, func(r *job.Record) {
+			c := *r
+			secretHash := len(c.InvocationSecret)
+			c.InvocationSecret = ""
+			out[r.JobID] = fmt.Sprintf("%+v secret-len=%d", c, secretHash)
+		})
+		return out
+	}
+	la, lb := lines(a), lines(b)
+	var diff []string
+	for id, s := range la {
+		if lb[id] != s {
+			diff = append(diff, fmt.Sprintf("    job %d\n      - %s\n      + %s", id, s, lb[id]))
+		}
+	}
+	for id, s := range lb {
+		if _, ok := la[id]; !ok {
+			diff = append(diff, fmt.Sprintf("    job %d only on one side: %s", id, s))
+		}
+	}
+	sort.Strings(diff)
+	if len(diff) == 0 {
+		return fmt.Sprintf("    (the jobs agree; books %v vs %v, last job %d vs %d)", a.Books(), b.Books(), a.LastJobID(), b.LastJobID())
+	}
+	if len(diff) > 10 {
+		diff = append(diff[:10], fmt.Sprintf("    … and %d more", len(diff)-10))
+	}
+	return strings.Join(diff, "\n")
+}
+
+// summary is one line about a finished schedule: admissions, final
+// states, accepted invocations, injected report faults.
+func (e *execution) summary() string {
+	acked := 0
+	for _, ad := range e.admissions {
+		if ad.acked {
+			acked++
+		}
+	}
+	states := map[string]int{}
+	if l := e.w.leader(); l >= 0 {
+		forJobs(e.w.master(l).FSM().State(), func(r *job.Record) { states[r.MutationState.String()]++ })
+	}
+	accepted := 0
+	for _, invs := range e.w.ledger.byName() {
+		for _, v := range invs {
+			if v.accepted() {
+				accepted++
+			}
+		}
+	}
+	return fmt.Sprintf("%d admissions (%d acknowledged), jobs %v, %d invocations accepted, faults %v",
+		len(e.admissions), acked, states, accepted, e.w.ctl.snapshotCounts())
+}

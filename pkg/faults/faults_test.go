@@ -1,0 +1,114 @@
+package faults
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeed     = flag.Int64("faults.seed", -1, "run only this schedule seed (replay)")
+	flagSeed0    = flag.Int64("faults.seed0", 1, "first seed of a run of schedules")
+	flagSeeds    = flag.String("faults.seeds", "", "run these seeds (comma-separated), e.g. known regressions")
+	flagCount    = flag.Int("faults.count", 4, "how many schedules to run (seeds seed0, seed0+1, …)")
+	flagDuration = flag.Duration("faults.duration", 0, "run schedules for this long instead of -faults.count")
+	flagSteps    = flag.Int("faults.steps", 12, "steps per schedule")
+	flagVerbose  = flag.Bool("faults.v", false, "log every step as it runs and the components' warnings")
+	flagDry      = flag.Bool("faults.dry", false, "print the schedules instead of running them")
+)
+
+// TestMain silences Thrift's default slog logger, which reports every
+// connection a proxy or a kill closes mid-read as an error.
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	os.Exit(m.Run())
+}
+
+// TestFaultSchedules runs seeded fault schedules against an in-process
+// cluster (docs/faults.md) and checks the invariants after each.
+func TestFaultSchedules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault schedules take seconds each")
+	}
+	switch {
+	case *flagSeed >= 0:
+		runSeed(t, *flagSeed)
+	case *flagSeeds != "":
+		for _, f := range strings.Split(*flagSeeds, ",") {
+			seed, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				t.Fatalf("-faults.seeds: %v", err)
+			}
+			runSeed(t, seed)
+		}
+	case *flagDuration > 0:
+		start := time.Now()
+		n, failed := 0, 0
+		for seed := *flagSeed0; time.Since(start) < *flagDuration; seed++ {
+			if !runSeed(t, seed) {
+				failed++
+			}
+			n++
+		}
+		el := time.Since(start)
+		summary := fmt.Sprintf("fault schedules: %d in %v (%.1f per minute), %d failed, seeds %d..%d",
+			n, el.Round(time.Second), float64(n)/el.Minutes(), failed, *flagSeed0, *flagSeed0+int64(n)-1)
+		t.Log(summary)
+		fmt.Println(summary)
+	default:
+		for i := 0; i < *flagCount; i++ {
+			runSeed(t, *flagSeed0+int64(i))
+		}
+	}
+}
+
+// runSeed runs one schedule as a subtest and reports whether it passed.
+func runSeed(t *testing.T, seed int64) bool {
+	return t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+		steps := generate(seed, *flagSteps)
+		if *flagDry {
+			for i, s := range steps {
+				t.Logf("%2d %s", i, s)
+			}
+			return
+		}
+		w := newWorld(t, seed, *flagVerbose)
+		start := time.Now()
+		w.setup()
+		e := newExecution(w, steps)
+		func() {
+			defer w.teardown()
+			e.run()
+			e.heal()
+			e.converge()
+			vs := e.check()
+			if len(vs) == 0 {
+				t.Logf("seed %d: %d steps, %s, %v", seed, len(steps), e.summary(), time.Since(start).Round(time.Millisecond))
+				return
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "seed %d: %d invariant violation(s)\n", seed, len(vs))
+			fmt.Fprintf(&b, "replay: go test -race ./pkg/faults -run 'TestFaultSchedules' -faults.seed=%d -faults.steps=%d -v\n", seed, *flagSteps)
+			for _, v := range vs {
+				fmt.Fprintf(&b, "  VIOLATION %s\n", v)
+			}
+			b.WriteString("schedule:\n")
+			for i, s := range steps {
+				fmt.Fprintf(&b, "  %2d %s\n", i, s)
+			}
+			b.WriteString("what happened:\n")
+			w.mu.Lock()
+			for _, l := range w.log {
+				fmt.Fprintf(&b, "  %s\n", l)
+			}
+			w.mu.Unlock()
+			fmt.Fprintf(&b, "summary: %s\n", e.summary())
+			t.Error(b.String())
+		}()
+	})
+}

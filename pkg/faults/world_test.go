@@ -1,0 +1,395 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/admin"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+const (
+	nMasters  = 3
+	nBackends = 3
+	// deadlineSecond is the execute deadline the schedules run with; only
+	// the world clock's jumps reach it.
+	deadlineSecond = 600
+)
+
+var tables = []string{"t0", "t1", "t2", "t3"}
+
+// worldClock is the time of every master and backend: the wall clock plus
+// an offset the schedule can jump forward (a long outage, a skewed host).
+type worldClock struct{ off atomic.Int64 }
+
+func (c *worldClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *worldClock) nowMs() int64            { return c.now().UnixMilli() }
+func (c *worldClock) jump(d time.Duration)    { c.off.Add(int64(d)) }
+func (c *worldClock) offset() time.Duration   { return time.Duration(c.off.Load()) }
+func (c *worldClock) since(t0 time.Time) bool { return c.now().After(t0) }
+
+// world is one schedule's cluster: three masters behind their proxies,
+// three backend slots, the ledger, the clock and the fault control.
+type world struct {
+	t       testing.TB
+	seed    int64
+	tmp     string
+	verbose bool
+	clock   *worldClock
+	ctl     *control
+	ledger  *ledger
+
+	realRPC, realRaft           []string
+	rpcAdvertise, raftAdvertise []string
+	rpcProxies                  []*rpcProxy
+	raftProxies                 []*raftProxy
+	nodes                       []*config.Node
+	backends                    []*backendSlot
+
+	mu      sync.Mutex
+	masters []*master.Master
+	held    chan struct{} // closed to release held builds; replaced after
+	healed  bool          // once healed, builds are never held again
+	log     []string      // what the schedule did, in order
+	t0      time.Time
+}
+
+func reservePorts(n int) ([]string, error) {
+	var ls []net.Listener
+	var out []string
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out = append(out, "127.0.0.1:"+strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out, nil
+}
+
+func newWorld(t testing.TB, seed int64, verbose bool) *world {
+	w := &world{t: t, seed: seed, tmp: t.TempDir(), verbose: verbose, clock: &worldClock{},
+		ctl: newControl(nMasters, uint64(seed)), ledger: newLedger(), masters: make([]*master.Master, nMasters),
+		held: make(chan struct{}), t0: time.Now()}
+	ports, err := reservePorts(2*nMasters + nBackends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.realRPC, w.realRaft = ports[:nMasters], ports[nMasters:2*nMasters]
+	for i := 0; i < nMasters; i++ {
+		rp, err := startRPCProxy(w, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp, err := startRaftProxy(w, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.rpcProxies, w.raftProxies = append(w.rpcProxies, rp), append(w.raftProxies, fp)
+		w.rpcAdvertise, w.raftAdvertise = append(w.rpcAdvertise, rp.addr()), append(w.raftAdvertise, fp.addr())
+	}
+	var peers []config.Peer
+	for i := 0; i < nMasters; i++ {
+		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i), RaftAddress: w.raftAdvertise[i], RPCAddress: w.rpcAdvertise[i]})
+	}
+	for i := 0; i < nMasters; i++ {
+		n := config.DefaultNode()
+		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, t.TempDir(), config.RaftProfileFast
+		n.RaftBind, n.RPCBind = w.realRaft[i], w.realRPC[i]
+		n.SnapshotThreshold, n.TrailingLogs = 256, 64 // snapshots and installs happen within a schedule
+		if err := n.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		w.nodes = append(w.nodes, n)
+	}
+	for i := 0; i < nBackends; i++ {
+		w.backends = append(w.backends, &backendSlot{w: w, idx: i, addr: ports[2*nMasters+i]})
+	}
+	return w
+}
+
+func (w *world) logger(name string) *zap.Logger {
+	if !w.verbose {
+		return zap.NewNop()
+	}
+	return zaptest.NewLogger(w.t, zaptest.Level(zap.WarnLevel)).Named(name)
+}
+
+// note appends a line to the schedule's log (printed on failure).
+func (w *world) note(format string, args ...any) {
+	line := fmt.Sprintf("%7.3fs  ", time.Since(w.t0).Seconds()) + fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	w.log = append(w.log, line)
+	w.mu.Unlock()
+	if w.verbose {
+		w.t.Log(line)
+	}
+}
+
+func (w *world) heldGate() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held
+}
+
+// releaseHeld finishes the builds held now; with forever, later ones too.
+func (w *world) releaseHeld(forever bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.healed {
+		return
+	}
+	close(w.held)
+	w.healed = forever
+	if !forever {
+		w.held = make(chan struct{})
+	}
+}
+
+func (w *world) slotOf(addr string) int {
+	for i, b := range w.backends {
+		if b.addr == addr {
+			return i
+		}
+	}
+	return -1
+}
+
+// startMaster starts master i from its data dir.
+func (w *world) startMaster(i int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	m, err := master.Start(ctx, master.Options{
+		Node: w.nodes[i], Logger: w.logger(fmt.Sprintf("m%d", i)), Credentials: config.StaticCredentials{},
+		Backends:          &masterBackends{w: w, idx: i, real: rpc.NewThriftBackendClient(rpc.DefaultConfig())},
+		Clock:             w.clock.now,
+		HeartbeatInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.masters[i] = m
+	w.mu.Unlock()
+	return nil
+}
+
+// killMaster closes master i (no leadership transfer: a crash as far as
+// the others can tell). A paused master is resumed first so that it can
+// stop.
+func (w *world) killMaster(i int) {
+	w.mu.Lock()
+	m := w.masters[i]
+	w.masters[i] = nil
+	w.mu.Unlock()
+	if m == nil {
+		return
+	}
+	w.ctl.setPaused(i, false)
+	m.Close(false)
+}
+
+func (w *world) master(i int) *master.Master {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.masters[i]
+}
+
+func (w *world) liveMasters() []int {
+	var out []int
+	for i := 0; i < nMasters; i++ {
+		if w.master(i) != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// leader returns the master that leads with a completed barrier, or -1.
+func (w *world) leader() int {
+	for i := 0; i < nMasters; i++ {
+		if m := w.master(i); m != nil && !w.ctl.isPaused(i) && m.Node().LeaderTerm() != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// await polls cond every 10 ms until it holds or timeout passes.
+func await(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (w *world) awaitLeader(timeout time.Duration) int {
+	l := -1
+	await(timeout, func() bool { l = w.leader(); return l >= 0 })
+	return l
+}
+
+func (w *world) client(i int) *rpc.MasterClient {
+	return rpc.NewMasterClient([]string{w.rpcAdvertise[i]}, rpc.DefaultConfig(), zap.NewNop())
+}
+
+func (w *world) call(i int, timeout time.Duration, fn func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return w.client(i).Call(ctx, fn)
+}
+
+// setup registers the catalog, the backends and the options through the
+// leader, and waits until the leader hears every backend.
+func (w *world) setup() {
+	t := w.t
+	for i := 0; i < nMasters; i++ {
+		if err := w.startMaster(i); err != nil {
+			t.Fatalf("start m%d: %v", i, err)
+		}
+	}
+	for _, b := range w.backends {
+		// One in three backends forgets finished invocations 5 s after
+		// their deadline (Config.Grace), as a seeded choice.
+		if err := b.start(-1, (w.seed+int64(b.idx))%3 == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := w.awaitLeader(20 * time.Second)
+	if l < 0 {
+		t.Fatal("no leader")
+	}
+	opts := map[string]string{
+		config.OptMaxUnresolvedGlobal: "100000", config.OptMaxUnresolvedPerCatalog: "100000", config.OptMaxUnresolvedPerTable: "100000",
+		config.OptDispatchIntervalSecond: "1", config.OptExecuteDeadlineSecond: strconv.Itoa(deadlineSecond),
+	}
+	err := w.call(l, 20*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+		root := "s3://lake/root"
+		if _, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}); err != nil {
+			return err
+		}
+		for _, b := range w.backends {
+			if _, err := c.AddBackend(ctx, b.addr); err != nil {
+				return err
+			}
+		}
+		for k, v := range opts {
+			if _, err := c.SetOption(ctx, k, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if !await(20*time.Second, func() bool { return w.allBackendsAlive() }) {
+		t.Fatal("the leader never heard every backend")
+	}
+}
+
+// allBackendsAlive: the current leader's pool has an OK heartbeat from
+// every registered backend.
+func (w *world) allBackendsAlive() bool {
+	l := w.leader()
+	if l < 0 {
+		return false
+	}
+	m := w.master(l)
+	bs := m.FSM().State().Backends()
+	if len(bs) != nBackends {
+		return false
+	}
+	for _, b := range bs {
+		if alive, _, _ := m.Pool().View(b.ID); !alive {
+			return false
+		}
+	}
+	return true
+}
+
+// admit sends one CREATE INDEX (BTREE) through master via; it returns the
+// job id when the master acknowledged it, and whether the fate is known.
+func (w *world) admit(via int, table, name string, timeout time.Duration) (int64, error) {
+	var id int64
+	err := w.call(via, timeout, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+		resp, err := c.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: table,
+			IndexName: name, Column: "id", IndexType: "BTREE"})
+		if err == nil {
+			id = resp.GetJobID()
+		}
+		return err
+	})
+	return id, err
+}
+
+func (w *world) saveSnapshot(via int) ([]byte, error) {
+	var buf bytes.Buffer
+	err := w.call(via, 20*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+		_, err := admin.DownloadSnapshot(ctx, c, &buf, func() error { buf.Reset(); return nil })
+		return err
+	})
+	return buf.Bytes(), err
+}
+
+func (w *world) restoreSnapshot(via int, file []byte) error {
+	return w.call(via, 30*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+		_, err := admin.UploadSnapshot(ctx, c, bytes.NewReader(file), int64(len(file)))
+		return err
+	})
+}
+
+// teardown stops everything: the control first (nothing stays paused),
+// then held builds, backends, masters, proxies.
+func (w *world) teardown() {
+	w.ctl.close()
+	w.releaseHeld(true)
+	var wg sync.WaitGroup
+	for _, b := range w.backends {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.crash() }()
+	}
+	wg.Wait()
+	for i := 0; i < nMasters; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.killMaster(i) }()
+	}
+	wg.Wait()
+	for i := range w.rpcProxies {
+		w.rpcProxies[i].close()
+		w.raftProxies[i].close()
+	}
+}
+
+// states returns every live master's replica.
+func (w *world) states() map[int]*raftfsm.State {
+	out := map[int]*raftfsm.State{}
+	for _, i := range w.liveMasters() {
+		out[i] = w.master(i).FSM().State()
+	}
+	return out
+}
