@@ -20,6 +20,7 @@
 const fs = require("node:fs");
 const util = require("node:util");
 const lib = require("./lib.js");
+const { holdAt } = require("./hold.js");
 
 const { RC, IE, KIND, Failure } = lib;
 const EXIT_OK = 0;
@@ -420,6 +421,7 @@ async function build(req) {
     const watch = startUuidWatch(req, b);
     let announced = "";
     try {
+      await holdAt("before-commit"); // tests only (hold.js)
       await plan.act();
     } catch (e) {
       if (watch) watch.stop();
@@ -432,6 +434,7 @@ async function build(req) {
     } catch (e) {
       log(`build: reading the version after the commit failed: ${errText(e)}`);
     }
+    await holdAt("after-commit"); // tests only (hold.js)
     log(`build: ${b.mutation} ${b.indexType || ""} done in ${Date.now() - started} ms; dataset version ${version}`);
     // 6. Verify on a fresh connection (§13.7).
     progress({ phase: "verifying" });
