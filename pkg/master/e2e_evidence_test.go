@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -339,4 +340,38 @@ func (r *evidenceRig) prune() {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		r.t.Fatalf("prune: %v\n%s", err, out)
 	}
+}
+
+// A worker killed without a result (what the kernel's OOM killer does: a
+// SIGKILL) leaves RUNNING as soon as the backend reports it: the
+// termination report carries the cause and no_result, the job is RESOLVING
+// in that entry and its outcome is read from the dataset. The backend keeps
+// running.
+func TestEndToEndWorkerKilledWithoutResult(t *testing.T) {
+	r := newEvidenceRig(t)
+	r.holdAt("before-commit")
+	id := r.createIVFPQ("vec", false)
+	r.waitReached("before-commit")
+	pidText, err := os.ReadFile(filepath.Join(r.hold, "before-commit.reached"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(pidText), &pid); err != nil || pid <= 1 {
+		t.Fatalf("worker pid %q: %v", pidText, err)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.release("before-commit")
+	rec := r.waitJob(id, "the job to end", func(j *job.Record) bool { return j.MutationState.IsOutcome() })
+	t.Logf("figure: worker killed (SIGKILL, as by the OOM killer) -> job terminal %.2f s after the kill", time.Since(killed).Seconds())
+	if rec.MutationState != job.NotCommitted || rec.Result.Reason != job.ReasonResolvedFromDataset {
+		t.Fatalf("killed worker: %s %s %q", rec.MutationState, rec.Result.Reason, rec.Result.Message)
+	}
+	if rec.TerminationMessage == "" || rec.TerminationProof != job.ProofChildReaped {
+		t.Fatalf("the cause did not reach the journal: message %q proof %s", rec.TerminationMessage, rec.TerminationProof)
+	}
+	t.Logf("termination message: %s", rec.TerminationMessage)
 }
