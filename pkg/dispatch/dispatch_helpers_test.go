@@ -215,6 +215,10 @@ func (f *fakeBackends) setEpoch(addr string, epoch int64) {
 }
 
 func (f *fakeBackends) setSubmit(fn func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)) {
+	if fn == nil {
+		f.setSubmitCtx(nil) // back to OK
+		return
+	}
 	f.setSubmitCtx(func(_ context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 		return fn(addr, d)
 	})
