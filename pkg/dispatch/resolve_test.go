@@ -265,3 +265,25 @@ func TestReconcileNoResultResolves(t *testing.T) {
 		t.Fatalf("slot %v proof %s message %q uuid %q", got.HoldsPossibleLiveSlot(), got.TerminationProof, got.TerminationMessage, got.IndexUUID)
 	}
 }
+
+// A resolve that proves nothing is retried on the next dispatchable
+// backend in turn.
+func TestResolveRotatesBackends(t *testing.T) {
+	e := newEnv(t)
+	b1 := e.addBackend("b1:9060", 1)
+	e.addBackend("b2:9060", 1)
+	id := e.admit(1)[0]
+	e.markRunning(id, b1, 1, e.nowMs()+3_600_000, 3)
+	e.resolving(id, e.nowMs())
+	e.heartbeat()
+	e.be.setResolve(func(_ context.Context, a string, _ *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+		return nil, notSentErr(a)
+	})
+	e.round()
+	e.round()
+	calls := e.be.resolved()
+	if len(calls) != 2 || calls[0].addr == calls[1].addr {
+		t.Fatalf("resolve calls %v: a retry goes to the next backend", calls)
+	}
+	e.wantState(id, job.Resolving)
+}
