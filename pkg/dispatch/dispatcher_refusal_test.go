@@ -90,7 +90,7 @@ func TestRefusalsExhaustAttempts(t *testing.T) {
 		e.heartbeat()
 		e.round()
 	}
-	max := int(defaultMaxDispatchAttempts)
+	max := int(config.ResolveOptions(nil).MaxDispatchAttempts)
 	sends := e.be.submitted()
 	if len(sends) != max {
 		t.Fatalf("%d sends, want %d", len(sends), max)

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,4 +100,36 @@ func TestRunReconcileDoesNotHoldTheFirstRound(t *testing.T) {
 			t.Fatal("a service did not stop with its term")
 		}
 	}
+}
+
+// The end of the term cancels the sends in flight, and Run returns only
+// once they have returned.
+func TestRunEndCancelsAndWaitsForSends(t *testing.T) {
+	e := newEnv(t)
+	e.addBackend("b1:9060", 1)
+	var returned atomic.Bool
+	started := make(chan struct{})
+	e.be.setSubmitCtx(func(ctx context.Context, a string, _ *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+		close(started)
+		<-ctx.Done() // hung until the term ends
+		time.Sleep(20 * time.Millisecond)
+		returned.Store(true)
+		return nil, bytesLeftErr(a)
+	})
+	e.admit(1)
+	ctx, cancel := context.WithCancel(e.ctx)
+	poolDone, runDone := make(chan error, 1), make(chan error, 1)
+	go func() { poolDone <- e.pool.Run(ctx) }()
+	go func() { runDone <- e.d.Run(ctx) }()
+	<-started
+	cancel()
+	select {
+	case <-runDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its term ended")
+	}
+	if !returned.Load() {
+		t.Fatal("Run returned before its send did")
+	}
+	<-poolDone
 }

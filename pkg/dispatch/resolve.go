@@ -9,7 +9,6 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 // Bounds of the resolve step.
@@ -52,12 +51,12 @@ const (
 // are in flight per backend, and each is bounded by ResolveTimeout.
 func (r *round) resolveStep() error {
 	st := r.d.d.Reader.State()
-	recs := resolvingJobs(st, maxResolveScan)
+	nowMs := r.d.d.Clock.Now().UnixMilli()
+	recs := st.ResolvingDue(nowMs, maxResolveScan) // earliest resolve_after first: give-ups lead
 	if len(recs) == 0 {
 		return nil
 	}
 	opts := st.Options()
-	nowMs := r.d.d.Clock.Now().UnixMilli()
 	giveUpMs := opts.ExecuteDeadlineSecond * 1000
 	registered := len(st.Backends())
 	cands := r.newBackendPicker(st, 0).cands // dispatchable backends, by id; slots do not matter
@@ -100,17 +99,6 @@ func (r *round) resolveStep() error {
 		})
 	}
 	return r.d.completeWithResults(r.ctx, giveUps, "resolve give-ups")
-}
-
-// resolvingJobs lists RESOLVING jobs in id order. The per-state counts
-// make the common case (none) O(1).
-func resolvingJobs(st *raftfsm.State, limit int) []*job.Record {
-	c := st.JobCounts()
-	if c.Mutation[job.Resolving]+c.OtherMutation == 0 {
-		return nil
-	}
-	out, _ := st.ListJobs(raftfsm.JobFilter{MutationState: job.Resolving}, 0, limit)
-	return out
 }
 
 // pickResolver returns the try-th dispatchable backend (in turn) with a

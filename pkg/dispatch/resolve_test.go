@@ -165,6 +165,7 @@ func TestResolveWaitsForGraceAndLocalGate(t *testing.T) {
 		t.Fatalf("resolve calls %v: the asserted local dataset is read at once", c)
 	}
 	e.clock.Advance(30 * time.Second)
+	e.heartbeat() // still alive
 	e.round()
 	e.wantState(id, job.NotCommitted)
 	e.wantState(lid, job.NotCommitted)
@@ -205,6 +206,7 @@ func TestEpochGoneOutboxDeliveredResolves(t *testing.T) {
 		}
 	}
 	// Delivered: both move to RESOLVING in one entry, readable after the grace.
+	grace := time.Duration(config.ResolveOptions(nil).ResolveGraceSecond) * time.Second
 	e.be.setHeartbeat("b1:9060", func(r *wire.THeartbeatResponse) { r.OutboxDelivered = boolPtr(true) })
 	e.heartbeat()
 	mark := e.prop.count()
@@ -212,11 +214,12 @@ func TestEpochGoneOutboxDeliveredResolves(t *testing.T) {
 	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdRecordProofBatch)
 	for _, id := range ids {
 		r := e.wantState(id, job.Resolving)
-		if !strings.Contains(r.TerminationMessage, "epoch 1 → 2") || r.ResolveAfterMs != e.nowMs()+defaultResolveGraceSecond*1000 {
+		if !strings.Contains(r.TerminationMessage, "epoch 1 → 2") || r.ResolveAfterMs != e.nowMs()+grace.Milliseconds() {
 			t.Fatalf("job %d: message %q resolve after %d", id, r.TerminationMessage, r.ResolveAfterMs)
 		}
 	}
-	e.clock.Advance(defaultResolveGraceSecond * time.Second)
+	e.clock.Advance(grace)
+	e.heartbeat() // still alive
 	e.round()
 	for _, id := range ids {
 		if r := e.wantState(id, job.Committed); r.Result.Reason != job.ReasonResolvedFromDataset || r.IndexUUID != "u-9" {
@@ -261,4 +264,26 @@ func TestReconcileNoResultResolves(t *testing.T) {
 		!strings.Contains(got.TerminationMessage, "killed by the memory limit") || got.IndexUUID != "u-3" {
 		t.Fatalf("slot %v proof %s message %q uuid %q", got.HoldsPossibleLiveSlot(), got.TerminationProof, got.TerminationMessage, got.IndexUUID)
 	}
+}
+
+// A resolve that proves nothing is retried on the next dispatchable
+// backend in turn.
+func TestResolveRotatesBackends(t *testing.T) {
+	e := newEnv(t)
+	b1 := e.addBackend("b1:9060", 1)
+	e.addBackend("b2:9060", 1)
+	id := e.admit(1)[0]
+	e.markRunning(id, b1, 1, e.nowMs()+3_600_000, 3)
+	e.resolving(id, e.nowMs())
+	e.heartbeat()
+	e.be.setResolve(func(_ context.Context, a string, _ *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+		return nil, notSentErr(a)
+	})
+	e.round()
+	e.round()
+	calls := e.be.resolved()
+	if len(calls) != 2 || calls[0].addr == calls[1].addr {
+		t.Fatalf("resolve calls %v: a retry goes to the next backend", calls)
+	}
+	e.wantState(id, job.Resolving)
 }
