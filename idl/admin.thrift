@@ -117,6 +117,7 @@ struct TJobView {
   43: optional string admitted_index_uuid, // the uuid of the index at admission
   44: optional string termination_message, // why the worker ended, from the backend
   45: optional string build_phase,
+  46: optional i64 resolve_after_ms,       // RESOLVING: the outcome is not read from the dataset before this time
 }
 
 struct TListJobsRequest {

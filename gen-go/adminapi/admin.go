@@ -1915,6 +1915,7 @@ func (p *TAdmitResponse) String() string {
 //   - AdmittedIndexUUID
 //   - TerminationMessage
 //   - BuildPhase
+//   - ResolveAfterMs
 type TJobView struct {
 	JobID                    int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                  *string `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -1961,6 +1962,7 @@ type TJobView struct {
 	AdmittedIndexUUID        *string `thrift:"admitted_index_uuid,43" db:"admitted_index_uuid" json:"admitted_index_uuid,omitempty"`
 	TerminationMessage       *string `thrift:"termination_message,44" db:"termination_message" json:"termination_message,omitempty"`
 	BuildPhase               *string `thrift:"build_phase,45" db:"build_phase" json:"build_phase,omitempty"`
+	ResolveAfterMs           *int64  `thrift:"resolve_after_ms,46" db:"resolve_after_ms" json:"resolve_after_ms,omitempty"`
 }
 
 func NewTJobView() *TJobView {
@@ -2366,6 +2368,15 @@ func (p *TJobView) GetBuildPhase() string {
 	}
 	return *p.BuildPhase
 }
+
+var TJobView_ResolveAfterMs_DEFAULT int64
+
+func (p *TJobView) GetResolveAfterMs() int64 {
+	if !p.IsSetResolveAfterMs() {
+		return TJobView_ResolveAfterMs_DEFAULT
+	}
+	return *p.ResolveAfterMs
+}
 func (p *TJobView) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -2540,6 +2551,10 @@ func (p *TJobView) IsSetTerminationMessage() bool {
 
 func (p *TJobView) IsSetBuildPhase() bool {
 	return p.BuildPhase != nil
+}
+
+func (p *TJobView) IsSetResolveAfterMs() bool {
+	return p.ResolveAfterMs != nil
 }
 
 func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3009,6 +3024,16 @@ func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 46:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField46(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -3432,6 +3457,15 @@ func (p *TJobView) ReadField45(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TJobView) ReadField46(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 46: ", err)
+	} else {
+		p.ResolveAfterMs = &v
+	}
+	return nil
+}
+
 func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobView"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3570,6 +3604,9 @@ func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField45(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField46(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4255,6 +4292,21 @@ func (p *TJobView) writeField45(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TJobView) writeField46(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResolveAfterMs() {
+		if err := oprot.WriteFieldBegin(ctx, "resolve_after_ms", thrift.I64, 46); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 46:resolve_after_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ResolveAfterMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.resolve_after_ms (46) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 46:resolve_after_ms: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobView) Equals(other *TJobView) bool {
 	if p == other {
 		return true
@@ -4613,6 +4665,14 @@ func (p *TJobView) Equals(other *TJobView) bool {
 			return false
 		}
 		if (*p.BuildPhase) != (*other.BuildPhase) {
+			return false
+		}
+	}
+	if p.ResolveAfterMs != other.ResolveAfterMs {
+		if p.ResolveAfterMs == nil || other.ResolveAfterMs == nil {
+			return false
+		}
+		if (*p.ResolveAfterMs) != (*other.ResolveAfterMs) {
 			return false
 		}
 	}

@@ -201,8 +201,10 @@ func (s *Server) proposeAdmission(ctx context.Context, rec *job.Record) (int64, 
 			return 0, s.notLeader()
 		case errors.Is(o.Err, groupcommit.ErrBatchRefused):
 			return 0, s.internal("admission batch", o.Err)
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && !notApplied(o.Err):
+			// The caller stopped waiting: the item may still be journaled.
 			s.d.Logger.Warn("propose failed", zap.Uint8("command", uint8(raftfsm.CmdAdmitBatch)), zap.Error(o.Err))
+			return 0, outcomeUnknownError("the admission")
 		}
 		return 0, toAdminError(o.Err)
 	}

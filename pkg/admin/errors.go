@@ -50,10 +50,40 @@ func toAdminError(err error) *adminapi.TAdminError {
 		return adminError(adminapi.TErrorCode_NOT_LEADER, "this master is not the leader")
 	case errors.Is(err, raftfsm.ErrNoLeader):
 		return adminError(adminapi.TErrorCode_UNAVAILABLE, "no leader is known; retry shortly")
+	case outcomeUnknown(err):
+		return outcomeUnknownError("the change")
+	case notApplied(err):
+		return adminError(adminapi.TErrorCode_UNAVAILABLE, "the change was not applied (nothing was written); it is safe to retry")
 	case errors.Is(err, context.DeadlineExceeded):
 		return adminError(adminapi.TErrorCode_TIMEOUT, "the request timed out; its outcome may be unknown, check with jobs list")
 	}
 	return adminError(adminapi.TErrorCode_INTERNAL, "internal error; see the master's log")
+}
+
+// outcomeUnknown reports a write whose fate is unknown (DESIGN.md §13.6):
+// pkg/cluster's ErrFateUnknown (leadership lost after the append, a forward
+// that failed after sending, the wait for the entry abandoned), recognised
+// by its OutcomeUnknown method so that this package need not import the
+// cluster, or ErrOutcomeUnknown from an operator adapter.
+func outcomeUnknown(err error) bool {
+	var m interface{ OutcomeUnknown() bool }
+	return errors.Is(err, ErrOutcomeUnknown) || (errors.As(err, &m) && m.OutcomeUnknown())
+}
+
+// notApplied reports a write that provably was not applied (raft did not
+// take it in time, a forward refused before sending): safe to retry.
+func notApplied(err error) bool {
+	var m interface{ NotApplied() bool }
+	return errors.Is(err, ErrNotApplied) || (errors.As(err, &m) && m.NotApplied())
+}
+
+// outcomeUnknownError is OUTCOME_UNKNOWN for what ("the change", "snapshot
+// restore"): the CLI exits 3 and says to check before retrying.
+func outcomeUnknownError(what string) *adminapi.TAdminError {
+	return adminError(adminapi.TErrorCode_OUTCOME_UNKNOWN,
+		"%s may or may not have been applied (the leader changed, or the wait for the journal ended, after the "+
+			"request was sent): check its effect (jobs list, catalogs list, config get, operator raft list-peers) "+
+			"before retrying", what)
 }
 
 // applyError maps a non-OK Apply response to a typed error.

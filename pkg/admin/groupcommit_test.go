@@ -174,15 +174,15 @@ func TestAdmissionNotLeaderNamesTheLeader(t *testing.T) {
 	}
 }
 
-// A caller whose context ends while its entry is in flight gets TIMEOUT
-// ("outcome unknown"); the entry still lands.
+// A caller whose context ends while its entry is in flight gets
+// OUTCOME_UNKNOWN (§13.6); the entry still lands.
 func TestAdmissionCallerGivesUp(t *testing.T) {
 	h := newHarness(t)
 	srv, gate := h.gated()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := srv.CreateIndex(ctx, createReq("items", "v", "vector", "IVF_PQ"))
-	if errCode(t, err) != adminapi.TErrorCode_TIMEOUT {
+	if errCode(t, err) != adminapi.TErrorCode_OUTCOME_UNKNOWN {
 		t.Fatalf("got %v", err)
 	}
 	close(gate)

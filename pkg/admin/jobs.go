@@ -89,7 +89,7 @@ func parseStateFilter(v string, f *raftfsm.JobFilter) error {
 		f.RefreshState = rs
 		return nil
 	}
-	return job.Errorf(job.CodeInvalid, "unknown state %q (mutation: PENDING RUNNING COMMITTED NOT_COMMITTED UNKNOWN CANCELLED; refresh: refresh:NOT_REQUIRED|REQUIRED|RUNNING|DONE|FAILED)", v)
+	return job.Errorf(job.CodeInvalid, "unknown state %q (mutation: PENDING RUNNING RESOLVING COMMITTED NOT_COMMITTED UNKNOWN CANCELLED; refresh: refresh:NOT_REQUIRED|REQUIRED|RUNNING|DONE|FAILED)", v)
 }
 
 // ShowJob returns one job.
@@ -223,6 +223,13 @@ func view(st *raftfsm.State, r *job.Record) *adminapi.TJobView {
 	v.Unresolved = b(r.Unresolved())
 	v.Provider = str(r.Provider)
 	v.CancelActor = str(r.CancelActor)
+	// Evidence (DESIGN.md §13).
+	if r.DispatchAttempts != 0 {
+		v.DispatchAttempts = &r.DispatchAttempts
+	}
+	v.IndexUUID, v.AdmittedIndexUUID = str(r.IndexUUID), str(r.AdmittedIndexUUID)
+	v.TerminationMessage, v.BuildPhase = str(r.TerminationMessage), str(r.BuildPhase)
+	v.ResolveAfterMs = i64(r.ResolveAfterMs)
 	return v
 }
 

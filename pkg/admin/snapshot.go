@@ -5,14 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
 
+	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
@@ -340,8 +343,8 @@ func (s *Server) WriteSnapshotChunk(ctx context.Context, c *adminapi.TSnapshotCh
 }
 
 // FinishSnapshotRestore verifies the uploaded file and restores it, then
-// journals the catch-up entry and hands leadership over (afterRestore). The
-// transfer ends whatever the outcome.
+// pauses the dispatcher, keeps the cluster id and hands leadership over
+// (afterRestore). The transfer ends whatever the outcome.
 func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminapi.TSnapshotRestoreResponse, error) {
 	t, err := s.transfer(id)
 	if err != nil {
@@ -354,6 +357,7 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 	if t.offset != t.size {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the upload is incomplete: %d of %d bytes", t.offset, t.size)
 	}
+	clusterID := s.d.Reader.State().ClusterID() // the restore replaces it with the file's
 	res, err := t.sink.Restore(ctx)
 	if err != nil {
 		if errors.Is(err, raftfsm.ErrSnapshotFormat) {
@@ -362,7 +366,7 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		}
 		return nil, s.operatorError("snapshot restore", err)
 	}
-	leader := s.afterRestore(ctx, id)
+	leader := s.afterRestore(ctx, id, clusterID)
 	out := &adminapi.TSnapshotRestoreResponse{Index: int64(res.Index), SnapshotIndex: int64(res.SnapshotIndex),
 		SnapshotTerm: int64(res.SnapshotTerm), JobCount: &res.Jobs, CatalogCount: &res.Catalogs, BackendCount: &res.Backends}
 	if leader != "" {
@@ -372,24 +376,49 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 }
 
 // afterRestore runs on the leader that restored, and returns the leader
-// afterwards ("" when unknown). Both steps are best effort: the restore is
-// done, a failure is only logged.
+// afterwards ("" when unknown). clusterID is the cluster id before the
+// restore. Every step is best effort: the restore is done, a failure is
+// only logged (and the CLI reads the option back, so it never claims a
+// pause that did not happen).
 //
-//  1. One entry that changes nothing (a GC entry naming no job), applied
-//     here: the restored journal carries the applied index it was saved at,
-//     while raft moved past everything it had; until an entry reaches the
-//     FSM every replica would look far behind (readiness, read-your-writes).
-//  2. Leadership is handed over, so the next leader starts the leader
+//  1. The dispatcher is paused (lance_index_job_dispatcher_paused=true): a
+//     restored file brings back PENDING and RUNNING jobs whose workers the
+//     operator should look at before anything is dispatched again (`jobs
+//     list --restored`); `config set lance_index_job_dispatcher_paused
+//     false` resumes. This entry also reaches the FSM: the restored journal
+//     carries the applied index it was saved at, while raft moved past
+//     everything it had; until an entry reaches the FSM every replica would
+//     look far behind (readiness, read-your-writes, CaughtUp).
+//  2. The pre-restore cluster id is journaled again with replace (DESIGN.md
+//     §13.1): the id names this Raft history, whose terms go on, so the
+//     backends' term fence for it stays right; the file's id is replaced.
+//  3. Leadership is handed over, so the next leader starts the leader
 //     services afresh from the restored state in a new term (barrier, R4,
 //     reconcile with a new fencing term).
-func (s *Server) afterRestore(ctx context.Context, transferID string) string {
-	cmd, err := raftfsm.Encode(raftfsm.CmdGC, &journal.TGCCommand{NowMs: s.nowMs(), CutoffMs: 0, JobIds: []int64{}})
-	if err == nil {
-		_, err = s.d.Cluster.ApplyLocal(ctx, cmd)
+func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string) string {
+	type step struct {
+		what string
+		t    raftfsm.CommandType
+		cmd  thrift.TStruct
 	}
-	if err != nil {
-		s.d.Logger.Warn("after the restore: the catch-up entry failed; replicas report an old applied index until the next entry",
-			zap.String("transfer_id", transferID), zap.Error(err))
+	steps := []step{{"pausing the dispatcher", raftfsm.CmdSetOption,
+		&journal.TSetOptionCommand{NowMs: s.nowMs(), Key: config.OptDispatcherPaused, Value: "true"}}}
+	if clusterID != "" {
+		steps = append(steps, step{"keeping the cluster id", raftfsm.CmdSetClusterID,
+			&journal.TClusterIDCommand{NowMs: s.nowMs(), ClusterID: clusterID, Replace: thrift.BoolPtr(true)}})
+	}
+	for _, st := range steps {
+		cmd, err := raftfsm.Encode(st.t, st.cmd)
+		var resp *journal.TApplyResponse
+		if err == nil {
+			resp, err = s.d.Cluster.ApplyLocal(ctx, cmd)
+		}
+		if err == nil && resp.Code != journal.TApplyCode_OK {
+			err = fmt.Errorf("apply answered %s: %s", resp.Code, resp.GetMessage())
+		}
+		if err != nil {
+			s.d.Logger.Warn("after the restore: "+st.what+" failed", zap.String("transfer_id", transferID), zap.Error(err))
+		}
 	}
 	leader, err := s.d.Cluster.TransferLeadership(ctx, "")
 	if err != nil {
@@ -441,13 +470,11 @@ func (s *Server) operatorError(what string, err error) error {
 		return s.notLeader()
 	case errors.As(err, &je):
 		return toAdminError(err)
-	case errors.Is(err, ErrOutcomeUnknown):
+	case outcomeUnknown(err):
 		s.d.Logger.Warn("admin: "+what+": outcome unknown", zap.Error(err))
-		return adminError(adminapi.TErrorCode_INTERNAL,
-			"%s: the outcome is unknown (the leader changed or stopped meanwhile); check with operator raft list-peers "+
-				"and jobs list before retrying", what)
-	case errors.Is(err, ErrNotApplied):
-		return adminError(adminapi.TErrorCode_UNAVAILABLE, "%s was not applied; retry shortly", what)
+		return outcomeUnknownError(what)
+	case notApplied(err):
+		return adminError(adminapi.TErrorCode_UNAVAILABLE, "%s was not applied; it is safe to retry", what)
 	}
 	return s.internal(what, err)
 }

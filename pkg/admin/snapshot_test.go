@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,10 @@ type opsCluster struct {
 	restored  bool
 	discarded int
 	members   []string
+
+	// restoreInto, when set, receives restoreFile as a real FSM restore.
+	restoreInto *raftfsm.FSM
+	restoreFile []byte
 }
 
 type memSource struct {
@@ -67,6 +72,11 @@ func (s memSink) Restore(context.Context) (*RestoreResult, error) {
 		return nil, s.c.restoreErr
 	}
 	s.c.restored = true
+	if s.c.restoreInto != nil {
+		if err := s.c.restoreInto.Restore(io.NopCloser(bytes.NewReader(s.c.restoreFile))); err != nil {
+			return nil, err
+		}
+	}
 	return &RestoreResult{Index: 100, SnapshotIndex: 42, SnapshotTerm: 3, Jobs: 7}, nil
 }
 
@@ -263,7 +273,7 @@ func TestSnapshotRestoreErrors(t *testing.T) {
 		{"bad file", fmt.Errorf("snapshot file refused: body checksum mismatch: %w", raftfsm.ErrSnapshotFormat),
 			adminapi.TErrorCode_INVALID, "nothing was changed"},
 		{"not leader", fmt.Errorf("x: %w", raftfsm.ErrNotLeader), adminapi.TErrorCode_NOT_LEADER, "not the leader"},
-		{"unknown", fmt.Errorf("%w: boom", ErrOutcomeUnknown), adminapi.TErrorCode_INTERNAL, "outcome is unknown"},
+		{"unknown", fmt.Errorf("%w: boom", ErrOutcomeUnknown), adminapi.TErrorCode_OUTCOME_UNKNOWN, "may or may not have been applied"},
 		{"conflict", job.Errorf(job.CodeConflict, "a configuration change is in progress"), adminapi.TErrorCode_CONFLICT, "in progress"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,6 +57,10 @@ const (
 	// once the workers have stopped; what is not delivered stays in the
 	// outbox for the next start.
 	DefaultFlushTimeout = 5 * time.Second
+	// DefaultRefusalWindow: a report refused for good (UNAUTHENTICATED,
+	// STALE_REPORT) by one master under one leader term is dropped only
+	// after its refusals span this long (see deliverer).
+	DefaultRefusalWindow = time.Minute
 
 	// OutboxFile is the outbox's file name under DataDir.
 	OutboxFile = "outbox.db"
@@ -89,9 +93,22 @@ type Config struct {
 	// Concurrency).
 	InspectTimeout     time.Duration
 	InspectConcurrency int
-	// Grace is how long a finished invocation is still answered by query
-	// (and recognized as a duplicate) after its dispatch deadline.
+	// Grace is how long a finished invocation is still answered in full by
+	// query after its dispatch deadline (never while its report waits in
+	// the outbox); afterwards it answers FORGOTTEN and is still recognized
+	// as a duplicate (a tombstone, see table).
 	Grace time.Duration
+	// MaxTombstones bounds the tombstones of forgotten invocations
+	// (DefaultMaxTombstones when zero; see table for what happens past it).
+	MaxTombstones int
+	// ClusterRebindAfter is how long the bound cluster must have been silent
+	// before a heartbeat from another cluster re-binds the backend
+	// (DefaultClusterRebindAfter when zero; see cluster.go).
+	ClusterRebindAfter time.Duration
+	// RefusalWindow: a report refused for good by one master under one
+	// leader term is dropped only once its refusals span this long
+	// (DefaultRefusalWindow when zero; see deliverer).
+	RefusalWindow time.Duration
 	// OutboxGrace is how long an undelivered report is retried after its
 	// dispatch deadline (outbox.DefaultGrace when zero).
 	OutboxGrace time.Duration
@@ -132,6 +149,8 @@ func (c Config) withDefaults() Config {
 	def(&c.InspectConcurrency, c.Concurrency)
 	defDur(&c.InspectTimeout, DefaultInspectTimeout)
 	defDur(&c.Grace, DefaultGrace)
+	defDur(&c.ClusterRebindAfter, DefaultClusterRebindAfter)
+	defDur(&c.RefusalWindow, DefaultRefusalWindow)
 	defDur(&c.OutboxGrace, outbox.DefaultGrace)
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	defDur(&c.FlushTimeout, DefaultFlushTimeout)
@@ -187,7 +206,7 @@ type Agent struct {
 	http        *metrics.Server // nil without HTTPListen
 	started     bool
 	heartbeaten bool
-	highestTerm int64
+	cl          clusters // the bound cluster and the per-cluster fences
 	table       *table
 	work        chan *invocation // the bounded queue; sent to only under mu
 	shutting    bool
@@ -227,7 +246,7 @@ func New(cfg Config, runner Runner) (*Agent, error) {
 		runner:     runner,
 		epoch:      newEpoch(),
 		outbox:     ob,
-		table:      newTable(),
+		table:      newTable(cfg.MaxTombstones),
 		work:       make(chan *invocation, cfg.QueueSize),
 		inspectSem: make(chan struct{}, cfg.InspectConcurrency),
 		stopJan:    make(chan struct{}),
@@ -373,7 +392,8 @@ func (a *Agent) isolationOK() bool {
 	return a.cfg.Isolation != IsolationRequired || a.runner.Verified()
 }
 
-// janitorLoop forgets finished invocations past their deadline + Grace.
+// janitorLoop forgets finished invocations past their deadline + Grace
+// whose report is no longer held for delivery.
 func (a *Agent) janitorLoop() {
 	defer a.janitor.Done()
 	every := min(a.cfg.Grace/4, time.Minute)
@@ -394,5 +414,12 @@ func (a *Agent) sweep() int {
 	now := a.cfg.Clock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.table.forgetFinished(now, a.cfg.Grace)
+	lossy := a.table.lossy
+	n := a.table.forgetFinished(now, a.cfg.Grace)
+	if !lossy && a.table.lossy {
+		a.log.Warn("the tombstone bound is reached: every invocation id this process no longer holds now answers FORGOTTEN "+
+			"(it can no longer prove an id was never accepted; restart the backend to start afresh)",
+			zap.Int("max_tombstones", a.table.maxTombstones))
+	}
+	return n
 }

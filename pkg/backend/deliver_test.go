@@ -66,20 +66,93 @@ func TestDeliveryFollowsNotLeaderAndRetries(t *testing.T) {
 	}
 }
 
-func TestDeliveryGivesUp(t *testing.T) {
-	for _, code := range []wire.TStatusCode{wire.TStatusCode_STALE_REPORT, wire.TStatusCode_UNAUTHENTICATED, wire.TStatusCode_INVALID_ARGUMENT} {
+// INVALID_ARGUMENT: the report itself is malformed; given up at once.
+func TestDeliveryGivesUpOnInvalidArgument(t *testing.T) {
+	m := newFakeMaster(t, wire.TStatusCode_INVALID_ARGUMENT)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { return m.callCount() == 1 && len(outboxIDs(t, h.a)) == 0 }, "not given up")
+	time.Sleep(30 * time.Millisecond)
+	if m.callCount() != 1 {
+		t.Fatalf("%d calls after a give-up status, want 1", m.callCount())
+	}
+}
+
+// DESIGN.md §13.5: a deposed leader that has not noticed answers
+// STALE_REPORT from its stale view. The backend keeps the durable result and
+// asks the next master, which takes it.
+func TestPermanentRefusalIsConfirmedByAnotherMaster(t *testing.T) {
+	for _, code := range []wire.TStatusCode{wire.TStatusCode_STALE_REPORT, wire.TStatusCode_UNAUTHENTICATED} {
 		t.Run(code.String(), func(t *testing.T) {
-			m := newFakeMaster(t, code)
-			h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
+			deposed := newFakeMaster(t, code, wire.TStatusCode_NOT_LEADER)
+			leader := newFakeMaster(t)
+			h := newHarness(t, func(c *Config) { c.Masters = []string{deposed.Addr(), leader.Addr()} })
+			var kept []bool
+			leader.onReport = func() { kept = append(kept, slices.Contains(outboxIDs(t, h.a), "inv")) }
 			h.ready(1)
 			h.submit(h.dispatch("inv", 1))
-			eventually(t, func() bool { return m.callCount() == 1 && len(outboxIDs(t, h.a)) == 0 }, "not given up")
-			time.Sleep(30 * time.Millisecond)
-			if m.callCount() != 1 {
-				t.Fatalf("%d calls after a give-up status, want 1", m.callCount())
+			eventually(t, func() bool { return leader.callCount() == 1 && len(outboxIDs(t, h.a)) == 0 }, "the report was not delivered")
+			leader.mu.Lock()
+			defer leader.mu.Unlock()
+			if deposed.callCount() != 1 || len(kept) != 1 || !kept[0] {
+				t.Fatalf("deposed asked %d times; the entry was kept until the leader took it: %v", deposed.callCount(), kept)
+			}
+			if r := leader.results[0]; r.GetResultCode() != wire.TLanceIndexJobResultCode_NATIVE_OK || r.InvocationID != "inv" {
+				t.Fatalf("delivered %+v", r)
 			}
 		})
 	}
+}
+
+// Refusals from two masters: dropped once there are enough of them.
+func TestRefusalsFromTwoMastersDrop(t *testing.T) {
+	a := newFakeMaster(t, wire.TStatusCode_STALE_REPORT)
+	b := newFakeMaster(t, wire.TStatusCode_UNAUTHENTICATED)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{a.Addr(), b.Addr()} })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "not dropped")
+	if n := a.callCount() + b.callCount(); n != minRefusals {
+		t.Fatalf("dropped after %d refusals, want %d", n, minRefusals)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if n := a.callCount() + b.callCount(); n != minRefusals {
+		t.Fatalf("%d calls after the drop", n)
+	}
+	if h.logs.FilterMessageSnippet("refused the report for good").Len() != 1 {
+		t.Fatal("the drop was not logged")
+	}
+}
+
+// One master refusing under one leader term is never enough, however often:
+// the entry stays until a later heartbeat term (or the refusal window)
+// confirms it.
+func TestOneMastersRefusalNeedsALaterTerm(t *testing.T) {
+	m := newFakeMaster(t, wire.TStatusCode_STALE_REPORT)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { return m.callCount() >= 2*minRefusals }, "not retried")
+	if ids := outboxIDs(t, h.a); len(ids) != 1 {
+		t.Fatalf("dropped on one master's refusals at one term: outbox %v", ids)
+	}
+	h.heartbeat(2) // a new leader term: its refusal confirms
+	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "not dropped after a refusal under a later term")
+}
+
+func TestOneMastersRefusalsSpanningTheWindowDrop(t *testing.T) {
+	clk := &testClock{t: time.Now()}
+	m := newFakeMaster(t, wire.TStatusCode_STALE_REPORT)
+	h := newHarness(t, func(c *Config) { c.Masters, c.Clock = []string{m.Addr()}, clk.Now })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { return m.callCount() >= 2*minRefusals }, "not retried")
+	if ids := outboxIDs(t, h.a); len(ids) != 1 {
+		t.Fatalf("outbox %v", ids)
+	}
+	clk.Add(DefaultRefusalWindow)
+	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "not dropped once the refusals spanned the window")
 }
 
 // Heartbeats name the masters; they replace the configured report targets.
@@ -98,7 +171,7 @@ func TestProofOnlyGoesAsTermination(t *testing.T) {
 	m := newFakeMaster(t)
 	h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
 	h.runner.setScript(func(context.Context, *frame.Request) Outcome {
-		return Outcome{Proof: ProofChildReaped, Failure: "deadline passed; killed", Signal: "SIGKILL"}
+		return Outcome{Proof: ProofChildReaped, Failure: "deadline", Signal: "SIGKILL", ExitCode: -1, PID: 42}
 	})
 	h.ready(1)
 	h.submit(h.dispatch("inv", 1))
@@ -109,7 +182,8 @@ func TestProofOnlyGoesAsTermination(t *testing.T) {
 	}
 	tr := terms[0]
 	if tr.Proof != wire.TLanceIndexTerminationProof_CHILD_REAPED || tr.GetInvocationSecret() != testSecret ||
-		tr.JobID != 11 || tr.DispatchRevision != 2 || tr.InvocationID != "inv" || tr.BeProcessEpoch != h.a.Epoch() {
+		tr.JobID != 11 || tr.DispatchRevision != 2 || tr.InvocationID != "inv" || tr.BeProcessEpoch != h.a.Epoch() ||
+		!tr.GetNoResult_() || tr.GetSanitizedMessage() != "killed at the deadline" || tr.IndexUUID != nil {
 		t.Fatalf("termination %+v", tr)
 	}
 	st := h.state(1, "inv")

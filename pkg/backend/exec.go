@@ -1,15 +1,14 @@
 package backend
 
 import (
-	"fmt"
 	"maps"
-	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 	"github.com/lancemaster/lancemaster/pkg/backend/outbox"
+	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
 )
 
 // workerLoop runs accepted dispatches, one at a time, until the queue is
@@ -43,7 +42,8 @@ func (a *Agent) execute(inv *invocation) {
 	scrub := newScrubber(d.StorageOptions, d.GetInvocationSecret())
 	log := a.log.With(zap.Int64("job_id", d.JobID), zap.String("invocation_id", inv.id))
 	log.Info("build started", zap.Stringer("mutation_type", d.MutationType), zap.String("index_type", d.IndexType))
-	out := a.runner.Run(a.runCtx, buildRequest(d), inv.deadline)
+	ctx := supervisor.WithStderrLines(a.runCtx, func(line []byte) { a.onWorkerLine(inv, d, line) })
+	out := a.runner.Run(ctx, buildRequest(d), inv.deadline)
 	a.metrics.workerExited(out)
 	rep := reportFromOutcome(d, a.epoch, out, scrub)
 
@@ -52,7 +52,8 @@ func (a *Agent) execute(inv *invocation) {
 	if rep.ResultCode != nil {
 		log.Info("build finished", append(fields, zap.Stringer("result_code", rep.GetResultCode()))...)
 	} else {
-		log.Warn("build ended without a trusted result", append(fields, zap.String("failure", scrub.message(out.Failure)),
+		log.Warn("build ended without a trusted result", append(fields, zap.String("cause", rep.GetSanitizedMessage()),
+			zap.String("failure", scrub.message(out.Failure)),
 			zap.Int("exit_code", out.ExitCode), zap.String("signal", out.Signal), zap.Bool("oom_killed", out.OOMKilled),
 			zap.String("stderr_tail", scrub.stderrTail(out.Stderr)))...)
 	}
@@ -82,8 +83,15 @@ func (a *Agent) finishNeverLaunched(inv *invocation, why string) {
 // use: it is kept for query only. When the outbox write fails, the report
 // is still answered by query and delivered from memory (it is lost if the
 // process dies first); the failure is logged at Error.
+//
+// The entry carries the uuid the worker announced (a termination report
+// names it). The invocation is held (never forgotten) until delivery
+// settles the entry.
 func (a *Agent) finish(inv *invocation, rep *wire.TLanceIndexJobReport) {
-	entry := outbox.Entry{ID: inv.id, Report: rep, Deadline: inv.deadline}
+	a.mu.Lock()
+	uuid := inv.indexUUID
+	a.mu.Unlock()
+	entry := outbox.Entry{ID: inv.id, Report: rep, IndexUUID: uuid, Deadline: inv.deadline}
 	deliverable := rep.ResultCode != nil || rep.TerminationProof != nil
 	if deliverable {
 		if err := a.outbox.Put(entry); err != nil {
@@ -92,7 +100,7 @@ func (a *Agent) finish(inv *invocation, rep *wire.TLanceIndexJobReport) {
 		}
 	}
 	a.mu.Lock()
-	a.table.markFinished(inv, rep)
+	a.table.markFinished(inv, rep, deliverable)
 	a.mu.Unlock()
 	a.metrics.finished(rep)
 	if deliverable {
@@ -134,14 +142,18 @@ func baseReport(d *wire.TLanceIndexJobDispatch, epoch int64) *wire.TLanceIndexJo
 }
 
 // reportFromOutcome turns a Runner outcome into the report (DESIGN.md §6,
-// §12):
+// §12, §13.3):
 //   - a trusted build result whose result_code names a wire code carries
-//     that code, its external_metadata_advanced and its scrubbed message;
+//     that code, its external_metadata_advanced, its scrubbed message and,
+//     when the builder verified them, the index uuid and dataset version
+//     (setVerifiedIndex);
 //   - no result and a NEVER_LAUNCHED proof: PRE_INVOCATION_RESOURCE_REJECTED
 //     (the dataset was provably never touched);
 //   - anything else (no trusted result, a result of the wrong mode, an
-//     unknown code) carries no result code: the master's deadline sweep or
-//     reconcile decides; the message says why;
+//     unknown code) carries no result code, and its message is the cause
+//     (workerCause: "killed by the memory limit (cgroup oom_kill)",
+//     "exited with signal 9 (SIGKILL)", …): it goes to the master as a
+//     termination report with no_result, which ends the job at once;
 //   - the termination proof is carried whenever the Runner proved one.
 func reportFromOutcome(d *wire.TLanceIndexJobDispatch, epoch int64, out Outcome, scrub scrubber) *wire.TLanceIndexJobReport {
 	rep := baseReport(d, epoch)
@@ -161,20 +173,22 @@ func reportFromOutcome(d *wire.TLanceIndexJobDispatch, epoch int64, out Outcome,
 		// leaving the job to turn UNKNOWN at its deadline.
 		code, ema := wire.TLanceIndexJobResultCode_PRE_INVOCATION_RESOURCE_REJECTED, false
 		rep.ResultCode, rep.ExternalMetadataAdvanced = &code, &ema
-		msg = "the worker never started: " + describeFailure(out)
+		msg = "the worker never started: " + neverLaunchedCause(out)
 	case r == nil:
-		msg = "no trusted result: " + describeFailure(out)
+		msg = workerCause(out)
 	case r.Mode != "" && r.Mode != frame.ModeBuild:
-		msg = "no trusted result: the worker answered a " + r.Mode + " frame to a build"
+		msg = "exited with status 0 without a result (it answered a " + r.Mode + " frame to a build)"
 	default:
 		code, err := wire.TLanceIndexJobResultCodeFromString(r.ResultCode)
 		if err != nil || code < wire.TLanceIndexJobResultCode_PRE_INVOCATION_STALE_ADMISSION || code > wire.TLanceIndexJobResultCode_NATIVE_INTERNAL {
-			msg = "no trusted result: the worker answered an unknown result code"
+			msg = "exited with status 0 without a result (it answered an unknown result code)"
 			break
 		}
 		ema := r.ExternalMetadataAdvanced
 		rep.ResultCode, rep.ExternalMetadataAdvanced = &code, &ema
 		msg = r.Message
+		uuid, version := verifiedIndex(r)
+		setVerifiedIndex(rep, uuid, version)
 	}
 	if m := scrub.message(msg); m != "" {
 		rep.SanitizedMessage = &m
@@ -182,22 +196,10 @@ func reportFromOutcome(d *wire.TLanceIndexJobDispatch, epoch int64, out Outcome,
 	return rep
 }
 
-// describeFailure says why there is no trusted result.
-func describeFailure(out Outcome) string {
-	var parts []string
+// neverLaunchedCause says why a worker never started.
+func neverLaunchedCause(out Outcome) string {
 	if out.Failure != "" {
-		parts = append(parts, out.Failure)
+		return out.Failure
 	}
-	if out.OOMKilled {
-		parts = append(parts, "killed by the memory limit")
-	}
-	if out.Signal != "" {
-		parts = append(parts, "killed by "+out.Signal)
-	} else if out.ExitCode > 0 {
-		parts = append(parts, fmt.Sprintf("exit code %d", out.ExitCode))
-	}
-	if len(parts) == 0 {
-		return "the worker gave no result"
-	}
-	return strings.Join(parts, "; ")
+	return "no cause given"
 }

@@ -37,6 +37,9 @@ type FileConfig struct {
 	Grace           time.Duration `yaml:"grace"`
 	OutboxGrace     time.Duration `yaml:"outbox_grace"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ClusterRebindAfter: how long the bound cluster must be silent before
+	// another cluster's heartbeat re-binds the backend (cluster.go).
+	ClusterRebindAfter time.Duration `yaml:"cluster_rebind_after"`
 
 	// Worker isolation (the supervisor).
 	Isolation    string            `yaml:"isolation"` // required | best-effort
@@ -60,7 +63,8 @@ type FileConfig struct {
 func DefaultFileConfig() *FileConfig {
 	return &FileConfig{
 		Concurrency: DefaultConcurrency, QueueSize: DefaultQueueSize, InspectTimeout: DefaultInspectTimeout,
-		Grace: DefaultGrace, ShutdownTimeout: DefaultShutdownTimeout, Isolation: IsolationRequired,
+		Grace: DefaultGrace, ShutdownTimeout: DefaultShutdownTimeout, ClusterRebindAfter: DefaultClusterRebindAfter,
+		Isolation: IsolationRequired,
 		LogFormat: "json", LogLevel: "info",
 	}
 }
@@ -148,7 +152,7 @@ func (c *FileConfig) Validate() error {
 		name string
 		v    time.Duration
 	}{{"inspect_timeout", c.InspectTimeout}, {"grace", c.Grace}, {"outbox_grace", c.OutboxGrace},
-		{"shutdown_timeout", c.ShutdownTimeout}, {"kill_grace", c.KillGrace}} {
+		{"shutdown_timeout", c.ShutdownTimeout}, {"kill_grace", c.KillGrace}, {"cluster_rebind_after", c.ClusterRebindAfter}} {
 		if d.v < 0 {
 			bad("%s %v: must not be negative", d.name, d.v)
 		}
@@ -190,6 +194,7 @@ func (c *FileConfig) AgentConfig() Config {
 		ListenAddr: c.Listen, AdvertiseAddr: c.Advertise, HTTPListen: c.HTTPListen, DataDir: c.DataDir, Masters: slices.Clone(c.Masters),
 		Concurrency: c.Concurrency, QueueSize: c.QueueSize, InspectTimeout: c.InspectTimeout, Grace: c.Grace,
 		OutboxGrace: c.OutboxGrace, ShutdownTimeout: c.ShutdownTimeout, Isolation: c.Isolation,
+		ClusterRebindAfter: c.ClusterRebindAfter,
 	}
 }
 
@@ -203,8 +208,10 @@ func DefaultWorker(executable string) []string {
 }
 
 // DefaultWorkerEnv is the worker's environment before worker_env: the
-// agent's PATH (nothing else is inherited) and small, fixed thread pools, so
-// a worker's thread count stays well under pids_limit.
+// agent's PATH (nothing else is inherited), small, fixed thread pools, so
+// a worker's thread count stays well under pids_limit, and a LANCEDB_LOG
+// that keeps errors plus Lance's debug line naming the uuid of the index
+// being built (the agent reads it from stderr, progress.go).
 func DefaultWorkerEnv(path string) map[string]string {
 	return map[string]string{
 		"PATH":                 path,
@@ -213,7 +220,7 @@ func DefaultWorkerEnv(path string) map[string]string {
 		"RAYON_NUM_THREADS":    "2",
 		"TOKIO_WORKER_THREADS": "2",
 		"UV_THREADPOOL_SIZE":   "2",
-		"LANCEDB_LOG":          "error",
+		"LANCEDB_LOG":          lanceLogEnv,
 	}
 }
 

@@ -19,6 +19,7 @@ isolation: best-effort
 memory_limit: 512MiB
 pids_limit: 128
 inspect_timeout: 30s
+cluster_rebind_after: 20s
 worker: [node, /opt/builder.js]
 worker_env: {LANCE_CPU_THREADS: "1", LANCEDB_LOG: "", EXTRA: "x"}
 log_format: console
@@ -34,13 +35,26 @@ log_format: console
 		t.Fatalf("parsed %+v", c)
 	}
 	ac := c.AgentConfig()
-	if ac.Concurrency != 3 || ac.Isolation != IsolationBestEffort || len(ac.Masters) != 2 || ac.Grace != DefaultGrace {
+	if ac.Concurrency != 3 || ac.Isolation != IsolationBestEffort || len(ac.Masters) != 2 || ac.Grace != DefaultGrace ||
+		ac.ClusterRebindAfter != 20*time.Second {
 		t.Fatalf("agent config %+v", ac)
 	}
 	env := c.WorkerEnviron("/usr/bin")
 	if !slices.Contains(env, "LANCE_CPU_THREADS=1") || !slices.Contains(env, "EXTRA=x") || !slices.Contains(env, "PATH=/usr/bin") ||
 		slices.ContainsFunc(env, func(s string) bool { return strings.HasPrefix(s, "LANCEDB_LOG=") }) || !slices.IsSorted(env) {
 		t.Fatalf("worker env %v", env)
+	}
+}
+
+// By default workers log Lance's debug line that names the uuid of the index
+// they build (the agent reads it from stderr).
+func TestDefaultWorkerEnvAnnouncesTheIndexUUID(t *testing.T) {
+	env := DefaultFileConfig().WorkerEnviron("/usr/bin")
+	if !slices.Contains(env, "LANCEDB_LOG=error,lance::index::vector=debug") {
+		t.Fatalf("worker env %v", env)
+	}
+	if c := DefaultFileConfig(); c.ClusterRebindAfter != DefaultClusterRebindAfter {
+		t.Fatalf("cluster_rebind_after default %v", c.ClusterRebindAfter)
 	}
 }
 

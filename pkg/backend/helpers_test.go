@@ -17,6 +17,8 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
+	"github.com/lancemaster/lancemaster/pkg/backend/outbox"
+	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -28,6 +30,7 @@ const (
 // TestMain silences Thrift's default slog logger, which reports every
 // connection a test closes mid-read as an error.
 func TestMain(m *testing.M) {
+	supervisor.MaybeRunHelper() // the real-supervisor tests may re-execute this binary (cgroup v1)
 	slog.SetDefault(slog.New(slog.DiscardHandler))
 	os.Exit(m.Run())
 }
@@ -192,6 +195,17 @@ func (h *harness) heartbeat(term int64, masters ...string) *wire.THeartbeatRespo
 	return resp
 }
 
+// heartbeatCluster heartbeats as a leader of cluster at term.
+func (h *harness) heartbeatCluster(cluster string, term int64, masters ...string) *wire.THeartbeatResponse {
+	h.t.Helper()
+	resp, err := h.client.Heartbeat(h.ctx(), h.a.Addr(), &wire.THeartbeatRequest{MasterID: "m-" + cluster, LeaderTerm: &term,
+		MasterAddresses: masters, ClusterID: &cluster})
+	if err != nil {
+		h.t.Fatalf("heartbeat: %v", err)
+	}
+	return resp
+}
+
 func (h *harness) submit(d *wire.TLanceIndexJobDispatch) wire.TStatusCode {
 	h.t.Helper()
 	st, err := h.client.Submit(h.ctx(), h.a.Addr(), d)
@@ -278,7 +292,11 @@ type fakeMaster struct {
 	calls        int
 	results      []*wire.TLanceIndexJobReport
 	terminations []*wire.TLanceIndexJobTerminationReport
+	progress     []*wire.TLanceIndexJobProgressReport
 	onReport     func()
+	// progressAnswer answers progress reports (OK when zero); they do not
+	// consume the scripted answers.
+	progressAnswer wire.TStatusCode
 }
 
 func newFakeMaster(t *testing.T, answers ...wire.TStatusCode) *fakeMaster {
@@ -331,6 +349,19 @@ func (m *fakeMaster) ReportLanceIndexJobTermination(_ context.Context, r *wire.T
 	return st, nil
 }
 
+func (m *fakeMaster) ReportLanceIndexJobProgress(_ context.Context, r *wire.TLanceIndexJobProgressReport) (*wire.TStatus, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.progress = append(m.progress, r)
+	return &wire.TStatus{StatusCode: m.progressAnswer}, nil
+}
+
+func (m *fakeMaster) progressReports() []*wire.TLanceIndexJobProgressReport {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*wire.TLanceIndexJobProgressReport(nil), m.progress...)
+}
+
 func (m *fakeMaster) callCount() int { m.mu.Lock(); defer m.mu.Unlock(); return m.calls }
 
 func (m *fakeMaster) received() ([]*wire.TLanceIndexJobReport, []*wire.TLanceIndexJobTerminationReport) {
@@ -339,8 +370,13 @@ func (m *fakeMaster) received() ([]*wire.TLanceIndexJobReport, []*wire.TLanceInd
 	return append([]*wire.TLanceIndexJobReport(nil), m.results...), append([]*wire.TLanceIndexJobTerminationReport(nil), m.terminations...)
 }
 
-// outboxIDs lists the ids the agent's outbox holds.
+// outboxIDs lists the ids of the reports the agent's outbox holds.
 func outboxIDs(t *testing.T, a *Agent) []string {
+	return outboxKindIDs(t, a, outbox.KindReport)
+}
+
+// outboxKindIDs lists the ids of the entries of kind k the outbox holds.
+func outboxKindIDs(t *testing.T, a *Agent, k outbox.Kind) []string {
 	t.Helper()
 	pending, _, err := a.outbox.Pending()
 	if err != nil {
@@ -348,7 +384,9 @@ func outboxIDs(t *testing.T, a *Agent) []string {
 	}
 	var ids []string
 	for _, e := range pending {
-		ids = append(ids, e.ID)
+		if e.Kind == k {
+			ids = append(ids, e.ID)
+		}
 	}
 	return ids
 }

@@ -103,7 +103,7 @@ func inspectResponse(out Outcome, scrub scrubber, timedOut bool) *wire.TInspectD
 	case r == nil && timedOut:
 		return fail(wire.TStatusCode_TIMEOUT, "the inspect worker did not answer in time")
 	case r == nil:
-		return fail(wire.TStatusCode_INTERNAL_ERROR, "the inspect worker gave no result: "+describeFailure(out))
+		return fail(wire.TStatusCode_INTERNAL_ERROR, "the inspect worker gave no result: "+workerCause(out))
 	case r.Mode != "" && r.Mode != frame.ModeInspect:
 		return fail(wire.TStatusCode_INTERNAL_ERROR, "the inspect worker answered a frame of another mode")
 	case !r.OK:

@@ -147,7 +147,7 @@ var (
 	descInflight    = prometheus.NewDesc("lancemaster_backend_deliveries_in_flight", "Outbox entries with a delivery loop running.", nil, nil)
 	descIsolation   = prometheus.NewDesc("lancemaster_backend_isolation_verified", "1 if the Runner verified worker isolation at start-up.", nil, nil)
 	descHeartbeaten = prometheus.NewDesc("lancemaster_backend_heartbeaten", "1 once a master has heartbeaten this process (dispatches are refused before).", nil, nil)
-	descTerm        = prometheus.NewDesc("lancemaster_backend_highest_leader_term", "The highest leader term this process has seen (its fence).", nil, nil)
+	descTerm        = prometheus.NewDesc("lancemaster_backend_highest_leader_term", "The highest leader term this process has seen from the cluster it serves (its fence).", nil, nil)
 )
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -161,7 +161,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	a := c.a
 	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
 	a.mu.Lock()
-	queued, running, heartbeaten, term := a.table.queued, a.table.running, a.heartbeaten, a.highestTerm
+	queued, running, heartbeaten, term := a.table.queued, a.table.running, a.heartbeaten, a.cl.term()
 	a.mu.Unlock()
 	g(descQueued, float64(queued))
 	g(descRunning, float64(running))
@@ -174,7 +174,7 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		g(descOutbox, float64(n))
 	}
 	a.dlv.mu.Lock()
-	inflight := len(a.dlv.inflight)
+	inflight := len(a.dlv.loops)
 	a.dlv.mu.Unlock()
 	g(descInflight, float64(inflight))
 }

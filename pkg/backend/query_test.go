@@ -18,7 +18,8 @@ func (c *testClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 
 func TestQueryThroughTheLifecycle(t *testing.T) {
 	clk := &testClock{t: time.Now()}
-	h := newHarness(t, func(c *Config) { c.Clock, c.Grace = clk.Now, time.Hour })
+	m := newFakeMaster(t)
+	h := newHarness(t, func(c *Config) { c.Clock, c.Grace, c.Masters = clk.Now, time.Hour, []string{m.Addr()} })
 	h.ready(4)
 	h.runner.hold()
 	h.submit(h.dispatch("run", 4))
@@ -49,8 +50,9 @@ func TestQueryThroughTheLifecycle(t *testing.T) {
 		t.Fatalf("finished proof: %+v", st)
 	}
 
-	// Kept until deadline + Grace, then forgotten.
+	// Kept until deadline + Grace (and delivered), then forgotten: FORGOTTEN.
 	h.waitState(4, "wait", wire.TLanceInvocationState_FINISHED)
+	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "reports not delivered")
 	if n := h.a.sweep(); n != 0 {
 		t.Fatalf("swept %d before the deadline", n)
 	}
@@ -62,8 +64,109 @@ func TestQueryThroughTheLifecycle(t *testing.T) {
 	if n := h.a.sweep(); n != 2 {
 		t.Fatalf("swept %d, want 2", n)
 	}
-	if st := h.state(4, "run"); st.State != wire.TLanceInvocationState_UNKNOWN_INVOCATION {
-		t.Fatalf("after retention: %s", st.State)
+	if st := h.state(4, "run"); st.State != wire.TLanceInvocationState_FORGOTTEN || st.Result_ != nil {
+		t.Fatalf("after retention: %+v", st)
+	}
+}
+
+// An id this process accepted is never UNKNOWN_INVOCATION (the master would
+// read "never accepted" and end a committed build NOT_COMMITTED): once its
+// entry is forgotten it answers FORGOTTEN, and a redelivery of it answers
+// OK without running again.
+func TestForgottenInvocationIsNeverUnknown(t *testing.T) {
+	clk := &testClock{t: time.Now()}
+	m := newFakeMaster(t)
+	h := newHarness(t, func(c *Config) { c.Clock, c.Masters = clk.Now, []string{m.Addr()} })
+	h.ready(1)
+	d := h.dispatch("inv", 1)
+	h.submit(d)
+	h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
+	eventually(t, func() bool { return m.callCount() == 1 && len(outboxIDs(t, h.a)) == 0 }, "not delivered")
+	clk.Add(3 * time.Hour) // deadline (1 h) + grace (1 h) passed
+	if n := h.a.sweep(); n != 1 {
+		t.Fatalf("swept %d, want 1", n)
+	}
+	resp := h.query(1, h.a.Epoch(), "inv", "never")
+	if got := resp.Invocations[0].State; got != wire.TLanceInvocationState_FORGOTTEN {
+		t.Fatalf("a forgotten accepted id answers %s, want FORGOTTEN", got)
+	}
+	if got := resp.Invocations[1].State; got != wire.TLanceInvocationState_UNKNOWN_INVOCATION {
+		t.Fatalf("a never accepted id answers %s, want UNKNOWN_INVOCATION", got)
+	}
+	if got := h.submit(d); got != wire.TStatusCode_OK {
+		t.Fatalf("redelivery of a forgotten id: %s, want OK", got)
+	}
+	if n := h.runner.runCount("inv"); n != 1 {
+		t.Fatalf("a forgotten id ran %d times", n)
+	}
+	if st := h.state(1, "inv"); st.State != wire.TLanceInvocationState_FORGOTTEN {
+		t.Fatalf("after the redelivery: %s", st.State)
+	}
+}
+
+// A finished entry whose report still waits in the outbox is never
+// forgotten, however old: the master may still need the query answer.
+func TestHeldReportIsNeverForgotten(t *testing.T) {
+	clk := &testClock{t: time.Now()}
+	h := newHarness(t, func(c *Config) { c.Clock, c.Masters = clk.Now, []string{closedAddr(t)} })
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
+	clk.Add(5 * time.Hour) // well past deadline + grace; the outbox keeps it 24 h
+	if n := h.a.sweep(); n != 0 {
+		t.Fatalf("swept %d entries whose report is still in the outbox", n)
+	}
+	if st := h.state(1, "inv"); st.State != wire.TLanceInvocationState_FINISHED || st.Result_.GetResultCode() != wire.TLanceIndexJobResultCode_NATIVE_OK {
+		t.Fatalf("held entry answers %+v", st)
+	}
+	// Delivered at last: now it may go, and answers FORGOTTEN.
+	m := newFakeMaster(t)
+	h.heartbeat(1, m.Addr())
+	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "not delivered")
+	eventually(t, func() bool { return h.a.sweep() == 1 }, "the delivered entry was not forgotten")
+	if st := h.state(1, "inv"); st.State != wire.TLanceInvocationState_FORGOTTEN {
+		t.Fatalf("after delivery and sweep: %s", st.State)
+	}
+}
+
+// Past the tombstone bound the table goes lossy: every id it does not hold
+// answers FORGOTTEN (still never UNKNOWN_INVOCATION for an accepted id), a
+// new dispatch is still accepted, and one as late as a forgotten one could
+// be answers OK without running.
+func TestTombstoneBoundGoesLossy(t *testing.T) {
+	clk := &testClock{t: time.Now()}
+	m := newFakeMaster(t)
+	h := newHarness(t, func(c *Config) { c.Clock, c.Masters, c.MaxTombstones = clk.Now, []string{m.Addr()}, 1 })
+	h.ready(1)
+	for _, id := range []string{"a", "b"} {
+		h.submit(h.dispatch(id, 1))
+		h.waitState(1, id, wire.TLanceInvocationState_FINISHED)
+	}
+	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "not delivered")
+	clk.Add(3 * time.Hour)
+	if n := h.a.sweep(); n != 2 {
+		t.Fatalf("swept %d", n)
+	}
+	resp := h.query(1, h.a.Epoch(), "a", "b", "never")
+	for _, st := range resp.Invocations {
+		if st.State != wire.TLanceInvocationState_FORGOTTEN {
+			t.Fatalf("lossy table: %s answers %s, want FORGOTTEN", st.InvocationID, st.State)
+		}
+	}
+	if h.logs.FilterMessageSnippet("tombstone bound").Len() != 1 {
+		t.Error("going lossy was not logged once")
+	}
+	late := h.dispatch("b", 1)
+	late.DeadlineMs = time.Now().Add(time.Hour).UnixMilli() // the original deadline, now 2 h past
+	if got := h.submit(late); got != wire.TStatusCode_OK || h.runner.runCount("b") != 1 {
+		t.Fatalf("late redelivery: %s, runs %d", got, h.runner.runCount("b"))
+	}
+	fresh := h.dispatch("c", 1)
+	fresh.DeadlineMs = clk.Now().Add(time.Hour).UnixMilli()
+	h.submit(fresh)
+	h.waitState(1, "c", wire.TLanceInvocationState_FINISHED)
+	if h.runner.runCount("c") != 1 {
+		t.Fatal("a new dispatch did not run on a lossy table")
 	}
 }
 
@@ -102,7 +205,7 @@ func TestHeartbeat(t *testing.T) {
 		t.Fatalf("report targets after a bad heartbeat: %v", got)
 	}
 	h.a.mu.Lock()
-	term := h.a.highestTerm
+	term := h.a.cl.term()
 	h.a.mu.Unlock()
 	if term != 9 {
 		t.Fatalf("highest term %d, want 9", term)

@@ -48,12 +48,14 @@ func statusf(code wire.TStatusCode, format string, args ...any) *wire.TStatus {
 //
 //  1. no master has heartbeaten this process yet → NOT_READY;
 //  2. isolation is required but not verified → NOT_READY;
-//  3. be_process_epoch is not this process's → STALE_EPOCH; leader_term (a
-//     missing one reads as 0) is below the highest term seen →
-//     STALE_LEADER_TERM; a higher term raises the fence;
+//  3. cluster_id names another cluster than the bound one → OTHER_CLUSTER
+//     (cluster.go); be_process_epoch is not this process's → STALE_EPOCH;
+//     leader_term (a missing one reads as 0) is below the highest term seen
+//     for that cluster → STALE_LEADER_TERM; a higher term raises the fence;
 //  4. payload bounds → INVALID_ARGUMENT;
-//  5. an invocation id this process already accepted → OK, and nothing
-//     else happens (it never runs twice);
+//  5. an invocation id this process already accepted (even one whose
+//     entry was forgotten: its tombstone) → OK, and nothing else happens
+//     (it never runs twice);
 //  6. the queue is full → QUEUE_FULL;
 //  7. the agent is shutting down → SHUTTING_DOWN.
 //
@@ -99,13 +101,13 @@ func (a *Agent) submit(d *wire.TLanceIndexJobDispatch) (st *wire.TStatus, accept
 	if !a.isolationOK() {
 		return statusf(wire.TStatusCode_NOT_READY, "worker isolation is required but could not be verified"), false
 	}
-	if st := a.fenceLocked(d.BeProcessEpoch, d.GetLeaderTerm()); st != nil {
+	if st := a.fenceLocked(d.GetClusterID(), d.BeProcessEpoch, d.GetLeaderTerm()); st != nil {
 		return st, false
 	}
 	if err := checkDispatch(d); err != nil {
 		return statusf(wire.TStatusCode_INVALID_ARGUMENT, "%s", err), false
 	}
-	if _, ok := a.table.get(d.InvocationID); ok {
+	if a.table.duplicate(d.InvocationID, time.UnixMilli(d.DeadlineMs), a.cfg.Clock(), a.cfg.Grace) {
 		return okStatus(), false
 	}
 	if len(a.work) >= cap(a.work) {
@@ -118,19 +120,6 @@ func (a *Agent) submit(d *wire.TLanceIndexJobDispatch) (st *wire.TStatus, accept
 	a.table.add(inv)
 	a.work <- inv // cannot block: checked above, and sends happen only under mu
 	return okStatus(), true
-}
-
-// fenceLocked is the epoch and leader-term fence shared by submit and query:
-// nil when the request passes (a higher term is then the new fence).
-func (a *Agent) fenceLocked(epoch, term int64) *wire.TStatus {
-	if epoch != a.epoch {
-		return statusf(wire.TStatusCode_STALE_EPOCH, "process epoch %d is not this process's (%d)", epoch, a.epoch)
-	}
-	if term < a.highestTerm {
-		return statusf(wire.TStatusCode_STALE_LEADER_TERM, "leader term %d is below the highest seen (%d)", term, a.highestTerm)
-	}
-	a.highestTerm = term
-	return nil
 }
 
 // checkDispatch checks the payload bounds (DESIGN.md §2, §10). Errors name
@@ -203,28 +192,49 @@ func checkStorageOptions(opts map[string]string) error {
 }
 
 // Heartbeat records that a master has heartbeaten this process (which
-// opens submit's first guard), raises the leader-term fence (a lower term is
-// still answered), takes master_addresses as the report targets, and answers
-// the epoch and the load.
+// opens submit's first guard), binds or re-binds the cluster (cluster.go),
+// raises that cluster's leader-term fence (a lower term is still answered),
+// takes master_addresses as the report targets, and answers the epoch, the
+// load, whether a dispatch would be accepted now and whether the outbox
+// found at start has been delivered.
+//
+// A heartbeat from another cluster than the bound one (which has not been
+// silent for ClusterRebindAfter) answers OTHER_CLUSTER, accepting=false,
+// and changes nothing: that cluster's leader must not take this backend
+// for alive.
 func (s *service) Heartbeat(_ context.Context, r *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	capacity, queued, running := int32(a.cfg.Concurrency), int32(a.table.queued), int32(a.table.running)
 	version := Version
+	delivered := a.dlv.outboxDelivered()
 	resp := &wire.THeartbeatResponse{Status: okStatus(), BeProcessEpoch: a.epoch,
-		Capacity: &capacity, Queued: &queued, Running: &running, Version: &version}
-	if r == nil || len(r.MasterID) > maxMasterIDBytes {
-		resp.Status = statusf(wire.TStatusCode_INVALID_ARGUMENT, "malformed heartbeat")
+		Capacity: &capacity, Queued: &queued, Running: &running, Version: &version, OutboxDelivered: &delivered}
+	answer := func(reason string) (*wire.THeartbeatResponse, error) {
+		accepting, bound := reason == "", a.cl.bound
+		resp.Accepting, resp.ClusterID = &accepting, &bound
+		if !accepting {
+			resp.NotAcceptingReason = &reason
+		}
 		return resp, nil
+	}
+	if r == nil || len(r.MasterID) > maxMasterIDBytes || len(r.GetClusterID()) > maxClusterIDBytes {
+		resp.Status = statusf(wire.TStatusCode_INVALID_ARGUMENT, "malformed heartbeat")
+		return answer("malformed heartbeat")
+	}
+	eff, other := a.heartbeatClusterLocked(r.GetClusterID(), r.MasterID)
+	if other {
+		resp.Status = statusf(wire.TStatusCode_OTHER_CLUSTER, "this backend serves cluster %s, not %s", clipForLog(eff), clipForLog(r.GetClusterID()))
+		return answer("this backend serves another cluster")
 	}
 	if !a.heartbeaten {
 		a.log.Info("first master heartbeat: accepting dispatches", zap.String("master_id", clipForLog(r.MasterID)),
-			zap.Int64("leader_term", r.GetLeaderTerm()))
+			zap.Int64("leader_term", r.GetLeaderTerm()), zap.String("cluster_id", clipForLog(eff)))
 	}
 	a.heartbeaten = true
-	if t := r.GetLeaderTerm(); t > a.highestTerm {
-		a.highestTerm = t
+	if f := a.cl.fence(eff, a.cfg.Clock()); r.GetLeaderTerm() > f.term {
+		f.term = r.GetLeaderTerm()
 	}
 	if len(r.MasterAddresses) > 0 {
 		if err := checkAddresses(r.MasterAddresses); err != nil {
@@ -233,15 +243,32 @@ func (s *service) Heartbeat(_ context.Context, r *wire.THeartbeatRequest) (*wire
 			a.dlv.setTargets(r.MasterAddresses)
 		}
 	}
-	return resp, nil
+	return answer(a.notAcceptingLocked())
+}
+
+// notAcceptingLocked says why a dispatch of the bound cluster would be
+// refused now ("" when it would be accepted): the guards of submit that do
+// not depend on the dispatch itself.
+func (a *Agent) notAcceptingLocked() string {
+	switch {
+	case a.shutting:
+		return "the backend is shutting down"
+	case !a.isolationOK():
+		return "worker isolation is required but could not be verified"
+	case len(a.work) >= cap(a.work):
+		return "the queue is full"
+	}
+	return ""
 }
 
 // QueryLanceIndexInvocations answers what became of invocations of this
-// process. It is fenced like submit: another epoch → STALE_EPOCH, a lower
-// term → STALE_LEADER_TERM, and a higher term raises the fence first, so a
-// new leader's query fences its predecessors before it is answered: an
-// UNKNOWN_INVOCATION then stays true (no older leader's dispatch can be
-// accepted afterwards).
+// process. It is fenced like submit: another cluster → OTHER_CLUSTER,
+// another epoch → STALE_EPOCH, a lower term → STALE_LEADER_TERM, and a
+// higher term raises the fence first, so a new leader's query fences its
+// predecessors before it is answered: an UNKNOWN_INVOCATION then stays true
+// (no older leader's dispatch can be accepted afterwards). An id this
+// process accepted is never UNKNOWN_INVOCATION: once its entry is
+// forgotten it answers FORGOTTEN (table).
 func (s *service) QueryLanceIndexInvocations(_ context.Context, r *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
 	a := s.a
 	if r == nil {
@@ -259,7 +286,7 @@ func (s *service) QueryLanceIndexInvocations(_ context.Context, r *wire.TQueryIn
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if st := a.fenceLocked(r.BeProcessEpoch, r.LeaderTerm); st != nil {
+	if st := a.fenceLocked(r.GetClusterID(), r.BeProcessEpoch, r.LeaderTerm); st != nil {
 		return &wire.TQueryInvocationsResponse{Status: st}, nil
 	}
 	out := &wire.TQueryInvocationsResponse{Status: okStatus(), Invocations: make([]*wire.TInvocationStatus, 0, len(r.InvocationIds))}

@@ -33,7 +33,8 @@ const (
 // tried turned out not to lead (up to maxProposeAttempts, bounded by ctx).
 //
 // With the context of a leader service or of the OnLeaderReady hook,
-// Propose is ApplyLocal: it writes only as the leader of that term.
+// Propose is ApplyLocal: it writes only as the leader of that term. With a
+// LeaderOnly context it is ApplyLocal too: never forwarded, never retried.
 func (n *Node) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
 	r, err := n.running()
 	if err != nil {
@@ -42,6 +43,11 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse
 	if _, ok := LeaderTermFromContext(ctx); ok {
 		// A leader service writes only as the leader of its own term: never
 		// forwarded, never retried elsewhere (see ApplyLocal).
+		return n.ApplyLocal(ctx, cmd)
+	}
+	if IsLeaderOnly(ctx) {
+		// The caller judged the command on this node's view: written by this
+		// leadership or not at all (see LeaderOnly).
 		return n.ApplyLocal(ctx, cmd)
 	}
 	var lastErr error

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +31,9 @@ const (
 	// nothing else (no entry, snapshot or log line).
 	canarySecret = "CANARY-9d2e41-storage-secret"
 	credsRef     = "lake-creds"
-	testRoot     = "s3://bucket/warehouse"
+	// oldSecret is the invocation secret of jobs env.markRunning dispatches.
+	oldSecret = "old-secret"
+	testRoot  = "s3://bucket/warehouse"
 )
 
 // ---- clock and term ----------------------------------------------------------------
@@ -147,134 +148,6 @@ func decodeEntry[T thrift.TStruct](t testing.TB, entry []byte, into T) T {
 		t.Fatalf("decode entry type %d: %v", entry[0], err)
 	}
 	return into
-}
-
-// ---- the backend client seam -----------------------------------------------------------
-
-type submitCall struct {
-	addr string
-	d    *wire.TLanceIndexJobDispatch
-}
-
-// fakeBackends is an in-process rpc.BackendClient whose answers tests
-// program per address.
-type fakeBackends struct {
-	mu         sync.Mutex
-	epochs     map[string]int64 // heartbeat answers; a missing address fails (not sent)
-	heartbeats []*wire.THeartbeatRequest
-	submits    []submitCall
-	queries    []*wire.TQueryInvocationsRequest
-	// submit answers a dispatch (default OK); it runs without the lock.
-	submit func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)
-	// query answers a reconcile query (default: not sent).
-	query func(addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error)
-}
-
-func newFakeBackends() *fakeBackends { return &fakeBackends{epochs: map[string]int64{}} }
-
-func notSentErr(addr string) error {
-	return &rpc.SendError{Op: rpc.OpDial, Addr: addr, Err: errors.New("connection refused")}
-}
-
-func bytesLeftErr(addr string) error {
-	return &rpc.SendError{Op: "submit_lance_index_job", Addr: addr, BytesMayHaveLeft: true, Err: io.ErrUnexpectedEOF}
-}
-
-func unknownMethodErr(addr string) error {
-	return &rpc.SendError{Op: "submit_lance_index_job", Addr: addr, BytesMayHaveLeft: true,
-		Err: thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function submit_lance_index_job")}
-}
-
-func (f *fakeBackends) setEpoch(addr string, epoch int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if epoch == 0 {
-		delete(f.epochs, addr)
-		return
-	}
-	f.epochs[addr] = epoch
-}
-
-func (f *fakeBackends) setSubmit(fn func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)) {
-	f.mu.Lock()
-	f.submit = fn
-	f.mu.Unlock()
-}
-
-func (f *fakeBackends) setQuery(fn func(addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error)) {
-	f.mu.Lock()
-	f.query = fn
-	f.mu.Unlock()
-}
-
-func (f *fakeBackends) Submit(_ context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
-	f.mu.Lock()
-	f.submits = append(f.submits, submitCall{addr, d})
-	fn := f.submit
-	f.mu.Unlock()
-	if fn != nil {
-		return fn(addr, d)
-	}
-	return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
-}
-
-func (f *fakeBackends) Heartbeat(_ context.Context, addr string, req *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.heartbeats = append(f.heartbeats, req)
-	epoch, ok := f.epochs[addr]
-	if !ok {
-		return nil, notSentErr(addr)
-	}
-	capacity := int32(4)
-	return &wire.THeartbeatResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, BeProcessEpoch: epoch, Capacity: &capacity}, nil
-}
-
-func (f *fakeBackends) Inspect(_ context.Context, addr string, _ *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
-	return nil, notSentErr(addr)
-}
-
-func (f *fakeBackends) Query(_ context.Context, addr string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
-	f.mu.Lock()
-	f.queries = append(f.queries, req)
-	fn := f.query
-	f.mu.Unlock()
-	if fn != nil {
-		return fn(addr, req)
-	}
-	return nil, notSentErr(addr)
-}
-
-func (f *fakeBackends) Resolve(_ context.Context, addr string, _ *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
-	return nil, notSentErr(addr)
-}
-
-func (f *fakeBackends) submitted() []submitCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]submitCall(nil), f.submits...)
-}
-
-func (f *fakeBackends) queried() []*wire.TQueryInvocationsRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*wire.TQueryInvocationsRequest(nil), f.queries...)
-}
-
-// queryAnswer answers every asked id with the state states[id] gives
-// (UNKNOWN_INVOCATION when absent).
-func queryAnswer(states map[string]*wire.TInvocationStatus) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
-	return func(_ string, req *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
-		out := &wire.TQueryInvocationsResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}}
-		for _, id := range req.InvocationIds {
-			st, ok := states[id]
-			if !ok {
-				st = &wire.TInvocationStatus{InvocationID: id, State: wire.TLanceInvocationState_UNKNOWN_INVOCATION}
-			}
-			out.Invocations = append(out.Invocations, st)
-		}
-		return out, nil
-	}
 }
 
 // ---- the refresh seam ------------------------------------------------------------------
@@ -444,11 +317,71 @@ func (e *env) markRunning(id, backendID, epoch, deadlineMs int64, term int64) *j
 	inv := fmt.Sprintf("old-inv-%d", id)
 	resp := e.propose(raftfsm.CmdMarkRunningBatch, &journal.TMarkRunningBatch{NowMs: e.nowMs(), Jobs: []*journal.TMarkRunning{{
 		JobID: id, ExpectedRev: r.Rev, BackendID: backendID, ProcessEpoch: epoch, InvocationID: inv,
-		InvocationSecret: "old-secret", DeadlineMs: deadlineMs, LeaderTerm: term}}})
+		InvocationSecret: oldSecret, DeadlineMs: deadlineMs, LeaderTerm: term}}})
 	if resp.Items[0].Code != journal.TApplyCode_OK {
 		e.t.Fatalf("mark running %d: %v", id, resp.Items[0].GetMessage())
 	}
 	return e.job(id)
+}
+
+// report journals what a backend's report of the job's current dispatch
+// would: P CHILD_REAPED (the slot is released) and M2 with code.
+func (e *env) report(id int64, code job.ResultCode) {
+	e.t.Helper()
+	r := e.job(id)
+	ident := recordIdentity(r)
+	if resp := e.propose(raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: e.nowMs(),
+		Proofs: []*journal.TProof{ident.proof(r.BackendID, job.ProofChildReaped)}}); resp.Items[0].Code != journal.TApplyCode_OK {
+		e.t.Fatalf("proof for job %d: %v %s", id, resp.Items[0].Code, resp.Items[0].GetMessage())
+	}
+	if resp := e.propose(raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: e.nowMs(),
+		Completions: []*journal.TCompletion{ident.completion(code, "reported", false)}}); resp.Items[0].Code != journal.TApplyCode_OK {
+		e.t.Fatalf("result for job %d: %v %s", id, resp.Items[0].Code, resp.Items[0].GetMessage())
+	}
+}
+
+// roundWithin runs one round (not waiting for its sends) and fails the
+// test if it does not return within a bounded time: a round must never
+// wait for a backend.
+func (e *env) roundWithin() {
+	e.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- e.d.RunRound(e.ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			e.t.Fatalf("round: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		e.t.Fatal("the round is held by a backend")
+	}
+}
+
+// hang makes an address's submits block until the call's context ends or
+// the returned release is called (also at cleanup); the others answer OK.
+// started receives the job id of every hung submit.
+func (e *env) hang(addr string, other func(addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error)) (started chan int64, release func()) {
+	started = make(chan int64, 64)
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	e.t.Cleanup(func() { release(); e.d.Wait() })
+	e.be.setSubmitCtx(func(ctx context.Context, a string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+		if a != addr {
+			if other != nil {
+				return other(a, d)
+			}
+			return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
+		}
+		started <- d.JobID
+		select {
+		case <-gate:
+			return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
+		case <-ctx.Done():
+			return nil, bytesLeftErr(a)
+		}
+	})
+	return started, release
 }
 
 func (e *env) job(id int64) *job.Record {
@@ -463,7 +396,16 @@ func (e *env) job(id int64) *job.Record {
 // heartbeat runs one pool pass of the current run.
 func (e *env) heartbeat() { e.pool.heartbeatPass(e.ctx, e.poolGen, testTerm) }
 
+// round runs one round and waits for the sends and resolves it started
+// (and their journal writes) to return.
 func (e *env) round() {
+	e.t.Helper()
+	e.roundNoWait()
+	e.d.Wait()
+}
+
+// roundNoWait runs one round; its sends and resolves may still be in flight.
+func (e *env) roundNoWait() {
 	e.t.Helper()
 	if err := e.d.RunRound(e.ctx); err != nil {
 		e.t.Fatalf("round: %v", err)

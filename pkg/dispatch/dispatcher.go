@@ -18,13 +18,18 @@ import (
 
 // Dispatcher defaults.
 const (
-	// DefaultSendConcurrency bounds the sends (and reconcile queries) of a
-	// round in flight at once.
+	// DefaultSendConcurrency bounds the sends and resolves in flight to one
+	// backend at once, and the reconcile queries of a pass.
 	DefaultSendConcurrency = 8
 	// DefaultSendTimeout bounds one submit_lance_index_job call.
 	DefaultSendTimeout = 30 * time.Second
 	// DefaultQueryTimeout bounds one query_lance_index_invocations call.
 	DefaultQueryTimeout = 10 * time.Second
+	// DefaultResolveTimeout bounds one resolve_lance_index_job call (the
+	// request's timeout_ms; the call gets resolveTimeoutMargin more so that
+	// the backend's own timeout answers first).
+	DefaultResolveTimeout = 2 * time.Minute
+	resolveTimeoutMargin  = 5 * time.Second
 	// DefaultFirstPassWait bounds how long Run waits for the pool's first
 	// heartbeat pass of the term before it starts anyway (nothing is
 	// dispatched to a backend whose epoch this term has not heard).
@@ -82,34 +87,32 @@ type Deps struct {
 	SendConcurrency int           // default DefaultSendConcurrency
 	SendTimeout     time.Duration // default DefaultSendTimeout
 	QueryTimeout    time.Duration // default DefaultQueryTimeout
+	ResolveTimeout  time.Duration // default DefaultResolveTimeout
 	FirstPassWait   time.Duration // default DefaultFirstPassWait
 	Hooks           Hooks
 	Observer        Observer // round durations and dispatch outcomes (metrics); optional
 }
 
-// Dispatcher is the leader's dispatch round (DESIGN.md §7): deadline sweep →
-// epoch sweep → refresh driver → PENDING dispatch, every
-// lance_index_job_dispatch_interval_second and whenever the Waker fires,
-// plus reconcile of every RUNNING job when a new leader starts.
+// Dispatcher is the leader's dispatch round (DESIGN.md §7, §13): deadline
+// sweep → epoch sweep → resolve step → refresh driver → PENDING dispatch,
+// every lance_index_job_dispatch_interval_second and whenever the Waker
+// fires, plus reconcile of every RUNNING job when a new leader starts.
 //
-// Concurrency: Run is called by the leadership monitor; RunRound and
-// ReconcileRunning may also be called directly (tests). Rounds never
-// overlap: each holds roundMu for its whole duration, sends included.
+// Concurrency: Run is called by the leadership monitor; RunRound,
+// ReconcileRunning and Wait may also be called directly (tests). Rounds
+// never overlap: each holds roundMu for its whole duration. Sends and
+// resolves do not belong to a round: they run on goroutines of the term
+// (termWork) that journal each outcome as soon as it is known, so a round
+// returns without waiting for any backend; Run waits for them before it
+// returns.
 type Dispatcher struct {
 	d   Deps
 	log *zap.Logger
 
 	roundMu sync.Mutex
 
-	// sent remembers, per job, the invocation handed to Submit during
-	// sentTerm. A dispatch of the current term may still be on the wire
-	// after its send failed, so reconcile never reads UNKNOWN_INVOCATION as
-	// a proof for it (the term fence only covers older leaders).
-	sentMu   sync.Mutex
-	sentTerm uint64
-	sent     map[int64]string
-	// sentAfterPrune is len(sent) after the last prune (see pruneSent).
-	sentAfterPrune int
+	workMu sync.Mutex
+	cur    *termWork // the calls of the current term
 }
 
 // New returns a Dispatcher with defaults filled in.
@@ -138,24 +141,29 @@ func New(d Deps) *Dispatcher {
 	if d.QueryTimeout <= 0 {
 		d.QueryTimeout = DefaultQueryTimeout
 	}
+	if d.ResolveTimeout <= 0 {
+		d.ResolveTimeout = DefaultResolveTimeout
+	}
 	if d.FirstPassWait <= 0 {
 		d.FirstPassWait = DefaultFirstPassWait
 	}
 	if d.Observer == nil {
 		d.Observer = nopObserver{}
 	}
-	return &Dispatcher{d: d, log: d.Logger, sent: map[int64]string{}}
+	return &Dispatcher{d: d, log: d.Logger}
 }
 
 // Run waits for the pool's first heartbeat pass of this term, reconciles
 // every RUNNING job, then runs a round at once and again every
 // lance_index_job_dispatch_interval_second (re-read every round) or when the
-// Waker fires, until ctx is done.
+// Waker fires, until ctx is done. Before it returns it waits for every send
+// and resolve of the term (ctx ends them).
 func (d *Dispatcher) Run(ctx context.Context) error {
 	term, ok := d.d.Term(ctx)
 	if !ok || term == 0 {
 		return ErrNoLeaderTerm
 	}
+	defer d.Wait()
 	wctx, cancel := context.WithTimeout(ctx, d.d.FirstPassWait)
 	err := d.d.Pool.WaitFirstPass(wctx, term)
 	cancel()
@@ -165,7 +173,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if err != nil {
 		d.log.Warn("no heartbeat pass of this term yet; starting without it", zap.Uint64("term", term))
 	}
-	if err := d.ReconcileRunning(ctx); err != nil && ctx.Err() == nil {
+	if _, err := d.reconcileRunning(ctx); err != nil && ctx.Err() == nil {
 		d.log.Warn("reconcile of RUNNING jobs failed; the deadline sweep reconciles again", zap.Error(err))
 	}
 	for {
@@ -185,10 +193,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
-// RunRound runs one round in the fixed order of DESIGN.md §7. A step that
-// fails does not stop the later ones (each re-reads the state and only ever
-// acts on what it reads); the errors are returned joined. An idle round
-// proposes nothing.
+// RunRound runs one round in the fixed order of DESIGN.md §7, with the
+// resolve step of §13.4 after the epoch sweep. A step that fails does not
+// stop the later ones (each re-reads the state and only ever acts on what
+// it reads); the errors are returned joined. An idle round proposes
+// nothing. It returns without waiting for the sends and resolves it started
+// (Wait does).
 func (d *Dispatcher) RunRound(ctx context.Context) error {
 	d.roundMu.Lock()
 	defer d.roundMu.Unlock()
@@ -199,8 +209,8 @@ func (d *Dispatcher) RunRound(ctx context.Context) error {
 	// Wall time, not d.d.Clock: a duration for metrics, never journaled.
 	start := time.Now()
 	defer func() { d.d.Observer.RoundDone(time.Since(start)) }()
-	d.beginSentTerm(term)
-	r := &round{d: d, ctx: ctx, term: term}
+	w := d.work(ctx, term)
+	r := &round{d: d, ctx: ctx, term: term, work: w}
 	var errs []error
 	step := func(name string, fn func() error) {
 		if ctx.Err() != nil {
@@ -212,11 +222,12 @@ func (d *Dispatcher) RunRound(ctx context.Context) error {
 	}
 	step("deadline sweep", r.deadlineSweep)
 	step("epoch sweep", r.epochSweep)
+	step("resolve", r.resolveStep)
 	if d.d.Refresh != nil {
 		step("refresh", func() error { return d.d.Refresh.Step(ctx) })
 	}
 	step("dispatch", r.dispatchPending)
-	d.pruneSent()
+	w.pruneSent(d.d.Reader.State())
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
@@ -225,90 +236,49 @@ func (d *Dispatcher) RunRound(ctx context.Context) error {
 
 // ReconcileRunning asks the backends about every RUNNING job whose deadline
 // has not passed (those are the deadline sweep's) and applies what they
-// prove (DESIGN.md §7, term fencing and reconcile). Run calls it once per
-// term, after the pool's first heartbeat pass.
+// prove (DESIGN.md §7, term fencing and reconcile), waiting for every
+// answer. Run does the same once per term, after the pool's first
+// heartbeat pass, without waiting: each backend is asked on its own
+// goroutine of the term, so a hung one does not delay the first round.
 func (d *Dispatcher) ReconcileRunning(ctx context.Context) error {
+	wait, err := d.reconcileRunning(ctx)
+	if wait != nil {
+		wait()
+	}
+	return err
+}
+
+func (d *Dispatcher) reconcileRunning(ctx context.Context) (wait func(), err error) {
 	d.roundMu.Lock()
 	defer d.roundMu.Unlock()
 	term, ok := d.d.Term(ctx)
 	if !ok || term == 0 {
-		return ErrNoLeaderTerm
+		return nil, ErrNoLeaderTerm
 	}
-	d.beginSentTerm(term)
+	w := d.work(ctx, term)
+	st := d.d.Reader.State()
 	nowMs := d.d.Clock.Now().UnixMilli()
 	var live []*job.Record
-	for _, r := range d.d.Reader.State().RunningByDeadline(math.MaxInt64, maxSweepJobs) {
-		if r.DeadlineMs >= nowMs {
+	for _, r := range st.RunningByDeadline(math.MaxInt64, maxSweepJobs) {
+		if r.DeadlineMs >= nowMs && r.MutationState == job.Running && !w.busy(r.JobID) {
 			live = append(live, r)
 		}
 	}
 	if len(live) == 0 {
-		return nil
+		return nil, nil
 	}
-	plan := d.reconcile(ctx, term, live)
-	return d.applyReconcile(ctx, plan)
+	r := &round{d: d, ctx: ctx, term: term, work: w}
+	_, wait = r.ask(st, groupForQuery(live), false)
+	return wait, nil
 }
 
-// round is the state of one RunRound.
+// round is the state of one RunRound. The sends and resolves it starts
+// keep it (it is never modified after RunRound built it).
 type round struct {
 	d    *Dispatcher
 	ctx  context.Context
 	term uint64
-}
-
-// ---- in-flight sends of this term ------------------------------------------
-
-func (d *Dispatcher) beginSentTerm(term uint64) {
-	d.sentMu.Lock()
-	defer d.sentMu.Unlock()
-	if d.sentTerm != term {
-		d.sentTerm, d.sent, d.sentAfterPrune = term, map[int64]string{}, 0
-	}
-}
-
-// noteSent is called right before a dispatch is handed to Submit.
-func (d *Dispatcher) noteSent(jobID int64, invocationID string) {
-	d.sentMu.Lock()
-	d.sent[jobID] = invocationID
-	d.sentMu.Unlock()
-}
-
-// mayBeOnTheWire reports whether a dispatch of the record can still reach
-// its backend after an answer of the query (carrying term) said the
-// backend never saw it. A dispatch of an older term cannot: the query made
-// the backend refuse that term. One of this term can only if this leader
-// handed it to Submit.
-func (d *Dispatcher) mayBeOnTheWire(r *job.Record, term uint64) bool {
-	if r.LeaderTerm < int64(term) {
-		return false
-	}
-	if r.LeaderTerm > int64(term) {
-		return true // not ours: a newer leader's; never conclude anything
-	}
-	d.sentMu.Lock()
-	defer d.sentMu.Unlock()
-	inv, ok := d.sent[r.JobID]
-	return d.sentTerm != term || (ok && inv == r.InvocationID)
-}
-
-// pruneSent forgets the sends whose job no longer runs that invocation.
-// Stale entries are harmless (mayBeOnTheWire compares the invocation id,
-// which is never reused), so pruning is only memory hygiene: it runs when
-// the map has doubled since the last prune, which keeps its cost amortized
-// O(1) per send instead of O(RUNNING jobs) per round.
-func (d *Dispatcher) pruneSent() {
-	d.sentMu.Lock()
-	defer d.sentMu.Unlock()
-	if len(d.sent) < 2*d.sentAfterPrune+64 {
-		return
-	}
-	st := d.d.Reader.State()
-	for id, inv := range d.sent {
-		if r, ok := st.Job(id); !ok || r.MutationState != job.Running || r.InvocationID != inv {
-			delete(d.sent, id)
-		}
-	}
-	d.sentAfterPrune = len(d.sent)
+	work *termWork
 }
 
 // The refresh driver is the round's step 3.

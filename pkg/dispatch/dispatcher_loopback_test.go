@@ -48,7 +48,8 @@ func TestLoopbackDispatchOnce(t *testing.T) {
 	code := wire.TLanceIndexJobResultCode_NATIVE_OK
 	fake.SetInvocation(&wire.TInvocationStatus{InvocationID: first.InvocationID, State: wire.TLanceInvocationState_FINISHED,
 		Result_: &wire.TLanceIndexJobReport{JobID: first.JobID, DispatchRevision: first.DispatchRevision,
-			InvocationID: first.InvocationID, BeProcessEpoch: first.ProcessEpoch, ResultCode: &code}})
+			InvocationID: first.InvocationID, BeProcessEpoch: first.ProcessEpoch, ResultCode: &code,
+			InvocationSecret: &first.InvocationSecret}})
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
 	if err := e.d.ReconcileRunning(ctx); err != nil {

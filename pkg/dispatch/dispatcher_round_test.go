@@ -12,7 +12,8 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
-// One round does, in this order: deadline sweep (CompleteBatch), epoch
+// One round does, in this order: deadline sweep (its queries and their
+// CompleteBatch run on their own: a backend never holds the round), epoch
 // sweep (RecordProofBatch), the refresh driver, PENDING dispatch (M1).
 func TestRoundOrder(t *testing.T) {
 	e := newEnv(t)
@@ -20,16 +21,26 @@ func TestRoundOrder(t *testing.T) {
 	b2 := e.addBackend("b2:9060", 2) // restarted: jobs dispatched at epoch 1 are gone
 	ids := e.admit(3)
 	expired := e.markRunning(ids[0], b1, 1, e.nowMs()-1, 3)
-	onGone := e.markRunning(ids[1], b2, 1, e.nowMs()+3_600_000, 3)
+	e.markRunning(ids[1], b2, 1, e.nowMs()+3_600_000, 3)
 	e.heartbeat()
+	queried, release := make(chan struct{}), make(chan struct{})
+	e.be.setQuery(func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+		close(queried)
+		<-release // a slow backend
+		return nil, bytesLeftErr("b1:9060")
+	})
 	mark := e.prop.count()
 
-	e.round()
-
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdCompleteBatch, raftfsm.CmdRecordProofBatch, raftfsm.CmdMarkRunningBatch)
-	if calls := e.refresh.called(); len(calls) != 1 || calls[0] != mark+2 {
-		t.Fatalf("refresh called at entry counts %v, want once after the two sweeps (%d)", calls, mark+2)
+	e.roundWithin()
+	<-queried
+	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdRecordProofBatch, raftfsm.CmdMarkRunningBatch)
+	if calls := e.refresh.called(); len(calls) != 1 || calls[0] != mark+1 {
+		t.Fatalf("refresh called at entry counts %v, want once after the epoch sweep (%d)", calls, mark+1)
 	}
+	e.wantState(ids[0], job.Running) // its query is still out
+	close(release)
+	e.d.Wait()
+	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdRecordProofBatch, raftfsm.CmdMarkRunningBatch, raftfsm.CmdCompleteBatch)
 	if q := e.be.queried(); len(q) != 1 || q[0].InvocationIds[0] != expired.InvocationID {
 		t.Fatalf("deadline sweep should reconcile the expired job first; queries %v", q)
 	}
@@ -37,7 +48,6 @@ func TestRoundOrder(t *testing.T) {
 	if r := e.wantState(ids[1], job.Running); r.HoldsPossibleLiveSlot() || r.TerminationProof != job.ProofProcessEpochGone {
 		t.Fatalf("epoch sweep: slot %v proof %s", r.HoldsPossibleLiveSlot(), r.TerminationProof)
 	}
-	_ = onGone
 	e.wantState(ids[2], job.Running)
 	if n := len(e.be.submitted()); n != 1 {
 		t.Fatalf("submits = %d, want 1", n)
@@ -176,6 +186,7 @@ func TestFailedRecheckNeverSends(t *testing.T) {
 			e.heartbeat()
 			mark := e.prop.count()
 			_ = e.d.RunRound(e.ctx)
+			e.d.Wait()
 			if n := len(e.be.submitted()); n != 0 {
 				t.Fatalf("sent %d dispatches after a failed recheck", n)
 			}
@@ -382,6 +393,7 @@ func TestMarkRunningFateUnknown(t *testing.T) {
 			if err := e.d.RunRound(e.ctx); err == nil {
 				t.Fatal("the round must report the failed proposal")
 			}
+			e.d.Wait()
 			want, sends := job.Pending, 0
 			if applied {
 				want, sends = job.Running, 1

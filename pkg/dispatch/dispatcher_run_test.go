@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,4 +67,69 @@ func TestRunRoundNeedsATerm(t *testing.T) {
 	if err := e.d.RunRound(context.Background()); err != ErrNoLeaderTerm {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// A new leader's reconcile does not hold its first round: a backend whose
+// query hangs delays nothing else.
+func TestRunReconcileDoesNotHoldTheFirstRound(t *testing.T) {
+	e := newEnv(t)
+	b1 := e.addBackend("b1:9060", 1)
+	e.markRunning(e.admit(1)[0], b1, 1, e.nowMs()+3_600_000, 3)
+	queried, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.be.setQuery(func(a string, _ *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+		once.Do(func() { close(queried) })
+		<-release
+		return nil, bytesLeftErr(a)
+	})
+	id := e.admit(1)[0]
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	poolDone, runDone := make(chan error, 1), make(chan error, 1)
+	go func() { poolDone <- e.pool.Run(ctx) }()
+	go func() { runDone <- e.d.Run(ctx) }()
+	<-queried
+	waitFor(t, "the first round's dispatch while reconcile hangs", func() bool { return len(e.be.submitted()) == 1 })
+	e.wantState(id, job.Running)
+	close(release)
+	cancel()
+	for _, ch := range []chan error{poolDone, runDone} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a service did not stop with its term")
+		}
+	}
+}
+
+// The end of the term cancels the sends in flight, and Run returns only
+// once they have returned.
+func TestRunEndCancelsAndWaitsForSends(t *testing.T) {
+	e := newEnv(t)
+	e.addBackend("b1:9060", 1)
+	var returned atomic.Bool
+	started := make(chan struct{})
+	e.be.setSubmitCtx(func(ctx context.Context, a string, _ *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+		close(started)
+		<-ctx.Done() // hung until the term ends
+		time.Sleep(20 * time.Millisecond)
+		returned.Store(true)
+		return nil, bytesLeftErr(a)
+	})
+	e.admit(1)
+	ctx, cancel := context.WithCancel(e.ctx)
+	poolDone, runDone := make(chan error, 1), make(chan error, 1)
+	go func() { poolDone <- e.pool.Run(ctx) }()
+	go func() { runDone <- e.d.Run(ctx) }()
+	<-started
+	cancel()
+	select {
+	case <-runDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its term ended")
+	}
+	if !returned.Load() {
+		t.Fatal("Run returned before its send did")
+	}
+	<-poolDone
 }

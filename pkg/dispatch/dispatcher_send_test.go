@@ -23,16 +23,17 @@ func TestSendClassification(t *testing.T) {
 		code      job.ResultCode
 		msgHas    string
 		journaled bool
+		refused   bool // M2″: back to PENDING, the refusal in termination_message
 	}{
 		{name: "OK waits for the report", state: job.Running, slot: true, proof: job.ProofNone,
 			answer: func(string) (*wire.TStatus, error) { return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil }},
-		{name: "never sent (clean error)", state: job.NotCommitted, proof: job.ProofNotEnqueued, journaled: true,
+		{name: "never sent (clean error)", state: job.Pending, proof: job.ProofNotEnqueued, journaled: true, refused: true,
 			code: job.PreInvocationResourceRejected, msgHas: "never sent",
 			answer: func(a string) (*wire.TStatus, error) { return nil, notSentErr(a) }},
-		{name: "UNKNOWN_METHOD", state: job.NotCommitted, proof: job.ProofNotEnqueued, journaled: true,
+		{name: "UNKNOWN_METHOD", state: job.Pending, proof: job.ProofNotEnqueued, journaled: true, refused: true,
 			code: job.PreInvocationResourceRejected, msgHas: "UNKNOWN_METHOD",
 			answer: func(a string) (*wire.TStatus, error) { return nil, unknownMethodErr(a) }},
-		{name: "non-OK status", state: job.NotCommitted, proof: job.ProofNotEnqueued, journaled: true,
+		{name: "non-OK status", state: job.Pending, proof: job.ProofNotEnqueued, journaled: true, refused: true,
 			code: job.PreInvocationResourceRejected, msgHas: "QUEUE_FULL",
 			answer: func(string) (*wire.TStatus, error) {
 				return &wire.TStatus{StatusCode: wire.TStatusCode_QUEUE_FULL, ErrorMsgs: []string{leak}}, nil
@@ -63,11 +64,23 @@ func TestSendClassification(t *testing.T) {
 			want := []raftfsm.CommandType{raftfsm.CmdMarkRunningBatch}
 			if tc.journaled {
 				want = append(want, raftfsm.CmdCompleteBatch)
-				if r.Result.Code != tc.code || !strings.Contains(r.Result.Message, tc.msgHas) {
-					t.Fatalf("result %s %q, want %s containing %q", r.Result.Code, r.Result.Message, tc.code, tc.msgHas)
+				msg := r.Result.Message
+				if tc.refused {
+					msg = r.TerminationMessage
+					if r.DispatchAttempts != 1 {
+						t.Fatalf("attempts %d, want 1", r.DispatchAttempts)
+					}
+					if s, _ := e.pool.Status(b1); !s.Refused {
+						t.Fatal("the refusing backend is not marked refused")
+					}
+				} else if r.Result.Code != tc.code {
+					t.Fatalf("result %s, want %s", r.Result.Code, tc.code)
 				}
-				if strings.Contains(r.Result.Message, leak) {
-					t.Fatal("the result message carries the backend's error text")
+				if !strings.Contains(msg, tc.msgHas) {
+					t.Fatalf("message %q, want one containing %q", msg, tc.msgHas)
+				}
+				if strings.Contains(msg, leak) {
+					t.Fatal("the message carries the backend's error text")
 				}
 			}
 			wantTypes(t, e.prop.typesSince(mark), want...)
@@ -83,8 +96,9 @@ func TestSendClassification(t *testing.T) {
 	}
 }
 
-// A round's classifications go into one CompleteBatch entry.
-func TestClassificationsBatched(t *testing.T) {
+// Each classification of a round is journaled once, in CompleteBatch
+// entries it may share with others (group commit), never with the M1.
+func TestClassificationsJournaledOnce(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)
 	e.setOption("lance_index_job_max_inflight_per_backend", "10")
@@ -103,14 +117,25 @@ func TestClassificationsBatched(t *testing.T) {
 	})
 	mark := e.prop.count()
 	e.round()
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdMarkRunningBatch, raftfsm.CmdCompleteBatch)
-	batch := decodeEntry(t, e.prop.since(mark)[1], journal.NewTCompleteBatch())
-	if len(batch.Completions) != 3 {
-		t.Fatalf("CompleteBatch has %d items, want 3", len(batch.Completions))
+	entries := e.prop.since(mark)
+	if raftfsm.CommandType(entries[0][0]) != raftfsm.CmdMarkRunningBatch {
+		t.Fatalf("first entry type %d", entries[0][0])
 	}
-	e.wantState(ids[0], job.NotCommitted)
+	seen := map[int64]int{}
+	for _, entry := range entries[1:] {
+		if raftfsm.CommandType(entry[0]) != raftfsm.CmdCompleteBatch {
+			t.Fatalf("entry type %d after the M1", entry[0])
+		}
+		for _, c := range decodeEntry(t, entry, journal.NewTCompleteBatch()).Completions {
+			seen[c.JobID]++
+		}
+	}
+	if len(seen) != 3 || seen[ids[0]] != 1 || seen[ids[1]] != 1 || seen[ids[2]] != 1 {
+		t.Fatalf("completions per job %v, want one for each of the first three", seen)
+	}
+	e.wantState(ids[0], job.Pending)
 	e.wantState(ids[1], job.Unknown)
-	e.wantState(ids[2], job.NotCommitted)
+	e.wantState(ids[2], job.Pending)
 	e.wantState(ids[3], job.Running)
 }
 

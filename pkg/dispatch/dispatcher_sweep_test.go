@@ -147,5 +147,50 @@ func finished(r *job.Record, code wire.TLanceIndexJobResultCode, proof *wire.TLa
 	return &wire.TInvocationStatus{InvocationID: r.InvocationID, State: wire.TLanceInvocationState_FINISHED,
 		TerminationProof: proof,
 		Result_: &wire.TLanceIndexJobReport{JobID: r.JobID, DispatchRevision: r.DispatchRevision,
-			InvocationID: r.InvocationID, BeProcessEpoch: r.ProcessEpoch, ResultCode: &code, SanitizedMessage: &msg}}
+			InvocationID: r.InvocationID, BeProcessEpoch: r.ProcessEpoch, ResultCode: &code, SanitizedMessage: &msg,
+			InvocationSecret: strPtr(r.InvocationSecret)}}
+}
+
+// A backend answering with a LOWER epoch than a job was dispatched at
+// proves nothing (§13.1): never a released slot; warned and counted once
+// per change.
+func TestLowerEpochNeverReleases(t *testing.T) {
+	obs := &countingObserver{outcomes: map[Outcome]int{}}
+	e := newEnv(t, func(d *Deps) { d.Observer = obs })
+	b1 := e.addBackend("b1:9060", 5)
+	id := e.admit(1)[0]
+	e.markRunning(id, b1, 5, e.nowMs()+3_600_000, 3)
+	e.be.setEpoch("b1:9060", 3) // another, older process answers at the address
+	e.heartbeat()
+	mark := e.prop.count()
+	e.round()
+	e.round()
+	for _, ct := range e.prop.typesSince(mark) {
+		if ct == raftfsm.CmdRecordProofBatch {
+			t.Fatal("a lower epoch released a slot")
+		}
+	}
+	if r := e.wantState(id, job.Running); !r.HoldsPossibleLiveSlot() || r.TerminationProof != job.ProofNone {
+		t.Fatalf("slot %v proof %s", r.HoldsPossibleLiveSlot(), r.TerminationProof)
+	}
+	warns := e.logs.FilterMessageSnippet("LOWER process epoch").All()
+	if len(warns) != 1 || warns[0].ContextMap()["epoch"] != int64(3) || warns[0].ContextMap()["job_epoch"] != int64(5) {
+		t.Fatalf("warnings %v, want one naming both epochs", warns)
+	}
+	if obs.lowerEpochs != 1 {
+		t.Fatalf("counted %d times, want once", obs.lowerEpochs)
+	}
+	// Another lower epoch is news again; a higher one is a proof.
+	e.be.setEpoch("b1:9060", 4)
+	e.heartbeat()
+	e.round()
+	if n := e.logs.FilterMessageSnippet("LOWER process epoch").Len(); n != 2 {
+		t.Fatalf("%d warnings after a change, want 2", n)
+	}
+	e.be.setEpoch("b1:9060", 6)
+	e.heartbeat()
+	e.round()
+	if r := e.job(id); r.HoldsPossibleLiveSlot() || r.TerminationProof != job.ProofProcessEpochGone {
+		t.Fatalf("a higher epoch: slot %v proof %s", r.HoldsPossibleLiveSlot(), r.TerminationProof)
+	}
 }

@@ -13,9 +13,16 @@ import (
 )
 
 type countingObserver struct {
-	mu       sync.Mutex
-	rounds   int
-	outcomes map[Outcome]int
+	mu          sync.Mutex
+	rounds      int
+	outcomes    map[Outcome]int
+	lowerEpochs int
+}
+
+func (o *countingObserver) LowerEpoch() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lowerEpochs++
 }
 
 func (o *countingObserver) RoundDone(d time.Duration) {
@@ -89,7 +96,9 @@ func TestObserverSeesRoundsAndOutcomes(t *testing.T) {
 	}
 	e.round()
 	rounds, got := obs.get()
-	want := map[Outcome]int{OutcomeAccepted: 1, OutcomeNotEnqueued: 1, OutcomeUnknown: 1, OutcomeRecheckFailed: 1, OutcomeCASLost: 1}
+	// A refusal with attempts left returns the job to PENDING (not_enqueued
+	// is the refusal that uses up the last attempt: TestRefusalsExhaustAttempts).
+	want := map[Outcome]int{OutcomeAccepted: 1, OutcomeReturnedToPending: 1, OutcomeUnknown: 1, OutcomeRecheckFailed: 1, OutcomeCASLost: 1}
 	if rounds != 1 || len(got) != len(want) {
 		t.Fatalf("rounds %d, outcomes %v", rounds, got)
 	}
@@ -98,7 +107,7 @@ func TestObserverSeesRoundsAndOutcomes(t *testing.T) {
 			t.Fatalf("outcomes %v, want %v", got, want)
 		}
 	}
-	if len(Outcomes()) != len(want) {
+	if len(Outcomes()) != len(want)+1 {
 		t.Fatal("Outcomes() does not list every outcome")
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
@@ -49,15 +48,45 @@ type PoolDeps struct {
 // BackendStatus is what the leader has heard from one backend during its
 // current term.
 type BackendStatus struct {
-	Alive     bool      // an OK heartbeat within 3 intervals
+	Alive     bool      // an OK heartbeat of this cluster within 3 intervals
 	Epoch     int64     // the latest process epoch heard
 	Capacity  int32     // workers it says it can run at once (0: not said)
 	LastHeard time.Time // when the latest OK heartbeat was answered (Clock)
+	// Accepting: the latest answered heartbeat was OK and said the backend
+	// accepts dispatches now (an old backend that does not say counts as
+	// accepting). NotAcceptingReason is what it said otherwise.
+	Accepting          bool
+	NotAcceptingReason string
+	// Refused: a dispatch to it was proven never enqueued (refused, or the
+	// connection was not established) and no OK, accepting heartbeat sent
+	// after that has been answered yet (DESIGN.md §13.2).
+	Refused bool
+	// OtherCluster: the latest answer said it serves another cluster
+	// (status OTHER_CLUSTER or another cluster_id), named by ClusterID.
+	OtherCluster bool
+	ClusterID    string
+	// OutboxDelivered: the current process (Epoch) said every report it
+	// found in its outbox at start is delivered or dropped (§13.3).
+	OutboxDelivered bool
 }
 
-// Pool is the leader-local view of the backends (DESIGN.md §7): liveness,
-// the latest process epoch and capacity, learned from heartbeats. It is a
-// leader service: Run heartbeats every registered backend every interval.
+// Dispatchable reports whether new work may go to the backend: alive,
+// accepting, of this cluster, and not refused since its last OK, accepting
+// heartbeat.
+func (s BackendStatus) Dispatchable() bool {
+	return s.Alive && s.Accepting && !s.Refused && !s.OtherCluster
+}
+
+// Pool is the leader-local view of the backends (DESIGN.md §7, §13.1):
+// liveness, the latest process epoch, capacity, whether the backend accepts
+// work and serves this cluster, learned from heartbeats. It is a leader
+// service: Run heartbeats every registered backend every interval.
+//
+// A backend is dispatchable only when its latest answered heartbeat of this
+// term was OK, accepting and of this cluster, and no dispatch to it has
+// been refused since the heartbeat that said so was sent (MarkRefused):
+// a refusing backend is not picked again until a heartbeat sent after the
+// refusal says it accepts.
 //
 // Everything it knows belongs to one leadership term: Run starts from an
 // empty view, so an epoch counts as heard only if a backend answered a
@@ -79,13 +108,26 @@ type Pool struct {
 	passes   int                     // completed passes of the current run
 	changed  chan struct{}           // closed and replaced when gen, running or passes change
 	backends map[int64]*backendState // heard during the current run
+	// seq numbers heartbeat calls in the order they are sent (this run); a
+	// refusal remembers the highest number sent before it.
+	seq uint64
 }
 
 type backendState struct {
-	lastOK   time.Time
-	epoch    int64
-	capacity int32
-	alive    bool // as of the last evaluation: an alive flip wakes the dispatcher
+	lastOK          time.Time // zero until an OK answer of this cluster
+	epoch           int64
+	capacity        int32
+	alive           bool // as of the last evaluation: an alive flip wakes the dispatcher
+	accepting       bool // the latest answered heartbeat: OK and accepting
+	notAccepting    string
+	outboxDelivered bool // said by the process of epoch
+	// otherCluster: the latest answer named another cluster (theirs).
+	otherCluster bool
+	theirs       string
+	// refused: a dispatch was proven never enqueued after every heartbeat
+	// numbered up to refusedSeq was sent; only a later one clears it.
+	refused    bool
+	refusedSeq uint64
 }
 
 // NewPool returns a Pool; nothing is heard until Run.
@@ -133,7 +175,9 @@ func (p *Pool) View(backendID int64) (alive bool, epoch int64, known bool) {
 	return s.Alive, s.Epoch, ok
 }
 
-// Status returns what this term has heard from a backend.
+// Status returns what this term has heard from a backend; ok is false
+// until its epoch has been heard this term (the status may still say
+// OtherCluster).
 func (p *Pool) Status(backendID int64) (BackendStatus, bool) {
 	now := p.d.Clock.Now()
 	p.mu.Lock()
@@ -142,20 +186,46 @@ func (p *Pool) Status(backendID int64) (BackendStatus, bool) {
 	if !p.running || !ok {
 		return BackendStatus{}, false
 	}
-	return BackendStatus{Alive: p.aliveAt(b, now), Epoch: b.epoch, Capacity: b.capacity, LastHeard: b.lastOK}, true
+	return p.statusLocked(b, now), b.epoch != 0
 }
 
-// heardInTerm is the dispatcher's view: the backend's liveness and epoch,
-// but only if they were heard by the pool run of the given term.
-func (p *Pool) heardInTerm(backendID int64, term uint64) (alive bool, epoch int64, ok bool) {
+func (p *Pool) statusLocked(b *backendState, now time.Time) BackendStatus {
+	return BackendStatus{Alive: p.aliveAt(b, now), Epoch: b.epoch, Capacity: b.capacity, LastHeard: b.lastOK,
+		Accepting: b.accepting, NotAcceptingReason: b.notAccepting, Refused: b.refused,
+		OtherCluster: b.otherCluster, ClusterID: b.theirs, OutboxDelivered: b.outboxDelivered}
+}
+
+// heardInTerm is the dispatcher's view of a backend, but only if its epoch
+// was heard by the pool run of the given term (ok false otherwise).
+func (p *Pool) heardInTerm(backendID int64, term uint64) (BackendStatus, bool) {
 	now := p.d.Clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b, found := p.backends[backendID]
-	if !p.running || p.term != term || term == 0 || !found {
-		return false, 0, false
+	if !p.running || p.term != term || term == 0 || !found || b.epoch == 0 {
+		return BackendStatus{}, false
 	}
-	return p.aliveAt(b, now), b.epoch, true
+	return p.statusLocked(b, now), true
+}
+
+// MarkRefused records that a dispatch to the backend, during the pool's run
+// of term, was proven never enqueued (DESIGN.md §13.2): the backend is not
+// dispatchable until it answers OK and accepting to a heartbeat sent after
+// this call. A heartbeat already in flight does not clear it.
+func (p *Pool) MarkRefused(backendID int64, term uint64) {
+	p.mu.Lock()
+	b, found := p.backends[backendID]
+	if !p.running || p.term != term || term == 0 || !found {
+		p.mu.Unlock()
+		return
+	}
+	first := !b.refused
+	b.refused, b.refusedSeq = true, p.seq
+	p.mu.Unlock()
+	if first {
+		p.log.Info("backend refused a dispatch or could not be reached; not picked again until its next OK, accepting heartbeat",
+			zap.Int64("backend_id", backendID))
+	}
 }
 
 // WaitFirstPass blocks until the pool's run of the given term has finished
@@ -178,7 +248,7 @@ func (p *Pool) WaitFirstPass(ctx context.Context, term uint64) error {
 }
 
 func (p *Pool) aliveAt(b *backendState, now time.Time) bool {
-	return !b.lastOK.IsZero() && now.Sub(b.lastOK) <= aliveIntervals*p.d.HeartbeatInterval
+	return !b.lastOK.IsZero() && !b.otherCluster && now.Sub(b.lastOK) <= aliveIntervals*p.d.HeartbeatInterval
 }
 
 // broadcastLocked wakes WaitFirstPass callers.
@@ -192,7 +262,7 @@ func (p *Pool) beginTerm(term uint64) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gen++
-	p.term, p.running, p.passes = term, true, 0
+	p.term, p.running, p.passes, p.seq = term, true, 0, 0
 	p.backends = map[int64]*backendState{}
 	p.broadcastLocked()
 	return p.gen
@@ -208,117 +278,4 @@ func (p *Pool) endTerm(gen uint64) {
 	p.running, p.passes = false, 0
 	p.backends = map[int64]*backendState{}
 	p.broadcastLocked()
-}
-
-// heartbeatPass heartbeats every registered backend in parallel, each call
-// bounded by HeartbeatTimeout, and returns when all have answered or failed.
-func (p *Pool) heartbeatPass(ctx context.Context, gen, term uint64) {
-	backends := p.d.Reader.State().Backends()
-	req := &wire.THeartbeatRequest{MasterID: p.d.MasterID}
-	if term != 0 {
-		t := int64(term)
-		req.LeaderTerm = &t
-	}
-	if p.d.MasterAddresses != nil {
-		req.MasterAddresses = p.d.MasterAddresses()
-	}
-	// req is shared by the calls: it is only read from here on.
-	sem := make(chan struct{}, maxParallelHeartbeats)
-	var wg sync.WaitGroup
-	for _, b := range backends {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			cctx, cancel := context.WithTimeout(ctx, p.d.HeartbeatTimeout)
-			resp, err := p.d.Backends.Heartbeat(cctx, b.Address, req)
-			cancel()
-			p.recordHeartbeat(gen, b.ID, resp, err)
-		}()
-	}
-	wg.Wait()
-	p.finishPass(gen, backends)
-}
-
-// recordHeartbeat keeps an OK answer of the current run. A failure, a
-// non-OK status or an answer without an epoch changes nothing: it proves
-// nothing, and liveness simply ages out.
-func (p *Pool) recordHeartbeat(gen uint64, backendID int64, resp *wire.THeartbeatResponse, err error) {
-	if err != nil || resp == nil || resp.Status == nil || resp.Status.StatusCode != wire.TStatusCode_OK || resp.BeProcessEpoch == 0 {
-		fields := []zap.Field{zap.Int64("backend_id", backendID)}
-		if err != nil {
-			fields = append(fields, zap.Error(err))
-		} else if resp != nil && resp.Status != nil {
-			fields = append(fields, zap.Stringer("status", resp.Status.StatusCode))
-		}
-		p.log.Debug("heartbeat not answered OK", fields...)
-		return
-	}
-	now := p.d.Clock.Now()
-	p.mu.Lock()
-	if p.gen != gen || !p.running {
-		p.mu.Unlock()
-		return
-	}
-	b, seen := p.backends[backendID]
-	if !seen {
-		b = &backendState{}
-		p.backends[backendID] = b
-	}
-	epochChanged := seen && b.epoch != resp.BeProcessEpoch
-	old := b.epoch
-	b.lastOK, b.epoch, b.capacity = now, resp.BeProcessEpoch, resp.GetCapacity()
-	becameAlive := !b.alive
-	b.alive = true
-	p.mu.Unlock()
-
-	if epochChanged {
-		p.log.Info("backend process epoch changed", zap.Int64("backend_id", backendID),
-			zap.Int64("old_epoch", old), zap.Int64("epoch", resp.BeProcessEpoch))
-	}
-	if becameAlive {
-		p.log.Info("backend alive", zap.Int64("backend_id", backendID), zap.Int64("epoch", resp.BeProcessEpoch))
-	}
-	if (epochChanged || becameAlive) && p.d.Waker != nil {
-		p.d.Waker.Wake()
-	}
-}
-
-// finishPass forgets unregistered backends, turns backends whose last OK
-// answer is too old not-alive, and counts the pass.
-func (p *Pool) finishPass(gen uint64, registered []*raftfsm.Backend) {
-	now := p.d.Clock.Now()
-	keep := make(map[int64]bool, len(registered))
-	for _, b := range registered {
-		keep[b.ID] = true
-	}
-	var died []int64
-	p.mu.Lock()
-	if p.gen != gen || !p.running {
-		p.mu.Unlock()
-		return
-	}
-	for id, b := range p.backends {
-		if !keep[id] {
-			delete(p.backends, id)
-			continue
-		}
-		if b.alive && !p.aliveAt(b, now) {
-			b.alive = false
-			died = append(died, id)
-		}
-	}
-	p.passes++
-	p.broadcastLocked()
-	p.mu.Unlock()
-
-	for _, id := range died {
-		p.log.Warn("backend not alive: no OK heartbeat within 3 intervals", zap.Int64("backend_id", id))
-	}
-	if len(died) > 0 && p.d.Waker != nil {
-		p.d.Waker.Wake()
-	}
 }

@@ -85,12 +85,12 @@ func TestPoolEpochHeardOnlyWithinTerm(t *testing.T) {
 	e := newEnv(t)
 	b1 := e.addBackend("b1:9060", 1)
 	e.heartbeat()
-	if _, _, ok := e.pool.heardInTerm(b1, testTerm); !ok {
+	if _, ok := e.pool.heardInTerm(b1, testTerm); !ok {
 		t.Fatal("not heard in this term")
 	}
 	oldGen := e.poolGen
 	e.pool.beginTerm(testTerm + 1)
-	if _, _, ok := e.pool.heardInTerm(b1, testTerm+1); ok {
+	if _, ok := e.pool.heardInTerm(b1, testTerm+1); ok {
 		t.Fatal("a new term starts knowing nothing")
 	}
 	if _, _, known := e.pool.View(b1); known {
@@ -101,7 +101,7 @@ func TestPoolEpochHeardOnlyWithinTerm(t *testing.T) {
 	if _, _, known := e.pool.View(b1); known {
 		t.Fatal("an answer of an older run was kept")
 	}
-	if _, _, ok := e.pool.heardInTerm(b1, testTerm); ok {
+	if _, ok := e.pool.heardInTerm(b1, testTerm); ok {
 		t.Fatal("the old term's view survived")
 	}
 }

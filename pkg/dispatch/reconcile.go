@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"crypto/subtle"
 	"sort"
 	"sync"
 
@@ -10,7 +9,9 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 // Reconcile (DESIGN.md §7, Improvement: term fencing and reconcile). A new
@@ -19,24 +20,33 @@ import (
 // carrying the current term: the backend then refuses every dispatch of an
 // older leader, so its answer cannot be overtaken by one.
 //
-//   - FINISHED with a result: applied exactly as a report would be (M2 with
-//     the report's identity quad; a result code outside 1..12 is ignored).
-//     A termination proof CHILD_REAPED / NEVER_LAUNCHED is recorded too, in
-//     its own entry first.
+//   - FINISHED with a result: applied exactly as a report would be, after
+//     the report path's checks (checkStoredResult: identity, the invocation
+//     secret, a wire result code, a wire completion reason, a bounded UTF-8
+//     message); M2 with the report's identity quad. A result failing them
+//     is ignored. A termination proof CHILD_REAPED / NEVER_LAUNCHED is
+//     recorded too, in its own entry first.
+//   - FINISHED without a result (no_result) with such a proof: the worker
+//     is provably gone without a trusted result (§13.3) → P with
+//     finished_without_result: the job moves to RESOLVING in that item, its
+//     outcome is then read from the dataset (the resolve step).
 //   - UNKNOWN_INVOCATION: the backend, at the job's epoch (the request names
 //     it and the backend answers STALE_EPOCH otherwise), never accepted the
-//     dispatch → M2' (NOT_COMMITTED, slot released with NOT_ENQUEUED). Not
-//     for a dispatch this leader itself handed to Submit in this term: its
-//     bytes may still be on the way, and the term fence does not cover it.
-//   - QUEUED, RUNNING, any error, a non-OK status (STALE_EPOCH,
-//     STALE_LEADER_TERM, ...) or no answer: wait for the report, the epoch
-//     sweep or the deadline.
+//     dispatch, and being asked after the fence it never will → M2″ (back
+//     to PENDING, slot released with NOT_ENQUEUED) while the job has
+//     dispatch attempts left, else M2' (NOT_COMMITTED). Not for a dispatch
+//     this leader itself handed to Submit in this term: its bytes may still
+//     be on the way, and the term fence does not cover it.
+//   - FORGOTTEN (accepted once, its entry since dropped), QUEUED, RUNNING,
+//     any error, a non-OK status (STALE_EPOCH, STALE_LEADER_TERM,
+//     OTHER_CLUSTER, ...) or no answer: wait for the report, the epoch sweep
+//     or the deadline.
 
 // reconcilePlan is what reconcile found, to be journaled.
 type reconcilePlan struct {
 	proofs      []*journal.TProof
 	completions []*journal.TCompletion
-	settled     map[int64]bool // jobs a completion is planned for
+	settled     map[int64]bool // jobs a completion, or a move to RESOLVING, is planned for
 }
 
 // queryGroup is one query request: jobs of one backend dispatched at one
@@ -47,34 +57,46 @@ type queryGroup struct {
 	jobs      []*job.Record
 }
 
-// reconcile queries the backends of recs (in parallel, bounded) and plans
-// what their answers prove. It journals nothing itself.
-func (d *Dispatcher) reconcile(ctx context.Context, term uint64, recs []*job.Record) reconcilePlan {
-	plan := reconcilePlan{settled: map[int64]bool{}}
-	groups := groupForQuery(recs)
-	answers := make([]*wire.TQueryInvocationsResponse, len(groups))
-	st := d.d.Reader.State()
-	sem := make(chan struct{}, d.d.SendConcurrency)
+// ask starts one query per group (one backend, one epoch), each on its own
+// goroutine of the term, so that a slow or hung backend holds neither the
+// others nor the round (§13.9). Each journals what its answer proves — its
+// proofs first, in their own entry, then its completions in one entry —
+// and, with giveUp (the deadline sweep), M2 NO_TRUSTED_RESULT for every
+// job of the group its answer does not settle. Groups whose backend is not
+// registered are not asked (the caller decides). It returns the jobs asked
+// and a function that waits for these calls.
+func (r *round) ask(st *raftfsm.State, groups []queryGroup, giveUp bool) (asked map[int64]bool, wait func()) {
+	cluster := clusterIDOf(st)
+	a := answerCtx{term: r.term, opts: st.Options(), nowMs: r.d.d.Clock.Now().UnixMilli()}
+	asked = map[int64]bool{}
 	var wg sync.WaitGroup
-	for i, g := range groups {
+	for _, g := range groups {
 		b, ok := st.Backend(g.backendID)
 		if !ok {
-			continue // an unregistered backend cannot be asked; the jobs wait
+			continue
 		}
-		sem <- struct{}{}
+		ids := make([]int64, len(g.jobs))
+		for i, rec := range g.jobs {
+			ids[i] = rec.JobID
+			asked[rec.JobID] = true
+		}
 		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			answers[i] = d.query(ctx, term, b.Address, g)
-		}()
+		r.work.start(ids, g.backendID, r.d.d.SendConcurrency, func() {
+			defer wg.Done()
+			plan := reconcilePlan{settled: map[int64]bool{}}
+			if resp := r.d.query(r.ctx, r.term, cluster, b.Address, g); resp != nil {
+				r.d.planFromAnswer(&plan, a, g, resp)
+			}
+			if giveUp {
+				r.giveUp(&plan, g.jobs)
+			}
+			if err := r.d.applyReconcile(r.ctx, plan); err != nil && r.ctx.Err() == nil {
+				r.d.log.Warn("reconcile: journal failed; the jobs are asked again later",
+					zap.Int64("backend_id", g.backendID), zap.Error(err))
+			}
+		})
 	}
-	wg.Wait()
-	for i, g := range groups {
-		if answers[i] != nil {
-			d.planFromAnswer(&plan, term, g, answers[i])
-		}
-	}
-	return plan
+	return asked, wg.Wait
 }
 
 // groupForQuery groups jobs by (backend, epoch), in that order, at most
@@ -107,15 +129,18 @@ func groupForQuery(recs []*job.Record) []queryGroup {
 }
 
 // query asks one backend; nil means no usable answer (wait).
-func (d *Dispatcher) query(ctx context.Context, term uint64, addr string, g queryGroup) *wire.TQueryInvocationsResponse {
+func (d *Dispatcher) query(ctx context.Context, term uint64, cluster, addr string, g queryGroup) *wire.TQueryInvocationsResponse {
 	ids := make([]string, len(g.jobs))
 	for i, r := range g.jobs {
 		ids[i] = r.InvocationID
 	}
+	req := &wire.TQueryInvocationsRequest{LeaderTerm: int64(term), BeProcessEpoch: g.epoch, InvocationIds: ids}
+	if cluster != "" {
+		req.ClusterID = &cluster
+	}
 	qctx, cancel := context.WithTimeout(ctx, d.d.QueryTimeout)
 	defer cancel()
-	resp, err := d.d.Backends.Query(qctx, addr, &wire.TQueryInvocationsRequest{
-		LeaderTerm: int64(term), BeProcessEpoch: g.epoch, InvocationIds: ids})
+	resp, err := d.d.Backends.Query(qctx, addr, req)
 	switch {
 	case err != nil:
 		d.log.Info("reconcile query failed; the jobs wait", zap.Int64("backend_id", g.backendID), zap.Error(err))
@@ -131,8 +156,15 @@ func (d *Dispatcher) query(ctx context.Context, term uint64, addr string, g quer
 	return resp
 }
 
+// answerCtx is what judging the answers of one reconcile pass needs.
+type answerCtx struct {
+	term  uint64
+	opts  config.Options
+	nowMs int64
+}
+
 // planFromAnswer turns one OK answer into proofs and completions.
-func (d *Dispatcher) planFromAnswer(plan *reconcilePlan, term uint64, g queryGroup, resp *wire.TQueryInvocationsResponse) {
+func (d *Dispatcher) planFromAnswer(plan *reconcilePlan, a answerCtx, g queryGroup, resp *wire.TQueryInvocationsResponse) {
 	byInvocation := make(map[string]*job.Record, len(g.jobs))
 	for _, r := range g.jobs {
 		byInvocation[r.InvocationID] = r
@@ -145,27 +177,59 @@ func (d *Dispatcher) planFromAnswer(plan *reconcilePlan, term uint64, g queryGro
 		if rec == nil || plan.settled[rec.JobID] {
 			continue // not asked, or answered twice: the first answer counts
 		}
+		fields := []zap.Field{zap.Int64("job_id", rec.JobID), zap.Int64("backend_id", rec.BackendID)}
 		switch st.State {
 		case wire.TLanceInvocationState_FINISHED:
-			if p, ok := reconciledProof(st); ok {
-				plan.proofs = append(plan.proofs, recordIdentity(rec).proof(rec.BackendID, p))
-			}
+			proof, proven := reconciledProof(st)
 			if c := d.reconciledResult(rec, st.Result_); c != nil {
+				if proven {
+					plan.proofs = append(plan.proofs, recordIdentity(rec).proof(rec.BackendID, proof))
+				}
 				plan.completions = append(plan.completions, c)
 				plan.settled[rec.JobID] = true
-			}
-		case wire.TLanceInvocationState_UNKNOWN_INVOCATION:
-			if d.mayBeOnTheWire(rec, term) {
-				d.log.Info("reconcile: backend does not know an invocation this leader sent; waiting",
-					zap.Int64("job_id", rec.JobID), zap.Int64("backend_id", rec.BackendID))
 				continue
 			}
-			d.log.Info("reconcile: backend never accepted the invocation; NOT_COMMITTED, possible-live slot released",
-				zap.Int64("job_id", rec.JobID), zap.Int64("backend_id", rec.BackendID), zap.Int64("epoch", rec.ProcessEpoch))
-			plan.completions = append(plan.completions, recordIdentity(rec).completion(job.PreInvocationResourceRejected,
-				"reconcile: the backend never accepted the invocation (UNKNOWN_INVOCATION after the term fence)", true))
+			if !proven {
+				d.log.Info("reconcile: finished without a usable result or a termination proof; waiting", fields...)
+				continue
+			}
+			p := recordIdentity(rec).proof(rec.BackendID, proof)
+			if st.GetNoResult_() && st.Result_ == nil {
+				finishedWithoutResult(p, rec, st, a)
+				plan.settled[rec.JobID] = true
+				d.log.Info("reconcile: the worker ended without a result; RESOLVING (the outcome is read from the dataset)",
+					append(fields, zap.Stringer("proof", proof))...)
+			}
+			plan.proofs = append(plan.proofs, p)
+		case wire.TLanceInvocationState_UNKNOWN_INVOCATION:
+			if d.mayBeOnTheWire(rec, a.term) {
+				d.log.Info("reconcile: backend does not know an invocation this leader sent; waiting", fields...)
+				continue
+			}
+			back := int64(rec.DispatchAttempts)+1 < maxDispatchAttempts(a.opts)
+			d.log.Info("reconcile: backend never accepted the invocation; possible-live slot released",
+				append(fields, zap.Int64("epoch", rec.ProcessEpoch), zap.Bool("back_to_pending", back))...)
+			plan.completions = append(plan.completions, recordIdentity(rec).neverEnqueued(
+				"reconcile: the backend never accepted the invocation (UNKNOWN_INVOCATION after the term fence)", back))
 			plan.settled[rec.JobID] = true
+		case wire.TLanceInvocationState_FORGOTTEN:
+			d.log.Info("reconcile: the backend accepted the invocation once and forgot it (FORGOTTEN proves nothing); waiting", fields...)
 		}
+	}
+}
+
+// finishedWithoutResult makes p the P of §13.3 for a reconcile answer
+// FINISHED, no_result, with a wire proof: the job moves to RESOLVING.
+func finishedWithoutResult(p *journal.TProof, rec *job.Record, st *wire.TInvocationStatus, a answerCtx) {
+	t := true
+	msg := "the worker ended without a result"
+	if cause := st.GetSanitizedMessage(); cause != "" {
+		msg = boundedText(msg+": "+cause, job.MaxMessageBytes)
+	}
+	after := resolveAfterMs(rec, a.opts, a.nowMs)
+	p.FinishedWithoutResult_, p.Message, p.ResolveAfterMs = &t, &msg, &after
+	if u := st.GetIndexUUID(); u != "" && rec.IndexUUID == "" && checkMessage(u) == "" {
+		p.IndexUUID = &u
 	}
 }
 
@@ -189,36 +253,30 @@ func reconciledProof(st *wire.TInvocationStatus) (job.TerminationProof, bool) {
 }
 
 // reconciledResult is the M2 of a stored report, as the report path would
-// apply it, or nil when the report is unusable (another identity, another
-// secret, no code or a code outside 1..12). The message is bounded by the
-// FSM.
+// apply it, or nil when the report is unusable (checkStoredResult).
 func (d *Dispatcher) reconciledResult(rec *job.Record, rep *wire.TLanceIndexJobReport) *journal.TCompletion {
 	if rep == nil {
 		return nil
 	}
-	if rep.JobID != rec.JobID || rep.InvocationID != rec.InvocationID ||
-		rep.DispatchRevision != rec.DispatchRevision || rep.BeProcessEpoch != rec.ProcessEpoch {
-		d.log.Info("reconcile: stored result names another dispatch; ignored", zap.Int64("job_id", rec.JobID))
-		return nil
-	}
-	if rep.InvocationSecret != nil && subtle.ConstantTimeCompare([]byte(*rep.InvocationSecret), []byte(rec.InvocationSecret)) != 1 {
-		d.log.Warn("reconcile: stored result carries a wrong invocation secret; ignored", zap.Int64("job_id", rec.JobID))
-		return nil
-	}
-	if rep.ResultCode == nil || !job.ResultCode(*rep.ResultCode).IsWire() {
-		d.log.Info("reconcile: stored result has no valid result code; ignored", zap.Int64("job_id", rec.JobID))
+	if why := checkStoredResult(rec, rep); why != "" {
+		d.log.Warn("reconcile: the stored result is ignored: "+why, zap.Int64("job_id", rec.JobID))
 		return nil
 	}
 	code := journal.TResultCode(*rep.ResultCode)
-	res := &journal.TJobResult_{Code: &code, Message: rep.SanitizedMessage, ExternalMetadataAdvanced: rep.ExternalMetadataAdvanced}
+	msg := rep.GetSanitizedMessage()
+	res := &journal.TJobResult_{Code: &code, Message: &msg, ExternalMetadataAdvanced: rep.ExternalMetadataAdvanced}
 	if rep.CompletionReason != nil {
 		reason := journal.TCompletionReason(*rep.CompletionReason)
 		res.Reason = &reason
 	}
 	d.log.Info("reconcile: applying the stored result", zap.Int64("job_id", rec.JobID),
 		zap.Stringer("result_code", job.ResultCode(code)))
-	return &journal.TCompletion{JobID: rep.JobID, DispatchRevision: rep.DispatchRevision,
+	c := &journal.TCompletion{JobID: rep.JobID, DispatchRevision: rep.DispatchRevision,
 		InvocationID: rep.InvocationID, ProcessEpoch: rep.BeProcessEpoch, Result_: res}
+	if u := rep.GetIndexUUID(); u != "" && job.ResultCode(code) == job.NativeOK && checkMessage(u) == "" {
+		c.IndexUUID = &u
+	}
+	return c
 }
 
 // applyReconcile journals a plan: the proofs first, on their own, then the

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
@@ -43,16 +44,17 @@ func TestReconcileFinishedCommits(t *testing.T) {
 }
 
 // UNKNOWN_INVOCATION asked after the term fence, at the job's epoch, proves
-// an older leader's dispatch was never accepted: M2' NOT_ENQUEUED.
-func TestReconcileUnknownInvocationNotCommitted(t *testing.T) {
+// an older leader's dispatch was never accepted: M2″ back to PENDING, slot
+// released with NOT_ENQUEUED (§13.2).
+func TestReconcileUnknownInvocationReturnsToPending(t *testing.T) {
 	e, r := reconcileEnv(t)
 	e.be.setQuery(queryAnswer(nil))
 	if err := e.d.ReconcileRunning(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	got := e.wantState(r.JobID, job.NotCommitted)
-	if got.HoldsPossibleLiveSlot() || got.TerminationProof != job.ProofNotEnqueued {
-		t.Fatalf("slot %v proof %s", got.HoldsPossibleLiveSlot(), got.TerminationProof)
+	got := e.wantState(r.JobID, job.Pending)
+	if got.HoldsPossibleLiveSlot() || got.TerminationProof != job.ProofNotEnqueued || got.DispatchAttempts != 1 {
+		t.Fatalf("slot %v proof %s attempts %d", got.HoldsPossibleLiveSlot(), got.TerminationProof, got.DispatchAttempts)
 	}
 }
 
@@ -93,6 +95,34 @@ func TestReconcileWaits(t *testing.T) {
 			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
 			st.Result_.InvocationSecret = strPtr("forged")
 			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED without a secret": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
+			st.Result_.InvocationSecret = nil
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED with the leader's completion reason": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
+			reason := wire.TLanceIndexCompletionReason(3) // RESOLVED_FROM_DATASET is the leader's only
+			st.Result_.CompletionReason = &reason
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED with an oversized message": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
+			st.Result_.SanitizedMessage = strPtr(strings.Repeat("x", job.MaxMessageBytes+1))
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED with a message that is not UTF-8": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			st := finished(r, wire.TLanceIndexJobResultCode_NATIVE_OK, nil)
+			st.Result_.SanitizedMessage = strPtr("bad \xff byte")
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: st})
+		},
+		"FINISHED without a result and without a proof": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: {InvocationID: r.InvocationID,
+				State: wire.TLanceInvocationState_FINISHED, NoResult_: boolPtr(true), SanitizedMessage: strPtr("crashed")}})
+		},
+		"FORGOTTEN": func(r *job.Record) func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+			return queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: {InvocationID: r.InvocationID, State: wire.TLanceInvocationState_FORGOTTEN}})
 		},
 	}
 	for name, answer := range cases {
@@ -145,7 +175,7 @@ func TestReconcileOwnTermDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.wantState(sent, job.Running)
-	if r := e.wantState(unsent, job.NotCommitted); r.TerminationProof != job.ProofNotEnqueued {
+	if r := e.wantState(unsent, job.Pending); r.TerminationProof != job.ProofNotEnqueued {
 		t.Fatalf("proof %s", r.TerminationProof)
 	}
 }

@@ -21,11 +21,15 @@ type dispatchPlan struct {
 	addr    string
 	mark    *journal.TMarkRunning
 	request *wire.TLanceIndexJobDispatch // carries the storage options: never logged
+	// returnToPending: a refusal of this dispatch returns the job to
+	// PENDING (M2″), its attempts + 1 staying below
+	// lance_index_job_max_dispatch_attempts; else it ends NOT_COMMITTED.
+	returnToPending bool
 }
 
-// dispatchPending is step 4 of the round: PENDING jobs in id order become
+// dispatchPending is step 5 of the round: PENDING jobs in id order become
 // RUNNING in one M1 entry (MarkRunning), then each is rechecked and sent
-// once.
+// once, on its own goroutine (launchSends): the round does not wait.
 func (r *round) dispatchPending() error {
 	st := r.d.d.Reader.State()
 	opts := st.Options()
@@ -38,7 +42,7 @@ func (r *round) dispatchPending() error {
 	}
 	picker := r.newBackendPicker(st, opts.MaxInflightPerBackend)
 	registered := len(st.Backends())
-	prep := &preparer{r: r, st: st, opts: opts, creds: map[string]credsResult{}}
+	prep := &preparer{r: r, st: st, opts: opts, creds: map[string]credsResult{}, cluster: clusterIDOf(st)}
 	var plans []*dispatchPlan
 	for _, rec := range pending {
 		if int64(len(plans)) >= opts.MaxDispatchPerRound {
@@ -49,9 +53,12 @@ func (r *round) dispatchPending() error {
 		if job.IsLocalLocator(rec.Locator) && (!opts.EnableLocalFileMutation || registered != 1) {
 			continue
 		}
-		b := picker.pick()
+		b, full := picker.pick(rec)
+		if full {
+			break // no backend is dispatchable with room: everything else waits too
+		}
 		if b == nil {
-			break // no backend is alive with room: everything else waits too
+			continue // only the backend that refused it last has room: wait for another
 		}
 		p, err := prep.prepare(rec, b)
 		if err != nil {
@@ -59,7 +66,9 @@ func (r *round) dispatchPending() error {
 				zap.Int64("job_id", rec.JobID), zap.String("error_kind", errorKind(err)), safeErr(err))
 			continue
 		}
+		p.returnToPending = int64(rec.DispatchAttempts)+1 < maxDispatchAttempts(opts)
 		b.load++
+		b.calls++
 		plans = append(plans, p)
 	}
 	if len(plans) == 0 {
@@ -83,7 +92,8 @@ func (r *round) dispatchPending() error {
 		}
 		h(ids)
 	}
-	return errors.Join(markErr, r.sendAndClassify(running))
+	r.launchSends(running)
+	return markErr
 }
 
 func pendingScanLimit(maxPerRound int64) int {
@@ -158,10 +168,11 @@ type credsResult struct {
 
 // preparer builds the whole request of a job before anything is journaled.
 type preparer struct {
-	r     *round
-	st    *raftfsm.State
-	opts  config.Options
-	creds map[string]credsResult // per credentials reference, read once per round
+	r       *round
+	st      *raftfsm.State
+	opts    config.Options
+	creds   map[string]credsResult // per credentials reference, read once per round
+	cluster string                 // the journaled cluster id ("" before one is)
 }
 
 // Error kinds of a failed prepare, for logs.
@@ -172,17 +183,9 @@ var (
 )
 
 func (pr *preparer) prepare(rec *job.Record, b *backendSlot) (*dispatchPlan, error) {
-	cat, ok := pr.st.CatalogByID(rec.CatalogID)
-	if !ok {
-		return nil, errNoCatalog
-	}
-	c, ok := pr.creds[cat.CredentialsRef]
-	if !ok {
-		c.opts, c.err = pr.r.d.d.Credentials.Resolve(cat.CredentialsRef)
-		pr.creds[cat.CredentialsRef] = c
-	}
-	if c.err != nil {
-		return nil, fmt.Errorf("%w: %w", errCredentials, c.err)
+	storage, err := pr.storageOptions(rec)
+	if err != nil {
+		return nil, err
 	}
 	inv, err := pr.r.d.d.Invocations()
 	if err == nil && (inv.ID == "" || inv.Secret == "") {
@@ -202,7 +205,31 @@ func (pr *preparer) prepare(rec *job.Record, b *backendSlot) (*dispatchPlan, err
 		DeadlineMs:       deadlineMs,
 		LeaderTerm:       int64(pr.r.term),
 	}
-	return &dispatchPlan{rec: rec, addr: b.addr, mark: mark, request: buildRequest(rec, mark, c.opts, pr.opts)}, nil
+	req := buildRequest(rec, mark, storage, pr.opts)
+	if pr.cluster != "" {
+		cid := pr.cluster
+		req.ClusterID = &cid
+	}
+	return &dispatchPlan{rec: rec, addr: b.addr, mark: mark, request: req}, nil
+}
+
+// storageOptions resolves the storage credentials of the job's catalog
+// (once per reference and round). The map is the caller's to send, never
+// to log or journal.
+func (pr *preparer) storageOptions(rec *job.Record) (map[string]string, error) {
+	cat, ok := pr.st.CatalogByID(rec.CatalogID)
+	if !ok {
+		return nil, errNoCatalog
+	}
+	c, ok := pr.creds[cat.CredentialsRef]
+	if !ok {
+		c.opts, c.err = pr.r.d.d.Credentials.Resolve(cat.CredentialsRef)
+		pr.creds[cat.CredentialsRef] = c
+	}
+	if c.err != nil {
+		return nil, fmt.Errorf("%w: %w", errCredentials, c.err)
+	}
+	return c.opts, nil
 }
 
 // buildRequest is the TLanceIndexJobDispatch of DESIGN.md §10 for a job and
@@ -277,35 +304,53 @@ type backendSlot struct {
 	addr  string
 	epoch int64
 	load  int64 // possible-live slots held, plus this round's
+	calls int   // sends and resolves in flight to it, plus this round's
 }
 
 type backendPicker struct {
-	cands []*backendSlot // by id
-	max   int64
+	cands    []*backendSlot // by id
+	max      int64          // lance_index_job_max_inflight_per_backend
+	maxCalls int            // Deps.SendConcurrency
 }
 
-// newBackendPicker lists the backends that are alive, whose epoch this term
-// has heard, with their held slots.
+// newBackendPicker lists the backends that are dispatchable (alive,
+// accepting, of this cluster, not refused since their last OK, accepting
+// heartbeat), whose epoch this term has heard, with their held slots and
+// calls in flight.
 func (r *round) newBackendPicker(st *raftfsm.State, maxInflight int64) *backendPicker {
-	p := &backendPicker{max: maxInflight}
+	p := &backendPicker{max: maxInflight, maxCalls: r.d.d.SendConcurrency}
 	for _, b := range st.Backends() {
-		alive, epoch, heard := r.d.d.Pool.heardInTerm(b.ID, r.term)
-		if !heard || !alive {
+		v, heard := r.d.d.Pool.heardInTerm(b.ID, r.term)
+		if !heard || !v.Dispatchable() {
 			continue
 		}
-		p.cands = append(p.cands, &backendSlot{id: b.ID, addr: b.Address, epoch: epoch, load: int64(st.HeldSlots(b.ID))})
+		p.cands = append(p.cands, &backendSlot{id: b.ID, addr: b.Address, epoch: v.Epoch,
+			load: int64(st.HeldSlots(b.ID)), calls: r.work.inflight(b.ID)})
 	}
 	return p
 }
 
-// pick returns the least loaded backend with room (lowest id on a tie), or
-// nil when none has room.
-func (p *backendPicker) pick() *backendSlot {
-	var best *backendSlot
+func (p *backendPicker) room(c *backendSlot) bool { return c.load < p.max && c.calls < p.maxCalls }
+
+// pick returns the least loaded backend with room (lowest id on a tie) for
+// rec; full is true when no backend has room at all. A job that was
+// returned to PENDING avoids the backend its last dispatch went to (it
+// refused or could not be reached) while another dispatchable backend
+// exists: nil, false when only that one has room.
+func (p *backendPicker) pick(rec *job.Record) (best *backendSlot, full bool) {
+	avoid := int64(0)
+	if rec.DispatchAttempts > 0 && len(p.cands) > 1 {
+		avoid = rec.BackendID
+	}
+	any := false
 	for _, c := range p.cands {
-		if c.load < p.max && (best == nil || c.load < best.load) {
+		if !p.room(c) {
+			continue
+		}
+		any = true
+		if c.id != avoid && (best == nil || c.load < best.load) {
 			best = c
 		}
 	}
-	return best
+	return best, !any
 }

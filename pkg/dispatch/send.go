@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -14,72 +13,78 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
-// sendAndClassify sends every job its M1 made RUNNING exactly once, in
-// parallel (at most SendConcurrency at a time), and journals every
-// classification of the round in one CompleteBatch entry. It returns once
-// every send has returned, so a round's blocking time is bounded by the
-// send timeout.
-func (r *round) sendAndClassify(plans []*dispatchPlan) error {
-	completions := make([]*journal.TCompletion, len(plans))
-	sem := make(chan struct{}, r.d.d.SendConcurrency)
-	var wg sync.WaitGroup
-	for i, p := range plans {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			completions[i] = r.sendOnce(p)
-		}()
+// launchSends sends every job its M1 made RUNNING exactly once, each on its
+// own goroutine of the term (DESIGN.md §13.9): each outcome is journaled as
+// soon as it is known, group-committed with the others, and the round does
+// not wait. A refusal marks the backend refused in the pool before it is
+// journaled, so no later round picks it before a heartbeat sent after the
+// refusal says it accepts.
+func (r *round) launchSends(plans []*dispatchPlan) {
+	for _, p := range plans {
+		r.work.start([]int64{p.rec.JobID}, p.mark.BackendID, r.d.d.SendConcurrency, func() {
+			c, refused := r.sendOnce(p)
+			if refused {
+				r.d.d.Pool.MarkRefused(p.mark.BackendID, r.term)
+			}
+			if c == nil {
+				return
+			}
+			it := r.work.complete(c, "send classification")
+			if it != nil && it.Code == journal.TApplyCode_OK && c.GetReturnToPending() {
+				r.d.d.Waker.Wake() // the job is PENDING again: dispatch it elsewhere now
+			}
+		})
 	}
-	wg.Wait()
-	var batch []*journal.TCompletion
-	for _, c := range completions {
-		if c != nil {
-			batch = append(batch, c)
-		}
-	}
-	return r.d.completeWithResults(r.ctx, batch, "send classification")
 }
 
 // sendOnce rechecks, sends and classifies one dispatch. It returns the
-// completion to journal (M2 or M2'), or nil when there is nothing to
+// completion to journal (M2, M2' or M2″), or nil when there is nothing to
 // journal: not sent (the job converges by reconcile, report or deadline),
-// or enqueued (the report or the deadline decides).
-func (r *round) sendOnce(p *dispatchPlan) *journal.TCompletion {
+// or enqueued (the report or the deadline decides); refused says the
+// dispatch was proven never enqueued.
+func (r *round) sendOnce(p *dispatchPlan) (c *journal.TCompletion, refused bool) {
 	id := p.rec.JobID
 	if h := r.d.d.Hooks.BeforeSend; h != nil {
 		if err := h(id); err != nil {
 			r.d.d.Observer.Dispatched(OutcomeRecheckFailed)
 			r.d.log.Info("dispatch not sent: aborted before the send", zap.Int64("job_id", id), zap.Error(err))
-			return nil
+			return nil, false
 		}
 	}
 	if why := r.recheck(p); why != "" {
 		r.d.d.Observer.Dispatched(OutcomeRecheckFailed)
 		r.d.log.Info("dispatch not sent: the pre-send recheck failed", zap.Int64("job_id", id), zap.String("reason", why))
-		return nil
+		return nil, false
 	}
-	r.d.noteSent(id, p.mark.InvocationID)
+	r.work.noteSent(id, p.mark.InvocationID)
 	ctx, cancel := context.WithTimeout(r.ctx, r.d.d.SendTimeout)
 	status, err := r.d.d.Backends.Submit(ctx, p.addr, p.request)
 	cancel()
 
 	ident := planIdentity(p)
+	fields := []zap.Field{zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID)}
 	switch outcome, msg := classifySend(status, err); outcome {
 	case sendEnqueued:
 		r.d.d.Observer.Dispatched(OutcomeAccepted)
-		r.d.log.Debug("dispatch enqueued", zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID))
-		return nil
+		r.d.log.Debug("dispatch enqueued", fields...)
+		return nil, false
 	case sendNeverEnqueued:
-		r.d.d.Observer.Dispatched(OutcomeNotEnqueued)
-		r.d.log.Info("dispatch never enqueued; NOT_COMMITTED, possible-live slot released",
-			zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID), zap.String("reason", msg), zapSendErr(err))
-		return ident.completion(job.PreInvocationResourceRejected, msg, true)
+		c := ident.neverEnqueued(msg, p.returnToPending)
+		if p.returnToPending {
+			r.d.d.Observer.Dispatched(OutcomeReturnedToPending)
+			r.d.log.Info("dispatch never enqueued; back to PENDING, possible-live slot released",
+				append(fields, zap.Int32("attempts", p.rec.DispatchAttempts+1), zap.String("reason", msg), zapSendErr(err))...)
+		} else {
+			r.d.d.Observer.Dispatched(OutcomeNotEnqueued)
+			r.d.log.Warn("dispatch never enqueued and its attempts are used up; NOT_COMMITTED, possible-live slot released",
+				append(fields, zap.Int32("attempts", p.rec.DispatchAttempts+1), zap.String("reason", msg), zapSendErr(err))...)
+		}
+		return c, true
 	default:
 		r.d.d.Observer.Dispatched(OutcomeUnknown)
 		r.d.log.Warn("dispatch outcome unknown (bytes may have left); UNKNOWN, possible-live slot kept",
-			zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID), zap.String("reason", msg), zapSendErr(err))
-		return ident.completion(job.NoTrustedResult, msg, false)
+			append(fields, zap.String("reason", msg), zapSendErr(err))...)
+		return ident.completion(job.NoTrustedResult, msg, false), false
 	}
 }
 
@@ -117,7 +122,7 @@ type sendOutcome int
 
 const (
 	sendEnqueued      sendOutcome = iota // OK: the report or the deadline decides
-	sendNeverEnqueued                    // M2': NOT_COMMITTED, slot released (NOT_ENQUEUED)
+	sendNeverEnqueued                    // M2″ (back to PENDING) or M2' (NOT_COMMITTED); slot released (NOT_ENQUEUED)
 	sendAmbiguous                        // M2 NO_TRUSTED_RESULT: UNKNOWN, slot kept
 )
 
@@ -180,6 +185,18 @@ func (id identity) completion(code job.ResultCode, msg string, neverEnqueued boo
 		out.NeverEnqueued = &t
 	}
 	return out
+}
+
+// neverEnqueued is the completion of a dispatch proven never enqueued
+// (§13.2): M2″ (back to PENDING, attempts + 1) when returnToPending, else
+// M2' (NOT_COMMITTED). Either releases the slot with NOT_ENQUEUED.
+func (id identity) neverEnqueued(msg string, returnToPending bool) *journal.TCompletion {
+	c := id.completion(job.PreInvocationResourceRejected, msg, true)
+	if returnToPending {
+		t := true
+		c.ReturnToPending = &t
+	}
+	return c
 }
 
 // proof is a P (RecordTerminationProof) naming this identity on a backend.

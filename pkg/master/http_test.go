@@ -19,10 +19,12 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
 	"github.com/lancemaster/lancemaster/pkg/metrics/metricstest"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/report"
 )
 
 // withHTTP gives each master of a cluster3 an http_bind on a free port.
@@ -171,7 +173,7 @@ func TestMetricsOfACluster(t *testing.T) {
 			if got := value(t, fams, "lancemaster_dispatch_outcomes_total", "outcome", "accepted"); got < 6 {
 				t.Errorf("accepted dispatches = %v, want >= 6", got)
 			}
-			if len(fams.Series("lancemaster_dispatch_outcomes_total")) != 5 {
+			if len(fams.Series("lancemaster_dispatch_outcomes_total")) != len(dispatch.Outcomes()) {
 				t.Error("not every dispatch outcome is exported")
 			}
 			if value(t, fams, "lancemaster_dispatch_round_duration_seconds") < 1 {
@@ -213,11 +215,7 @@ func TestMetricsOfACluster(t *testing.T) {
 	}
 }
 
-func reasonNamesForTest() []string {
-	return []string{"unauthenticated", "unknown_job", "stale_identity", "malformed_code", "oversized_message",
-		"invalid_field", "forwarded", "no_leader", "forward_failed", "applied_result", "applied_proof", "duplicate",
-		"late_result", "unavailable", "internal"}
-}
+func reasonNamesForTest() []string { return report.ReasonNames() }
 
 func allJobs(st *raftfsm.State) []*job.Record {
 	all, _ := st.ListJobs(raftfsm.JobFilter{}, 0, 0)

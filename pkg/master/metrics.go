@@ -26,6 +26,7 @@ type masterMetrics struct {
 	propose       *prometheus.HistogramVec // command, result
 	round         prometheus.Histogram
 	outcomes      *prometheus.CounterVec // outcome
+	lowerEpochs   prometheus.Counter
 	adminRequests *prometheus.CounterVec // method
 	adminErrors   *prometheus.CounterVec // method, code
 }
@@ -41,13 +42,17 @@ func newMasterMetrics() *masterMetrics {
 		}, []string{"command", "result"}),
 		round: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lancemaster_dispatch_round_duration_seconds",
-			Help:    "Wall time of one dispatch round on the leader: sweeps, refresh step, dispatch and sends.",
+			Help:    "Wall time of one dispatch round on the leader: sweeps, resolve step, refresh step and dispatch planning (sends and resolves run on their own and are not included).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1 ms .. 32 s
 		}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lancemaster_dispatch_outcomes_total",
-			Help: "Jobs a dispatch round planned, by what became of them: accepted, not_enqueued, unknown, recheck_failed, cas_lost.",
+			Help: "Jobs a dispatch round planned, by what became of them: accepted, returned_to_pending (refused, back to PENDING), not_enqueued (refused for the last allowed time: NOT_COMMITTED), unknown, recheck_failed, cas_lost.",
 		}, []string{"outcome"}),
+		lowerEpochs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lancemaster_backend_lower_epoch_total",
+			Help: "Heartbeat answers with a process epoch lower than one a job recorded (two processes behind one address?): logged and counted, never a proof.",
+		}),
 		adminRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lancemaster_admin_requests_total",
 			Help: "Admin API (Thrift) calls served by this master, by method.",
@@ -60,7 +65,7 @@ func newMasterMetrics() *masterMetrics {
 	for _, o := range dispatch.Outcomes() {
 		m.outcomes.WithLabelValues(string(o)) // every outcome present from the start
 	}
-	m.reg.MustRegister(m.propose, m.round, m.outcomes, m.adminRequests, m.adminErrors)
+	m.reg.MustRegister(m.propose, m.round, m.outcomes, m.lowerEpochs, m.adminRequests, m.adminErrors)
 	return m
 }
 
@@ -70,7 +75,13 @@ func (m *masterMetrics) RoundDone(elapsed time.Duration) { m.round.Observe(elaps
 // Dispatched implements dispatch.Observer.
 func (m *masterMetrics) Dispatched(o dispatch.Outcome) { m.outcomes.WithLabelValues(string(o)).Inc() }
 
-var _ dispatch.Observer = (*masterMetrics)(nil)
+// LowerEpoch implements dispatch.EvidenceObserver.
+func (m *masterMetrics) LowerEpoch() { m.lowerEpochs.Inc() }
+
+var (
+	_ dispatch.Observer         = (*masterMetrics)(nil)
+	_ dispatch.EvidenceObserver = (*masterMetrics)(nil)
+)
 
 // observePropose records one proposal's duration.
 func (m *masterMetrics) observePropose(cmd []byte, start time.Time, resp *journal.TApplyResponse, err error) {

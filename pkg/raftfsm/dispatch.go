@@ -91,12 +91,12 @@ func applyCompleteBatch(t *tx, c *journal.TCompleteBatch) (*journal.TApplyRespon
 
 // completeWithResult is M2, RUNNING (or RESOLVING) → outcome by the
 // classification of the typed result (DESIGN.md §6), M2' when
-// never_enqueued is set, and M2'' when return_to_pending is set too.
+// never_enqueued is set, and M2″ when return_to_pending is set too.
 //
 // M2 leaves the slot alone: a result proves nothing about the worker's
 // process. M2' releases it with NOT_ENQUEUED in the same entry and is
 // NOT_COMMITTED whatever the code classifies to, because a dispatch that was
-// provably never enqueued cannot have changed the dataset. M2'' (§13.2) is
+// provably never enqueued cannot have changed the dataset. M2″ (§13.2) is
 // M2' that returns the job to PENDING instead of ending it, with its attempt
 // count +1; the leader decides between the two by the attempt bound.
 //
@@ -161,7 +161,7 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 	return itemOK(c.JobID), nil
 }
 
-// returnToPending is M2'' (DESIGN.md §13.2): a dispatch proven never
+// returnToPending is M2″ (DESIGN.md §13.2): a dispatch proven never
 // enqueued releases its slot (NOT_ENQUEUED) and the job is PENDING again,
 // its attempt count +1, all in this one entry. The old dispatch identity
 // stays on the record until the next M1 replaces it with a fresh one; a

@@ -21,7 +21,7 @@ func returnCmd(r *job.Record, msg string) *journal.TCompletion {
 	return c
 }
 
-// M2'': a refusal returns the job to PENDING with its slot released and its
+// M2″: a refusal returns the job to PENDING with its slot released and its
 // attempt count +1, in one entry; the next M1 mints a fresh identity, and a
 // report of the refused dispatch changes nothing.
 func TestReturnToPending(t *testing.T) {
@@ -43,7 +43,7 @@ func TestReturnToPending(t *testing.T) {
 		t.Fatalf("a PENDING job has a result or lost its fence: %+v", got)
 	}
 	if n := len(recomputeBooks(h.st()).Fence); n != 1 || !equalBooks(h.st()) {
-		t.Fatalf("fence books after M2'': %d entries, consistent %v", n, equalBooks(h.st()))
+		t.Fatalf("fence books after M2″: %d entries, consistent %v", n, equalBooks(h.st()))
 	}
 	// The refused dispatch's result, proof and progress are all stale now.
 	before := h.st()
@@ -64,7 +64,7 @@ func TestReturnToPending(t *testing.T) {
 	c.ReturnToPending = nil
 	wantItem(t, h.complete(c), journal.TApplyCode_OK)
 	if got := h.job(id); got.MutationState != job.NotCommitted || got.TerminationProof != job.ProofNotEnqueued {
-		t.Fatalf("M2' after M2'': %+v", got)
+		t.Fatalf("M2' after M2″: %+v", got)
 	}
 }
 
@@ -107,7 +107,7 @@ func TestFinishedWithoutResultResolves(t *testing.T) {
 			before := h.st()
 			wantItem(t, h.proof(p), journal.TApplyCode_NOOP)
 			h.unchanged(before)
-			// M2'/M2'' from RESOLVING contradict the proof: refused.
+			// M2'/M2″ from RESOLVING contradict the proof: refused.
 			wantItem(t, h.complete(returnCmd(got, "x")), journal.TApplyCode_CAS_FAILED)
 			h.unchanged(before)
 

@@ -27,6 +27,8 @@ const (
 	ReasonLateResult                     // the job already has another outcome (deadline, M2'): acknowledged, not applied
 	ReasonUnavailable                    // the journal could not be written now; the backend retries
 	ReasonInternal                       // an Apply answer this package does not expect (a bug)
+	ReasonUnconfirmed                    // a refusal not given: the leader could not confirm it still leads (NOT_LEADER)
+	ReasonAppliedProgress                // a progress report (index uuid, phase) journaled
 	numReasons
 )
 
@@ -46,6 +48,8 @@ var reasonNames = [numReasons]string{
 	ReasonLateResult:       "late_result",
 	ReasonUnavailable:      "unavailable",
 	ReasonInternal:         "internal",
+	ReasonUnconfirmed:      "unconfirmed_leader",
+	ReasonAppliedProgress:  "applied_progress",
 }
 
 // String returns the reason's stable name.

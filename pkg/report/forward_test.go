@@ -42,6 +42,12 @@ func (c *loopClient) Call(ctx context.Context, method string, args, result thrif
 			return thrift.ResponseMeta{}, err
 		}
 		result.(*adminapi.LanceMasterServiceReportLanceIndexJobTerminationResult).Success = c.leader.HandleTermination(ctx, in.Report)
+	case "reportLanceIndexJobProgress":
+		var in adminapi.LanceMasterServiceReportLanceIndexJobProgressArgs
+		if err := thrift.NewTDeserializer().Read(ctx, &in, b); err != nil {
+			return thrift.ResponseMeta{}, err
+		}
+		result.(*adminapi.LanceMasterServiceReportLanceIndexJobProgressResult).Success = c.leader.HandleProgress(ctx, in.Report)
 	default:
 		return thrift.ResponseMeta{}, fmt.Errorf("unexpected method %s", method)
 	}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/groupcommit"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
@@ -51,6 +53,13 @@ type Deps struct {
 	// view would be refused for good (unknown job, no secret). nil skips it
 	// (tests; a single node).
 	CatchUp func(ctx context.Context) error
+	// VerifyLeader returns nil once a quorum has confirmed that this master
+	// still leads (cluster.Node.VerifyLeader). The leader calls it before
+	// any refusal for good judged on its own view (UNAUTHENTICATED,
+	// STALE_REPORT, DESIGN.md §13.5): a leader deposed without knowing it
+	// may miss the newer leader's entries. When it fails the answer is
+	// NOT_LEADER and the backend retries. nil skips it (tests; a single node).
+	VerifyLeader func(ctx context.Context) error
 	// ForwardTimeout bounds one forwarded call (default 10 s).
 	ForwardTimeout time.Duration
 	// ApplyTimeout bounds one proposed batch (default 10 s).
@@ -151,10 +160,19 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 	}
 	res, reason, why := parseResult(r)
 	var parsed *parsedResult
+	uuidDropped := false
 	if why == "" {
+		// The verified index's uuid (§13.7) is evidence beside a trusted
+		// result: a malformed one is dropped, the result is not.
+		if u, ok := indexUUID(r.IndexUUID); !ok {
+			uuidDropped = true
+			h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the index uuid is not a uuid"))
+		} else if res.code == job.NativeOK {
+			res.indexUUID = u
+		}
 		parsed = &res
 	}
-	proofSt, resultSt := h.journal(ctx, rec, id, proof, parsed)
+	proofSt, resultSt := h.journal(ctx, rec, id, proof, nil, parsed)
 	switch {
 	case proofSt != nil:
 		return proofSt
@@ -162,12 +180,21 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 		return h.drop(id.jobID, reason, invalid(id.jobID, why+"; the result is dropped"))
 	case proofDropped && resultSt.StatusCode == wire.TStatusCode_OK:
 		return invalid(id.jobID, "the result was accepted; the termination proof is not one a backend may send and was dropped")
+	case uuidDropped && resultSt.StatusCode == wire.TStatusCode_OK:
+		return invalid(id.jobID, "the result was accepted; the index uuid is not a uuid and was dropped")
 	}
 	return resultSt
 }
 
 // HandleTermination handles reportLanceIndexJobTermination: authenticated
-// like a result (Improvement, §9), it applies P only.
+// like a result (Improvement, §9), it applies P only. A report that says
+// the worker ended without a result (no_result, §13.3) journals P with
+// finished_without_result, the cause (sanitized_message) and the uuid the
+// worker announced: a RUNNING job moves to RESOLVING in that entry, and its
+// outcome is read from the dataset once resolve_after has passed (now, or
+// now + lance_index_job_resolve_grace_second on an object store, where a
+// PUT the worker already sent may still land). A malformed message or uuid
+// is dropped (INVALID_ARGUMENT), the proof is still applied.
 func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobTerminationReport) *wire.TStatus {
 	if r == nil {
 		return h.drop(0, ReasonInvalidField, invalid(0, "the report is empty"))
@@ -186,10 +213,42 @@ func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobT
 	if !ok {
 		return h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the termination proof is not one a backend may send"))
 	}
-	if st, _ := h.journal(ctx, rec, id, p, nil); st != nil {
+	var term *termination
+	var dropped []string
+	if r.GetNoResult_() {
+		term = &termination{}
+		if msg, reason, why := parseMessage(r.GetSanitizedMessage()); why != "" {
+			h.drop(id.jobID, reason, invalid(id.jobID, why))
+			dropped = append(dropped, "the sanitized message")
+		} else {
+			term.message = msg
+		}
+		if u, ok := indexUUID(r.IndexUUID); !ok {
+			h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the index uuid is not a uuid"))
+			dropped = append(dropped, "the index uuid")
+		} else {
+			term.indexUUID = u
+		}
+		term.resolveAfterMs = h.resolveAfterMs(rec)
+	}
+	if st, _ := h.journal(ctx, rec, id, p, term, nil); st != nil {
 		return st
 	}
+	if len(dropped) > 0 {
+		return invalid(id.jobID, "the proof was accepted; "+strings.Join(dropped, " and ")+" was malformed and dropped")
+	}
 	return statusOK()
+}
+
+// resolveAfterMs is when a job whose worker ended without a result may be
+// read from its dataset: at once for a local dataset, else after the
+// grace option (§13.3, §13.4).
+func (h *Handler) resolveAfterMs(rec *job.Record) int64 {
+	now := h.nowMs()
+	if job.IsLocalLocator(rec.Locator) {
+		return now
+	}
+	return now + h.d.Reader.State().Options().ResolveGraceSecond*1000
 }
 
 // receive is what a result and a termination report share before their own
@@ -223,11 +282,9 @@ func (h *Handler) propose(ctx context.Context, t raftfsm.CommandType, cmd thrift
 	if err != nil {
 		return nil, err
 	}
-	return h.d.Proposer.Propose(ctx, data)
-}
-
-// HandleProgress handles reportLanceIndexJobProgress (DESIGN.md §13.4): a
-// running worker's announcement of the index uuid it builds.
-func (h *Handler) HandleProgress(ctx context.Context, r *wire.TLanceIndexJobProgressReport) *wire.TStatus {
-	return status(wire.TStatusCode_NOT_IMPLEMENTED_ERROR, r.GetJobID(), "progress reports are not journaled by this master yet")
+	// Leader-only (§13.5): the report was judged on this master's view as
+	// the leader; if it no longer leads, the command must not be forwarded
+	// as a raw command (the next leader judges the report itself). Propose
+	// then fails with ErrNotLeader, answered NOT_LEADER: the backend retries.
+	return h.d.Proposer.Propose(cluster.LeaderOnly(ctx), data)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/admin"
+	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
@@ -44,6 +45,8 @@ type capturingProposer struct {
 	term   atomic.Uint64
 	err    error         // when set, Propose fails with it and applies nothing
 	gate   chan struct{} // when set, Propose waits for it (batching tests)
+
+	notLeaderOnly atomic.Int64 // proposals whose context was not cluster.LeaderOnly
 }
 
 func (p *capturingProposer) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
@@ -53,6 +56,9 @@ func (p *capturingProposer) Propose(ctx context.Context, cmd []byte) (*journal.T
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if !cluster.IsLeaderOnly(ctx) {
+		p.notLeaderOnly.Add(1)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -155,7 +161,7 @@ func (f *fixture) apply(ct raftfsm.CommandType, cmd thrift.TStruct) *journal.TAp
 	if err != nil {
 		f.t.Fatalf("encode: %v", err)
 	}
-	resp, err := f.prop.Propose(context.Background(), data)
+	resp, err := f.prop.Propose(cluster.LeaderOnly(context.Background()), data) // fixtures are not counted by notLeaderOnly
 	if err != nil {
 		f.t.Fatalf("propose: %v", err)
 	}

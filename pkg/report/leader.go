@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
@@ -25,18 +26,36 @@ func (h *Handler) authenticate(ctx context.Context, id identity, secret *string)
 	}
 	rec, ok := h.d.Reader.State().Job(id.jobID)
 	if !ok {
-		return nil, h.drop(id.jobID, ReasonUnknownJob,
+		return nil, h.refuse(ctx, id.jobID, ReasonUnknownJob,
 			status(wire.TStatusCode_STALE_REPORT, id.jobID, "no such job (never admitted, or already collected)"))
 	}
 	if !secretMatches(secret, rec.InvocationSecret) {
-		return nil, h.drop(id.jobID, ReasonUnauthenticated,
+		return nil, h.refuse(ctx, id.jobID, ReasonUnauthenticated,
 			status(wire.TStatusCode_UNAUTHENTICATED, id.jobID, "the report does not carry this dispatch's invocation secret"))
 	}
 	if !rec.MatchesIdentity(id.dispatchRevision, id.invocationID, id.epoch) {
-		return nil, h.drop(id.jobID, ReasonStaleIdentity,
+		return nil, h.refuse(ctx, id.jobID, ReasonStaleIdentity,
 			status(wire.TStatusCode_STALE_REPORT, id.jobID, "the report names another dispatch (revision, invocation id or process epoch)"))
 	}
 	return rec, nil
+}
+
+// refuse answers a refusal for good that was judged on this replica's view
+// (UNAUTHENTICATED, STALE_REPORT) only once this master has confirmed it
+// still leads (Deps.VerifyLeader, DESIGN.md §13.5): a leader deposed
+// without knowing it may lack the entries that would make the report
+// valid (the newer leader's dispatch). Unconfirmed, the answer is
+// NOT_LEADER and the backend retries, with this master or another.
+func (h *Handler) refuse(ctx context.Context, jobID int64, r Reason, st *wire.TStatus) *wire.TStatus {
+	if h.d.VerifyLeader != nil {
+		if err := h.d.VerifyLeader(ctx); err != nil {
+			h.counts.add(ReasonUnconfirmed)
+			h.log.Info("report: leadership not confirmed; the refusal is not given", zap.Int64("job_id", jobID),
+				zap.String("reason", ReasonUnconfirmed.String()), zap.String("would_be", r.String()), zap.Error(err))
+			return status(wire.TStatusCode_NOT_LEADER, jobID, "this master could not confirm it still leads; retry")
+		}
+	}
+	return h.drop(jobID, r, st)
 }
 
 // catchUp runs Deps.CatchUp once per leader term; see its doc.
@@ -61,26 +80,39 @@ func (h *Handler) catchUp(ctx context.Context) *wire.TStatus {
 }
 
 // journal is steps 3 and 5 in one entry: the report's proof through P (when
-// the record still lacks one) and its result through M2 (when res is set and
-// the job is RUNNING for this dispatch) go into one item of a report batch,
+// the record still lacks one, or when term says the worker ended without a
+// result and the job is still RUNNING: P then moves it to RESOLVING) and its
+// result through M2 (when res is set and the job is RUNNING or RESOLVING for
+// this dispatch) go into one item of a report batch,
 // which the FSM applies P first, each half on its own guard (DESIGN.md §9).
 // One entry instead of two halves a report's journal latency. The answers
 // are proofSt for P and resultSt for M2: nil means applied or acknowledged
 // (resultSt is then statusOK when a result was given).
 func (h *Handler) journal(ctx context.Context, rec *job.Record, id identity, proof job.TerminationProof,
-	res *parsedResult) (proofSt, resultSt *wire.TStatus) {
+	term *termination, res *parsedResult) (proofSt, resultSt *wire.TStatus) {
 	item := &journal.TReportItem{}
 	if proof != job.ProofNone {
-		if !rec.PossibleLiveOwned || rec.TerminationProof != job.ProofNone {
+		resolves := term != nil && rec.MutationState == job.Running
+		if !resolves && (!rec.PossibleLiveOwned || rec.TerminationProof != job.ProofNone) {
 			h.acknowledged(rec.JobID, ReasonDuplicate, "termination proof already recorded")
 		} else {
 			item.Proof = &journal.TProof{JobID: rec.JobID, DispatchRevision: rec.DispatchRevision,
 				InvocationID: rec.InvocationID, ProcessEpoch: rec.ProcessEpoch, BackendID: rec.BackendID,
 				Proof: journal.TTerminationProof(proof)}
+			if term != nil {
+				item.Proof.FinishedWithoutResult_ = thrift.BoolPtr(true)
+				item.Proof.ResolveAfterMs = thrift.Int64Ptr(term.resolveAfterMs)
+				if term.message != "" {
+					item.Proof.Message = thrift.StringPtr(term.message)
+				}
+				if term.indexUUID != "" {
+					item.Proof.IndexUUID = thrift.StringPtr(term.indexUUID)
+				}
+			}
 		}
 	}
 	if res != nil {
-		if rec.MutationState != job.Running {
+		if rec.MutationState != job.Running && rec.MutationState != job.Resolving {
 			resultSt = h.acknowledge(rec, res.code)
 		} else {
 			item.Completion = completion(id, *res)
@@ -153,7 +185,7 @@ func (h *Handler) resultAnswer(id identity, res parsedResult, it *journal.TItemR
 			return h.drop(id.jobID, ReasonUnknownJob, status(wire.TStatusCode_STALE_REPORT, id.jobID, "no such job"))
 		case !cur.MatchesIdentity(id.dispatchRevision, id.invocationID, id.epoch):
 			return h.drop(id.jobID, ReasonStaleIdentity, status(wire.TStatusCode_STALE_REPORT, id.jobID, "the report names another dispatch"))
-		case cur.MutationState == job.Running:
+		case cur.MutationState == job.Running || cur.MutationState == job.Resolving:
 			// Only a replica behind the entry it just wrote sees this (the
 			// command was forwarded after a leadership change): retry.
 			return h.unavailable(id.jobID, errors.New("this replica has not applied the guard's answer yet"))

@@ -49,9 +49,17 @@ func wireProof(p wire.TLanceIndexTerminationProof) (job.TerminationProof, bool) 
 
 // parsedResult is a result that passed parseResult.
 type parsedResult struct {
-	code    job.ResultCode
-	message string
-	ema     bool
+	code      job.ResultCode
+	message   string
+	ema       bool
+	indexUUID string // NATIVE_OK: the verified index's uuid ("" when not reported)
+}
+
+// termination is what a termination report that says the worker ended
+// without a result adds to its proof (DESIGN.md §13.3).
+type termination struct {
+	message, indexUUID string
+	resolveAfterMs     int64
 }
 
 // parseResult checks the result part of a report (§9, §10). On failure it
@@ -73,25 +81,70 @@ func parseResult(r *wire.TLanceIndexJobReport) (parsedResult, Reason, string) {
 				fmt.Sprintf("completion reason %d is unknown", int64(r.GetCompletionReason()))
 		}
 	}
-	msg := r.GetSanitizedMessage()
-	if len(msg) > job.MaxMessageBytes {
-		return parsedResult{}, ReasonOversizedMessage,
-			fmt.Sprintf("the sanitized message is %d bytes; at most %d are allowed", len(msg), job.MaxMessageBytes)
-	}
-	if !utf8.ValidString(msg) {
-		return parsedResult{}, ReasonInvalidField, "the sanitized message is not valid UTF-8"
+	msg, reason, why := parseMessage(r.GetSanitizedMessage())
+	if why != "" {
+		return parsedResult{}, reason, why
 	}
 	return parsedResult{code: code, message: msg, ema: r.GetExternalMetadataAdvanced()}, 0, ""
 }
 
+// parseMessage checks a sanitized message: at most job.MaxMessageBytes of
+// valid UTF-8. The message text is never read to decide anything (§6).
+func parseMessage(msg string) (string, Reason, string) {
+	if len(msg) > job.MaxMessageBytes {
+		return "", ReasonOversizedMessage,
+			fmt.Sprintf("the sanitized message is %d bytes; at most %d are allowed", len(msg), job.MaxMessageBytes)
+	}
+	if !utf8.ValidString(msg) {
+		return "", ReasonInvalidField, "the sanitized message is not valid UTF-8"
+	}
+	return msg, 0, ""
+}
+
+// indexUUID checks an optional index uuid: absent or empty is fine (""),
+// else it must have the shape of a uuid, 8-4-4-4-12 hex digits (a Lance
+// index uuid), which is returned in lower case. ok is false for anything
+// else: the field is dropped.
+func indexUUID(p *string) (string, bool) {
+	if p == nil || *p == "" {
+		return "", true
+	}
+	s := *p
+	if len(s) != 36 {
+		return "", false
+	}
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return "", false
+			}
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+		case c >= 'A' && c <= 'F':
+			b[i] = c + ('a' - 'A')
+		default:
+			return "", false
+		}
+	}
+	return string(b), true
+}
+
+// maxPhaseBytes bounds a worker's announced build phase.
+const maxPhaseBytes = job.MaxPhaseBytes
+
 // completion is the M2 item for a parsed result, with the report's identity.
 func completion(id identity, res parsedResult) *journal.TCompletion {
 	code := journal.TResultCode(res.code)
-	return &journal.TCompletion{
+	c := &journal.TCompletion{
 		JobID: id.jobID, DispatchRevision: id.dispatchRevision, InvocationID: id.invocationID, ProcessEpoch: id.epoch,
 		Result_: &journal.TJobResult_{Code: &code, Message: thrift.StringPtr(res.message),
 			ExternalMetadataAdvanced: thrift.BoolPtr(res.ema)},
 	}
+	if res.indexUUID != "" && res.code == job.NativeOK {
+		c.IndexUUID = thrift.StringPtr(res.indexUUID)
+	}
+	return c
 }
 
 // Statuses. Messages carry ids and field names only: never a secret, a

@@ -20,12 +20,22 @@
 //
 // Bucket "reports", key = the invocation id, value = one JSON object:
 //
-//	{"format":1,"report":{...},"deadline_ms":N,"stored_ms":N}
+//	{"format":1,"report":{...},"index_uuid":"...","deadline_ms":N,"stored_ms":N}
 //
 // "report" is the wire TLanceIndexJobReport in its generated JSON form (the
-// IDL's field names; enums by name, e.g. "NATIVE_OK"). JSON was chosen over
-// Thrift compact because the outbox is read by people during incidents and
-// the volume is tiny (one entry per finished build); "format" versions it.
+// IDL's field names; enums by name, e.g. "NATIVE_OK"); "index_uuid" (may be
+// absent) is the uuid the worker announced, which a termination report
+// carries. JSON was chosen over Thrift compact because the outbox is read
+// by people during incidents and the volume is tiny (one entry per finished
+// build); "format" versions it.
+//
+// Bucket "progress" (KindProgress), key = the invocation id, value:
+//
+//	{"format":1,"progress":{...},"deadline_ms":N,"stored_ms":N}
+//
+// "progress" is the wire TLanceIndexJobProgressReport: what a running
+// worker announced (the uuid of the index it builds, its phase), the latest
+// only (a newer Put replaces it). An older binary ignores this bucket.
 //
 // # Concurrency
 //
@@ -62,7 +72,34 @@ var lockTimeout = 2 * time.Second
 
 const formatVersion = 1
 
-var bucket = []byte("reports")
+var (
+	bucket         = []byte("reports")
+	progressBucket = []byte("progress")
+)
+
+// Kind is what an entry holds.
+type Kind int
+
+const (
+	// KindReport: a finished invocation's report (result and/or proof).
+	KindReport Kind = iota
+	// KindProgress: what a running worker announced (progress report).
+	KindProgress
+)
+
+func (k Kind) String() string {
+	if k == KindProgress {
+		return "progress"
+	}
+	return "report"
+}
+
+func (k Kind) bucket() []byte {
+	if k == KindProgress {
+		return progressBucket
+	}
+	return bucket
+}
 
 // Errors.
 var (
@@ -73,14 +110,21 @@ var (
 	ErrClosed = errors.New("outbox: closed")
 )
 
-// Entry is one stored report.
+// Entry is one stored report or progress report.
 type Entry struct {
-	// ID is the invocation id, the entry's key: one entry per invocation.
-	ID string
-	// Report is what the agent delivers: the dispatch identity, the result
-	// code when there is a trusted one, the termination proof when there is
-	// one, and the invocation secret that authenticates it.
+	// ID is the invocation id, the entry's key: one entry per invocation
+	// and kind.
+	ID   string
+	Kind Kind
+	// Report (KindReport) is what the agent delivers: the dispatch
+	// identity, the result code when there is a trusted one, the
+	// termination proof when there is one, and the invocation secret that
+	// authenticates it.
 	Report *wire.TLanceIndexJobReport
+	// IndexUUID (KindReport) is the uuid the worker announced, if any.
+	IndexUUID string
+	// Progress (KindProgress) is the progress report, secret included.
+	Progress *wire.TLanceIndexJobProgressReport
 	// Deadline is the dispatch's deadline; the entry expires at
 	// Deadline + the outbox's grace.
 	Deadline time.Time
@@ -138,8 +182,12 @@ func Open(path string, opts ...Option) (*Outbox, error) {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucket)
-		return err
+		for _, b := range [][]byte{bucket, progressBucket} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
@@ -159,80 +207,104 @@ func (o *Outbox) ExpiresAt(e Entry) time.Time { return e.Deadline.Add(o.grace) }
 
 // stored is the on-disk form.
 type stored struct {
-	Format     int                        `json:"format"`
-	Report     *wire.TLanceIndexJobReport `json:"report"`
-	DeadlineMs int64                      `json:"deadline_ms"`
-	StoredMs   int64                      `json:"stored_ms"`
+	Format     int                                `json:"format"`
+	Report     *wire.TLanceIndexJobReport         `json:"report,omitempty"`
+	IndexUUID  string                             `json:"index_uuid,omitempty"`
+	Progress   *wire.TLanceIndexJobProgressReport `json:"progress,omitempty"`
+	DeadlineMs int64                              `json:"deadline_ms"`
+	StoredMs   int64                              `json:"stored_ms"`
 }
 
 // Put stores e durably (the commit is fsynced before Put returns). A second
-// Put of the same id replaces the first.
+// Put of the same id and kind replaces the first.
 func (o *Outbox) Put(e Entry) error {
-	r := e.Report
+	var invocation string
+	var secret *string
+	switch e.Kind {
+	case KindReport:
+		if e.Report == nil || e.Progress != nil {
+			return fmt.Errorf("%w: a report entry holds a report only", ErrInvalidEntry)
+		}
+		invocation, secret = e.Report.InvocationID, e.Report.InvocationSecret
+	case KindProgress:
+		if e.Progress == nil || e.Report != nil {
+			return fmt.Errorf("%w: a progress entry holds a progress report only", ErrInvalidEntry)
+		}
+		invocation, secret = e.Progress.InvocationID, e.Progress.InvocationSecret
+	default:
+		return fmt.Errorf("%w: unknown kind", ErrInvalidEntry)
+	}
 	switch {
-	case e.ID == "" || r == nil:
-		return fmt.Errorf("%w: id and report are required", ErrInvalidEntry)
-	case r.InvocationID != e.ID:
+	case e.ID == "":
+		return fmt.Errorf("%w: id is required", ErrInvalidEntry)
+	case invocation != e.ID:
 		return fmt.Errorf("%w: the report names another invocation", ErrInvalidEntry)
-	case r.InvocationSecret == nil || *r.InvocationSecret == "":
+	case secret == nil || *secret == "":
 		return fmt.Errorf("%w: the report has no invocation secret", ErrInvalidEntry)
 	}
 	if e.StoredAt.IsZero() {
 		e.StoredAt = o.now()
 	}
-	b, err := json.Marshal(stored{Format: formatVersion, Report: r,
+	b, err := json.Marshal(stored{Format: formatVersion, Report: e.Report, IndexUUID: e.IndexUUID, Progress: e.Progress,
 		DeadlineMs: e.Deadline.UnixMilli(), StoredMs: e.StoredAt.UnixMilli()})
 	if err != nil {
 		return fmt.Errorf("outbox: encode: %w", err)
 	}
-	return o.update(func(b2 *bolt.Bucket) error { return b2.Put([]byte(e.ID), b) })
+	return o.updateIn(e.Kind.bucket(), func(b2 *bolt.Bucket) error { return b2.Put([]byte(e.ID), b) })
 }
 
-// Ack removes the entry of id: a master accepted its report, or the report
-// can never be accepted. Acknowledging a missing id is not an error.
-func (o *Outbox) Ack(id string) error {
-	return o.update(func(b *bolt.Bucket) error { return b.Delete([]byte(id)) })
+// Ack removes the report entry of id: a master accepted it, or it can never
+// be accepted. Acknowledging a missing id is not an error.
+func (o *Outbox) Ack(id string) error { return o.Remove(KindReport, id) }
+
+// Remove removes the entry of id of kind k (missing is not an error).
+func (o *Outbox) Remove(k Kind, id string) error {
+	return o.updateIn(k.bucket(), func(b *bolt.Bucket) error { return b.Delete([]byte(id)) })
 }
 
-// Pending removes the expired entries, then returns the others, oldest
-// first, with the ids of those it removed (for the caller to log).
-// An entry that cannot be decoded is removed and reported as expired: it
-// could never be delivered.
+// Pending removes the expired entries, then returns the others (both
+// kinds), oldest first, with the ids of those it removed (for the caller to
+// log). An entry that cannot be decoded is removed and reported as expired:
+// it could never be delivered.
 func (o *Outbox) Pending() (pending []Entry, expired []string, err error) {
 	now := o.now()
-	err = o.update(func(b *bolt.Bucket) error {
-		var drop [][]byte
-		if err := b.ForEach(func(k, v []byte) error {
-			e, ok := decode(k, v)
-			if !ok || now.After(o.ExpiresAt(e)) {
-				drop = append(drop, append([]byte(nil), k...))
+	err = o.db.Update(func(tx *bolt.Tx) error {
+		for _, k := range []Kind{KindReport, KindProgress} {
+			b := tx.Bucket(k.bucket())
+			var drop [][]byte
+			if err := b.ForEach(func(key, v []byte) error {
+				e, ok := decode(k, key, v)
+				if !ok || now.After(o.ExpiresAt(e)) {
+					drop = append(drop, append([]byte(nil), key...))
+					return nil
+				}
+				pending = append(pending, e)
 				return nil
-			}
-			pending = append(pending, e)
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, k := range drop {
-			if err := b.Delete(k); err != nil {
+			}); err != nil {
 				return err
 			}
-			expired = append(expired, string(k))
+			for _, key := range drop {
+				if err := b.Delete(key); err != nil {
+					return err
+				}
+				expired = append(expired, string(key))
+			}
 		}
 		return nil
 	})
-	if err != nil {
+	if err = wrapClosed(err); err != nil {
 		return nil, nil, err
 	}
 	sort.SliceStable(pending, func(i, j int) bool { return pending[i].StoredAt.Before(pending[j].StoredAt) })
 	return pending, expired, nil
 }
 
-// Len returns the number of stored entries (expired ones included).
+// Len returns the number of stored entries of both kinds (expired ones
+// included).
 func (o *Outbox) Len() (int, error) {
 	n := 0
 	err := o.db.View(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucket).Stats().KeyN
+		n = tx.Bucket(bucket).Stats().KeyN + tx.Bucket(progressBucket).Stats().KeyN
 		return nil
 	})
 	return n, wrapClosed(err)
@@ -243,8 +315,8 @@ func (o *Outbox) Close() error {
 	return o.db.Close()
 }
 
-func (o *Outbox) update(fn func(*bolt.Bucket) error) error {
-	return wrapClosed(o.db.Update(func(tx *bolt.Tx) error { return fn(tx.Bucket(bucket)) }))
+func (o *Outbox) updateIn(name []byte, fn func(*bolt.Bucket) error) error {
+	return wrapClosed(o.db.Update(func(tx *bolt.Tx) error { return fn(tx.Bucket(name)) }))
 }
 
 func wrapClosed(err error) error {
@@ -254,12 +326,23 @@ func wrapClosed(err error) error {
 	return err
 }
 
-func decode(k, v []byte) (Entry, bool) {
+func decode(kind Kind, k, v []byte) (Entry, bool) {
 	var s stored
-	if err := json.Unmarshal(v, &s); err != nil || s.Format != formatVersion || s.Report == nil ||
-		s.Report.InvocationID != string(k) {
+	if err := json.Unmarshal(v, &s); err != nil || s.Format != formatVersion {
 		return Entry{}, false
 	}
-	return Entry{ID: string(k), Report: s.Report,
-		Deadline: time.UnixMilli(s.DeadlineMs), StoredAt: time.UnixMilli(s.StoredMs)}, true
+	e := Entry{ID: string(k), Kind: kind, Deadline: time.UnixMilli(s.DeadlineMs), StoredAt: time.UnixMilli(s.StoredMs)}
+	switch kind {
+	case KindReport:
+		if s.Report == nil || s.Report.InvocationID != e.ID {
+			return Entry{}, false
+		}
+		e.Report, e.IndexUUID = s.Report, s.IndexUUID
+	case KindProgress:
+		if s.Progress == nil || s.Progress.InvocationID != e.ID {
+			return Entry{}, false
+		}
+		e.Progress = s.Progress
+	}
+	return e, true
 }

@@ -181,7 +181,7 @@ func TestCorruptEntryIsDropped(t *testing.T) {
 	clk := newClock()
 	path := filepath.Join(t.TempDir(), "outbox.db")
 	o := open(t, path, clk)
-	if err := o.update(func(b *bolt.Bucket) error { return b.Put([]byte("junk"), []byte("{not json")) }); err != nil {
+	if err := o.updateIn(bucket, func(b *bolt.Bucket) error { return b.Put([]byte("junk"), []byte("{not json")) }); err != nil {
 		t.Fatal(err)
 	}
 	got, exp := pending(t, o)
@@ -244,5 +244,49 @@ func TestFileHoldsNoStorageOption(t *testing.T) {
 	}
 	if !bytes.Contains(b, []byte("secret-inv")) {
 		t.Fatal("the outbox file should hold the invocation secret (sanity check of the scan)")
+	}
+}
+
+// A progress entry lives beside the report of the same invocation, is
+// replaced by a newer Put, survives a reopen, and is removed on its own.
+func TestProgressEntries(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	o := open(t, path, clk)
+	dl := clk.Now().Add(time.Hour)
+	prog := func(phase string) *wire.TLanceIndexJobProgressReport {
+		return &wire.TLanceIndexJobProgressReport{JobID: 1, DispatchRevision: 3, InvocationID: "inv", BeProcessEpoch: 42,
+			InvocationSecret: strp("secret-inv"), IndexUUID: strp("0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f"), Phase: strp(phase)}
+	}
+	for _, ph := range []string{"train", "write"} {
+		if err := o.Put(Entry{ID: "inv", Kind: KindProgress, Progress: prog(ph), Deadline: dl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Add(time.Second)
+	if err := o.Put(Entry{ID: "inv", Report: report("inv", 1), IndexUUID: "0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f", Deadline: dl}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Put(Entry{ID: "inv", Kind: KindProgress, Report: report("inv", 1)}); !errors.Is(err, ErrInvalidEntry) {
+		t.Fatalf("a progress entry holding a report: %v", err)
+	}
+	if err := o.Put(Entry{ID: "other", Kind: KindProgress, Progress: prog("x")}); !errors.Is(err, ErrInvalidEntry) {
+		t.Fatalf("a progress entry naming another invocation: %v", err)
+	}
+	o.Close()
+	o = open(t, path, clk)
+	got, _ := pending(t, o)
+	if len(got) != 2 || got[0].Kind != KindProgress || got[0].Progress.GetPhase() != "write" ||
+		got[1].Kind != KindReport || got[1].IndexUUID == "" || got[1].Report.GetResultCode() != wire.TLanceIndexJobResultCode_NATIVE_OK {
+		t.Fatalf("pending %+v", got)
+	}
+	if n, _ := o.Len(); n != 2 {
+		t.Fatalf("Len %d, want 2", n)
+	}
+	if err := o.Remove(KindProgress, "inv"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := pending(t, o); len(got) != 1 || got[0].Kind != KindReport {
+		t.Fatalf("after removing the progress entry: %+v", got)
 	}
 }

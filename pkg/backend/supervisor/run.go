@@ -81,6 +81,7 @@ type workerIO struct {
 	out                           []byte
 	overflow                      int64
 	ring                          *ring
+	lines                         *lineWriter // nil without a stderr line observer
 }
 
 func (w *workerIO) closeChildEnds() {
@@ -138,7 +139,12 @@ func (w *workerIO) start(request []byte) {
 	}()
 	go func() {
 		defer close(w.stderrDone)
-		_, _ = io.Copy(w.ring, w.stderr)
+		if w.lines == nil {
+			_, _ = io.Copy(w.ring, w.stderr)
+			return
+		}
+		_, _ = io.Copy(io.MultiWriter(w.ring, w.lines), w.stderr)
+		w.lines.flush()
 	}()
 }
 
@@ -202,6 +208,9 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 		removeQuietly(cg)
 		return never("spawn failed")
 	}
+	if fn := StderrLines(ctx); fn != nil {
+		w.lines = &lineWriter{fn: fn, secrets: secrets}
+	}
 	files := make([]uintptr, 0, 6)
 	for _, f := range w.childEnds {
 		files = append(files, f.Fd())
@@ -256,6 +265,7 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 		out.Failure = killedBy + "; worker did not exit after SIGKILL"
 		out.Stderr = s.stderrTail(w, secrets)
 		out.Duration = time.Since(start)
+		w.lines.stop() // the drain below outlives Run: no observer call after it
 		s.finishLater(c, cg, func() { w.drain(0) })
 		return out
 	}

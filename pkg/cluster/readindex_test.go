@@ -1,0 +1,279 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+)
+
+// gatedFSM holds every Apply while closed: a replica whose FSM is behind
+// the entries raft has already handed it.
+type gatedFSM struct {
+	*countingFSM
+	mu     sync.Mutex
+	closed bool
+	open   chan struct{}
+}
+
+func newGatedFSM(t *testing.T) *gatedFSM {
+	return &gatedFSM{countingFSM: newTestFSM(t).(*countingFSM), open: make(chan struct{})}
+}
+
+func (g *gatedFSM) Apply(l *raft.Log) any {
+	g.mu.Lock()
+	closed, open := g.closed, g.open
+	g.mu.Unlock()
+	if closed {
+		<-open
+	}
+	return g.countingFSM.Apply(l)
+}
+
+func (g *gatedFSM) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed, g.open = true, make(chan struct{})
+}
+
+func (g *gatedFSM) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		g.closed = false
+		close(g.open)
+	}
+}
+
+// startWith starts tn with fsm instead of a fresh test FSM.
+func (tn *testNode) startWith(fsm testableFSM) {
+	t := tn.c.t
+	t.Helper()
+	n, err := New(tn.cfg, fsm, tn.c.fwd)
+	if err != nil {
+		t.Fatalf("New(%s): %v", tn.cfg.NodeID, err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatalf("Start(%s): %v", tn.cfg.NodeID, err)
+	}
+	tn.mu.Lock()
+	tn.n, tn.fsm = n, fsm
+	tn.mu.Unlock()
+	tn.gen.Add(1)
+}
+
+func fsmApplied(tn *testNode) uint64 {
+	switch f := tn.currentFSM().(type) {
+	case *countingFSM:
+		return f.State().AppliedIndex()
+	case *gatedFSM:
+		return f.State().AppliedIndex()
+	}
+	panic("unexpected FSM type")
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestVerifyLeaderAndReadIndex(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	ld := c.leader()
+	ctx := testCtx(t)
+	resp := mustPropose(t, ld.node(), 1)
+
+	if err := ld.node().VerifyLeader(ctx); err != nil {
+		t.Fatalf("VerifyLeader on the leader: %v", err)
+	}
+	ri, err := ld.node().ReadIndex(ctx)
+	if err != nil {
+		t.Fatalf("ReadIndex on the leader: %v", err)
+	}
+	if ri < uint64(resp.GetIndex()) {
+		t.Fatalf("read index %d is below the acknowledged write at %d", ri, resp.GetIndex())
+	}
+	for _, f := range c.followers(ld) {
+		if err := f.node().VerifyLeader(ctx); !errors.Is(err, raftfsm.ErrNotLeader) {
+			t.Errorf("VerifyLeader on follower %s = %v, want ErrNotLeader", f.cfg.NodeID, err)
+		}
+		if _, err := f.node().ReadIndex(ctx); !errors.Is(err, raftfsm.ErrNotLeader) {
+			t.Errorf("ReadIndex on follower %s = %v, want ErrNotLeader", f.cfg.NodeID, err)
+		}
+	}
+}
+
+// A deposed leader that has not noticed yet cannot confirm its leadership:
+// cut off from its followers, VerifyLeader fails instead of answering on a
+// view that may be stale.
+func TestVerifyLeaderFailsOnAnIsolatedLeader(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	ld := c.leader()
+	mustPropose(t, ld.node(), 1)
+	n := ld.node()
+	for _, f := range c.followers(ld) {
+		f.stop(false)
+	}
+	// A heartbeat already in flight when the followers stopped may still
+	// confirm one call (raft counts answers to heartbeats sent before the
+	// call); no later call can be confirmed.
+	var err error
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = n.VerifyLeader(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		t.Fatal("an isolated leader confirmed its leadership three times")
+	}
+	if !errors.Is(err, raftfsm.ErrNotLeader) {
+		t.Fatalf("VerifyLeader = %v, want an error wrapping ErrNotLeader", err)
+	}
+}
+
+// A LeaderOnly proposal on a follower is refused, never forwarded.
+func TestLeaderOnlyProposalIsNeverForwarded(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	ld := c.leader()
+	mustPropose(t, ld.node(), 1)
+	f := c.followers(ld)[0]
+	eventually(t, 5*time.Second, "the follower knows the leader", func() bool {
+		id, _ := f.node().Leader()
+		return id == ld.cfg.NodeID
+	})
+	before := c.fwd.forwards.Load()
+	_, err := f.node().Propose(LeaderOnly(testCtx(t)), testCmd(2))
+	if !errors.Is(err, raftfsm.ErrNotLeader) {
+		t.Fatalf("LeaderOnly Propose on a follower = %v, want ErrNotLeader", err)
+	}
+	if got := c.fwd.forwards.Load(); got != before {
+		t.Fatalf("the command was forwarded (%d forwards)", got-before)
+	}
+	// The same command without the marker is forwarded, as before.
+	mustPropose(t, f.node(), 2)
+	if c.fwd.forwards.Load() == before {
+		t.Fatal("a plain Propose on a follower was not forwarded")
+	}
+}
+
+// A replica whose FSM lags the entries raft handed it is not caught up; a
+// replica whose last entries are raft's own (a term's no-op) is.
+func TestCaughtUpFollowsTheFSMNotRaft(t *testing.T) {
+	c := newTestCluster(t, 3)
+	g := newGatedFSM(t)
+	c.nodes[1].startWith(g)
+	c.nodes[0].start()
+	c.nodes[2].start()
+	ld := c.leader()
+	if ld == c.nodes[1] {
+		if err := ld.node().TransferLeadership(""); err != nil {
+			t.Fatalf("transfer: %v", err)
+		}
+		ld = c.leader()
+	}
+	mustPropose(t, ld.node(), 1)
+	ctx := testCtx(t)
+	ri, err := ld.node().ReadIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := c.nodes[1]
+	eventually(t, 10*time.Second, "the gated follower catches up", func() bool {
+		return lag.node().CaughtUp(ri, fsmApplied(lag))
+	})
+
+	g.hold()
+	resp := mustPropose(t, ld.node(), 2)
+	ri, err = ld.node().ReadIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ri < uint64(resp.GetIndex()) {
+		t.Fatalf("read index %d below the write at %d", ri, resp.GetIndex())
+	}
+	// Raft hands the entry to the (held) FSM: raft's applied index reaches
+	// it, the FSM's does not.
+	eventually(t, 10*time.Second, "raft hands the entry over", func() bool {
+		return lag.node().AppliedIndex() >= ri
+	})
+	if lag.node().CaughtUp(ri, fsmApplied(lag)) {
+		t.Fatalf("CaughtUp(%d) with the FSM at %d and a command in between", ri, fsmApplied(lag))
+	}
+	if lag.currentFSM().Count() != 1 {
+		t.Fatalf("the held FSM applied %d commands", lag.currentFSM().Count())
+	}
+	g.release()
+	eventually(t, 10*time.Second, "caught up once the FSM applies", func() bool {
+		return lag.node().CaughtUp(ri, fsmApplied(lag))
+	})
+	if lag.currentFSM().Count() != 2 {
+		t.Fatalf("caught up with %d commands applied, want 2", lag.currentFSM().Count())
+	}
+
+	// A new term's no-op never reaches the FSM: the replica is caught up
+	// all the same.
+	if err := ld.node().TransferLeadership(""); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	var nl *testNode
+	eventually(t, 10*time.Second, "a new leader", func() bool {
+		for _, tn := range c.nodes {
+			if tn != ld && tn.node().IsLeader() && tn.node().LeaderTerm() != 0 {
+				nl = tn
+				return true
+			}
+		}
+		return false
+	})
+	ri2, err := nl.node().ReadIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ri2 <= ri {
+		t.Fatalf("read index %d after the new term's no-op, want > %d", ri2, ri)
+	}
+	for _, tn := range c.nodes {
+		eventually(t, 10*time.Second, tn.cfg.NodeID+" caught up after the no-op", func() bool {
+			return tn.node().CaughtUp(ri2, fsmApplied(tn))
+		})
+		if fsmApplied(tn) >= ri2 {
+			t.Fatalf("%s: FSM applied %d, the no-op at %d should not have reached it", tn.cfg.NodeID, fsmApplied(tn), ri2)
+		}
+	}
+}
+
+// A just-restarted follower is not caught up until it has replayed what it
+// missed; whenever it says it is, its FSM holds every acknowledged write.
+func TestRestartedFollowerIsNotCaughtUpUntilReplayed(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	ld := c.leader()
+	mustPropose(t, ld.node(), 0)
+	f := c.followers(ld)[0]
+	f.stop(false)
+	proposeMany(t, ld.node(), 1, 40, 4)
+	ri, err := ld.node().ReadIndex(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	eventually(t, 20*time.Second, "the restarted follower catches up", func() bool {
+		up := f.node().CaughtUp(ri, fsmApplied(f))
+		if up && f.currentFSM().Count() != 40 {
+			t.Fatalf("caught up with %d of 40 commands applied", f.currentFSM().Count())
+		}
+		return up
+	})
+}

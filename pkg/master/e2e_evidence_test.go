@@ -1,0 +1,377 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+)
+
+// End to end with the real builder and a real `lancemaster backend`
+// process (DESIGN.md §13.3, §13.4): the backend is killed with SIGKILL while
+// its worker holds a build at a chosen point (the builder's test hold,
+// LANCEMASTER_BUILDER_HOLD), then restarted. The job must not wait for its
+// execute deadline: the new process's first heartbeats prove the old one
+// gone, its outbox is delivered, the job is RESOLVING, and its outcome is
+// read from the dataset's retained versions.
+
+// evidenceRig is three in-process masters, the real builder, and one
+// backend process that the test can kill and restart on the same address
+// and data dir.
+type evidenceRig struct {
+	t       *testing.T
+	c       *cluster3
+	l       int
+	builder string
+	lake    string
+	hold    string // the builder's hold directory
+	bin     string
+	cfg     string
+	addr    string
+	proc    *exec.Cmd
+	logs    *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *lockedBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *lockedBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// buildBinary builds cmd/lancemaster once per test binary.
+var buildBinary = sync.OnceValues(func() (string, error) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.MkdirTemp("", "lancemaster-e2e-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "lancemaster")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/lancemaster")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func newEvidenceRig(t *testing.T) *evidenceRig {
+	t.Helper()
+	builder := builderDir(t)
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &evidenceRig{t: t, builder: builder, lake: t.TempDir(), hold: t.TempDir(), bin: bin, logs: &lockedBuffer{}}
+	r.makeDataset()
+	r.c = newCluster3With(t, nil, func(int) Options { return Options{HeartbeatInterval: 100 * time.Millisecond} })
+	r.l = r.c.leader()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = l.Addr().String()
+	l.Close()
+	data := t.TempDir()
+	var masters []string
+	for _, p := range r.c.nodes[0].Peers {
+		masters = append(masters, p.RPCAddress)
+	}
+	r.cfg = filepath.Join(t.TempDir(), "backend.yaml")
+	body := fmt.Sprintf("listen: %s\ndata_dir: %s\nmasters: [%s]\nisolation: best-effort\nconcurrency: 2\n"+
+		"worker: [node, %s]\nworker_env: {LANCEMASTER_BUILDER_HOLD: %q}\nlog_format: json\nlog_level: info\n",
+		r.addr, data, strings.Join(masters, ", "), filepath.Join(builder, "builder.js"), r.hold)
+	if err := os.WriteFile(r.cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.startBackend()
+	t.Cleanup(func() {
+		r.killBackend()
+		if t.Failed() {
+			t.Logf("backend log:\n%s", r.logs.String())
+		}
+	})
+	r.call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &r.lake}); err != nil {
+			return err
+		}
+		if _, err := a.AddBackend(ctx, r.addr); err != nil {
+			return err
+		}
+		_, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		return err
+	})
+	r.waitAlive()
+	return r
+}
+
+// waitAlive waits until the leader has heard the backend accept work.
+func (r *evidenceRig) waitAlive() {
+	r.t.Helper()
+	eventually(r.t, 60*time.Second, "the backend to be alive", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		alive := false
+		_ = r.c.client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+			bs, err := a.ListBackends(ctx)
+			for _, b := range bs {
+				alive = alive || b.GetAlive()
+			}
+			return err
+		})
+		return alive
+	})
+}
+
+func (r *evidenceRig) makeDataset() {
+	r.t.Helper()
+	args := []string{filepath.Join(r.builder, "make-dataset.js"), filepath.Join(r.lake, "db"), "items", "--rows", "2000", "--dim", "16", "--overwrite"}
+	if out, err := exec.Command("node", args...).CombinedOutput(); err != nil {
+		r.t.Fatalf("make-dataset: %v\n%s", err, out)
+	}
+}
+
+func (r *evidenceRig) startBackend() {
+	r.t.Helper()
+	cmd := exec.Command(r.bin, "backend", "--config", r.cfg)
+	cmd.Stdout, cmd.Stderr = r.logs, r.logs
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.proc = cmd
+}
+
+// killBackend is kill -9 of the agent: its workers die with it (their
+// parent-death signal), nothing is flushed.
+func (r *evidenceRig) killBackend() {
+	if r.proc == nil || r.proc.ProcessState != nil {
+		return
+	}
+	_ = r.proc.Process.Kill()
+	_ = r.proc.Wait()
+}
+
+func (r *evidenceRig) call(fn func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.c.client(r.l).Call(ctx, fn); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *evidenceRig) job(id int64) *job.Record {
+	rec, _ := r.c.masters[r.l].FSM().State().Job(id)
+	return rec
+}
+
+// waitJob waits (bounded) until cond holds for the job on the leader.
+func (r *evidenceRig) waitJob(id int64, what string, cond func(*job.Record) bool) *job.Record {
+	r.t.Helper()
+	var rec *job.Record
+	eventually(r.t, 90*time.Second, what, func() bool {
+		rec = r.job(id)
+		return rec != nil && cond(rec)
+	})
+	return rec
+}
+
+// hold makes the builder stop at point ("before-commit" or
+// "after-commit") until release; the builder announces it has reached it
+// by creating <point>.reached.
+func (r *evidenceRig) holdAt(point string) {
+	r.t.Helper()
+	if err := os.WriteFile(filepath.Join(r.hold, point), nil, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *evidenceRig) release(point string) {
+	_ = os.Remove(filepath.Join(r.hold, point))
+	_ = os.Remove(filepath.Join(r.hold, point+".reached"))
+}
+
+func (r *evidenceRig) waitReached(point string) {
+	r.t.Helper()
+	eventually(r.t, 90*time.Second, "the builder to reach "+point, func() bool {
+		_, err := os.Stat(filepath.Join(r.hold, point+".reached"))
+		return err == nil
+	})
+}
+
+func (r *evidenceRig) admit(req func(a *adminapi.LanceMasterServiceClient, ctx context.Context) (*adminapi.TAdmitResponse, error)) int64 {
+	r.t.Helper()
+	var id int64
+	r.call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		resp, err := req(a, ctx)
+		if err != nil {
+			return err
+		}
+		id = resp.GetJobID()
+		return nil
+	})
+	return id
+}
+
+func (r *evidenceRig) createIVFPQ(name string, replace bool) int64 {
+	return r.admit(func(a *adminapi.LanceMasterServiceClient, ctx context.Context) (*adminapi.TAdmitResponse, error) {
+		return a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items", IndexName: name,
+			Column: "vector", IndexType: "IVF_PQ", Replace: &replace, Properties: []*adminapi.TProperty{
+				{Key: "num_partitions", Value: "2"}, {Key: "num_sub_vectors", Value: "2"}, {Key: "num_bits", Value: "4"}}})
+	})
+}
+
+func (r *evidenceRig) drop(name string) int64 {
+	return r.admit(func(a *adminapi.LanceMasterServiceClient, ctx context.Context) (*adminapi.TAdmitResponse, error) {
+		return a.DropIndex(ctx, &adminapi.TDropIndexRequest{Catalog: "lake", Db: "db", Table: "items", IndexName: name})
+	})
+}
+
+// crashAt holds the job's worker at point, kills the backend, restarts it
+// and returns the job once it is terminal, with the seconds from the
+// restart to the outcome.
+func (r *evidenceRig) crashAt(id int64, point string) (*job.Record, time.Duration) {
+	r.t.Helper()
+	r.waitReached(point)
+	if point == "after-commit" {
+		// A vector build's uuid is announced at its start, through the
+		// backend's outbox and the progress report.
+		r.waitJob(id, "the announced index uuid to be journaled", func(j *job.Record) bool { return j.IndexUUID != "" })
+	}
+	r.killBackend()
+	r.release(point)
+	restart := time.Now()
+	r.startBackend()
+	rec := r.waitJob(id, "the job to end", func(j *job.Record) bool { return j.MutationState.IsOutcome() })
+	return rec, time.Since(restart)
+}
+
+func TestEndToEndBackendKill9DuringBuild(t *testing.T) {
+	r := newEvidenceRig(t)
+
+	// Killed before the commit: NOT_COMMITTED, proven from the dataset.
+	r.holdAt("before-commit")
+	id := r.createIVFPQ("vec", false)
+	rec, took := r.crashAt(id, "before-commit")
+	t.Logf("figure: backend kill -9 mid-build -> job terminal %.1f s after the restart", took.Seconds())
+	if rec.MutationState != job.NotCommitted || rec.Result.Reason != job.ReasonResolvedFromDataset || rec.HoldsPossibleLiveSlot() {
+		t.Fatalf("killed before the commit: %s %s %s %q slot=%v", rec.MutationState, rec.Result.Code, rec.Result.Reason, rec.Result.Message, rec.HoldsPossibleLiveSlot())
+	}
+	if rec.Unresolved() {
+		t.Fatalf("the fence is still held")
+	}
+	// The fence is free: the same CREATE is admitted and commits.
+	id = r.createIVFPQ("vec", false)
+	rec = r.waitJob(id, "the second CREATE to commit", func(j *job.Record) bool { return j.MutationState.IsOutcome() && !j.Unresolved() })
+	if rec.MutationState != job.Committed || rec.IndexUUID == "" {
+		t.Fatalf("second CREATE: %s %q uuid %q", rec.MutationState, rec.Result.Message, rec.IndexUUID)
+	}
+
+	// REPLACE killed after its commit: COMMITTED from the dataset, by the
+	// uuid its worker announced; refresh DONE.
+	r.holdAt("after-commit")
+	id = r.createIVFPQ("vec", true)
+	rec, took = r.crashAt(id, "after-commit")
+	t.Logf("figure: backend kill -9 just after the commit -> job terminal %.1f s after the restart", took.Seconds())
+	if rec.MutationState != job.Committed || rec.Result.Reason != job.ReasonResolvedFromDataset {
+		t.Fatalf("REPLACE killed after the commit: %s %s %q", rec.MutationState, rec.Result.Reason, rec.Result.Message)
+	}
+	r.waitJob(id, "its refresh", func(j *job.Record) bool { return j.RefreshState == job.RefreshDone })
+
+	// DROP killed before its commit: the index is still there in every
+	// later version: NOT_COMMITTED.
+	r.holdAt("before-commit")
+	id = r.drop("vec")
+	rec, _ = r.crashAt(id, "before-commit")
+	if rec.MutationState != job.NotCommitted || rec.Result.Reason != job.ReasonResolvedFromDataset {
+		t.Fatalf("DROP killed before the commit: %s %s %q", rec.MutationState, rec.Result.Reason, rec.Result.Message)
+	}
+
+	// The versions of the window are pruned while the backend is down: the
+	// dataset proves nothing, so UNKNOWN at once, saying why.
+	r.holdAt("before-commit")
+	id = r.createIVFPQ("vec_pruned", false)
+	r.waitReached("before-commit")
+	r.killBackend()
+	r.release("before-commit")
+	r.prune()
+	r.startBackend()
+	rec = r.waitJob(id, "the pruned job to end", func(j *job.Record) bool { return j.MutationState.IsOutcome() })
+	if rec.MutationState != job.Unknown || !strings.Contains(rec.Result.Message, "pruned") {
+		t.Fatalf("pruned window: %s %s %q", rec.MutationState, rec.Result.Reason, rec.Result.Message)
+	}
+}
+
+// prune writes two new versions (a delete, then optimize) and removes every
+// older one (optimize's cleanup), as maintenance outside lancemaster might:
+// a version after the admitted one is then gone.
+func (r *evidenceRig) prune() {
+	r.t.Helper()
+	script := `const lancedb = require("@lancedb/lancedb");
+(async () => {
+  const db = await lancedb.connect(process.argv[1]);
+  const tbl = await db.openTable("items");
+  await tbl.delete("id = 0");
+  await tbl.optimize({ cleanupOlderThan: new Date(Date.now() + 1000), deleteUnverified: true });
+  tbl.close();
+})().catch((e) => { console.error(e); process.exit(1); });`
+	cmd := exec.Command("node", "-e", script, filepath.Join(r.lake, "db"))
+	cmd.Dir = r.builder
+	if out, err := cmd.CombinedOutput(); err != nil {
+		r.t.Fatalf("prune: %v\n%s", err, out)
+	}
+}
+
+// A worker killed without a result (what the kernel's OOM killer does: a
+// SIGKILL) leaves RUNNING as soon as the backend reports it: the
+// termination report carries the cause and no_result, the job is RESOLVING
+// in that entry and its outcome is read from the dataset. The backend keeps
+// running.
+func TestEndToEndWorkerKilledWithoutResult(t *testing.T) {
+	r := newEvidenceRig(t)
+	r.holdAt("before-commit")
+	id := r.createIVFPQ("vec", false)
+	r.waitReached("before-commit")
+	pidText, err := os.ReadFile(filepath.Join(r.hold, "before-commit.reached"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(pidText), &pid); err != nil || pid <= 1 {
+		t.Fatalf("worker pid %q: %v", pidText, err)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.release("before-commit")
+	rec := r.waitJob(id, "the job to end", func(j *job.Record) bool { return j.MutationState.IsOutcome() })
+	t.Logf("figure: worker killed (SIGKILL, as by the OOM killer) -> job terminal %.2f s after the kill", time.Since(killed).Seconds())
+	if rec.MutationState != job.NotCommitted || rec.Result.Reason != job.ReasonResolvedFromDataset {
+		t.Fatalf("killed worker: %s %s %q", rec.MutationState, rec.Result.Reason, rec.Result.Message)
+	}
+	if rec.TerminationMessage == "" || rec.TerminationProof != job.ProofChildReaped {
+		t.Fatalf("the cause did not reach the journal: message %q proof %s", rec.TerminationMessage, rec.TerminationProof)
+	}
+	t.Logf("termination message: %s", rec.TerminationMessage)
+}
