@@ -27,9 +27,10 @@ module.exports = function commit({ openTable, storageOptions, errKind, errText, 
     return /(^|,)\s*lance::index::vector=(debug|trace)\s*(,|$)/.test(process.env.LANCEDB_LOG || "");
   }
 
-  // startUuidWatch watches a local dataset's _indices for the new index's
-  // directory (a scalar build logs no uuid; a vector build does when
-  // lanceAnnouncesVectorUuid). null when there is nothing to watch.
+  // startUuidWatch watches for the index directory this process writes
+  // under a local dataset's _indices (a scalar build logs no uuid; a vector
+  // build does when lanceAnnouncesVectorUuid). null when there is nothing to
+  // watch.
   function startUuidWatch(req, b) {
     if (b.mutation === "DROP") return null;
     if (lib.isVectorIndexType(b.indexType) && lanceAnnouncesVectorUuid()) return null;
@@ -38,7 +39,7 @@ module.exports = function commit({ openTable, storageOptions, errKind, errText, 
       dir = lib.localDatasetDir(req.dataset_uri);
     } catch (_) { /* validated already */ }
     if (!dir) return null;
-    return walk.watchIndexDirs(dir, (uuid) => progress({ index_uuid: uuid }), { log });
+    return walk.watchOwnIndexFiles(dir, (uuid) => progress({ index_uuid: uuid }), { log });
   }
 
   const isNotFound = (e) => errKind(e) === KIND.NOT_FOUND;
