@@ -146,6 +146,7 @@ struct TBackendRecord {
 struct TAdmitCommand {
   1: required i64 now_ms,
   2: required TJobRecord job,   // job_id, rev, states are set by the FSM
+  3: optional i32 admit_rules,  // 2: Apply also re-checks the mutation gate and the option bounds (§13.8)
 }
 
 // M0, batched (group commit): concurrent admissions in one entry with one
@@ -155,6 +156,7 @@ struct TAdmitCommand {
 struct TAdmitBatch {
   1: required i64 now_ms,
   2: required list<TJobRecord> jobs,   // as TAdmitCommand.job
+  3: optional i32 admit_rules,         // as TAdmitCommand.admit_rules
 }
 
 struct TMarkRunning {
@@ -339,6 +341,7 @@ enum TApplyCode {
   INVALID = 9,
   BACKEND_IN_USE = 10,
   NOOP = 11,               // already in the requested state; no change
+  MUTATION_DISABLED = 12,  // admit: enable_lance_index_mutation is off in the replicated options (§13.8)
 }
 
 struct TItemResult {

@@ -350,10 +350,12 @@ var pinnedStructs = []pinnedStruct{
 	{"TAdmitCommand", func() thrift.TStruct { return journal.NewTAdmitCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"job", 2, "TJobRecord", req},
+		{"admit_rules", 3, "i32", opt},
 	}},
 	{"TAdmitBatch", func() thrift.TStruct { return journal.NewTAdmitBatch() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"jobs", 2, "list<TJobRecord>", req},
+		{"admit_rules", 3, "i32", opt},
 	}},
 	{"TMarkRunning", func() thrift.TStruct { return journal.NewTMarkRunning() }, []pin{
 		{"job_id", 1, "i64", req},
@@ -1173,6 +1175,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(journal.TApplyCode_INVALID, "INVALID", 9),
 		ev(journal.TApplyCode_BACKEND_IN_USE, "BACKEND_IN_USE", 10),
 		ev(journal.TApplyCode_NOOP, "NOOP", 11),
+		ev(journal.TApplyCode_MUTATION_DISABLED, "MUTATION_DISABLED", 12),
 	),
 
 	// admin.thrift: a CLI or script may switch on these.

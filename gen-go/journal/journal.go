@@ -502,6 +502,7 @@ const (
 	TApplyCode_INVALID           TApplyCode = 9
 	TApplyCode_BACKEND_IN_USE    TApplyCode = 10
 	TApplyCode_NOOP              TApplyCode = 11
+	TApplyCode_MUTATION_DISABLED TApplyCode = 12
 )
 
 func (p TApplyCode) String() string {
@@ -528,6 +529,8 @@ func (p TApplyCode) String() string {
 		return "BACKEND_IN_USE"
 	case TApplyCode_NOOP:
 		return "NOOP"
+	case TApplyCode_MUTATION_DISABLED:
+		return "MUTATION_DISABLED"
 	}
 	return "<UNSET>"
 }
@@ -556,6 +559,8 @@ func TApplyCodeFromString(s string) (TApplyCode, error) {
 		return TApplyCode_BACKEND_IN_USE, nil
 	case "NOOP":
 		return TApplyCode_NOOP, nil
+	case "MUTATION_DISABLED":
+		return TApplyCode_MUTATION_DISABLED, nil
 	}
 	return TApplyCode(0), fmt.Errorf("not a valid TApplyCode string")
 }
@@ -4470,9 +4475,11 @@ func (p *TBackendRecord) String() string {
 // Attributes:
 //   - NowMs
 //   - Job
+//   - AdmitRules
 type TAdmitCommand struct {
-	NowMs int64       `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	Job   *TJobRecord `thrift:"job,2,required" db:"job" json:"job"`
+	NowMs      int64       `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	Job        *TJobRecord `thrift:"job,2,required" db:"job" json:"job"`
+	AdmitRules *int32      `thrift:"admit_rules,3" db:"admit_rules" json:"admit_rules,omitempty"`
 }
 
 func NewTAdmitCommand() *TAdmitCommand {
@@ -4491,8 +4498,21 @@ func (p *TAdmitCommand) GetJob() *TJobRecord {
 	}
 	return p.Job
 }
+
+var TAdmitCommand_AdmitRules_DEFAULT int32
+
+func (p *TAdmitCommand) GetAdmitRules() int32 {
+	if !p.IsSetAdmitRules() {
+		return TAdmitCommand_AdmitRules_DEFAULT
+	}
+	return *p.AdmitRules
+}
 func (p *TAdmitCommand) IsSetJob() bool {
 	return p.Job != nil
+}
+
+func (p *TAdmitCommand) IsSetAdmitRules() bool {
+	return p.AdmitRules != nil
 }
 
 func (p *TAdmitCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -4529,6 +4549,16 @@ func (p *TAdmitCommand) Read(ctx context.Context, iprot thrift.TProtocol) error 
 					return err
 				}
 				issetJob = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -4572,6 +4602,15 @@ func (p *TAdmitCommand) ReadField2(ctx context.Context, iprot thrift.TProtocol) 
 	return nil
 }
 
+func (p *TAdmitCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.AdmitRules = &v
+	}
+	return nil
+}
+
 func (p *TAdmitCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TAdmitCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4581,6 +4620,9 @@ func (p *TAdmitCommand) Write(ctx context.Context, oprot thrift.TProtocol) error
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4619,6 +4661,21 @@ func (p *TAdmitCommand) writeField2(ctx context.Context, oprot thrift.TProtocol)
 	return err
 }
 
+func (p *TAdmitCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAdmitRules() {
+		if err := oprot.WriteFieldBegin(ctx, "admit_rules", thrift.I32, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:admit_rules: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.AdmitRules)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.admit_rules (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:admit_rules: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TAdmitCommand) Equals(other *TAdmitCommand) bool {
 	if p == other {
 		return true
@@ -4630,6 +4687,14 @@ func (p *TAdmitCommand) Equals(other *TAdmitCommand) bool {
 	}
 	if !p.Job.Equals(other.Job) {
 		return false
+	}
+	if p.AdmitRules != other.AdmitRules {
+		if p.AdmitRules == nil || other.AdmitRules == nil {
+			return false
+		}
+		if (*p.AdmitRules) != (*other.AdmitRules) {
+			return false
+		}
 	}
 	return true
 }
@@ -4644,9 +4709,11 @@ func (p *TAdmitCommand) String() string {
 // Attributes:
 //   - NowMs
 //   - Jobs
+//   - AdmitRules
 type TAdmitBatch struct {
-	NowMs int64         `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	Jobs  []*TJobRecord `thrift:"jobs,2,required" db:"jobs" json:"jobs"`
+	NowMs      int64         `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	Jobs       []*TJobRecord `thrift:"jobs,2,required" db:"jobs" json:"jobs"`
+	AdmitRules *int32        `thrift:"admit_rules,3" db:"admit_rules" json:"admit_rules,omitempty"`
 }
 
 func NewTAdmitBatch() *TAdmitBatch {
@@ -4660,6 +4727,19 @@ func (p *TAdmitBatch) GetNowMs() int64 {
 func (p *TAdmitBatch) GetJobs() []*TJobRecord {
 	return p.Jobs
 }
+
+var TAdmitBatch_AdmitRules_DEFAULT int32
+
+func (p *TAdmitBatch) GetAdmitRules() int32 {
+	if !p.IsSetAdmitRules() {
+		return TAdmitBatch_AdmitRules_DEFAULT
+	}
+	return *p.AdmitRules
+}
+func (p *TAdmitBatch) IsSetAdmitRules() bool {
+	return p.AdmitRules != nil
+}
+
 func (p *TAdmitBatch) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -4694,6 +4774,16 @@ func (p *TAdmitBatch) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 				issetJobs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -4749,6 +4839,15 @@ func (p *TAdmitBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TAdmitBatch) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.AdmitRules = &v
+	}
+	return nil
+}
+
 func (p *TAdmitBatch) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TAdmitBatch"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4758,6 +4857,9 @@ func (p *TAdmitBatch) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4804,6 +4906,21 @@ func (p *TAdmitBatch) writeField2(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TAdmitBatch) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAdmitRules() {
+		if err := oprot.WriteFieldBegin(ctx, "admit_rules", thrift.I32, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:admit_rules: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.AdmitRules)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.admit_rules (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:admit_rules: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TAdmitBatch) Equals(other *TAdmitBatch) bool {
 	if p == other {
 		return true
@@ -4819,6 +4936,14 @@ func (p *TAdmitBatch) Equals(other *TAdmitBatch) bool {
 	for i, _tgt := range p.Jobs {
 		_src1 := other.Jobs[i]
 		if !_tgt.Equals(_src1) {
+			return false
+		}
+	}
+	if p.AdmitRules != other.AdmitRules {
+		if p.AdmitRules == nil || other.AdmitRules == nil {
+			return false
+		}
+		if (*p.AdmitRules) != (*other.AdmitRules) {
 			return false
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
@@ -151,7 +152,8 @@ func (s *Server) newAdmitGroup() *groupcommit.Group[*journal.TJobRecord] {
 		MaxItems: maxAdmitBatchItems, MaxFlights: maxAdmitFlights, MaxBytes: maxAdmitBatchBytes,
 		Size: jobWireBytes, Timeout: s.d.ApplyTimeout,
 		Propose: func(ctx context.Context, jobs []*journal.TJobRecord) (*journal.TApplyResponse, error) {
-			data, err := raftfsm.Encode(raftfsm.CmdAdmitBatch, &journal.TAdmitBatch{NowMs: s.nowMs(), Jobs: jobs})
+			data, err := raftfsm.Encode(raftfsm.CmdAdmitBatch, &journal.TAdmitBatch{NowMs: s.nowMs(), Jobs: jobs,
+				AdmitRules: thrift.Int32Ptr(raftfsm.AdmitRulesRecheck)})
 			if err != nil {
 				return nil, &encodeError{err}
 			}

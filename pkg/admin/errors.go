@@ -67,6 +67,8 @@ func applyError(resp *journal.TApplyResponse) *adminapi.TAdminError {
 		code = adminapi.TErrorCode_FENCE_CONFLICT
 	case journal.TApplyCode_QUOTA_EXCEEDED:
 		code = adminapi.TErrorCode_QUOTA_EXCEEDED
+	case journal.TApplyCode_MUTATION_DISABLED:
+		code = adminapi.TErrorCode_MUTATION_DISABLED
 	case journal.TApplyCode_ADMISSION_BLOCKED:
 		code = adminapi.TErrorCode_ADMISSION_BLOCKED
 	case journal.TApplyCode_CATALOG_IN_USE:

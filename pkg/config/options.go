@@ -25,6 +25,9 @@ const (
 	OptMaxNumSubVectors        = "lance_index_max_num_sub_vectors"
 	OptKeepMaxSecond           = "lance_index_job_keep_max_second"
 	OptCleanIntervalSecond     = "lance_index_job_clean_interval_second"
+	OptMaxDispatchAttempts     = "lance_index_job_max_dispatch_attempts"
+	OptTrustExclusiveWriter    = "lance_index_job_trust_exclusive_writer"
+	OptResolveGraceSecond      = "lance_index_job_resolve_grace_second"
 )
 
 // OptionKind is how an option's value is parsed.
@@ -62,6 +65,9 @@ var specs = []OptionSpec{
 	{OptMaxNumSubVectors, KindPositiveInt, "256", "upper bound of IVF_PQ num_sub_vectors"},
 	{OptKeepMaxSecond, KindPositiveInt, "604800", "seconds a resolved job is kept before retention GC removes it"},
 	{OptCleanIntervalSecond, KindPositiveInt, "3600", "seconds between retention GC passes"},
+	{OptMaxDispatchAttempts, KindPositiveInt, "5", "dispatches proven never enqueued (refused, unreachable) before a job ends NOT_COMMITTED; each earlier one returns it to PENDING"},
+	{OptTrustExclusiveWriter, KindBool, "false", "operator assertion that no writer outside lancemaster creates or drops index names: then a DROP can be proven COMMITTED from the dataset"},
+	{OptResolveGraceSecond, KindPositiveInt, "30", "seconds after a worker on an object-store dataset is gone before its outcome is read from the dataset (a PUT already sent may still land)"},
 }
 
 var specByKey = func() map[string]OptionSpec {
@@ -118,6 +124,40 @@ func ValidateOption(key, value string) (string, error) {
 	}
 }
 
+// Stored option bounds: what Apply checks of a journaled option. Nothing
+// here depends on which options a release knows, so replicas of different
+// versions store the same bytes (a key this release does not know is kept
+// verbatim and simply not read).
+const (
+	MaxOptionKeyBytes   = 128
+	MaxOptionValueBytes = 256
+)
+
+// CheckStoredOption is the only check Apply makes of a journaled option: a
+// key of 1..128 bytes of [a-z0-9_] and a value of at most 256 bytes of
+// printable ASCII. The leader validates (ValidateOption) before proposing;
+// every reader clamps (ResolveOptions).
+func CheckStoredOption(key, value string) error {
+	if key == "" || len(key) > MaxOptionKeyBytes {
+		return &OptionError{fmt.Sprintf("an option key must be 1 to %d bytes", MaxOptionKeyBytes)}
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return &OptionError{"an option key is lowercase letters, digits and '_'"}
+		}
+	}
+	if len(value) > MaxOptionValueBytes {
+		return &OptionError{fmt.Sprintf("option %s: the value is longer than %d bytes", key, MaxOptionValueBytes)}
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < 0x20 || c > 0x7e {
+			return &OptionError{fmt.Sprintf("option %s: the value is not printable ASCII", key)}
+		}
+	}
+	return nil
+}
+
 // Options are the cluster-wide options as a leader service reads them: every
 // number clamped to at least 1 (and at most maxOptionInt), whatever is stored.
 type Options struct {
@@ -136,6 +176,9 @@ type Options struct {
 	MaxNumSubVectors        int64
 	KeepMaxSecond           int64
 	CleanIntervalSecond     int64
+	MaxDispatchAttempts     int64
+	TrustExclusiveWriter    bool
+	ResolveGraceSecond      int64
 }
 
 // ResolveOptions reads stored values (only those set; missing keys take
@@ -174,6 +217,9 @@ func ResolveOptions(stored map[string]string) Options {
 		MaxNumSubVectors:        n(OptMaxNumSubVectors),
 		KeepMaxSecond:           n(OptKeepMaxSecond),
 		CleanIntervalSecond:     n(OptCleanIntervalSecond),
+		MaxDispatchAttempts:     n(OptMaxDispatchAttempts),
+		TrustExclusiveWriter:    b(OptTrustExclusiveWriter),
+		ResolveGraceSecond:      n(OptResolveGraceSecond),
 	}
 }
 
@@ -194,4 +240,16 @@ func truncate(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// RegisterOptionForTest adds an option spec (as a later release would know
+// it) and returns the function that removes it again. Tests only: it is not
+// safe while other goroutines read the option table.
+func RegisterOptionForTest(s OptionSpec) (restore func()) {
+	specs = append(specs, s)
+	specByKey[s.Key] = s
+	return func() {
+		specs = specs[:len(specs)-1]
+		delete(specByKey, s.Key)
+	}
 }

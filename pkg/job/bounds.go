@@ -14,6 +14,8 @@ const (
 	MaxMessageBytes      = 1024 // sanitized result message
 	MaxURIBytes          = 4096 // catalog root and dataset URIs
 	MaxSchemaBytes       = 64 << 10
+	MaxIndexUUIDBytes    = 64 // a Lance index uuid (36 bytes) with room to spare
+	MaxPhaseBytes        = 64 // a worker's announced build phase
 
 	MaxStorageOptions        = 64
 	MaxStorageOptionKeyBytes = 256

@@ -8,15 +8,61 @@ import (
 // ReservedIndexPrefix is Lance's own namespace; user index names may not use it.
 const ReservedIndexPrefix = "__lance"
 
-// NormalizeIndexName is the fence's spelling of an index name: lower(display).
-func NormalizeIndexName(display string) string { return strings.ToLower(display) }
+// NormalizeIndexName is the fence's spelling of an index name: lower(display)
+// with a pinned case mapping (FoldASCII), so that every release of
+// lancemaster, whatever Unicode tables its Go release has, folds a name the
+// same way. Non-ASCII letters keep their case.
+func NormalizeIndexName(display string) string { return FoldASCII(display) }
+
+// FoldASCII lowercases the ASCII letters A-Z and leaves every other byte as
+// it is. It is the project's one pinned case mapping: what the journal
+// compares must not depend on the Unicode tables of a Go release.
+func FoldASCII(s string) string {
+	i := 0
+	for i < len(s) && !(s[i] >= 'A' && s[i] <= 'Z') {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if c := b[i]; c >= 'A' && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+// IsASCII reports whether s is pure ASCII.
+func IsASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// NormalizedNameConsistent is what Apply checks of a journaled index name
+// pair, and only what cannot drift between releases: the normalized name has
+// no ASCII capital, and for a pure-ASCII display name it is its FoldASCII.
+// (Older leaders folded with strings.ToLower; their entries still pass.)
+func NormalizedNameConsistent(display, normalized string) bool {
+	for i := 0; i < len(normalized); i++ {
+		if c := normalized[i]; c >= 'A' && c <= 'Z' {
+			return false
+		}
+	}
+	return !IsASCII(display) || normalized == FoldASCII(display)
+}
 
 // ValidateIndexName checks a user-supplied index name.
 func ValidateIndexName(name string) error {
 	if err := validateIdent("index name", name); err != nil {
 		return err
 	}
-	if strings.HasPrefix(strings.ToLower(name), ReservedIndexPrefix) {
+	if strings.HasPrefix(FoldASCII(name), ReservedIndexPrefix) {
 		return Errorf(CodeInvalid, "index name %q uses the reserved prefix %q", name, ReservedIndexPrefix)
 	}
 	return nil

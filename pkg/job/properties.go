@@ -105,6 +105,40 @@ func CanonicalProperties(indexType string, props []Property, lim Limits) (string
 	return out, nil
 }
 
+// CheckPropertyBounds re-checks canonical properties against the option
+// bounds in force (DESIGN.md §13.8: the FSM's admit re-checks at apply time
+// what the leader validated against its own view). Only the bounded keys
+// are read; their values are JSON integers in canonical properties.
+func CheckPropertyBounds(propertiesJSON string, lim Limits) error {
+	if propertiesJSON == "" || propertiesJSON == "{}" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(propertiesJSON), &m); err != nil {
+		return Errorf(CodeInvalid, "properties are not a JSON object")
+	}
+	for _, b := range []struct {
+		key, option string
+		max         int64
+	}{
+		{"num_partitions", "lance_index_max_num_partitions", lim.MaxNumPartitions},
+		{"num_sub_vectors", "lance_index_max_num_sub_vectors", lim.MaxNumSubVectors},
+	} {
+		raw, ok := m[b.key]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return Errorf(CodeInvalid, "%s is not an integer", b.key)
+		}
+		if n > b.max {
+			return Errorf(CodeInvalid, "%s is %d; %s is now %d", b.key, n, b.option, b.max)
+		}
+	}
+	return nil
+}
+
 // CanonicalJSON renders a flat object with sorted keys (encoding/json sorts
 // map keys), so equal definitions have equal bytes.
 func CanonicalJSON(m map[string]any) (string, error) {

@@ -86,6 +86,21 @@ type Classification struct {
 	Reason  CompletionReason
 }
 
+// ClassifyResolved maps an outcome the leader proved from the dataset
+// (DESIGN.md §13.4, reason RESOLVED_FROM_DATASET) to its classification:
+// NATIVE_OK is COMMITTED (refresh REQUIRED: the index changed), and
+// NO_TRUSTED_RESULT is NOT_COMMITTED (refresh NOT_REQUIRED: the dataset
+// shows no change of ours). Any other code classifies as Classify does.
+func ClassifyResolved(code ResultCode, externalMetadataAdvanced bool, mt MutationType, ifExists bool) Classification {
+	switch code {
+	case NativeOK:
+		return Classification{State: Committed, Refresh: RefreshRequired, Reason: ReasonResolvedFromDataset}
+	case NoTrustedResult:
+		return Classification{State: NotCommitted, Refresh: RefreshNotRequired, Reason: ReasonResolvedFromDataset}
+	}
+	return Classify(code, externalMetadataAdvanced, mt, ifExists)
+}
+
 // Classify maps a typed result to an outcome (DESIGN.md §6). Only the code,
 // the external-metadata flag and the job's own mutation type and IF flag are
 // read; message text never is. An unknown code is NO_TRUSTED_RESULT.

@@ -16,7 +16,14 @@ import (
 // admissions racing through different masters cannot both pass.
 //
 // Any check added here must stay true for every entry already in a journal:
-// a replica replaying an old log with a stricter check would diverge.
+// a replica replaying an old log with a stricter check would diverge. So
+// the re-checks of DESIGN.md §13.8 (the mutation gate and the option bounds
+// as the replicated options stand at this point of the log) apply only to
+// entries whose leader asked for them (admit_rules >= AdmitRulesRecheck).
+
+// AdmitRulesRecheck is the admit_rules value with which Apply re-checks the
+// mutation gate and the option-derived bounds (§13.8).
+const AdmitRulesRecheck int32 = 2
 
 func init() {
 	register(CmdAdmit, journal.NewTAdmitCommand, applyAdmit)
@@ -27,7 +34,7 @@ func applyAdmit(t *tx, c *journal.TAdmitCommand) (*journal.TApplyResponse, error
 	if c.Job == nil {
 		return respFail(journal.TApplyCode_INVALID, "admit command carries no job"), nil
 	}
-	return admit(t, c.Job)
+	return admit(t, c.Job, c.GetAdmitRules())
 }
 
 // applyAdmitBatch is M0 for concurrent admissions (the leader's group
@@ -43,7 +50,7 @@ func applyAdmitBatch(t *tx, c *journal.TAdmitBatch) (*journal.TApplyResponse, er
 			items = append(items, itemFail(0, journal.TApplyCode_INVALID, "empty batch item"))
 			continue
 		}
-		resp, err := admit(t, tj)
+		resp, err := admit(t, tj, c.GetAdmitRules())
 		if err != nil {
 			return nil, err
 		}
@@ -61,10 +68,15 @@ func admitItem(resp *journal.TApplyResponse) *journal.TItemResult_ {
 
 // admit is one admission, the whole of CmdAdmit and one item of
 // CmdAdmitBatch. A guard failure returns before anything is written.
-func admit(t *tx, tj *journal.TJobRecord) (*journal.TApplyResponse, error) {
+func admit(t *tx, tj *journal.TJobRecord, rules int32) (*journal.TApplyResponse, error) {
 	r := admissionRecord(tj, t.now)
 	if err := validateAdmission(r); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
+	}
+	if rules >= AdmitRulesRecheck {
+		if resp := recheckOptions(t, r); resp != nil {
+			return resp, nil
+		}
 	}
 	cat, ok := catalogByID(t.catalogs.tree(), r.CatalogID)
 	if !ok {
@@ -94,6 +106,26 @@ func admit(t *tx, tj *journal.TJobRecord) (*journal.TApplyResponse, error) {
 	return respID(r.JobID), nil
 }
 
+// recheckOptions is §13.8: the leader validated against its own replica,
+// which may be behind; the gate and the bounds are decided here, on the
+// options as the log stands. Once `config set enable_lance_index_mutation
+// false` has been applied, no later admission entry admits anything.
+func recheckOptions(t *tx, r *job.Record) *journal.TApplyResponse {
+	o := t.m.resolved
+	if !o.EnableMutation {
+		return respFail(journal.TApplyCode_MUTATION_DISABLED,
+			"index mutation is disabled (enable_lance_index_mutation is false); nothing was admitted")
+	}
+	if r.MutationType == job.Drop {
+		return nil
+	}
+	lim := job.Limits{MaxNumPartitions: o.MaxNumPartitions, MaxNumSubVectors: o.MaxNumSubVectors}
+	if err := job.CheckPropertyBounds(r.PropertiesJSON, lim); err != nil {
+		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err))
+	}
+	return nil
+}
+
 // admissionRecord copies the leader's record and sets every field the FSM
 // owns: the id comes later, the states, rev and times are fixed, and nothing
 // of a dispatch, result, release or cancel may be smuggled in.
@@ -118,6 +150,7 @@ func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
 		PropertiesJSON:         in.PropertiesJSON,
 		AdmittedDatasetVersion: in.AdmittedDatasetVersion,
 		SchemaContract:         in.SchemaContract,
+		AdmittedIndexUUID:      in.AdmittedIndexUUID,
 		MutationState:          job.Pending,
 		RefreshState:           job.RefreshNotRequired,
 		TerminationProof:       job.ProofNone,
@@ -158,6 +191,7 @@ func validateAdmission(r *job.Record) error {
 		{"column", r.Column, job.MaxNameBytes},
 		{"properties", r.PropertiesJSON, job.MaxPropertiesBytes},
 		{"schema contract", r.SchemaContract, job.MaxSchemaBytes},
+		{"admitted index uuid", r.AdmittedIndexUUID, job.MaxIndexUUIDBytes},
 	}
 	for _, b := range bounds {
 		if err := job.CheckBytes(b.field, b.value, b.max); err != nil {
@@ -176,7 +210,9 @@ func validateAdmission(r *job.Record) error {
 	if !r.HasFenceIdentity() {
 		return job.Errorf(job.CodeInvalid, "the job has no fence identity (catalog, provider, dataset and index name are all required)")
 	}
-	if r.NormalizedIndexName != job.NormalizeIndexName(r.DisplayIndexName) {
+	// Only what cannot drift between releases (job.NormalizedNameConsistent):
+	// the leader normalized the name once, with the pinned mapping.
+	if !job.NormalizedNameConsistent(r.DisplayIndexName, r.NormalizedIndexName) {
 		return job.Errorf(job.CodeInvalid, "normalized index name is not the lowercase of index name %q", r.DisplayIndexName)
 	}
 	return nil

@@ -37,6 +37,10 @@ const (
 	// does not know it loses only the address, which its peers list may
 	// still give.
 	CmdSetMemberAddress CommandType = 17 | IgnorableFlag // TMemberAddressCommand
+	// The cluster id (§13.1). Ignorable: a master that does not know it
+	// sends no cluster id, which backends judge against the cluster they
+	// are bound to.
+	CmdSetClusterID CommandType = 18 | IgnorableFlag // TClusterIDCommand
 )
 
 // Proposer is what admin, dispatch and report need from the cluster: a door

@@ -50,7 +50,7 @@ func (c *stateCounts) move(old, new *job.Record) {
 }
 
 var (
-	mutationStates = []job.MutationState{job.Pending, job.Running, job.Committed, job.NotCommitted, job.Unknown, job.Cancelled}
+	mutationStates = []job.MutationState{job.Pending, job.Running, job.Committed, job.NotCommitted, job.Unknown, job.Cancelled, job.Resolving}
 	refreshStates  = []job.RefreshState{job.RefreshNotRequired, job.RefreshRequired, job.RefreshRunning, job.RefreshDone, job.RefreshFailed}
 )
 

@@ -89,33 +89,52 @@ func applyCompleteBatch(t *tx, c *journal.TCompleteBatch) (*journal.TApplyRespon
 	return applyBatch(t, c.Completions, completeWithResult)
 }
 
-// completeWithResult is M2, RUNNING → outcome by the classification of the
-// typed result (DESIGN.md §6), and M2' when never_enqueued is set.
+// completeWithResult is M2, RUNNING (or RESOLVING) → outcome by the
+// classification of the typed result (DESIGN.md §6), M2' when
+// never_enqueued is set, and M2'' when return_to_pending is set too.
 //
 // M2 leaves the slot alone: a result proves nothing about the worker's
 // process. M2' releases it with NOT_ENQUEUED in the same entry and is
 // NOT_COMMITTED whatever the code classifies to, because a dispatch that was
-// provably never enqueued cannot have changed the dataset.
+// provably never enqueued cannot have changed the dataset. M2'' (§13.2) is
+// M2' that returns the job to PENDING instead of ending it, with its attempt
+// count +1; the leader decides between the two by the attempt bound.
+//
+// From RESOLVING (the worker is provably gone without a result, §13.3) only
+// M2 applies: the worker ran, so "never enqueued" would be false. A result
+// with reason RESOLVED_FROM_DATASET is classified by job.ClassifyResolved.
 func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, error) {
 	r := t.job(c.JobID)
 	if r == nil {
 		return itemFail(c.JobID, journal.TApplyCode_NOT_FOUND, "job %d does not exist", c.JobID), nil
 	}
-	if r.MutationState != job.Running || !r.MatchesIdentity(c.DispatchRevision, c.InvocationID, c.ProcessEpoch) {
+	neverEnqueued := c.GetNeverEnqueued()
+	okState := r.MutationState == job.Running || (r.MutationState == job.Resolving && !neverEnqueued)
+	if !okState || !r.MatchesIdentity(c.DispatchRevision, c.InvocationID, c.ProcessEpoch) {
 		return itemFail(c.JobID, journal.TApplyCode_CAS_FAILED,
 			"job %d is %s and its dispatch identity does not match (a stale or mismatched result)", c.JobID, r.MutationState), nil
+	}
+	if err := job.CheckBytes("index uuid", c.GetIndexUUID(), job.MaxIndexUUIDBytes); err != nil {
+		return itemFail(c.JobID, journal.TApplyCode_INVALID, "job %d: %s", c.JobID, errMessage(err)), nil
 	}
 	res := c.Result_
 	if res == nil {
 		res = &journal.TJobResult_{}
+	}
+	if neverEnqueued && c.GetReturnToPending() {
+		return returnToPending(t, r, res.GetMessage())
 	}
 	code := job.NoTrustedResult
 	if res.IsSetCode() {
 		code = job.ResultCode(res.GetCode())
 	}
 	ema := res.GetExternalMetadataAdvanced()
-	cls := job.Classify(code, ema, r.MutationType, r.IfExists)
-	neverEnqueued := c.GetNeverEnqueued()
+	var cls job.Classification
+	if job.CompletionReason(res.GetReason()) == job.ReasonResolvedFromDataset {
+		cls = job.ClassifyResolved(code, ema, r.MutationType, r.IfExists)
+	} else {
+		cls = job.Classify(code, ema, r.MutationType, r.IfExists)
+	}
 	if neverEnqueued && cls.State != job.NotCommitted {
 		cls = job.Classification{State: job.NotCommitted, Refresh: job.RefreshNotRequired, Reason: job.ReasonNone}
 	}
@@ -128,6 +147,9 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 			Message:                  t.strs.get(job.TruncateMessage(res.GetMessage())),
 			ExternalMetadataAdvanced: ema,
 		}
+		if u := c.GetIndexUUID(); u != "" && code == job.NativeOK {
+			n.IndexUUID = u
+		}
 		if neverEnqueued && n.PossibleLiveOwned && n.TerminationProof == job.ProofNone {
 			n.PossibleLiveOwned = false
 			n.TerminationProof = job.ProofNotEnqueued
@@ -139,6 +161,29 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 	return itemOK(c.JobID), nil
 }
 
+// returnToPending is M2'' (DESIGN.md §13.2): a dispatch proven never
+// enqueued releases its slot (NOT_ENQUEUED) and the job is PENDING again,
+// its attempt count +1, all in this one entry. The old dispatch identity
+// stays on the record until the next M1 replaces it with a fresh one; a
+// report naming it is refused, the job not being RUNNING.
+func returnToPending(t *tx, r *job.Record, msg string) (*journal.TItemResult_, error) {
+	err := t.transition(r, func(n *job.Record) {
+		n.MutationState = job.Pending
+		n.RefreshState = job.RefreshNotRequired
+		n.Result = job.Result{}
+		n.DispatchAttempts++
+		n.TerminationMessage = job.TruncateMessage(msg)
+		if n.PossibleLiveOwned && n.TerminationProof == job.ProofNone {
+			n.PossibleLiveOwned = false
+			n.TerminationProof = job.ProofNotEnqueued
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return itemOK(r.JobID), nil
+}
+
 func applyRecordProofBatch(t *tx, c *journal.TRecordProofBatch) (*journal.TApplyResponse, error) {
 	return applyBatch(t, c.Proofs, recordTerminationProof)
 }
@@ -147,10 +192,27 @@ func applyRecordProofBatch(t *tx, c *journal.TRecordProofBatch) (*journal.TApply
 // so its possible-live slot is released. It never changes the outcome, the
 // fence or the quota, and it applies in any mutation state (a proof may
 // arrive before or after the result).
+//
+// With finished_without_result (DESIGN.md §13.3) the proof also says the
+// worker ended without a trusted result: a RUNNING job moves to RESOLVING in
+// this same entry (its outcome is then read from the dataset, §13.4), with
+// the cause and the uuid the worker announced. That part applies even when
+// the slot was already released by an earlier proof (the epoch sweep may
+// have released it before the new process delivered its outbox).
 func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, error) {
 	proof := job.TerminationProof(p.Proof)
 	if proof == job.ProofNone || !validProof(proof) {
 		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: %d is not a termination proof", p.JobID, int64(p.Proof)), nil
+	}
+	finished := p.GetFinishedWithoutResult_()
+	if finished && proof == job.ProofNotEnqueued {
+		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: NOT_ENQUEUED cannot say a worker finished", p.JobID), nil
+	}
+	if err := job.CheckBytes("index uuid", p.GetIndexUUID(), job.MaxIndexUUIDBytes); err != nil {
+		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: %s", p.JobID, errMessage(err)), nil
+	}
+	if err := job.CheckBytes("termination message", p.GetMessage(), job.MaxMessageBytes); err != nil {
+		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: %s", p.JobID, errMessage(err)), nil
 	}
 	r := t.job(p.JobID)
 	if r == nil {
@@ -160,14 +222,68 @@ func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, er
 		return itemFail(p.JobID, journal.TApplyCode_CAS_FAILED,
 			"job %d: the proof names another dispatch (stale or mismatched)", p.JobID), nil
 	}
-	if !r.PossibleLiveOwned || r.TerminationProof != job.ProofNone {
+	releases := r.PossibleLiveOwned && r.TerminationProof == job.ProofNone
+	resolves := finished && r.MutationState == job.Running
+	if !releases && !resolves {
 		// Reports are retried and sweeps race them: a second proof is harmless.
 		return itemFail(p.JobID, journal.TApplyCode_NOOP,
 			"job %d: the slot is already released (%s)", p.JobID, r.TerminationProof), nil
 	}
 	err := t.transition(r, func(n *job.Record) {
-		n.TerminationProof = proof
-		n.PossibleLiveOwned = false
+		if releases {
+			n.TerminationProof = proof
+			n.PossibleLiveOwned = false
+		}
+		if resolves {
+			n.MutationState = job.Resolving
+			n.TerminationMessage = t.strs.get(p.GetMessage())
+			n.ResolveAfterMs = p.GetResolveAfterMs()
+			if n.IndexUUID == "" {
+				n.IndexUUID = p.GetIndexUUID()
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return itemOK(p.JobID), nil
+}
+
+// recordProgress is a worker's announcement (DESIGN.md §13.4): the uuid of
+// the index it builds, written once, and its phase. Only while RUNNING, by
+// the dispatch identity.
+func recordProgress(t *tx, p *journal.TProgress) (*journal.TItemResult_, error) {
+	if err := job.CheckBytes("index uuid", p.GetIndexUUID(), job.MaxIndexUUIDBytes); err != nil {
+		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: %s", p.JobID, errMessage(err)), nil
+	}
+	if err := job.CheckBytes("build phase", p.GetPhase(), job.MaxPhaseBytes); err != nil {
+		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: %s", p.JobID, errMessage(err)), nil
+	}
+	r := t.job(p.JobID)
+	if r == nil {
+		return itemFail(p.JobID, journal.TApplyCode_NOT_FOUND, "job %d does not exist", p.JobID), nil
+	}
+	if r.MutationState != job.Running || !r.MatchesIdentity(p.DispatchRevision, p.InvocationID, p.ProcessEpoch) {
+		return itemFail(p.JobID, journal.TApplyCode_CAS_FAILED,
+			"job %d is %s and its dispatch identity does not match (a stale or mismatched progress report)", p.JobID, r.MutationState), nil
+	}
+	uuid, phase := p.GetIndexUUID(), p.GetPhase()
+	if uuid != "" && r.IndexUUID != "" && uuid != r.IndexUUID {
+		return itemFail(p.JobID, journal.TApplyCode_INVALID,
+			"job %d already announced index uuid %s; another uuid is refused", p.JobID, r.IndexUUID), nil
+	}
+	setUUID := uuid != "" && r.IndexUUID == ""
+	setPhase := p.IsSetPhase() && phase != r.BuildPhase
+	if !setUUID && !setPhase {
+		return itemFail(p.JobID, journal.TApplyCode_NOOP, "job %d: nothing new in the progress report", p.JobID), nil
+	}
+	err := t.transition(r, func(n *job.Record) {
+		if setUUID {
+			n.IndexUUID = uuid
+		}
+		if setPhase {
+			n.BuildPhase = t.strs.get(phase)
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -186,6 +302,10 @@ func applyReportBatch(t *tx, c *journal.TReportBatch) (*journal.TApplyResponse, 
 // a proof.
 func applyReport(t *tx, r *journal.TReportItem) (*journal.TItemResult_, error) {
 	switch {
+	case r.Progress != nil && (r.Proof != nil || r.Completion != nil):
+		return itemFail(r.Progress.JobID, journal.TApplyCode_INVALID, "a progress report is alone in its item"), nil
+	case r.Progress != nil:
+		return recordProgress(t, r.Progress)
 	case r.Proof == nil && r.Completion == nil:
 		return itemFail(0, journal.TApplyCode_INVALID, "a report item carries neither a proof nor a result"), nil
 	case r.Proof != nil && r.Completion != nil && r.Proof.JobID != r.Completion.JobID:

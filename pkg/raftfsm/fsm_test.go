@@ -77,7 +77,7 @@ func TestEveryCommandTypeIsRegistered(t *testing.T) {
 		}
 	}
 	// The ignorable ones (bit 7 set) are pinned below too.
-	if ignorable := []CommandType{CmdSetMemberAddress}; len(registry) != int(CmdReportBatch)+len(ignorable) {
+	if ignorable := []CommandType{CmdSetMemberAddress, CmdSetClusterID}; len(registry) != int(CmdReportBatch)+len(ignorable) {
 		t.Errorf("%d command types registered; the last pinned is %d (pin a new one here and below)", len(registry), CmdReportBatch)
 	}
 }
@@ -99,6 +99,9 @@ func TestCommandTypesArePinned(t *testing.T) {
 	// Ignorable: an older master skips them (the address book).
 	if CmdSetMemberAddress != 17|IgnorableFlag || registry[CmdSetMemberAddress] == nil {
 		t.Errorf("the address book command is pinned to %d (17 | ignorable)", uint8(CmdSetMemberAddress))
+	}
+	if CmdSetClusterID != 18|IgnorableFlag || registry[CmdSetClusterID] == nil {
+		t.Errorf("the cluster id command is pinned to %d (18 | ignorable)", uint8(CmdSetClusterID))
 	}
 }
 

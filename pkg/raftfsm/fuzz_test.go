@@ -219,6 +219,7 @@ func fuzzApplySeeds(tb testing.TB) map[string][]byte {
 			{Proof: proofCmd(held, job.ProofChildReaped)}, {}}}),
 		"member-address": enc(CmdSetMemberAddress, &journal.TMemberAddressCommand{NowMs: now, NodeID: "m4", RPCAddress: "10.0.0.4:9090"}),
 		"member-forget":  enc(CmdSetMemberAddress, &journal.TMemberAddressCommand{NowMs: now, NodeID: "m4"}),
+		"cluster-id":     enc(CmdSetClusterID, &journal.TClusterIDCommand{NowMs: now, ClusterID: "c-1f2e3d4c"}),
 		"refresh": enc(CmdRefreshBatch, &journal.TRefreshBatch{NowMs: now, Transitions: []*journal.TRefreshTransition{
 			{JobID: refreshable.JobID, ExpectedRev: refreshable.Rev, ToState: journal.TRefreshState(job.RefreshRunning)}}}),
 		"cancel":        enc(CmdCancel, &journal.TCancelCommand{NowMs: now, JobID: fzPending, Actor: "ops"}),

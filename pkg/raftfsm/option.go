@@ -8,17 +8,21 @@ import (
 )
 
 // Cluster-wide options (DESIGN.md §11) are journaled so every master reads
-// the same values. The leader validates before proposing; Apply validates
-// again (a value could come from an older or buggy proposer) and stores the
+// the same values. The leader validates before proposing and journals the
 // canonical spelling, so snapshots of equal settings are byte-identical.
+// Apply checks only what cannot differ between releases (the key's and the
+// value's shape, config.CheckStoredOption) and stores the value verbatim:
+// during a rolling upgrade a new leader may set a key an older replica does
+// not know, and both must store the same bytes (issue: replicas diverged when
+// Apply refused unknown keys). Every reader clamps (config.ResolveOptions).
 
 func init() { register(CmdSetOption, journal.NewTSetOptionCommand, applySetOption) }
 
 func applySetOption(t *tx, c *journal.TSetOptionCommand) (*journal.TApplyResponse, error) {
-	v, err := config.ValidateOption(c.Key, c.Value)
-	if err != nil {
+	if err := config.CheckStoredOption(c.Key, c.Value); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", err.Error()), nil
 	}
+	v := c.Value
 	if old, ok := t.m.options[c.Key]; ok && old == v {
 		return respOK(), nil // idempotent: nothing to change
 	}

@@ -142,8 +142,10 @@ func TestSetOption(t *testing.T) {
 	if h.st().Options() != config.ResolveOptions(nil) || len(h.st().OptionValues()) != 0 {
 		t.Fatalf("defaults differ")
 	}
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptMaxUnresolvedGlobal, Value: " 0010 "}), journal.TApplyCode_OK)
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptDispatcherPaused, Value: "TRUE"}), journal.TApplyCode_OK)
+	// The leader canonicalizes (config.ValidateOption) before proposing;
+	// Apply stores what the entry carries, verbatim.
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptMaxUnresolvedGlobal, Value: "10"}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptDispatcherPaused, Value: "true"}), journal.TApplyCode_OK)
 	vals := h.st().OptionValues()
 	if vals[config.OptMaxUnresolvedGlobal] != "10" || vals[config.OptDispatcherPaused] != "true" || len(vals) != 2 {
 		t.Fatalf("stored = %v", vals)
@@ -153,11 +155,15 @@ func TestSetOption(t *testing.T) {
 	}
 	vals["x"] = "y" // the caller's copy
 	before := h.st()
+	// Only the shape is Apply's business; nothing that a release could
+	// know differently (which keys exist, which values parse).
 	for _, bad := range []*journal.TSetOptionCommand{
-		{Key: "nope", Value: "1"},
-		{Key: config.OptMaxUnresolvedGlobal, Value: "0"},
-		{Key: config.OptMaxUnresolvedGlobal, Value: "-1"},
-		{Key: config.OptEnableMutation, Value: "maybe"},
+		{Key: "", Value: "1"},
+		{Key: "Upper_Case", Value: "1"},
+		{Key: "with space", Value: "1"},
+		{Key: strings.Repeat("k", config.MaxOptionKeyBytes+1), Value: "1"},
+		{Key: config.OptMaxUnresolvedGlobal, Value: strings.Repeat("9", config.MaxOptionValueBytes+1)},
+		{Key: config.OptMaxUnresolvedGlobal, Value: "1\n"},
 	} {
 		wantCode(t, h.apply(CmdSetOption, bad), journal.TApplyCode_INVALID)
 	}
@@ -165,5 +171,17 @@ func TestSetOption(t *testing.T) {
 	h.unchanged(before)
 	if len(h.st().OptionValues()) != 2 {
 		t.Fatalf("a caller's edit reached the state")
+	}
+	// A key this release does not know (a newer leader's) is stored
+	// verbatim and read by nobody; a value that does not parse reads as
+	// the default; every number is clamped where read.
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: "lance_index_job_from_the_future", Value: "7"}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptMaxDispatchPerRound, Value: "0"}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptEnableMutation, Value: "maybe"}), journal.TApplyCode_OK)
+	if v := h.st().OptionValues()["lance_index_job_from_the_future"]; v != "7" {
+		t.Fatalf("unknown key stored as %q", v)
+	}
+	if o := h.st().Options(); o.MaxDispatchPerRound != 1 || !o.EnableMutation {
+		t.Fatalf("resolved = %+v (want max_dispatch_per_round clamped to 1, an unparsable bool read as its default)", o)
 	}
 }

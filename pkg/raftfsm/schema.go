@@ -27,6 +27,7 @@ const (
 	ixRefreshDue                     // job_id of NeedsRefresh jobs
 	ixRefreshRunning                 // job_id of refresh RUNNING jobs
 	ixGC                             // (update_time, job_id) of resolved, slot-free jobs
+	ixResolving                      // (resolve_after, job_id) of RESOLVING jobs (§13.3)
 	numJobIndexes
 )
 
@@ -65,6 +66,8 @@ var jobIndexes = func() [numJobIndexes]jobIndexSpec {
 			holds: func(r *job.Record) bool { return r.RefreshState == job.RefreshRunning }},
 		ixGC: {key: func(r *job.Record) key2 { return key2{r.UpdateTimeMs, r.JobID} },
 			holds: gcEligible},
+		ixResolving: {key: func(r *job.Record) key2 { return key2{r.ResolveAfterMs, r.JobID} },
+			holds: func(r *job.Record) bool { return r.MutationState == job.Resolving }},
 	}
 	for i := range specs {
 		key := specs[i].key

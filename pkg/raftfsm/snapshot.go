@@ -122,6 +122,7 @@ func snapshotHeader(m *meta) *journal.TSnapshotHeader {
 		CatalogCount:    thrift.Int64Ptr(m.catalogs),
 		BackendCount:    thrift.Int64Ptr(m.backends),
 		AppliedIndex:    thrift.Int64Ptr(int64(m.appliedIndex)),
+		ClusterID:       optString(&m.clusterID),
 	}
 }
 
@@ -240,6 +241,7 @@ func readSnapshot(r io.Reader) (tables, *meta, error) {
 		}
 	}
 	m.resolved = config.ResolveOptions(m.options)
+	m.clusterID = h.GetClusterID()
 	for _, a := range h.MemberAddresses {
 		if a != nil && a.RPCAddress != "" {
 			if m.members == nil {

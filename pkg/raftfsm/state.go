@@ -74,6 +74,7 @@ type meta struct {
 	jobs, catalogs, backends                int64             // row counts, for the snapshot header
 	options                                 map[string]string // only keys explicitly set; canonical values
 	members                                 map[string]string // node id -> RPC address (the address book)
+	clusterID                               string            // names this Raft history (clusterid.go)
 	resolved                                config.Options
 	appliedIndex                            uint64
 	books                                   *bookTree
@@ -141,6 +142,15 @@ func (s *State) PendingInIDOrder(limit int) []*job.Record {
 func (s *State) RunningByDeadline(deadlineBeforeMs int64, limit int) []*job.Record {
 	out, _ := s.collect(ixRunning, nil, limit,
 		func(r *job.Record) bool { return r.DeadlineMs >= deadlineBeforeMs }, nil)
+	return out
+}
+
+// ResolvingDue returns RESOLVING jobs whose resolve_after is at most nowMs,
+// in (resolve_after, id) order, at most limit (0: no limit): those whose
+// outcome may now be read from the dataset (DESIGN.md §13.4).
+func (s *State) ResolvingDue(nowMs int64, limit int) []*job.Record {
+	out, _ := s.collect(ixResolving, nil, limit,
+		func(r *job.Record) bool { return r.ResolveAfterMs > nowMs }, nil)
 	return out
 }
 
