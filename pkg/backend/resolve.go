@@ -91,8 +91,8 @@ func resolveRequest(r *wire.TResolveJobRequest) (*frame.Request, error) {
 
 // resolveResponse converts a resolve outcome. A frame that is not a
 // well-formed resolve answer is INTERNAL_ERROR: an unreadable answer is no
-// evidence. A COMMITTED answer must carry the head version it read; a
-// COMMITTED by uuid its uuid.
+// evidence. A COMMITTED or NOT_COMMITTED answer must carry the head version
+// it read; a uuid is passed on only with COMMITTED.
 func resolveResponse(out Outcome, scrub scrubber, timedOut bool) *wire.TResolveJobResponse {
 	fail := func(code wire.TStatusCode, msg string) *wire.TResolveJobResponse {
 		return &wire.TResolveJobResponse{Status: &wire.TStatus{StatusCode: code, ErrorMsgs: []string{scrub.message(msg)}}}
@@ -123,12 +123,18 @@ func resolveResponse(out Outcome, scrub scrubber, timedOut bool) *wire.TResolveJ
 	default:
 		return fail(wire.TStatusCode_INTERNAL_ERROR, "the resolve worker answered an unknown outcome")
 	}
-	if r.HeadVersion < 1 || (r.IndexUUID != "" && !frame.IsUUID(r.IndexUUID)) {
+	// A proven outcome names the head it read; UNKNOWN may have read none
+	// (no version retained).
+	if (r.HeadVersion < 1 && outcome != wire.TLanceResolveOutcome_UNKNOWN) || r.HeadVersion < 0 ||
+		(r.IndexUUID != "" && !frame.IsUUID(r.IndexUUID)) {
 		return fail(wire.TStatusCode_INTERNAL_ERROR, "the resolve worker answered a malformed head version or uuid")
 	}
 	evidence := scrub.message(r.Evidence) // ≤ 1024 B, job.MaxMessageBytes
-	head := r.HeadVersion
-	resp := &wire.TResolveJobResponse{Status: okStatus(), Outcome: &outcome, Evidence: &evidence, HeadVersion: &head}
+	resp := &wire.TResolveJobResponse{Status: okStatus(), Outcome: &outcome, Evidence: &evidence}
+	if r.HeadVersion > 0 {
+		head := r.HeadVersion
+		resp.HeadVersion = &head
+	}
 	if r.IndexUUID != "" && outcome == wire.TLanceResolveOutcome_COMMITTED {
 		u := r.IndexUUID
 		resp.IndexUUID = &u

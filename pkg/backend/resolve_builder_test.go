@@ -34,10 +34,10 @@ func realBuilder(t *testing.T) string {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "builders", "lancedb")
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node is not installed; the real-builder tests need it (make setup)")
+		t.Fatal("node is not installed: install Node.js >= 20, then run make setup")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@lancedb", "lancedb")); err != nil {
-		t.Fatalf("the builder is not installed: run `cd builders/lancedb && npm ci` (%v)", err)
+		t.Fatalf("the builder's packages are not installed: run make setup (make test does it for you): %v", err)
 	}
 	return dir
 }
