@@ -37,7 +37,9 @@ func TestParseProgressLine(t *testing.T) {
 
 		// Refused: malformed, foreign, forged.
 		{`lancemaster-progress {"index_uuid":"not-a-uuid"}`, "", "", false},
-		{`lancemaster-progress {"index_uuid":"` + strings.ToUpper(u2) + `"}`, "", "", false},
+		{`lancemaster-progress {"index_uuid":"` + strings.ToUpper(u2) + `"}`, u2, "", true},
+		{`[t DEBUG lance::index::vector] build_vector_index; column="v" name="n" uuid=` + strings.ToUpper(u1), u1, "building", true},
+		{`lancemaster-progress {"index_uuid":"{` + u2 + `}"}`, "", "", false},
 		{`lancemaster-progress {"index_uuid":"` + u2 + `","phase":""}`, "", "", false},
 		{`lancemaster-progress {"phase":"` + strings.Repeat("p", 65) + `"}`, "", "", false},
 		{`lancemaster-progress {"phase":"a\nb"}`, "", "", false},
