@@ -54,8 +54,9 @@ var lancePhases = []struct{ prefix, phase string }{
 	{"merging ", "merging"},
 }
 
-// ParseProgressLine recognizes one line of a worker's stderr (without or
-// with its trailing newline) that announces progress:
+// ParseProgressLine recognizes one line of a worker's stderr (surrounding
+// white space, such as the trailing newline, is ignored) that announces
+// progress:
 //
 //   - the builder's own line (ProgressPrefix + JSON): its index_uuid and
 //     phase; the line is refused whole (ok false) if its uuid is not a uuid
@@ -75,7 +76,7 @@ var lancePhases = []struct{ prefix, phase string }{
 // is refused after a prefix check, so the agent may run it on every stderr
 // line.
 func ParseProgressLine(line string) (uuid, phase string, ok bool) {
-	line = strings.TrimRight(line, "\r\n")
+	line = strings.TrimSpace(line)
 	if rest, found := strings.CutPrefix(line, ProgressPrefix); found {
 		return parseOwnLine(rest)
 	}
