@@ -14,13 +14,13 @@ const ix = (name, indexUuid) => ({ name, indexUuid });
 
 // fakeDataset: history maps version → listIndices(); listed (default: the
 // history's versions) is what listVersions() answers.
-function fakeDataset(history, { listed, openError } = {}) {
+function fakeDataset(history, { listed, openError, failOpens = Infinity } = {}) {
   const versions = Object.keys(history).map(Number);
   const head = Math.max(...versions);
   let opens = 0;
   const openTable = async () => {
     opens++;
-    if (openError) throw openError;
+    if (openError && opens <= failOpens) throw openError;
     let cur = head;
     return {
       tbl: {
@@ -71,6 +71,15 @@ test("verify: NATIVE_OK with the uuid and version read on a fresh open", async (
   assert.equal(rd.index_uuid, undefined);
 });
 
+test("verify: one failed fresh open (I/O) is tried again", async () => {
+  const ds = fakeDataset({ 1: [], 2: [ix("n", U2)] }, { openError: new Error("connection reset by peer"), failOpens: 1 });
+  const c = commitWith(ds);
+  const r = await c.verifyCommit({}, { mutation: "CREATE" }, plan("n"), { startVersion: 1, version: 2 });
+  assert.equal(r.result_code, "NATIVE_OK", r.message);
+  assert.equal(ds.opens(), 2);
+  assert.ok(c.logs.some((l) => /trying again in 200 ms/.test(l)));
+});
+
 test("verify: a commit the fresh open does not show is COMMIT_CONFLICT only when the versions prove nothing committed", async () => {
   // CREATE: N nowhere after the start, every version retained.
   let r = await commitWith(fakeDataset({ 1: [], 2: [ix("m", U3)] }))
@@ -109,12 +118,17 @@ test("verify: anything else that does not show the commit is NATIVE_INTERNAL (UN
   assert.match(r.message, /is not after version 1/);
   r = await commitWith(fakeDataset({ 1: [], 2: [] })).verifyCommit({}, { mutation: "CREATE" }, plan("n"), { startVersion: 1, version: 3 });
   assert.match(r.message, /before the committed version 3/);
-  // The fresh open fails.
-  r = await commitWith(fakeDataset({ 1: [] }, { openError: new Error("connection reset by peer") }))
-    .verifyCommit({}, { mutation: "CREATE" }, plan("n"), { startVersion: 1, version: 2 });
+  // The fresh open fails, three times (I/O) or once (anything else).
+  let ds = fakeDataset({ 1: [] }, { openError: new Error("connection reset by peer") });
+  r = await commitWith(ds).verifyCommit({}, { mutation: "CREATE" }, plan("n"), { startVersion: 1, version: 2 });
   assert.equal(r.result_code, "NATIVE_INTERNAL");
   assert.match(r.message, /could not be verified on a fresh connection: connection reset/);
   assert.equal(r.external_metadata_advanced, undefined);
+  assert.equal(ds.opens(), 3);
+  ds = fakeDataset({ 1: [] }, { openError: new Error("Invalid user input: nope") });
+  r = await commitWith(ds).verifyCommit({}, { mutation: "CREATE" }, plan("n"), { startVersion: 1, version: 2 });
+  assert.equal(r.result_code, "NATIVE_INTERNAL");
+  assert.equal(ds.opens(), 1);
   // The same head uuid as before the call (REPLACE that did not take) with a later change.
   r = await commitWith(fakeDataset({ 3: [ix("n", U1)], 4: [ix("n", U1)], 5: [ix("n", U3)] }))
     .verifyCommit({}, { mutation: "REPLACE" }, plan("n", U1), { startVersion: 3, version: 4 });
