@@ -57,7 +57,8 @@ func (s *service) ResolveLanceIndexJob(ctx context.Context, r *wire.TResolveJobR
 }
 
 // resolveRequest checks a resolve request and makes the worker's frame. The
-// uuids must be lowercase canonical uuids (Lance's form) or empty.
+// uuids must be canonical uuids or empty; they go to the worker in lower
+// case (Lance's form).
 func resolveRequest(r *wire.TResolveJobRequest) (*frame.Request, error) {
 	if err := job.CheckBytes("dataset_uri", r.DatasetURI, job.MaxURIBytes); err != nil || r.DatasetURI == "" {
 		return nil, errors.New("dataset_uri is missing, too long or not UTF-8")
@@ -78,15 +79,16 @@ func resolveRequest(r *wire.TResolveJobRequest) (*frame.Request, error) {
 	if r.AdmittedDatasetVersion < 1 {
 		return nil, errors.New("admitted_dataset_version must be positive")
 	}
-	for what, u := range map[string]string{"index_uuid": r.GetIndexUUID(), "admitted_index_uuid": r.GetAdmittedIndexUUID()} {
+	uuid, admitted := strings.ToLower(r.GetIndexUUID()), strings.ToLower(r.GetAdmittedIndexUUID())
+	for what, u := range map[string]string{"index_uuid": uuid, "admitted_index_uuid": admitted} {
 		if u != "" && !frame.IsUUID(u) {
-			return nil, errors.New(what + " is not a lowercase uuid")
+			return nil, errors.New(what + " is not a uuid")
 		}
 	}
 	return &frame.Request{Protocol: frame.Protocol, Mode: frame.ModeResolve, DatasetURI: r.DatasetURI,
 		StorageOptions: maps.Clone(r.StorageOptions), JobID: r.JobID, MutationType: mutation, IndexName: r.IndexName,
-		AdmittedDatasetVersion: r.AdmittedDatasetVersion, IndexUUID: r.GetIndexUUID(),
-		AdmittedIndexUUID: r.GetAdmittedIndexUUID(), TrustExclusiveWriter: r.GetTrustExclusiveWriter()}, nil
+		AdmittedDatasetVersion: r.AdmittedDatasetVersion, IndexUUID: uuid,
+		AdmittedIndexUUID: admitted, TrustExclusiveWriter: r.GetTrustExclusiveWriter()}, nil
 }
 
 // resolveResponse converts a resolve outcome. A frame that is not a

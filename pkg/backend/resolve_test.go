@@ -153,7 +153,7 @@ func TestResolveRefusesMalformedRequests(t *testing.T) {
 		func(r *wire.TResolveJobRequest) { r.IndexName = " " },
 		func(r *wire.TResolveJobRequest) { r.AdmittedDatasetVersion = 0 },
 		func(r *wire.TResolveJobRequest) { u := "nope"; r.IndexUUID = &u },
-		func(r *wire.TResolveJobRequest) { u := strings.ToUpper(resolveOther); r.AdmittedIndexUUID = &u },
+		func(r *wire.TResolveJobRequest) { u := "{" + resolveOther + "}"; r.AdmittedIndexUUID = &u },
 		func(r *wire.TResolveJobRequest) { r.StorageOptions = map[string]string{"": "v"} },
 	}
 	for i, mod := range bad {
@@ -173,6 +173,13 @@ func TestResolveRefusesMalformedRequests(t *testing.T) {
 		t.Fatalf("UNKNOWN without a head: %+v", resp)
 	}
 	h.runner.setScript(func(context.Context, *frame.Request) Outcome { ran.Add(1); return resolved("UNKNOWN", "", "", 1) })
+	// Upper-case uuids go to the worker in lower case.
+	if resp := h.resolve(resolveReq(func(r *wire.TResolveJobRequest) { u := strings.ToUpper(resolveUUID); r.IndexUUID = &u })); resp.Status.StatusCode != wire.TStatusCode_OK {
+		t.Fatalf("upper-case uuid: %+v", resp)
+	}
+	if req, _ := h.runner.lastRequest(); req.IndexUUID != resolveUUID {
+		t.Fatalf("worker got uuid %q", req.IndexUUID)
+	}
 	// Empty uuids are fine (unknown).
 	if resp := h.resolve(resolveReq(func(r *wire.TResolveJobRequest) { r.IndexUUID, r.AdmittedIndexUUID = nil, nil })); resp.Status.StatusCode != wire.TStatusCode_OK {
 		t.Fatalf("no uuids: %+v", resp)
