@@ -99,6 +99,8 @@ function writeResult(result) {
 
 class BadRequest extends Error {}
 
+const MODES = new Set(["build", "inspect", "resolve"]);
+
 // readRequest reads exactly one frame from stdin: never more than
 // MAX_REQUEST_BYTES+4 bytes are kept, whatever the prefix claims. Bytes after
 // the frame are ignored; stdin is not read to its end.
@@ -164,7 +166,7 @@ function decodeRequest(body) {
   // Redact storage option values from here on, even if the request is refused.
   sanitize = lib.makeSanitizer(req.storage_options);
   if (req.protocol !== lib.PROTOCOL) throw new BadRequest(`request protocol is not ${lib.PROTOCOL}`);
-  if (req.mode !== "build" && req.mode !== "inspect") throw new BadRequest("request mode is neither build nor inspect");
+  if (!MODES.has(req.mode)) throw new BadRequest("request mode is not build, inspect or resolve");
   return req;
 }
 
@@ -275,6 +277,7 @@ async function inspect(req) {
     const version = await tbl.version();
     const fields = await readFields(tbl);
     const indexes = [];
+    const indexStats = [];
     for (const ix of await tbl.listIndices()) {
       const type = lib.normalizeIndexType(ix.indexType);
       let stats;
@@ -286,8 +289,9 @@ async function inspect(req) {
         name: ix.name, index_type: type, columns: Array.isArray(ix.columns) ? ix.columns.map(String) : [],
         properties_json: lib.indexProperties(details, stats),
       });
+      indexStats.push(lib.indexStatsOf(ix));
     }
-    return { protocol: lib.PROTOCOL, mode: "inspect", ok: true, dataset_version: version, fields, indexes };
+    return { protocol: lib.PROTOCOL, mode: "inspect", ok: true, dataset_version: version, fields, indexes, index_stats: indexStats };
   } catch (e) {
     log(`inspect failed: ${errText(e)}`);
     return fail(e);
@@ -410,22 +414,28 @@ async function build(req) {
     }
     if (plan.result) return plan.result;
 
-    // 4. Act.
+    // 5. Act, announcing the new index's uuid as soon as it is seen.
     const started = Date.now();
+    progress({ phase: "building" });
+    const watch = startUuidWatch(req, b);
+    let announced = "";
     try {
       await plan.act();
     } catch (e) {
+      if (watch) watch.stop();
       return await actFailure(req, b, e, startVersion);
     }
-    let version;
+    if (watch) announced = watch.stop();
+    let version = null;
     try {
       version = await tbl.version();
     } catch (e) {
-      version = await latestVersion(req);
+      log(`build: reading the version after the commit failed: ${errText(e)}`);
     }
     log(`build: ${b.mutation} ${b.indexType || ""} done in ${Date.now() - started} ms; dataset version ${version}`);
-    const extra = Number.isSafeInteger(version) && version > 0 ? { new_dataset_version: version } : {};
-    return buildResult(RC.OK, plan.done, extra);
+    // 6. Verify on a fresh connection (§13.7).
+    progress({ phase: "verifying" });
+    return await verifyCommit(req, b, plan, { startVersion, version, announced });
   } finally {
     if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
   }
@@ -465,7 +475,7 @@ async function planMutation(tbl, b, admittedContract) {
   if (b.mutation === "DROP") {
     if (!found.hit) return { result: buildResult(RC.NOT_FOUND, `index ${JSON.stringify(b.indexName)} does not exist`) };
     const name = found.hit.name;
-    return { act: () => tbl.dropIndex(name), done: `dropped index ${JSON.stringify(name)}` };
+    return { act: () => tbl.dropIndex(name), done: `dropped index ${JSON.stringify(name)}`, name, before: found.hit.indexUuid || "" };
   }
 
   // 3. The schema contract of the column, recomputed at this version.
@@ -498,6 +508,7 @@ async function planMutation(tbl, b, admittedContract) {
   return {
     act: () => tbl.createIndex(col.field.name, { name, replace, config }),
     done: `${verb} ${b.indexType} index ${JSON.stringify(name)} on column ${JSON.stringify(col.field.name)}`,
+    name, before: found.hit ? found.hit.indexUuid || "" : "",
   };
 }
 
@@ -539,6 +550,14 @@ async function actFailure(req, b, e, startVersion) {
   return buildResult(code, errDetail(e), extra);
 }
 
+// ---- verified commits and resolve (commit.js) -------------------------------------
+
+const commit = require("./commit.js")({
+  openTable, storageOptions, errKind, errText, errDetail, buildResult, log,
+  sanitize: (m) => sanitize(m), inspectCode: (e) => INSPECT_CODE[errKind(e)] || IE.INTERNAL,
+});
+const { progress, startUuidWatch, verifyCommit, resolve, resolveFailure } = commit;
+
 // ---- main ----------------------------------------------------------------------------
 
 async function main() {
@@ -555,8 +574,9 @@ async function main() {
   }
   currentMode = req.mode;
   const t0 = Date.now();
-  const result = req.mode === "inspect" ? await inspect(req) : await build(req);
-  const what = req.mode === "inspect" ? (result.ok ? "ok" : result.error_code) : result.result_code;
+  const result = await ({ inspect, build, resolve })[req.mode](req);
+  const what = { inspect: () => (result.ok ? "ok" : result.error_code), resolve: () => (result.ok ? result.outcome : result.error_code),
+    build: () => result.result_code }[req.mode]();
   log(`${req.mode}: ${what} in ${Date.now() - t0} ms`);
   writeResult(result);
 }
@@ -568,6 +588,7 @@ function lastResort(e) {
   if (resultWritten) return;
   if (currentMode === "build") writeResult(buildResult(RC.INTERNAL, `unexpected builder error: ${errText(e)}`));
   else if (currentMode === "inspect") writeResult({ protocol: lib.PROTOCOL, mode: "inspect", ok: false, error_code: IE.INTERNAL, message: errMessage(e) });
+  else if (currentMode === "resolve") writeResult(resolveFailure(IE.INTERNAL, `unexpected builder error: ${errText(e)}`));
   else finish(1);
 }
 

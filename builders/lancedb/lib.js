@@ -111,6 +111,14 @@ function splitDatasetURI(uri) {
   return { parent, name };
 }
 
+// localDatasetDir is the directory of a local dataset URI, or null for an
+// object store (the scalar-build uuid watch of docs/builder.md).
+function localDatasetDir(uri) {
+  const { parent, name } = splitDatasetURI(uri);
+  if (/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(parent)) return null;
+  return path.posix.join(parent, `${name}.lance`);
+}
+
 // ---- canonical Arrow types ------------------------------------------------
 
 // Arrow JS Type ids (apache-arrow 18): the base ids schema fields carry.
@@ -248,6 +256,21 @@ function isVectorIndexType(t) {
 }
 
 // canonicalJSON renders a flat object with sorted keys ("" when empty).
+// indexStatsOf is what inspect reports of one listIndices() entry beyond
+// its definition (§13.7): the keys LanceDB did not give are left out.
+function indexStatsOf(ix) {
+  const o = { name: ix.name };
+  if (typeof ix.indexUuid === "string" && ix.indexUuid) o.index_uuid = ix.indexUuid;
+  const created = ix.createdAt instanceof Date ? ix.createdAt.getTime() : NaN;
+  if (Number.isSafeInteger(created)) o.created_at_ms = created;
+  for (const [from, to] of [["numIndexedRows", "indexed_rows"], ["numUnindexedRows", "unindexed_rows"],
+    ["numSegments", "segments"], ["sizeBytes", "size_bytes"]]) {
+    const n = typeof ix[from] === "bigint" ? Number(ix[from]) : ix[from];
+    if (Number.isSafeInteger(n) && n >= 0) o[to] = n;
+  }
+  return o;
+}
+
 function canonicalJSON(obj) {
   const keys = Object.keys(obj).sort();
   if (keys.length === 0) return "";
@@ -428,7 +451,7 @@ function cutBytes(s, max) {
 module.exports = {
   PROTOCOL, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, MAX_MESSAGE_BYTES, SCHEMA_CONTRACT_VERSION, MIN_REDACT_LEN,
   RC, IE, KIND, Failure,
-  splitDatasetURI, canonicalType, canonicalField, findColumn, contractOf, parseContract, compareContracts,
-  normalizeIndexType, isVectorIndexType, canonicalJSON, indexProperties, ivfPqOptions, parseProperties,
+  splitDatasetURI, localDatasetDir, canonicalType, canonicalField, findColumn, contractOf, parseContract, compareContracts,
+  normalizeIndexType, isVectorIndexType, canonicalJSON, indexProperties, indexStatsOf, ivfPqOptions, parseProperties,
   classify, makeSanitizer, shortMessage, cutBytes, pidsEventsPaths, parsePidsMax,
 };

@@ -1,5 +1,5 @@
 // Package frame is the worker protocol between the backend agent and its
-// one-shot builder process (docs/worker-protocol.md): the agent writes ONE
+// one-shot builder process (docs/builder.md): the agent writes ONE
 // request frame to the worker's stdin and reads ONE result frame from its
 // stdout. A frame is a 4-byte big-endian length followed by that many bytes
 // of UTF-8 JSON. Storage credentials travel only here, on stdin: never in
@@ -28,6 +28,16 @@ const (
 const (
 	ModeBuild   = "build"
 	ModeInspect = "inspect"
+	// ModeResolve reads a job's outcome from its dataset, read-only
+	// (DESIGN.md §13.4; docs/builder.md "Resolve mode").
+	ModeResolve = "resolve"
+)
+
+// Resolve outcomes (Result.Outcome): the names of wire.TLanceResolveOutcome.
+const (
+	OutcomeCommitted    = "COMMITTED"
+	OutcomeNotCommitted = "NOT_COMMITTED"
+	OutcomeUnknown      = "UNKNOWN"
 )
 
 // Request is what a worker receives on stdin.
@@ -37,7 +47,8 @@ type Request struct {
 	DatasetURI     string            `json:"dataset_uri"`
 	StorageOptions map[string]string `json:"storage_options,omitempty"`
 
-	// Build mode only.
+	// Build and resolve modes (resolve: MutationType, IndexName,
+	// AdmittedDatasetVersion and the three resolve fields below).
 	JobID                  int64  `json:"job_id,omitempty"`
 	InvocationID           string `json:"invocation_id,omitempty"`
 	MutationType           string `json:"mutation_type,omitempty"` // CREATE | REPLACE | DROP
@@ -50,6 +61,13 @@ type Request struct {
 	AdmittedDatasetVersion int64  `json:"admitted_dataset_version,omitempty"`
 	SchemaContractJSON     string `json:"schema_contract_json,omitempty"`
 	DeadlineMs             int64  `json:"deadline_ms,omitempty"`
+
+	// Resolve mode only. IndexUUID is the uuid this invocation built (as
+	// its worker announced it; "" if unknown), AdmittedIndexUUID the uuid
+	// of the index at admission ("" if none or unknown).
+	IndexUUID            string `json:"index_uuid,omitempty"`
+	AdmittedIndexUUID    string `json:"admitted_index_uuid,omitempty"`
+	TrustExclusiveWriter bool   `json:"trust_exclusive_writer,omitempty"`
 }
 
 // Field is one schema field as inspect reports it (the canonical types of
@@ -72,13 +90,33 @@ type Index struct {
 	PropertiesJSON string   `json:"properties_json,omitempty"`
 }
 
+// IndexStats is what inspect reports of an index beyond its definition
+// (DESIGN.md §13.7), matched to Result.Indexes by exact name. A nil field
+// (or an empty uuid) is one LanceDB did not report.
+type IndexStats struct {
+	Name          string `json:"name"`
+	IndexUUID     string `json:"index_uuid,omitempty"`
+	CreatedAtMs   *int64 `json:"created_at_ms,omitempty"`
+	IndexedRows   *int64 `json:"indexed_rows,omitempty"`
+	UnindexedRows *int64 `json:"unindexed_rows,omitempty"`
+	Segments      *int32 `json:"segments,omitempty"`
+	SizeBytes     *int64 `json:"size_bytes,omitempty"`
+}
+
 // Result is what a worker answers on stdout.
 //
 // Build mode: ResultCode is one of the wire's TLanceIndexJobResultCode names
 // (PRE_INVOCATION_STALE_ADMISSION … NATIVE_INTERNAL); Message is sanitized
-// (never a credential) and is cut to 1024 bytes by the agent.
-// Inspect mode: OK with DatasetVersion, Fields and Indexes, or !OK with
-// ErrorCode (NOT_FOUND | INVALID_ARGUMENT | IO | INTERNAL) and Message.
+// (never a credential) and is cut to 1024 bytes by the agent. A NATIVE_OK
+// was verified on a fresh connection (§13.7): DatasetVersion is the version
+// verified (= NewDatasetVersion) and IndexUUID the uuid of the index there
+// (CREATE, REPLACE; "" for DROP).
+// Inspect mode: OK with DatasetVersion, Fields, Indexes and IndexStats, or
+// !OK with ErrorCode (NOT_FOUND | INVALID_ARGUMENT | IO | INTERNAL) and
+// Message.
+// Resolve mode: OK with Outcome (COMMITTED | NOT_COMMITTED | UNKNOWN),
+// Evidence (≤ 1024 B, sanitized), HeadVersion and, for COMMITTED by uuid,
+// IndexUUID; or !OK with ErrorCode and Message as inspect.
 type Result struct {
 	Protocol int    `json:"protocol"`
 	Mode     string `json:"mode"`
@@ -93,6 +131,13 @@ type Result struct {
 	DatasetVersion int64   `json:"dataset_version,omitempty"`
 	Fields         []Field `json:"fields,omitempty"`
 	Indexes        []Index `json:"indexes,omitempty"`
+
+	IndexStats []IndexStats `json:"index_stats,omitempty"`
+	IndexUUID  string       `json:"index_uuid,omitempty"`
+
+	Outcome     string `json:"outcome,omitempty"`
+	Evidence    string `json:"evidence,omitempty"`
+	HeadVersion int64  `json:"head_version,omitempty"`
 }
 
 // ErrTooLarge: a frame above its bound.
