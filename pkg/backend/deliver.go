@@ -282,11 +282,13 @@ func (d *deliverer) loop(k entryKey, l *delivery) {
 		d.mu.Unlock()
 	}()
 	var jobID int64
+	d.mu.Lock()
 	if r := l.entry.Report; r != nil {
 		jobID = r.JobID
 	} else if p := l.entry.Progress; p != nil {
 		jobID = p.JobID
 	}
+	d.mu.Unlock()
 	log := d.log.With(zap.Int64("job_id", jobID), zap.String("invocation_id", clipForLog(k.id)), zap.Stringer("kind", k.kind))
 	backoff := d.a.cfg.BackoffMin
 	var ref refusals

@@ -133,3 +133,43 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// A newer announcement replaces the older one, in the outbox and in the
+// delivery loop: the master ends up with the latest, and the entry goes
+// once that one is delivered.
+func TestNewerProgressReplacesTheOlder(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Masters = []string{closedAddr(t)} })
+	announced := make(chan struct{})
+	h.runner.hold()
+	h.runner.setScript(func(ctx context.Context, req *frame.Request) Outcome {
+		return Outcome{Proof: ProofChildReaped, Result: &frame.Result{Protocol: 1, Mode: frame.ModeBuild, ResultCode: "NATIVE_OK"}}
+	})
+	// The script runs after the hold; announce from a wrapper around Run.
+	h.runner.mu.Lock()
+	h.runner.onStart = func(ctx context.Context) {
+		lines := supervisor.StderrLines(ctx)
+		lines([]byte(`lancemaster-progress {"index_uuid":"` + testUUID + `","phase":"train"}`))
+		lines([]byte(`lancemaster-progress {"phase":"write"}`))
+		close(announced)
+	}
+	h.runner.mu.Unlock()
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	<-announced
+	pending, _, err := h.a.outbox.Pending()
+	if err != nil || len(pending) != 1 || pending[0].Kind != outbox.KindProgress || pending[0].Progress.GetPhase() != "write" ||
+		pending[0].Progress.GetIndexUUID() != testUUID {
+		t.Fatalf("outbox %+v, %v", pending, err)
+	}
+	m := newFakeMaster(t)
+	h.heartbeat(1, m.Addr())
+	eventually(t, func() bool {
+		p := m.progressReports()
+		return len(p) > 0 && p[len(p)-1].GetPhase() == "write" && len(outboxKindIDs(t, h.a, outbox.KindProgress)) == 0
+	}, "the latest progress was not delivered")
+	if p := m.progressReports(); p[len(p)-1].GetIndexUUID() != testUUID {
+		t.Fatalf("the latest progress lost the uuid: %+v", p[len(p)-1])
+	}
+	h.runner.release()
+	eventually(t, func() bool { results, _ := m.received(); return len(results) == 1 }, "no result")
+}
