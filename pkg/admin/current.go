@@ -60,7 +60,9 @@ func (s *Server) current(ctx context.Context) error {
 // leaderReadIndex asks the leader for its read index (listPeers).
 func (s *Server) leaderReadIndex(ctx context.Context) (uint64, error) {
 	id, addr := s.d.Cluster.Leader()
-	if id == "" || addr == "" || s.d.LeaderCall == nil {
+	if id == "" || addr == "" || s.d.LeaderCall == nil || (s.d.NodeID != "" && id == s.d.NodeID) {
+		// No leader to ask, or raft still names this master while it
+		// steps down.
 		return 0, s.behind()
 	}
 	var resp *adminapi.TRaftPeersResponse

@@ -210,3 +210,21 @@ func TestListPeersGivesTheReadIndex(t *testing.T) {
 		t.Fatalf("set option with the leader unreachable: %v, want NOT_LEADER", err)
 	}
 }
+
+// A master that raft still names as the leader while it steps down gives
+// no commit index a follower could take for a read index.
+func TestSteppingDownMasterGivesNoReadIndex(t *testing.T) {
+	m := newTwoMasters(t)
+	d := m.leader.d
+	d.Proposer = followerOf{m.log} // no longer leads; Cluster.Leader() still names m1
+	out, err := New(d).ListPeers(context.Background())
+	if err != nil || out.IsSetCommitIndex() || out.GetLeaderID() != "m1" {
+		t.Fatalf("list peers while stepping down: %+v %v", out, err)
+	}
+	// A plain follower (not named leader) still shows its commit index.
+	fd := m.follower.d
+	out, err = New(fd).ListPeers(context.Background())
+	if err != nil || !out.IsSetCommitIndex() {
+		t.Fatalf("list peers on a follower: %+v %v", out, err)
+	}
+}

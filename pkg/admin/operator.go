@@ -47,6 +47,12 @@ func (s *Server) ListPeers(ctx context.Context) (*adminapi.TRaftPeersResponse, e
 		}
 		return out, nil
 	}
+	if s.d.ReadIndex != nil && s.d.NodeID != "" && out.GetLeaderID() == s.d.NodeID {
+		// Raft still names this master while it steps down: it leads no
+		// more and cannot confirm anything, so it gives no commit index a
+		// follower could take for a read index.
+		return out, nil
+	}
 	out.CommitIndex = &c
 	return out, nil
 }
