@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
@@ -38,4 +40,40 @@ func DowngradeRefreshRunning(ctx context.Context, p raftfsm.Proposer, r raftfsm.
 		running = running[n:]
 	}
 	return nil
+}
+
+// EnsureClusterID journals a random cluster id when the journal has none
+// (DESIGN.md §13.1): the first leader of a Raft history names it, and every
+// heartbeat, dispatch, query and resolve carries it, so that backends keep
+// their leader-term fence per history. Call it from OnLeaderReady, before
+// the leader services start (they read the id). An id already set is kept
+// (the entry is then a NOOP); a retry after an error re-reads the view.
+func EnsureClusterID(ctx context.Context, p raftfsm.Proposer, r raftfsm.Reader, clk Clock) error {
+	if r.State().ClusterID() != "" {
+		return nil
+	}
+	if clk == nil {
+		clk = SystemClock{}
+	}
+	id, err := NewClusterID()
+	if err != nil {
+		return err
+	}
+	resp, err := propose(ctx, p, raftfsm.CmdSetClusterID, &journal.TClusterIDCommand{NowMs: clk.Now().UnixMilli(), ClusterID: id})
+	if err != nil {
+		return fmt.Errorf("journal the cluster id: %w", err)
+	}
+	if resp.Code != journal.TApplyCode_OK && resp.Code != journal.TApplyCode_NOOP {
+		return fmt.Errorf("journal the cluster id: %s: %s", resp.Code, resp.GetMessage())
+	}
+	return nil
+}
+
+// NewClusterID mints a cluster id: "lm-" and 128 random bits in hex.
+func NewClusterID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("dispatch: read random: %w", err)
+	}
+	return "lm-" + hex.EncodeToString(b[:]), nil
 }

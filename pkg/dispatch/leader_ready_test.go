@@ -70,3 +70,22 @@ func TestDowngradeRefreshRunningBatchesOf1024(t *testing.T) {
 		t.Fatalf("%d jobs still refresh RUNNING", len(left))
 	}
 }
+
+// The first leader names the Raft history once; later leaders keep it.
+func TestEnsureClusterID(t *testing.T) {
+	f := rfNew(t)
+	if err := EnsureClusterID(context.Background(), f.p, f.fsm, f.clk); err != nil {
+		t.Fatal(err)
+	}
+	id := f.fsm.State().ClusterID()
+	if len(id) != len("lm-")+32 {
+		t.Fatalf("cluster id %q", id)
+	}
+	mark := f.p.count()
+	if err := EnsureClusterID(context.Background(), f.p, f.fsm, f.clk); err != nil || f.p.count() != mark {
+		t.Fatalf("a second leader journaled again: err %v, %d entries", err, f.p.count()-mark)
+	}
+	if f.fsm.State().ClusterID() != id {
+		t.Fatalf("the cluster id changed")
+	}
+}

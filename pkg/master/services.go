@@ -52,6 +52,9 @@ func wireLeaderServices(node *cluster.Node, fsm *raftfsm.FSM, s leaderServices) 
 	})
 	gc := dispatch.NewGC(dispatch.GCDeps{Proposer: s.proposer, Reader: fsm, Clock: s.clock, Logger: s.log.Named("gc")})
 	node.OnLeaderReady(func(ctx context.Context) error {
+		if err := dispatch.EnsureClusterID(ctx, node, fsm, s.clock); err != nil {
+			return err
+		}
 		return dispatch.DowngradeRefreshRunning(ctx, node, fsm, s.clock)
 	})
 	node.AddLeaderService("backend-pool", pool)
