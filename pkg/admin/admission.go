@@ -71,6 +71,9 @@ func (s *Server) DropIndex(ctx context.Context, r *adminapi.TDropIndexRequest) (
 }
 
 func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitResponse, error) {
+	if err := s.current(ctx); err != nil {
+		return nil, err
+	}
 	st := s.d.Reader.State()
 	opts := st.Options()
 	// 1. The mutation gate (an operator kill switch; admission only).
