@@ -102,7 +102,8 @@ FAULTS_DURATION ?= 5m
 FAULTS_SEED0    ?= $(shell date +%s)
 FAULTS_SEEDS    ?=
 FAULTS_RACE     ?= -race
+FAULTS_PARALLEL ?= 1
 .PHONY: fault-schedules
 fault-schedules:
 	$(GO) test $(FAULTS_RACE) -count=1 -timeout 3h -run '^TestFaultSchedules$$' -v ./pkg/faults \
-	  $(if $(FAULTS_SEEDS),-faults.seeds=$(FAULTS_SEEDS),-faults.duration=$(FAULTS_DURATION) -faults.seed0=$(FAULTS_SEED0))
+	  $(if $(FAULTS_SEEDS),-faults.seeds=$(FAULTS_SEEDS),-faults.duration=$(FAULTS_DURATION) -faults.seed0=$(FAULTS_SEED0) -faults.parallel=$(FAULTS_PARALLEL))

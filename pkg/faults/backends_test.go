@@ -23,16 +23,17 @@ import (
 type behaviour int
 
 const (
-	buildOK       behaviour = iota // NATIVE_OK at once, child reaped
-	buildSlow                      // NATIVE_OK after 20..300 ms
-	buildHeld                      // blocks until the schedule releases builds (or a crash)
-	buildConflict                  // NATIVE_COMMIT_CONFLICT → NOT_COMMITTED
-	buildStale                     // PRE_INVOCATION_STALE_ADMISSION → NOT_COMMITTED
-	buildIO                        // NATIVE_IO → UNKNOWN, legitimately
-	buildNoResult                  // child reaped, no result frame (crash of the worker)
+	buildOK             behaviour = iota // NATIVE_OK at once, child reaped
+	buildSlow                            // NATIVE_OK after 20..300 ms
+	buildHeld                            // blocks until the schedule releases builds (or a crash)
+	buildConflict                        // NATIVE_COMMIT_CONFLICT → NOT_COMMITTED
+	buildStale                           // PRE_INVOCATION_STALE_ADMISSION → NOT_COMMITTED
+	buildIO                              // NATIVE_IO → UNKNOWN, legitimately
+	buildNoResult                        // child reaped, no result frame (crash of the worker), dataset untouched
+	buildCommitNoResult                  // the index is committed, then the worker dies without a result frame
 )
 
-var behaviourNames = [...]string{"ok", "slow", "held", "conflict", "stale", "io", "no-result"}
+var behaviourNames = [...]string{"ok", "slow", "held", "conflict", "stale", "io", "no-result", "commit-no-result"}
 
 func (b behaviour) String() string { return behaviourNames[b] }
 
@@ -46,16 +47,18 @@ func behaviourFor(seed int64, name string) (behaviour, time.Duration) {
 		b = buildOK
 	case r < 65:
 		b = buildSlow
-	case r < 80:
+	case r < 78:
 		b = buildHeld
-	case r < 86:
+	case r < 84:
 		b = buildConflict
-	case r < 91:
+	case r < 89:
 		b = buildStale
-	case r < 95:
+	case r < 93:
 		b = buildIO
-	default:
+	case r < 97:
 		b = buildNoResult
+	default:
+		b = buildCommitNoResult
 	}
 	return b, time.Duration(20+(x>>8)%280) * time.Millisecond
 }
@@ -80,16 +83,20 @@ func (r *runner) Verified() bool { return !r.refuse.Load() }
 func (r *runner) crash() { r.once.Do(func() { close(r.crashed) }) }
 
 func (r *runner) Run(ctx context.Context, req *frame.Request, _ time.Time) backend.Outcome {
-	if req.Mode == frame.ModeInspect {
-		return backend.Outcome{Proof: backend.ProofChildReaped, Result: &frame.Result{Protocol: frame.Protocol, Mode: frame.ModeInspect,
-			OK: true, DatasetVersion: 3, Fields: []frame.Field{{FieldID: 0, Name: "id", DataType: "int32"}}}}
-	}
-	if req.Mode != frame.ModeBuild {
-		// Other modes (the §13.4 resolve mode, once it exists) have no
-		// dataset here: no trusted answer.
-		return backend.Outcome{Proof: backend.ProofChildReaped, Failure: "fault harness: no dataset for mode " + req.Mode}
-	}
 	w := r.w
+	switch req.Mode {
+	case frame.ModeInspect:
+		return backend.Outcome{Proof: backend.ProofChildReaped, Result: &frame.Result{Protocol: frame.Protocol, Mode: frame.ModeInspect,
+			OK: true, DatasetVersion: w.data.headOf(req.DatasetURI), Fields: []frame.Field{{FieldID: 0, Name: "id", DataType: "int32"}}}}
+	case frame.ModeResolve:
+		outcome, evidence, head := w.data.resolve(req.DatasetURI, req.IndexName, req.IndexUUID)
+		w.ledger.resolved(req.IndexName, outcome)
+		return backend.Outcome{Proof: backend.ProofChildReaped, Result: &frame.Result{Protocol: frame.Protocol, Mode: frame.ModeResolve,
+			OK: true, Outcome: outcome, Evidence: evidence, HeadVersion: head}}
+	case frame.ModeBuild:
+	default:
+		return backend.Outcome{Proof: backend.ProofChildReaped, Failure: "fault harness: unknown mode " + req.Mode}
+	}
 	w.ledger.runStarted(r.slot, r.epoch.Load(), r.dir, req.InvocationID, req.IndexName, req.JobID, w.clock.nowMs())
 	b, d := behaviourFor(w.seed, req.IndexName)
 	end := func(code string, proof backend.Proof, crashed bool) backend.Outcome {
@@ -97,6 +104,12 @@ func (r *runner) Run(ctx context.Context, req *frame.Request, _ time.Time) backe
 		out := backend.Outcome{Proof: proof}
 		if code != "" {
 			out.Result = &frame.Result{Protocol: frame.Protocol, Mode: frame.ModeBuild, ResultCode: code, Message: "fault harness build"}
+			if code == "NATIVE_OK" {
+				u := uuidOf(req.InvocationID)
+				v := w.data.commit(req.DatasetURI, req.IndexName, u)
+				w.ledger.committed(req.InvocationID)
+				out.Result.NewDatasetVersion, out.Result.DatasetVersion, out.Result.IndexUUID = v, v, u
+			}
 		} else {
 			out.Failure = "fault harness: no result"
 		}
@@ -152,6 +165,10 @@ func (r *runner) Run(ctx context.Context, req *frame.Request, _ time.Time) backe
 	case buildIO:
 		return end("NATIVE_IO", backend.ProofChildReaped, false)
 	case buildNoResult:
+		return end("", backend.ProofChildReaped, false)
+	case buildCommitNoResult:
+		w.data.commit(req.DatasetURI, req.IndexName, uuidOf(req.InvocationID))
+		w.ledger.committed(req.InvocationID)
 		return end("", backend.ProofChildReaped, false)
 	}
 	return end("NATIVE_OK", backend.ProofChildReaped, false)

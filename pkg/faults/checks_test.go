@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -203,12 +202,11 @@ func (e *execution) check() []violation {
 		}
 	}
 
-	maxAttempts := defaultMaxDispatchAttempts
-	if v, ok := st.OptionValue("lance_index_job_max_dispatch_attempts"); ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			maxAttempts = n
-		}
+	maxAttempts := st.Options().MaxDispatchAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = defaultMaxDispatchAttempts
 	}
+	paused := st.Options().DispatcherPaused
 	accepting := 0
 	for _, b := range w.backends {
 		if b.up() && !b.refuse.Load() {
@@ -228,7 +226,7 @@ func (e *execution) check() []violation {
 		}
 		switch r.MutationState {
 		case job.Pending:
-			if accepting > 0 {
+			if accepting > 0 && !paused {
 				add(invConverged, "%s is PENDING while %d backends accept; submits: %s", what, accepting, w.ledger.submitHistory(r.DisplayIndexName))
 			}
 		case job.Running, job.Resolving:
@@ -236,7 +234,8 @@ func (e *execution) check() []violation {
 				add(invConverged, "%s is still %s after the heal and every deadline; %s", what, r.MutationState, ledgerSays)
 			}
 		case job.Committed:
-			if !known || inv.code != job.NativeOK.String() {
+			resolvedCommit := r.Result.Reason == job.ReasonResolvedFromDataset && inv.committed
+			if !known || (inv.code != job.NativeOK.String() && !resolvedCommit) {
 				add(invCommitted, "%s is COMMITTED; %s", what, ledgerSays)
 			}
 		case job.NotCommitted:
@@ -244,7 +243,7 @@ func (e *execution) check() []violation {
 				if known && inv.accepted() {
 					add(invNotCommitted, "%s is NOT_COMMITTED as never enqueued, but the backend accepted it; %s", what, ledgerSays)
 				}
-				if int(r.DispatchAttempts)+1 < maxAttempts {
+				if int64(r.DispatchAttempts)+1 < maxAttempts {
 					add(invRefusal, "%s was ended by a refusal after %d of %d attempts; submits: %s", what, r.DispatchAttempts+1, maxAttempts,
 						w.ledger.submitHistory(r.DisplayIndexName))
 				}
@@ -254,8 +253,8 @@ func (e *execution) check() []violation {
 			case !known:
 				add(invNotCommitted, "%s is NOT_COMMITTED from a result no backend produced; %s", what, ledgerSays)
 			case r.Result.Reason == job.ReasonResolvedFromDataset:
-				if inv.code == job.NativeOK.String() {
-					add(invNotCommitted, "%s was resolved NOT_COMMITTED from the dataset, but its worker answered NATIVE_OK; %s", what, ledgerSays)
+				if inv.committed || inv.code == job.NativeOK.String() {
+					add(invNotCommitted, "%s was resolved NOT_COMMITTED from the dataset, but its build committed; %s", what, ledgerSays)
 				}
 			case inv.code == r.Result.Code.String():
 			case inv.runStartMs > 0 && r.Result.Code == job.PreInvocationResourceRejected:
@@ -364,8 +363,14 @@ func (e *execution) summary() string {
 		}
 	}
 	states := map[string]int{}
+	resolved := 0
 	if l := e.w.leader(); l >= 0 {
-		forJobs(e.w.master(l).FSM().State(), func(r *job.Record) { states[r.MutationState.String()]++ })
+		forJobs(e.w.master(l).FSM().State(), func(r *job.Record) {
+			states[r.MutationState.String()]++
+			if r.Result.Reason == job.ReasonResolvedFromDataset {
+				resolved++
+			}
+		})
 	}
 	accepted := 0
 	for _, invs := range e.w.ledger.byName() {
@@ -375,6 +380,6 @@ func (e *execution) summary() string {
 			}
 		}
 	}
-	return fmt.Sprintf("%d admissions (%d acknowledged), jobs %v, %d invocations accepted, faults %v",
-		len(e.admissions), acked, states, accepted, e.w.ctl.snapshotCounts())
+	return fmt.Sprintf("%d admissions (%d acknowledged), jobs %v (%d resolved from the dataset), %d invocations accepted, faults %v",
+		len(e.admissions), acked, states, resolved, accepted, e.w.ctl.snapshotCounts())
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -19,6 +20,7 @@ var (
 	flagDuration = flag.Duration("faults.duration", 0, "run schedules for this long instead of -faults.count")
 	flagSteps    = flag.Int("faults.steps", 12, "steps per schedule")
 	flagVerbose  = flag.Bool("faults.v", false, "log every step as it runs and the components' warnings")
+	flagParallel = flag.Int("faults.parallel", 1, "with -faults.duration: schedules run at once (each its own cluster)")
 	flagDry      = flag.Bool("faults.dry", false, "print the schedules instead of running them")
 )
 
@@ -48,16 +50,32 @@ func TestFaultSchedules(t *testing.T) {
 		}
 	case *flagDuration > 0:
 		start := time.Now()
-		n, failed := 0, 0
-		for seed := *flagSeed0; time.Since(start) < *flagDuration; seed++ {
-			if !runSeed(t, seed) {
-				failed++
-			}
-			n++
+		var mu sync.Mutex
+		n, failed, next := 0, 0, *flagSeed0
+		var wg sync.WaitGroup
+		for p := 0; p < max(1, *flagParallel); p++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Since(start) < *flagDuration {
+					mu.Lock()
+					seed := next
+					next++
+					mu.Unlock()
+					ok := runSeed(t, seed)
+					mu.Lock()
+					n++
+					if !ok {
+						failed++
+					}
+					mu.Unlock()
+				}
+			}()
 		}
+		wg.Wait()
 		el := time.Since(start)
-		summary := fmt.Sprintf("fault schedules: %d in %v (%.1f per minute), %d failed, seeds %d..%d",
-			n, el.Round(time.Second), float64(n)/el.Minutes(), failed, *flagSeed0, *flagSeed0+int64(n)-1)
+		summary := fmt.Sprintf("fault schedules: %d in %v (%.1f per minute, %d at a time), %d failed, seeds %d..%d",
+			n, el.Round(time.Second), float64(n)/el.Minutes(), max(1, *flagParallel), failed, *flagSeed0, next-1)
 		t.Log(summary)
 		fmt.Println(summary)
 	default:

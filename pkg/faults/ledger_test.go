@@ -26,13 +26,14 @@ type invocation struct {
 	code       string   // the worker's result code ("" = no trusted result)
 	proof      string   // the runner's proof (CHILD_REAPED, NEVER_LAUNCHED, NONE)
 	crashed    bool     // ended by a backend crash: no report exists
+	committed  bool     // the build committed its index to the dataset
 }
 
 func (v *invocation) accepted() bool { return len(v.acceptedBy) > 0 }
 
 func (v *invocation) String() string {
-	return fmt.Sprintf("inv %.8s… job %d %q backend b%d epoch %d accepted by [%s] run %d..%d code %q proof %s crashed %v",
-		v.id, v.jobID, v.name, v.backend, v.epoch, strings.Join(v.acceptedBy, ", "), v.runStartMs, v.runEndMs, v.code, v.proof, v.crashed)
+	return fmt.Sprintf("inv %.8s… job %d %q backend b%d epoch %d accepted by [%s] run %d..%d code %q proof %s crashed %v committed %v",
+		v.id, v.jobID, v.name, v.backend, v.epoch, strings.Join(v.acceptedBy, ", "), v.runStartMs, v.runEndMs, v.code, v.proof, v.crashed, v.committed)
 }
 
 // ledger records every invocation the backends accepted, from three
@@ -46,10 +47,12 @@ type ledger struct {
 	order []string
 	// submits counts dispatches per index name and their answers.
 	submits map[string][]string
+	// resolves lists the dataset answers given per index name.
+	resolves map[string][]string
 }
 
 func newLedger() *ledger {
-	return &ledger{byID: map[string]*invocation{}, submits: map[string][]string{}}
+	return &ledger{byID: map[string]*invocation{}, submits: map[string][]string{}, resolves: map[string][]string{}}
 }
 
 func (l *ledger) get(id, name string, jobID int64, backend int, epoch int64) *invocation {
@@ -141,6 +144,22 @@ func (l *ledger) runEnded(id string, nowMs int64, code, proof string, crashed bo
 		return
 	}
 	v.runEndMs, v.code, v.proof, v.crashed = nowMs, code, proof, crashed
+}
+
+// committed records that an invocation's build committed its index.
+func (l *ledger) committed(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v := l.byID[id]; v != nil {
+		v.committed = true
+	}
+}
+
+// resolved records a resolve-mode answer.
+func (l *ledger) resolved(name, outcome string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resolves[name] = append(l.resolves[name], outcome)
 }
 
 // snapshot returns copies, by index name, in first-seen order.

@@ -424,6 +424,9 @@ func (p *raftProxy) handle(c net.Conn) {
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if src < 0 {
+		p.w.ctl.count("raft conn untagged")
+	}
 	if !p.w.ctl.waitUnpaused(src, p.idx) {
 		return
 	}

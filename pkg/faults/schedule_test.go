@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/config"
 )
 
 // Schedule features (what a step can do). Each exists in the harness as
@@ -275,7 +276,11 @@ func (e *execution) do(i int, s step) {
 		}
 		w.note("  pausing m%d", l)
 		w.ctl.setPaused(l, true)
-		e.later(i+s.undo, func() { w.ctl.setPaused(l, false); w.note("  resumed m%d", l) })
+		e.later(i+s.undo, func() {
+			leader := w.leader()
+			w.ctl.setPaused(l, false)
+			w.note("  resumed m%d (the leader while it was paused: m%d)", l, leader)
+		})
 	case stepCrashBackend:
 		b := w.backends[s.a]
 		b.crash()
@@ -321,6 +326,9 @@ func (e *execution) do(i int, s step) {
 				ad.rolled = true
 			}
 		}
+		// A restore leaves the dispatcher paused (docs/operations.md); the
+		// operator looks, then resumes it a step later.
+		e.later(i+1, e.resumeDispatcher)
 		if err != nil {
 			w.note("  snapshot restore via m%d: %s", via, errSummary(err))
 			return
@@ -331,6 +339,25 @@ func (e *execution) do(i int, s step) {
 		w.note("  clocks now %v ahead", w.clock.offset())
 	case stepReleaseHeld:
 		w.releaseHeld(false)
+	}
+}
+
+// resumeDispatcher is the operator's `config set
+// lance_index_job_dispatcher_paused false` after a restore.
+func (e *execution) resumeDispatcher() {
+	w := e.w
+	for attempt := 0; attempt < 20; attempt++ {
+		l := w.awaitLeader(5 * time.Second)
+		if l < 0 {
+			continue
+		}
+		err := w.setOption(l, config.OptDispatcherPaused, "false")
+		if err == nil {
+			w.note("  operator: dispatcher resumed via m%d", l)
+			return
+		}
+		w.note("  operator: resume dispatcher via m%d: %s", l, errSummary(err))
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -358,5 +385,8 @@ func (e *execution) heal() {
 		}
 	}
 	w.releaseHeld(true)
+	if e.restored {
+		e.resumeDispatcher()
+	}
 	w.note("healed")
 }

@@ -52,6 +52,7 @@ type world struct {
 	clock   *worldClock
 	ctl     *control
 	ledger  *ledger
+	data    *datasets
 
 	realRPC, realRaft           []string
 	rpcAdvertise, raftAdvertise []string
@@ -87,7 +88,7 @@ func reservePorts(n int) ([]string, error) {
 
 func newWorld(t testing.TB, seed int64, verbose bool) *world {
 	w := &world{t: t, seed: seed, tmp: t.TempDir(), verbose: verbose, clock: &worldClock{},
-		ctl: newControl(nMasters, uint64(seed)), ledger: newLedger(), masters: make([]*master.Master, nMasters),
+		ctl: newControl(nMasters, uint64(seed)), ledger: newLedger(), data: &datasets{}, masters: make([]*master.Master, nMasters),
 		held: make(chan struct{}), t0: time.Now()}
 	ports, err := reservePorts(2*nMasters + nBackends)
 	if err != nil {
@@ -345,6 +346,14 @@ func (w *world) admit(via int, table, name string, timeout time.Duration) (int64
 		return err
 	})
 	return id, err
+}
+
+// setOption sets one cluster option through master via.
+func (w *world) setOption(via int, key, value string) error {
+	return w.call(via, 10*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+		_, err := c.SetOption(ctx, key, value)
+		return err
+	})
 }
 
 func (w *world) saveSnapshot(via int) ([]byte, error) {
