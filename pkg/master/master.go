@@ -144,7 +144,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	})
 	reports := report.New(report.Deps{
 		Proposer: timed, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
-		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead,
+		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead, VerifyLeader: node.VerifyLeader,
 	})
 	if err := node.Start(ctx); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
@@ -154,6 +154,9 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
 		Reports: reports, BackendView: pool.View, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
+		// Writes are decided on current state (DESIGN.md §13.8).
+		ReadIndex: node.ReadIndex,
+		CaughtUp:  func(index uint64) bool { return node.CaughtUp(index, fsm.State().AppliedIndex()) },
 	})
 	server, err := rpc.NewServer(n.RPCBind, thrift.WrapProcessor(adm.Processor(), mm.adminMiddleware), rcfg, log.Named("rpc"),
 		rpc.WithPolicy(rpc.MasterPolicy()))
