@@ -146,3 +146,40 @@ func TestKilledWorkerThroughTheSupervisor(t *testing.T) {
 		}
 	}
 }
+
+// A worker the kernel OOM-kills inside its cgroup (memory.events oom_kill),
+// through the real supervisor: the termination report says so, with
+// no_result. Skipped where this host gives no cgroup memory limit.
+func TestOOMKilledWorkerThroughTheSupervisor(t *testing.T) {
+	sup, err := supervisor.New(supervisor.Config{
+		Command: []string{"/bin/sh", "-c", `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo "$x" | wc -c`},
+		Env:     []string{"PATH=/usr/bin:/bin"}, Isolation: supervisor.IsolationRequired, MemoryLimitBytes: 48 << 20,
+		KillGrace: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sup.Verified() || sup.Mode() == supervisor.ModeProcessGroup {
+		t.Skipf("no cgroup memory limit on this host: %s", sup.Reason())
+	}
+	m := newFakeMaster(t)
+	cfg := testConfig(t)
+	cfg.Masters = []string{m.Addr()}
+	a, err := New(cfg, sup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	h := &harness{t: t, a: a, client: rpc.NewThriftBackendClient(rpc.DefaultConfig()), cfg: cfg}
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { _, terms := m.received(); return len(terms) == 1 }, "no termination report")
+	_, terms := m.received()
+	if tr := terms[0]; !tr.GetNoResult_() || tr.GetSanitizedMessage() != "killed by the memory limit (cgroup oom_kill)" ||
+		tr.Proof != wire.TLanceIndexTerminationProof_CHILD_REAPED {
+		t.Fatalf("termination %+v", tr)
+	}
+}
