@@ -38,11 +38,12 @@ const clockSlackMs = 2000
 
 // converge waits, bounded, until the healed cluster has settled:
 //  1. a leader that hears every backend;
-//  2. reports, reconcile and dispatch run until no job is PENDING or
-//     RUNNING, or the journal is quiet for 1.5 s;
-//  3. if jobs are still RUNNING, every clock jumps past every deadline so
-//     the deadline sweep (and its reconcile) decides them, then again
-//     until settled or quiet for 3 s;
+//  2. reports, reconcile, resolve, dispatch and refresh run until no job
+//     is PENDING, RUNNING, RESOLVING or waiting for its refresh, or the
+//     journal is quiet for 1.5 s;
+//  3. if jobs are still unsettled, every clock jumps past every deadline
+//     so the deadline sweep (and its reconcile) decides them, then again
+//     until settled or quiet for 4 s;
 //  4. every replica has applied the same index.
 func (e *execution) converge() {
 	w := e.w
@@ -57,7 +58,7 @@ func (e *execution) converge() {
 	if n := e.unsettled(); n > 0 {
 		w.clock.jump((deadlineSecond + 60) * time.Second)
 		w.note("converge: %d jobs unsettled; clocks jump past every deadline (now %v ahead)", n, w.clock.offset())
-		e.settle(20*time.Second, 3*time.Second)
+		e.settle(20*time.Second, 4*time.Second)
 	}
 	ok := await(15*time.Second, func() bool {
 		var idx []uint64
@@ -72,7 +73,9 @@ func (e *execution) converge() {
 	w.note("converge: replicas at one index: %v", ok)
 }
 
-// unsettled counts the leader's jobs that are PENDING, RUNNING or RESOLVING.
+// unsettled counts the leader's jobs that are PENDING, RUNNING or
+// RESOLVING, or terminal with a refresh still to do (UNKNOWN holds its
+// fence until an operator releases it: settled).
 func (e *execution) unsettled() int {
 	l := e.w.leader()
 	if l < 0 {
@@ -80,8 +83,10 @@ func (e *execution) unsettled() int {
 	}
 	n := 0
 	forJobs(e.w.master(l).FSM().State(), func(r *job.Record) {
-		switch r.MutationState {
-		case job.Pending, job.Running, job.Resolving:
+		switch {
+		case r.MutationState == job.Pending, r.MutationState == job.Running, r.MutationState == job.Resolving:
+			n++
+		case r.Unresolved() && r.MutationState != job.Unknown:
 			n++
 		}
 	})
@@ -131,7 +136,7 @@ func (e *execution) check() []violation {
 	if len(states) != nMasters {
 		add(invReplicas, "only %d of %d masters run after the heal", len(states), nMasters)
 	}
-	l := w.leader()
+	l := w.awaitLeader(10 * time.Second)
 	if l < 0 {
 		add(invConverged, "no leader after the heal")
 		for i := range states {

@@ -366,7 +366,7 @@ func (w *world) saveSnapshot(via int) ([]byte, error) {
 }
 
 func (w *world) restoreSnapshot(via int, file []byte) error {
-	return w.call(via, 30*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+	return w.call(via, 10*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
 		_, err := admin.UploadSnapshot(ctx, c, bytes.NewReader(file), int64(len(file)))
 		return err
 	})
