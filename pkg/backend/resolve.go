@@ -39,6 +39,14 @@ func (s *service) ResolveLanceIndexJob(ctx context.Context, r *wire.TResolveJobR
 	if err != nil {
 		return fail(wire.TStatusCode_INVALID_ARGUMENT, "%s", err)
 	}
+	// Another cluster's leader gets OTHER_CLUSTER here as for every request
+	// (DESIGN.md §13.1); a resolve carries no leader term to fence.
+	a.mu.Lock()
+	fenced := a.fenceClusterLocked(r.GetClusterID(), noLeaderTerm)
+	a.mu.Unlock()
+	if fenced != nil {
+		return &wire.TResolveJobResponse{Status: fenced}, nil
+	}
 	scrub := newScrubber(r.StorageOptions)
 	run, st := a.runReadOnly(ctx, req, r.GetTimeoutMs())
 	if st != nil {
