@@ -121,6 +121,21 @@ func TestRestoreLeavesTheDispatcherPausedAndKeepsTheClusterID(t *testing.T) {
 	if _, err := cl.ApplyLocal(ctx, data); err != nil {
 		t.Fatal(err)
 	}
+	// The local dispatcher is held from before the restore until the pause
+	// is journaled: no round dispatches from the restored state meanwhile.
+	holds, released := 0, 0
+	s.d.HoldDispatch = func() func() {
+		holds++
+		if got := fsm.State().ClusterID(); got != "live-cluster" {
+			t.Errorf("held after the restore (cluster id %q)", got)
+		}
+		return func() {
+			released++
+			if !fsm.State().Options().DispatcherPaused {
+				t.Error("the hold was released before the pause was journaled")
+			}
+		}
+	}
 
 	tr, err := s.BeginSnapshotRestore(ctx, 3)
 	if err != nil {
@@ -138,6 +153,9 @@ func TestRestoreLeavesTheDispatcherPausedAndKeepsTheClusterID(t *testing.T) {
 	}
 	if !st.Options().DispatcherPaused {
 		t.Fatal("the dispatcher is not paused after the restore")
+	}
+	if holds != 1 || released != 1 {
+		t.Fatalf("dispatch held %d times, released %d", holds, released)
 	}
 }
 

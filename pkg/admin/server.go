@@ -88,7 +88,11 @@ type Deps struct {
 	// State().AppliedIndex()). Without them writes are validated on the
 	// local replica as it is (tests).
 	ReadIndex func(ctx context.Context) (uint64, error)
-	CaughtUp  func(index uint64) bool
+	// HoldDispatch stops this master's PENDING dispatch until release
+	// (dispatch.Dispatcher.Hold): an operator restore holds it from before
+	// raft.Restore until the pause is journaled. Optional.
+	HoldDispatch func() (release func())
+	CaughtUp     func(index uint64) bool
 }
 
 // Server implements adminapi.LanceMasterService.

@@ -358,6 +358,12 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the upload is incomplete: %d of %d bytes", t.offset, t.size)
 	}
 	clusterID := s.d.Reader.State().ClusterID() // the restore replaces it with the file's
+	if s.d.HoldDispatch != nil {
+		// No round may dispatch from the restored state before the pause
+		// below is journaled (and leadership has moved on).
+		release := s.d.HoldDispatch()
+		defer release()
+	}
 	res, err := t.sink.Restore(ctx)
 	if err != nil {
 		if errors.Is(err, raftfsm.ErrSnapshotFormat) {
