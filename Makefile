@@ -107,3 +107,13 @@ FAULTS_PARALLEL ?= 1
 fault-schedules:
 	$(GO) test $(FAULTS_RACE) -count=1 -timeout 3h -run '^TestFaultSchedules$$' -v ./pkg/faults \
 	  $(if $(FAULTS_SEEDS),-faults.seeds=$(FAULTS_SEEDS),-faults.duration=$(FAULTS_DURATION) -faults.seed0=$(FAULTS_SEED0) -faults.parallel=$(FAULTS_PARALLEL))
+
+# The evidence figures (docs/benchmarks.md, "evidence"): seconds from a
+# backend's restart after kill -9, and from a worker's SIGKILL, to the job's
+# outcome, measured by the real-builder end-to-end tests; each run prints
+# its "figure:" lines. EVIDENCE_RUNS repeats them.
+EVIDENCE_RUNS ?= 3
+.PHONY: evidence-figures
+evidence-figures: builder-modules
+	$(GO) test -count=$(EVIDENCE_RUNS) -run '^TestEndToEnd(BackendKill9DuringBuild|WorkerKilledWithoutResult)$$' -v ./pkg/master \
+	  | grep -E 'figure:|^(ok|FAIL|--- FAIL)'

@@ -303,7 +303,7 @@ async function inspect(req) {
 
 // ---- build ------------------------------------------------------------------------
 
-const MUTATIONS = new Set(["CREATE", "REPLACE", "DROP"]);
+const { MUTATIONS } = lib;
 const BUILD_TYPES = new Set(["IVF_PQ", "BTREE", "BITMAP"]);
 
 function buildResult(code, message, extra) {

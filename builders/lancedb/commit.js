@@ -8,7 +8,9 @@ const ev = require("./evidence.js");
 const walk = require("./walk.js");
 
 const { RC, IE, KIND, Failure } = lib;
-const MUTATIONS = new Set(["CREATE", "REPLACE", "DROP"]);
+const { MUTATIONS } = lib;
+// Pauses before the verification's second and third fresh open.
+const VERIFY_RETRY_MS = [200, 800];
 
 // The builder's helpers: openTable(req) → {tbl} on a fresh connection,
 // storageOptions(req) (validates), errKind/errText/errDetail(e),
@@ -27,9 +29,10 @@ module.exports = function commit({ openTable, storageOptions, errKind, errText, 
     return /(^|,)\s*lance::index::vector=(debug|trace)\s*(,|$)/.test(process.env.LANCEDB_LOG || "");
   }
 
-  // startUuidWatch watches a local dataset's _indices for the new index's
-  // directory (a scalar build logs no uuid; a vector build does when
-  // lanceAnnouncesVectorUuid). null when there is nothing to watch.
+  // startUuidWatch watches for the index directory this process writes
+  // under a local dataset's _indices (a scalar build logs no uuid; a vector
+  // build does when lanceAnnouncesVectorUuid). null when there is nothing to
+  // watch.
   function startUuidWatch(req, b) {
     if (b.mutation === "DROP") return null;
     if (lib.isVectorIndexType(b.indexType) && lanceAnnouncesVectorUuid()) return null;
@@ -38,10 +41,25 @@ module.exports = function commit({ openTable, storageOptions, errKind, errText, 
       dir = lib.localDatasetDir(req.dataset_uri);
     } catch (_) { /* validated already */ }
     if (!dir) return null;
-    return walk.watchIndexDirs(dir, (uuid) => progress({ index_uuid: uuid }), { log });
+    return walk.watchOwnIndexFiles(dir, (uuid) => progress({ index_uuid: uuid }), { log });
   }
 
   const isNotFound = (e) => errKind(e) === KIND.NOT_FOUND;
+
+  // openFresh opens the dataset on a fresh connection, trying again after
+  // an I/O error (VERIFY_RETRY_MS): a commit that landed should not turn
+  // UNKNOWN for one failed request.
+  async function openFresh(req) {
+    for (let i = 0; ; i++) {
+      try {
+        return await openTable(req);
+      } catch (e) {
+        if (i >= VERIFY_RETRY_MS.length || errKind(e) !== KIND.IO) throw e;
+        log(`build: the fresh open failed (${errText(e)}); trying again in ${VERIFY_RETRY_MS[i]} ms`);
+        await new Promise((r) => setTimeout(r, VERIFY_RETRY_MS[i]));
+      }
+    }
+  }
 
   // verifyCommit re-reads the dataset on a fresh connection at the version the
   // mutating call committed (version; the fresh head if that is unknown) and
@@ -54,7 +72,7 @@ module.exports = function commit({ openTable, storageOptions, errKind, errText, 
     let head = null;
     const advanced = () => (head !== null && head > startVersion ? { external_metadata_advanced: true } : {});
     try {
-      ({ tbl } = await openTable(req)); // openTable connects afresh each time
+      ({ tbl } = await openFresh(req)); // openTable connects afresh each time
       head = await tbl.version();
       const v = Number.isSafeInteger(version) && version > 0 ? version : head;
       let why;

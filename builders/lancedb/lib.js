@@ -31,6 +31,9 @@ const RC = Object.freeze({
   INTERNAL: "NATIVE_INTERNAL",
 });
 
+// Mutation types (idl/wire.thrift TLanceIndexMutationType names).
+const MUTATIONS = new Set(["CREATE", "REPLACE", "DROP"]);
+
 // Inspect error codes.
 const IE = Object.freeze({ NOT_FOUND: "NOT_FOUND", INVALID_ARGUMENT: "INVALID_ARGUMENT", IO: "IO", INTERNAL: "INTERNAL" });
 
@@ -450,7 +453,7 @@ function cutBytes(s, max) {
 
 module.exports = {
   PROTOCOL, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, MAX_MESSAGE_BYTES, SCHEMA_CONTRACT_VERSION, MIN_REDACT_LEN,
-  RC, IE, KIND, Failure,
+  RC, IE, KIND, Failure, MUTATIONS,
   splitDatasetURI, localDatasetDir, canonicalType, canonicalField, findColumn, contractOf, parseContract, compareContracts,
   normalizeIndexType, isVectorIndexType, canonicalJSON, indexProperties, indexStatsOf, ivfPqOptions, parseProperties,
   classify, makeSanitizer, shortMessage, cutBytes, pidsEventsPaths, parsePidsMax,

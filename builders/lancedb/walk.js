@@ -1,5 +1,5 @@
 // walk.js: the read-only dataset walks of verified commits and of resolve
-// mode (docs/builder.md), and the scalar builds' uuid watch. builder.js opens
+// mode (docs/builder.md), and the uuid watch of builds Lance logs no uuid for. builder.js opens
 // the table; evidence.js judges what these read.
 "use strict";
 
@@ -40,33 +40,59 @@ async function walkVersions(tbl, admitted, name, isNotFound) {
   return { versions: [...versions], states, tooMany: 0 };
 }
 
-// watchIndexDirs polls <datasetDir>/_indices every intervalMs for entries
-// that were not there when it started. onFirst(uuid) is called once, for the
-// first scan that finds exactly one new uuid-named directory; a scan that
-// finds several at once (another writer building too) announces nothing.
-// stop() does a last scan and returns the uuid announced ("" if none).
-function watchIndexDirs(datasetDir, onFirst, { intervalMs = 20, log = () => {} } = {}) {
-  const dir = path.join(datasetDir, "_indices");
-  const list = () => {
-    try {
-      return fs.readdirSync(dir);
-    } catch (_) {
-      return []; // not created yet
-    }
-  };
-  const before = new Set(list());
+// watchOwnIndexFiles watches for the index directory this process writes:
+// every intervalMs it reads /proc/self/fd and looks for a file open under
+// <datasetDir>/_indices/<uuid>/ whose <uuid> directory was not there when
+// the watch started. Only this process's own descriptors count, so another
+// writer's index directory appearing at the same time (another job building
+// on the same table) is never taken for ours. onFirst(uuid) is called once,
+// for the first scan that finds exactly one such uuid; a scan that finds
+// several announces nothing, ever. A build too quick to be seen with a file
+// open announces nothing. stop() ends the watch and returns the uuid
+// announced ("" if none).
+function watchOwnIndexFiles(datasetDir, onFirst, { intervalMs = 5, log = () => {}, fdDir = "/proc/self/fd" } = {}) {
+  const indices = path.join(datasetDir, "_indices");
+  const prefixes = new Set([indices + "/"]);
+  try {
+    prefixes.add(path.join(fs.realpathSync(datasetDir), "_indices") + "/");
+  } catch (_) { /* the dataset directory is checked by the open */ }
+  let before;
+  try {
+    before = new Set(fs.readdirSync(indices));
+  } catch (_) {
+    before = new Set(); // no index yet
+  }
   let announced = "";
   let given = false;
   const scan = () => {
     if (given) return;
-    const fresh = list().filter((e) => !before.has(e) && ev.isUuid(e));
-    if (fresh.length === 1) {
+    let fds;
+    try {
+      fds = fs.readdirSync(fdDir);
+    } catch (_) {
+      return;
+    }
+    const found = new Set();
+    for (const fd of fds) {
+      let target;
+      try {
+        target = fs.readlinkSync(path.join(fdDir, fd));
+      } catch (_) {
+        continue; // closed meanwhile
+      }
+      for (const p of prefixes) {
+        if (!target.startsWith(p)) continue;
+        const uuid = target.slice(p.length).split("/")[0];
+        if (ev.isUuid(uuid) && !before.has(uuid) && target.length > p.length + uuid.length + 1) found.add(uuid);
+      }
+    }
+    if (found.size === 1) {
       given = true;
-      announced = fresh[0];
+      announced = [...found][0];
       onFirst(announced);
-    } else if (fresh.length > 1) {
+    } else if (found.size > 1) {
       given = true;
-      log(`${fresh.length} new index directories appeared at once; no uuid is announced`);
+      log(`files of ${found.size} new index directories are open at once; no uuid is announced`);
     }
   };
   const timer = setInterval(scan, intervalMs);
@@ -74,10 +100,9 @@ function watchIndexDirs(datasetDir, onFirst, { intervalMs = 20, log = () => {} }
   return {
     stop() {
       clearInterval(timer);
-      scan();
       return announced;
     },
   };
 }
 
-module.exports = { MAX_WALK_VERSIONS, walkVersions, watchIndexDirs };
+module.exports = { MAX_WALK_VERSIONS, walkVersions, watchOwnIndexFiles };

@@ -83,6 +83,11 @@ func (e *callError) Unwrap() error { return e.err }
 func describeError(err error) (int, string) {
 	var ae *adminapi.TAdminError
 	if errors.As(err, &ae) {
+		if ae.Code == adminapi.TErrorCode_OUTCOME_UNKNOWN {
+			// The master cannot tell whether the write was applied: as
+			// for a call that broke after sending, exit 3 (§13.6).
+			return exitUnreachable, fmt.Sprintf("%s: %s", ae.Code, oneLine(ae.Message))
+		}
 		return exitError, fmt.Sprintf("%s: %s", ae.Code, oneLine(ae.Message))
 	}
 	var ce *callError

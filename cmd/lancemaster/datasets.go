@@ -56,10 +56,22 @@ func newDatasetsInspectCmd(g *globals) *cobra.Command {
 				return err
 			}
 			rows = rows[:0]
-			for _, ix := range v.Indexes {
-				rows = append(rows, []string{sanitize(ix.Name), sanitize(ix.IndexType), sanitize(strings.Join(ix.Columns, ",")), sanitize(ix.GetPropertiesJSON())})
+			opt := func(set bool, v int64) string {
+				if !set {
+					return "-"
+				}
+				return fmt.Sprint(v)
 			}
-			return printTable(out, []string{"INDEX", "TYPE", "COLUMNS", "PROPERTIES"}, rows)
+			for _, ix := range v.Indexes {
+				uuid := ix.GetIndexUUID()
+				if uuid == "" {
+					uuid = "-"
+				}
+				rows = append(rows, []string{sanitize(ix.Name), sanitize(ix.IndexType), sanitize(strings.Join(ix.Columns, ",")),
+					sanitize(uuid), opt(ix.IsSetIndexedRows(), ix.GetIndexedRows()), opt(ix.IsSetUnindexedRows(), ix.GetUnindexedRows()),
+					opt(ix.IsSetSegments(), int64(ix.GetSegments())), sanitize(ix.GetPropertiesJSON())})
+			}
+			return printTable(out, []string{"INDEX", "TYPE", "COLUMNS", "UUID", "INDEXED", "UNINDEXED", "SEGMENTS", "PROPERTIES"}, rows)
 		},
 	}
 }

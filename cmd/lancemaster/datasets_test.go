@@ -11,7 +11,8 @@ func TestDatasetsInspect(t *testing.T) {
 	f := &fakeMaster{}
 	addr := serve(t, f)
 	out := mustOK(t)(cli(t, addr, "datasets", "inspect", "lake.db.items"))
-	for _, want := range []string{"dataset version 3", "vector", "fixed_size_list<float32>[4]", "vec_idx", "IVF_PQ", `{"metric":"l2"}`} {
+	for _, want := range []string{"dataset version 3", "vector", "fixed_size_list<float32>[4]", "vec_idx", "IVF_PQ", `{"metric":"l2"}`,
+		"UUID", "93b84c52-b470-46bd-bde2-5cc7c768a4ff", "INDEXED", "2000", "UNINDEXED", "16", "SEGMENTS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

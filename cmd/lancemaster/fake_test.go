@@ -141,7 +141,9 @@ func (f *fakeMaster) InspectDataset(_ context.Context, catalog, db, table string
 	v := &adminapi.TDatasetView{DatasetVersion: 3,
 		Fields: []*wire.TLanceField{{FieldID: 0, Name: "id", DataType: "int32"},
 			{FieldID: 1, Name: "vector", DataType: "fixed_size_list", ListDimension: &dim, ElementType: &elem}},
-		Indexes: []*wire.TLanceIndexInfo{{Name: "vec_idx", IndexType: "IVF_PQ", Columns: []string{"vector"}, PropertiesJSON: &p}}}
+		Indexes: []*wire.TLanceIndexInfo{{Name: "vec_idx", IndexType: "IVF_PQ", Columns: []string{"vector"}, PropertiesJSON: &p,
+			IndexUUID: thrift.StringPtr("93b84c52-b470-46bd-bde2-5cc7c768a4ff"), IndexedRows: thrift.Int64Ptr(2000),
+			UnindexedRows: thrift.Int64Ptr(16), Segments: thrift.Int32Ptr(1)}}}
 	return v, f.record("InspectDataset", []string{catalog, db, table})
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -155,12 +156,13 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		catalog, db, table, state string
 		limit                     int32
 		after                     int64
-		all, consistent           bool
+		all, consistent, restored bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs in id order",
 		Example: "  lancemaster jobs list --state UNKNOWN\n" +
+			"  lancemaster jobs list --restored --all    # after an operator snapshot restore\n" +
 			"  lancemaster jobs list --catalog lake --db sales --table items --all -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -169,6 +171,12 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			}
 			if after < 0 {
 				return usagef("--after must not be negative, got %d", after)
+			}
+			if restored {
+				if state != "" && !strings.EqualFold(state, "RUNNING") {
+					return usagef("--restored lists RUNNING jobs; it cannot be combined with --state %s", state)
+				}
+				state = "RUNNING"
 			}
 			req := &adminapi.TListJobsRequest{
 				Catalog: optString(catalog),
@@ -181,6 +189,20 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			}
 			if consistent {
 				req.Consistent = &consistent
+			}
+			// --restored: RUNNING jobs not dispatched in the current term.
+			var term int64
+			if restored {
+				if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+					resp, err := c.ListPeers(ctx)
+					if err == nil && !resp.IsSetTerm() {
+						err = errors.New("the master did not say its raft term")
+					}
+					term = resp.GetTerm()
+					return err
+				}); err != nil {
+					return err
+				}
 			}
 			jobs := []*adminapi.TJobView{}
 			var next *int64
@@ -195,7 +217,11 @@ func newJobsListCmd(g *globals) *cobra.Command {
 				}); err != nil {
 					return err
 				}
-				jobs = append(jobs, resp.GetJobs()...)
+				for _, j := range resp.GetJobs() {
+					if !restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term {
+						jobs = append(jobs, j)
+					}
+				}
 				next = resp.NextAfterJobID
 				if !all || next == nil {
 					break
@@ -218,7 +244,9 @@ func newJobsListCmd(g *globals) *cobra.Command {
 	f.StringVar(&catalog, "catalog", "", "only jobs of this catalog")
 	f.StringVar(&db, "db", "", "only jobs of this database")
 	f.StringVar(&table, "table", "", "only jobs of this table")
-	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, FAILED)")
+	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, RESOLVING, FAILED)")
+	f.BoolVar(&restored, "restored", false,
+		"only RUNNING jobs dispatched under an earlier leadership than the current raft term (after a snapshot restore: what it brought back as RUNNING)")
 	f.Int32Var(&limit, "limit", 0, fmt.Sprintf("jobs per page, 1..%d (server default 100)", maxListLimit))
 	f.Int64Var(&after, "after", 0, "start after this job id (paging)")
 	f.BoolVar(&all, "all", false, "follow the pages until every matching job is listed")
@@ -450,7 +478,7 @@ func jobFields(v *adminapi.TJobView) [][2]string {
 			fv = fv.Elem()
 		}
 		switch {
-		case fv.Kind() == reflect.Int64 && (strings.HasSuffix(name, "_time_ms") || name == "deadline_ms"):
+		case fv.Kind() == reflect.Int64 && (strings.HasSuffix(name, "_time_ms") || name == "deadline_ms" || name == "resolve_after_ms"):
 			kvs = append(kvs, [2]string{strings.TrimSuffix(name, "_ms"), timeMsExact(fv.Int())})
 		default:
 			kvs = append(kvs, [2]string{name, fmt.Sprint(fv.Interface())})

@@ -22,7 +22,8 @@ const (
 	// exitUsage: bad arguments or flags; nothing was sent.
 	exitUsage = 2
 	// exitUnreachable: no master answered (every address refused, or the
-	// --timeout passed). A write may or may not have been applied.
+	// --timeout passed), or a master answered OUTCOME_UNKNOWN (§13.6). A
+	// write may or may not have been applied: check before retrying.
 	exitUnreachable = 3
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/admin"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
+	"github.com/lancemaster/lancemaster/pkg/config"
 )
 
 // snapshotTimeout is save's and restore's --timeout when none is given: a
@@ -118,7 +119,10 @@ func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 			"format versions, a full decode) before it replaces the journal of every master with it\n" +
 			"through Raft. A file that fails verification changes nothing. Everything written after\n" +
 			"the snapshot was taken is gone; jobs keep their ids and states as in the file. The leader\n" +
-			"then hands leadership over, so the leader services restart from the restored state.\n" +
+			"then pauses the dispatcher (lance_index_job_dispatcher_paused=true), keeps the cluster id\n" +
+			"of this cluster and hands leadership over, so the leader services restart from the\n" +
+			"restored state. Check what the file brought back as RUNNING (jobs list --restored), then\n" +
+			"resume with `lancemaster config set lance_index_job_dispatcher_paused false`.\n" +
 			"See docs/operations.md before using it. The default --timeout is 10m.",
 		Example: "  lancemaster operator snapshot restore /backup/lancemaster-2026-01-31.snap",
 		Args:    cobra.ExactArgs(1),
@@ -148,9 +152,12 @@ func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 				return printJSON(out, resp)
 			}
 			_, err = fmt.Fprintf(out, "restored the snapshot of raft index %d, term %d (%s jobs, %s catalogs, %s backends); "+
-				"the journal now continues from index %d; leader: %s\n",
+				"the journal now continues from index %d; leader: %s\n"+
+				"the dispatcher is paused (%s=true): nothing is dispatched until you resume it.\n"+
+				"check the jobs the file brought back as RUNNING: lancemaster jobs list --restored --all\n"+
+				"then resume: lancemaster config set %s false\n",
 				resp.SnapshotIndex, resp.SnapshotTerm, i64(resp.JobCount), i64(resp.CatalogCount), i64(resp.BackendCount),
-				resp.Index, sanitize(str(resp.LeaderID)))
+				resp.Index, sanitize(str(resp.LeaderID)), config.OptDispatcherPaused, config.OptDispatcherPaused)
 			return err
 		},
 	}

@@ -219,6 +219,11 @@ func TestSnapshotRestoreUploadsInChunks(t *testing.T) {
 	if !strings.Contains(out, "raft index 42") || !strings.Contains(out, "leader: m2") {
 		t.Fatalf("output: %q", out)
 	}
+	// Item 11: the output says the dispatcher is paused and how to resume.
+	if !strings.Contains(out, "the dispatcher is paused") || !strings.Contains(out, "jobs list --restored") ||
+		!strings.Contains(out, "lancemaster config set lance_index_job_dispatcher_paused false") {
+		t.Fatalf("output does not say the dispatcher is paused and how to resume: %q", out)
+	}
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	if !sm.finished || !bytes.Equal(sm.uploaded.Bytes(), file) {

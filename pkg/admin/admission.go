@@ -71,6 +71,9 @@ func (s *Server) DropIndex(ctx context.Context, r *adminapi.TDropIndexRequest) (
 }
 
 func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitResponse, error) {
+	if err := s.current(ctx); err != nil {
+		return nil, err
+	}
 	st := s.d.Reader.State()
 	opts := st.Options()
 	// 1. The mutation gate (an operator kill switch; admission only).
@@ -84,7 +87,7 @@ func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitRespo
 		return nil, toAdminError(err)
 	}
 	// 3. One pinned snapshot of the dataset, through a backend.
-	snap, err := s.inspect(ctx, st, cat, rec.Locator)
+	snap, _, err := s.inspect(ctx, st, cat, rec.Locator)
 	if err != nil {
 		return nil, toAdminError(err)
 	}
@@ -108,6 +111,11 @@ func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitRespo
 		rec.Column = f.Name
 	}
 	rec.AdmittedDatasetVersion = snap.Version
+	// §13.7: the uuid N has at admission, if it exists, is the evidence a
+	// REPLACE or a DROP is later judged by (outcome from the dataset).
+	if ix, err := snap.FindIndex(a.indexName); err == nil && ix != nil {
+		rec.AdmittedIndexUUID = ix.UUID
+	}
 	// 7. Quota limits positive (re-checked although set-time validation exists).
 	if err := checkQuotaLimits(st); err != nil {
 		return nil, toAdminError(err)
@@ -376,10 +384,13 @@ func checkQuotaLimits(st *raftfsm.State) error {
 // Backends are tried in id order, live ones first; only a transport failure
 // moves on to the next one, since a backend's answer about the dataset is the
 // answer. Storage credentials travel only inside the request.
-func (s *Server) inspect(ctx context.Context, st *raftfsm.State, cat *raftfsm.Catalog, locator string) (*job.Snapshot, error) {
+//
+// It also returns the backend's answer as it came, for what the snapshot
+// does not keep (the indexes' statistics: datasets inspect shows them).
+func (s *Server) inspect(ctx context.Context, st *raftfsm.State, cat *raftfsm.Catalog, locator string) (*job.Snapshot, *wire.TInspectDatasetResponse, error) {
 	backends := st.Backends()
 	if len(backends) == 0 {
-		return nil, job.Errorf(job.CodeUnavailable, "no backend is registered to inspect the dataset; add one with `backends add`")
+		return nil, nil, job.Errorf(job.CodeUnavailable, "no backend is registered to inspect the dataset; add one with `backends add`")
 	}
 	if s.d.BackendView != nil {
 		live := backends[:0:0]
@@ -396,7 +407,7 @@ func (s *Server) inspect(ctx context.Context, st *raftfsm.State, cat *raftfsm.Ca
 	opts, err := s.d.Credentials.Resolve(cat.CredentialsRef)
 	if err != nil {
 		// The error names the reference, never the content.
-		return nil, job.Errorf(job.CodeInvalid, "credentials of catalog %q cannot be read: %v", cat.Name, err)
+		return nil, nil, job.Errorf(job.CodeInvalid, "credentials of catalog %q cannot be read: %v", cat.Name, err)
 	}
 	var lastErr error
 	for _, b := range backends {
@@ -410,10 +421,11 @@ func (s *Server) inspect(ctx context.Context, st *raftfsm.State, cat *raftfsm.Ca
 			s.d.Logger.Warn("inspect: backend unreachable", zap.Int64("backend_id", b.ID), zap.Error(err))
 			continue
 		}
-		return snapshotFromWire(b.ID, resp)
+		snap, err := snapshotFromWire(b.ID, resp)
+		return snap, resp, err
 	}
 	s.d.Logger.Warn("inspect: no backend answered", zap.Int("backends", len(backends)), zap.Error(lastErr))
-	return nil, job.Errorf(job.CodeUnavailable, "no backend could be reached to inspect the dataset (%d tried)", len(backends))
+	return nil, nil, job.Errorf(job.CodeUnavailable, "no backend could be reached to inspect the dataset (%d tried)", len(backends))
 }
 
 // snapshotFromWire checks and converts an inspect answer.

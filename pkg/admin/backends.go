@@ -17,6 +17,9 @@ func (s *Server) AddBackend(ctx context.Context, address string) (*adminapi.TBac
 	if err := validateHostPort(address); err != nil {
 		return nil, err
 	}
+	if err := s.current(ctx); err != nil {
+		return nil, err
+	}
 	resp, err := s.propose(ctx, raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: s.nowMs(), Address: address})
 	if err != nil {
 		return nil, err
@@ -60,6 +63,9 @@ func (s *Server) ListBackends(ctx context.Context) ([]*adminapi.TBackend, error)
 // RemoveBackend unregisters a backend by id or HOST:PORT. A backend holding
 // possible-live slots is BACKEND_IN_USE: its workers may still run.
 func (s *Server) RemoveBackend(ctx context.Context, ref string) error {
+	if err := s.current(ctx); err != nil {
+		return err
+	}
 	st := s.d.Reader.State()
 	var id int64
 	if n, err := strconv.ParseInt(ref, 10, 64); err == nil {

@@ -48,6 +48,9 @@ func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*admi
 	}
 	// The kind and URL must agree (normalizeCatalog in the FSM); propose's
 	// preview refuses a mismatch before it is journaled.
+	if err := s.current(ctx); err != nil {
+		return nil, err
+	}
 	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec})
 	if err != nil {
 		return nil, err
@@ -69,6 +72,9 @@ func (s *Server) UpdateCatalog(ctx context.Context, r *adminapi.TUpdateCatalogRe
 	rec := &journal.TCatalogRecord{Name: r.Name}
 	if err := applyCatalogFields(rec, r.RootURI, r.CredentialsRef, r.RefreshKind, r.RefreshURL); err != nil {
 		return nil, toAdminError(err)
+	}
+	if err := s.current(ctx); err != nil {
+		return nil, err
 	}
 	if _, err := s.propose(ctx, raftfsm.CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec}); err != nil {
 		return nil, err
@@ -139,6 +145,9 @@ func (s *Server) ListCatalogs(ctx context.Context) ([]*adminapi.TCatalog, error)
 func (s *Server) RemoveCatalog(ctx context.Context, name string) error {
 	if err := job.CheckBytes("catalog", name, job.MaxNameBytes); err != nil {
 		return toAdminError(err)
+	}
+	if err := s.current(ctx); err != nil {
+		return err
 	}
 	if _, err := s.propose(ctx, raftfsm.CmdRemoveCatalog, &journal.TRemoveCatalogCommand{NowMs: s.nowMs(), Name: name}); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 )
@@ -30,10 +31,24 @@ func (s *Server) InspectDataset(ctx context.Context, catalog, db, table string) 
 	if err != nil {
 		return nil, toAdminError(err)
 	}
-	snap, err := s.inspect(ctx, st, cat, loc)
+	snap, raw, err := s.inspect(ctx, st, cat, loc)
 	if err != nil {
 		return nil, toAdminError(err)
 	}
 	w := jobwire.InspectResponse(snap)
+	// The snapshot keeps each index's definition; its uuid and statistics
+	// (DESIGN.md §13.7) are the backend's, shown as it sent them.
+	stats := make(map[string]*wire.TLanceIndexInfo, len(raw.GetIndexes()))
+	for _, ix := range raw.GetIndexes() {
+		if ix != nil {
+			stats[ix.Name] = ix
+		}
+	}
+	for _, ix := range w.Indexes {
+		if b := stats[ix.Name]; b != nil {
+			ix.IndexUUID, ix.CreatedAtMs, ix.IndexedRows = b.IndexUUID, b.CreatedAtMs, b.IndexedRows
+			ix.UnindexedRows, ix.Segments, ix.SizeBytes = b.UnindexedRows, b.Segments, b.SizeBytes
+		}
+	}
 	return &adminapi.TDatasetView{DatasetVersion: snap.Version, Fields: w.Fields, Indexes: w.Indexes}, nil
 }

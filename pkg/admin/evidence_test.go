@@ -3,6 +3,8 @@ package admin
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/apache/thrift/lib/go/thrift"
@@ -119,6 +121,21 @@ func TestRestoreLeavesTheDispatcherPausedAndKeepsTheClusterID(t *testing.T) {
 	if _, err := cl.ApplyLocal(ctx, data); err != nil {
 		t.Fatal(err)
 	}
+	// The local dispatcher is held from before the restore until the pause
+	// is journaled: no round dispatches from the restored state meanwhile.
+	holds, released := 0, 0
+	s.d.HoldDispatch = func() func() {
+		holds++
+		if got := fsm.State().ClusterID(); got != "live-cluster" {
+			t.Errorf("held after the restore (cluster id %q)", got)
+		}
+		return func() {
+			released++
+			if !fsm.State().Options().DispatcherPaused {
+				t.Error("the hold was released before the pause was journaled")
+			}
+		}
+	}
 
 	tr, err := s.BeginSnapshotRestore(ctx, 3)
 	if err != nil {
@@ -136,5 +153,29 @@ func TestRestoreLeavesTheDispatcherPausedAndKeepsTheClusterID(t *testing.T) {
 	}
 	if !st.Options().DispatcherPaused {
 		t.Fatal("the dispatcher is not paused after the restore")
+	}
+	if holds != 1 || released != 1 {
+		t.Fatalf("dispatch held %d times, released %d", holds, released)
+	}
+}
+
+// A restore whose pause could not be journaled says so: the operator must
+// pause by hand before anything is dispatched.
+func TestRestoreWithoutThePauseSaysSo(t *testing.T) {
+	ctx := context.Background()
+	cl := &opsCluster{applyErr: errors.New("cluster: apply on m1: not the leader")}
+	s := newOpsServer(t, cl, true)
+	tr, err := s.BeginSnapshotRestore(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Data: []byte("abc")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.FinishSnapshotRestore(ctx, tr.TransferID)
+	if errCode(t, err) != adminapi.TErrorCode_UNAVAILABLE ||
+		!strings.Contains(err.Error(), "config set lance_index_job_dispatcher_paused true") ||
+		!strings.Contains(err.Error(), "was restored") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -124,6 +124,9 @@ func (s *Server) ResolveJob(ctx context.Context, r *adminapi.TResolveRequest) (*
 	if err := job.ValidateActor("actor", actor); err != nil {
 		return nil, toAdminError(err)
 	}
+	if err := s.current(ctx); err != nil {
+		return nil, err
+	}
 	rec, ok := s.d.Reader.State().Job(r.JobID)
 	if !ok {
 		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "job %d does not exist", r.JobID)
@@ -157,6 +160,9 @@ func (s *Server) CancelJob(ctx context.Context, r *adminapi.TCancelRequest) (*ad
 	actor := actorOr(r.GetActor())
 	if err := job.ValidateActor("actor", actor); err != nil {
 		return nil, toAdminError(err)
+	}
+	if err := s.current(ctx); err != nil {
+		return nil, err
 	}
 	if _, err := s.propose(ctx, raftfsm.CmdCancel, &journal.TCancelCommand{NowMs: s.nowMs(), JobID: r.JobID, Actor: actor},
 		journal.TApplyCode_NOOP); err != nil {

@@ -33,7 +33,27 @@ func (s *Server) ListPeers(ctx context.Context) (*adminapi.TRaftPeersResponse, e
 	}
 	term, commit, applied := s.d.Cluster.RaftStats()
 	t, c, a := int64(term), int64(commit), int64(applied)
-	out.Term, out.CommitIndex, out.AppliedIndex = &t, &c, &a
+	out.Term, out.AppliedIndex = &t, &a
+	if s.d.ReadIndex != nil && s.d.Proposer.IsLeader() {
+		// A leader answers its read index: the commit index confirmed by a
+		// quorum, which a follower waits for before it decides a write
+		// (current.go). Unconfirmed, it is left unset: this master may no
+		// longer lead.
+		if ri, err := s.d.ReadIndex(ctx); err == nil {
+			c = int64(ri)
+			out.CommitIndex = &c
+		} else {
+			s.d.Logger.Info("list peers: leadership not confirmed; no commit index given", zap.Error(err))
+		}
+		return out, nil
+	}
+	if s.d.ReadIndex != nil && s.d.NodeID != "" && out.GetLeaderID() == s.d.NodeID {
+		// Raft still names this master while it steps down: it leads no
+		// more and cannot confirm anything, so it gives no commit index a
+		// follower could take for a read index.
+		return out, nil
+	}
+	out.CommitIndex = &c
 	return out, nil
 }
 

@@ -26,6 +26,9 @@ func (s *Server) SetOption(ctx context.Context, key, value string) (*adminapi.TO
 	if err != nil {
 		return nil, toAdminError(err)
 	}
+	if err := s.current(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := s.propose(ctx, raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: s.nowMs(), Key: key, Value: canon}); err != nil {
 		return nil, err
 	}

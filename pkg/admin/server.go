@@ -79,6 +79,20 @@ type Deps struct {
 	ApplyTimeout time.Duration
 	// NodeID names this master in logs and as the default actor.
 	NodeID string
+	// ReadIndex and CaughtUp make writes decided on current state
+	// (DESIGN.md §13.8, current.go); set both or neither. ReadIndex is this
+	// master's read index as the leader (cluster.Node.ReadIndex: its commit
+	// index, confirmed by a quorum; an error wrapping raftfsm.ErrNotLeader
+	// on a follower). CaughtUp reports whether the local replica reflects
+	// every entry through an index (cluster.Node.CaughtUp with the FSM's
+	// State().AppliedIndex()). Without them writes are validated on the
+	// local replica as it is (tests).
+	ReadIndex func(ctx context.Context) (uint64, error)
+	// HoldDispatch stops this master's PENDING dispatch until release
+	// (dispatch.Dispatcher.Hold): an operator restore holds it from before
+	// raft.Restore until the pause is journaled. Optional.
+	HoldDispatch func() (release func())
+	CaughtUp     func(index uint64) bool
 }
 
 // Server implements adminapi.LanceMasterService.
@@ -95,6 +109,9 @@ var _ adminapi.LanceMasterService = (*Server)(nil)
 func New(d Deps) *Server {
 	if d.Proposer == nil || d.Reader == nil || d.Cluster == nil || d.Backends == nil || d.Credentials == nil {
 		panic("admin.New: Proposer, Reader, Cluster, Backends and Credentials are required")
+	}
+	if (d.ReadIndex == nil) != (d.CaughtUp == nil) {
+		panic("admin.New: ReadIndex and CaughtUp go together")
 	}
 	if d.Clock == nil {
 		d.Clock = time.Now

@@ -358,6 +358,12 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the upload is incomplete: %d of %d bytes", t.offset, t.size)
 	}
 	clusterID := s.d.Reader.State().ClusterID() // the restore replaces it with the file's
+	if s.d.HoldDispatch != nil {
+		// No round may dispatch from the restored state before the pause
+		// below is journaled (and leadership has moved on).
+		release := s.d.HoldDispatch()
+		defer release()
+	}
 	res, err := t.sink.Restore(ctx)
 	if err != nil {
 		if errors.Is(err, raftfsm.ErrSnapshotFormat) {
@@ -366,7 +372,13 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		}
 		return nil, s.operatorError("snapshot restore", err)
 	}
-	leader := s.afterRestore(ctx, id, clusterID)
+	leader, paused := s.afterRestore(ctx, id, clusterID)
+	if !paused {
+		return nil, adminError(adminapi.TErrorCode_UNAVAILABLE,
+			"the snapshot was restored (the journal now continues from index %d), but the dispatcher could not be paused: "+
+				"run `lancemaster config set %s true` now, check `lancemaster jobs list --restored`, then set it back to false",
+			res.Index, config.OptDispatcherPaused)
+	}
 	out := &adminapi.TSnapshotRestoreResponse{Index: int64(res.Index), SnapshotIndex: int64(res.SnapshotIndex),
 		SnapshotTerm: int64(res.SnapshotTerm), JobCount: &res.Jobs, CatalogCount: &res.Catalogs, BackendCount: &res.Backends}
 	if leader != "" {
@@ -376,10 +388,10 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 }
 
 // afterRestore runs on the leader that restored, and returns the leader
-// afterwards ("" when unknown). clusterID is the cluster id before the
-// restore. Every step is best effort: the restore is done, a failure is
-// only logged (and the CLI reads the option back, so it never claims a
-// pause that did not happen).
+// afterwards ("" when unknown) and whether the dispatcher was paused.
+// clusterID is the cluster id before the restore. Every step is best
+// effort: the restore is done, a failure is logged, and a failed pause is
+// also the caller's answer (the operator must pause by hand).
 //
 //  1. The dispatcher is paused (lance_index_job_dispatcher_paused=true): a
 //     restored file brings back PENDING and RUNNING jobs whose workers the
@@ -395,7 +407,7 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 //  3. Leadership is handed over, so the next leader starts the leader
 //     services afresh from the restored state in a new term (barrier, R4,
 //     reconcile with a new fencing term).
-func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string) string {
+func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string) (leader string, paused bool) {
 	type step struct {
 		what string
 		t    raftfsm.CommandType
@@ -407,7 +419,7 @@ func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string)
 		steps = append(steps, step{"keeping the cluster id", raftfsm.CmdSetClusterID,
 			&journal.TClusterIDCommand{NowMs: s.nowMs(), ClusterID: clusterID, Replace: thrift.BoolPtr(true)}})
 	}
-	for _, st := range steps {
+	for i, st := range steps {
 		cmd, err := raftfsm.Encode(st.t, st.cmd)
 		var resp *journal.TApplyResponse
 		if err == nil {
@@ -419,6 +431,9 @@ func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string)
 		if err != nil {
 			s.d.Logger.Warn("after the restore: "+st.what+" failed", zap.String("transfer_id", transferID), zap.Error(err))
 		}
+		if i == 0 {
+			paused = err == nil
+		}
 	}
 	leader, err := s.d.Cluster.TransferLeadership(ctx, "")
 	if err != nil {
@@ -426,7 +441,7 @@ func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string)
 			zap.String("transfer_id", transferID), zap.Error(err))
 		leader, _ = s.d.Cluster.Leader()
 	}
-	return leader
+	return leader, paused
 }
 
 // AbortSnapshotTransfer ends a transfer and deletes its spool; an unknown id

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
@@ -36,6 +37,14 @@ type opsCluster struct {
 	// restoreInto, when set, receives restoreFile as a real FSM restore.
 	restoreInto *raftfsm.FSM
 	restoreFile []byte
+	applyErr    error // when set, ApplyLocal fails with it
+}
+
+func (c *opsCluster) ApplyLocal(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
+	if c.applyErr != nil {
+		return nil, c.applyErr
+	}
+	return c.fakeCluster.ApplyLocal(ctx, cmd)
 }
 
 type memSource struct {

@@ -33,10 +33,19 @@ func TestHeartbeatSaysWhetherItAccepts(t *testing.T) {
 
 	// Isolation not verified.
 	h.runner.verified.Store(false)
-	if resp := h.heartbeatCluster("A", 1); resp.GetAccepting() || resp.GetNotAcceptingReason() == "" {
+	if resp := h.heartbeatCluster("A", 2); resp.GetAccepting() || resp.GetNotAcceptingReason() == "" {
 		t.Fatalf("isolation unverified: %+v", resp)
 	}
 	h.runner.verified.Store(true)
+
+	// A deposed leader (a term below the fence).
+	h.heartbeatCluster("A", 2)
+	if resp := h.heartbeatCluster("A", 1); resp.Status.StatusCode != wire.TStatusCode_OK || resp.GetAccepting() || resp.GetNotAcceptingReason() == "" {
+		t.Fatalf("a lower term: %+v", resp)
+	}
+	if resp := h.heartbeatCluster("A", 2); !resp.GetAccepting() {
+		t.Fatalf("the current leader: %+v", resp)
+	}
 
 	// Another cluster.
 	if resp := h.heartbeatCluster("B", 1); resp.GetAccepting() || resp.GetNotAcceptingReason() == "" {
@@ -47,7 +56,7 @@ func TestHeartbeatSaysWhetherItAccepts(t *testing.T) {
 	h.a.mu.Lock()
 	h.a.shutting = true
 	h.a.mu.Unlock()
-	resp = h.heartbeatCluster("A", 1)
+	resp = h.heartbeatCluster("A", 2)
 	h.a.mu.Lock()
 	h.a.shutting = false
 	h.a.mu.Unlock()

@@ -5,9 +5,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 )
 
 // workerCause says, in one line for the master's journal and the operator,
@@ -67,29 +64,4 @@ func signalText(name string) string {
 		return fmt.Sprintf("%d (%s)", int(n), name)
 	}
 	return name
-}
-
-// verifiedIndex is what the builder verified after a mutating build
-// (DESIGN.md §13.7): the uuid of the index and the dataset version it read
-// back. The frame carries no verified uuid yet (the builder's frame.Result
-// gains it with §13.7), so the uuid is "" here and only the new dataset
-// version is taken.
-func verifiedIndex(r *frame.Result) (indexUUID string, datasetVersion int64) {
-	return "", r.NewDatasetVersion
-}
-
-// setVerifiedIndex copies a verified index uuid and dataset version into
-// the report (fields 12 and 13) of a NATIVE_OK result; a malformed uuid or
-// a version ≤ 0 is left out.
-func setVerifiedIndex(rep *wire.TLanceIndexJobReport, indexUUID string, datasetVersion int64) {
-	if rep.GetResultCode() != wire.TLanceIndexJobResultCode_NATIVE_OK {
-		return
-	}
-	if isUUID(indexUUID) {
-		u := strings.ToLower(indexUUID)
-		rep.IndexUUID = &u
-	}
-	if datasetVersion > 0 {
-		rep.DatasetVersion = &datasetVersion
-	}
 }

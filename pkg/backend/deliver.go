@@ -19,11 +19,6 @@ import (
 // maxParallelDeliveries bounds the report calls in flight at once.
 const maxParallelDeliveries = 8
 
-// minRefusals is how many permanent refusals (UNAUTHENTICATED,
-// STALE_REPORT) a report must collect before it may be dropped (DESIGN.md
-// §13.5: a deposed leader that has not noticed answers from its stale view).
-const minRefusals = 3
-
 // deliverer delivers outbox entries to the masters (docs/reports.md), one
 // goroutine per entry (a report, or the latest progress report of an
 // invocation), until a master accepts it (OK), the masters agree that it
@@ -277,28 +272,6 @@ const (
 	verdictGiveUp
 )
 
-// refusals are the permanent refusals one entry collected.
-type refusals struct {
-	n       int
-	masters map[string]bool
-	terms   map[int64]bool
-	first   time.Time
-}
-
-func (r *refusals) add(addr string, term int64, now time.Time) {
-	if r.n == 0 {
-		r.masters, r.terms, r.first = map[string]bool{}, map[int64]bool{}, now
-	}
-	r.n++
-	r.masters[addr], r.terms[term] = true, true
-}
-
-// final: enough refusals, confirmed by a second master, a second leader
-// term, or time.
-func (r *refusals) final(now time.Time, window time.Duration) bool {
-	return r.n >= minRefusals && (len(r.masters) >= 2 || len(r.terms) >= 2 || now.Sub(r.first) >= window)
-}
-
 func (d *deliverer) loop(k entryKey, l *delivery) {
 	defer d.wg.Done()
 	defer func() {
@@ -309,11 +282,13 @@ func (d *deliverer) loop(k entryKey, l *delivery) {
 		d.mu.Unlock()
 	}()
 	var jobID int64
+	d.mu.Lock()
 	if r := l.entry.Report; r != nil {
 		jobID = r.JobID
 	} else if p := l.entry.Progress; p != nil {
 		jobID = p.JobID
 	}
+	d.mu.Unlock()
 	log := d.log.With(zap.Int64("job_id", jobID), zap.String("invocation_id", clipForLog(k.id)), zap.Stringer("kind", k.kind))
 	backoff := d.a.cfg.BackoffMin
 	var ref refusals

@@ -112,6 +112,7 @@ func TestRefusalsFromTwoMastersDrop(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Masters = []string{a.Addr(), b.Addr()} })
 	h.ready(1)
 	h.submit(h.dispatch("inv", 1))
+	h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED) // stored before the first delivery
 	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "not dropped")
 	if n := a.callCount() + b.callCount(); n != minRefusals {
 		t.Fatalf("dropped after %d refusals, want %d", n, minRefusals)

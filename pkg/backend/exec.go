@@ -145,8 +145,8 @@ func baseReport(d *wire.TLanceIndexJobDispatch, epoch int64) *wire.TLanceIndexJo
 // §12, §13.3):
 //   - a trusted build result whose result_code names a wire code carries
 //     that code, its external_metadata_advanced, its scrubbed message and,
-//     when the builder verified them, the index uuid and dataset version
-//     (setVerifiedIndex);
+//     for a NATIVE_OK the index uuid and dataset version the builder
+//     verified (frame.ApplyVerifiedCommit);
 //   - no result and a NEVER_LAUNCHED proof: PRE_INVOCATION_RESOURCE_REJECTED
 //     (the dataset was provably never touched);
 //   - anything else (no trusted result, a result of the wrong mode, an
@@ -187,8 +187,7 @@ func reportFromOutcome(d *wire.TLanceIndexJobDispatch, epoch int64, out Outcome,
 		ema := r.ExternalMetadataAdvanced
 		rep.ResultCode, rep.ExternalMetadataAdvanced = &code, &ema
 		msg = r.Message
-		uuid, version := verifiedIndex(r)
-		setVerifiedIndex(rep, uuid, version)
+		frame.ApplyVerifiedCommit(rep, r) // §13.7: the verified index uuid and dataset version (fields 12, 13)
 	}
 	if m := scrub.message(msg); m != "" {
 		rep.SanitizedMessage = &m

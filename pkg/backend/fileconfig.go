@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -220,7 +221,7 @@ func DefaultWorkerEnv(path string) map[string]string {
 		"RAYON_NUM_THREADS":    "2",
 		"TOKIO_WORKER_THREADS": "2",
 		"UV_THREADPOOL_SIZE":   "2",
-		"LANCEDB_LOG":          lanceLogEnv,
+		"LANCEDB_LOG":          frame.LanceLogEnv,
 	}
 }
 

@@ -47,8 +47,9 @@ type fakeRunner struct {
 	deadline []time.Time
 	script   func(ctx context.Context, req *frame.Request) Outcome
 	holding  bool
-	gate     chan struct{} // closed to release held builds
-	started  chan string   // invocation ids, as builds start
+	gate     chan struct{}             // closed to release held builds
+	started  chan string               // invocation ids, as builds start
+	onStart  func(ctx context.Context) // called as each build starts, before the hold
 }
 
 func newFakeRunner() *fakeRunner {
@@ -84,8 +85,11 @@ func (r *fakeRunner) Run(ctx context.Context, req *frame.Request, deadline time.
 	if req.Mode == frame.ModeBuild {
 		r.runs[req.InvocationID]++
 	}
-	holding, gate, script := r.holding, r.gate, r.script
+	holding, gate, script, onStart := r.holding, r.gate, r.script, r.onStart
 	r.mu.Unlock()
+	if req.Mode == frame.ModeBuild && onStart != nil {
+		onStart(ctx)
+	}
 	if req.Mode == frame.ModeBuild {
 		select {
 		case r.started <- req.InvocationID:

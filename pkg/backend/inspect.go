@@ -131,7 +131,12 @@ func inspectResponse(out Outcome, scrub scrubber, timedOut bool) *wire.TInspectD
 			ListDimension: f.ListDimension, ElementType: f.ElementType, ElementNullable: f.ElementNullable})
 	}
 	for _, ix := range r.Indexes {
-		snap.Indexes = append(snap.Indexes, job.IndexInfo(ix)) // the same fields; jobwire copies Columns
+		snap.Indexes = append(snap.Indexes, job.IndexInfo{Name: ix.Name, IndexType: ix.IndexType, Columns: ix.Columns,
+			PropertiesJSON: ix.PropertiesJSON}) // jobwire copies Columns; the uuid comes with the stats below
 	}
-	return jobwire.InspectResponse(snap)
+	resp := jobwire.InspectResponse(snap)
+	// §13.7: per index its uuid, created time, indexed and unindexed rows,
+	// segments and size, where the library gives them.
+	frame.ApplyIndexStats(resp.Indexes, r.IndexStats)
+	return resp
 }

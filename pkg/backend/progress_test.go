@@ -16,28 +16,26 @@ import (
 
 const testUUID = "0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f"
 
-func TestParseProgressLine(t *testing.T) {
-	for _, tc := range []struct {
-		line, uuid, phase string
-		ok                bool
-	}{
-		{`lancemaster-progress {"index_uuid":"` + testUUID + `","phase":"train"}`, testUUID, "train", true},
-		{`  lancemaster-progress {"phase":"write"}`, "", "write", true},
-		{`lancemaster-progress {"index_uuid":"0B5D6F9E-3C1A-4E2B-9F7D-1A2B3C4D5E6F"}`, testUUID, "", true},
-		{`2026-12-01T20:00:00Z DEBUG lance::index::vector: build_vector_index; dataset_uuid=11111111-2222-3333-4444-555555555555 name="v" uuid=` + testUUID + ` column=vector`, testUUID, "", true},
-		{`DEBUG build_vector_index{name=v uuid="` + testUUID + `"}`, testUUID, "", true},
-		{`lancemaster-progress {"index_uuid":"not-a-uuid"}`, "", "", false},
-		{`lancemaster-progress {"phase":"` + string(make([]byte, 65)) + `"}`, "", "", false},
-		{`lancemaster-progress {}`, "", "", false},
-		{`lancemaster-progress not json`, "", "", false},
-		{`DEBUG something else uuid=` + testUUID, "", "", false},
-		{`DEBUG build_vector_index; dataset_uuid=` + testUUID, "", "", false},
-		{`DEBUG build_vector_index; uuid=` + testUUID + `ff`, "", "", false},
+// The agent reads both announcement forms from a build's stderr (the
+// parsing itself is frame.ParseProgressLine's, tested there).
+func TestBothAnnouncementFormsAreRead(t *testing.T) {
+	for name, line := range map[string]string{
+		"builder": `lancemaster-progress {"index_uuid":"` + testUUID + `","phase":"train"}`,
+		"lance":   `[2026-12-01T20:00:00Z DEBUG lance::index::vector] build_vector_index; name="vec_idx" uuid=` + testUUID + ` column="vector"`,
 	} {
-		uuid, phase, ok := parseProgressLine(tc.line)
-		if uuid != tc.uuid || phase != tc.phase || ok != tc.ok {
-			t.Errorf("%q: %q %q %v, want %q %q %v", tc.line, uuid, phase, ok, tc.uuid, tc.phase, tc.ok)
-		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.runner.setScript(func(ctx context.Context, req *frame.Request) Outcome {
+				supervisor.StderrLines(ctx)([]byte(line))
+				return Outcome{Proof: ProofChildReaped, Failure: "exit status 1", ExitCode: 1, PID: 3}
+			})
+			h.ready(1)
+			h.submit(h.dispatch("inv", 1))
+			st := h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
+			if st.GetIndexUUID() != testUUID || !st.GetNoResult_() || st.GetSanitizedMessage() != "exited with status 1 without a result" {
+				t.Fatalf("query %+v", st)
+			}
+		})
 	}
 }
 
@@ -134,4 +132,44 @@ func copyFile(t *testing.T, from, to string) {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A newer announcement replaces the older one, in the outbox and in the
+// delivery loop: the master ends up with the latest, and the entry goes
+// once that one is delivered.
+func TestNewerProgressReplacesTheOlder(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Masters = []string{closedAddr(t)} })
+	announced := make(chan struct{})
+	h.runner.hold()
+	h.runner.setScript(func(ctx context.Context, req *frame.Request) Outcome {
+		return Outcome{Proof: ProofChildReaped, Result: &frame.Result{Protocol: 1, Mode: frame.ModeBuild, ResultCode: "NATIVE_OK"}}
+	})
+	// The script runs after the hold; announce from a wrapper around Run.
+	h.runner.mu.Lock()
+	h.runner.onStart = func(ctx context.Context) {
+		lines := supervisor.StderrLines(ctx)
+		lines([]byte(`lancemaster-progress {"index_uuid":"` + testUUID + `","phase":"train"}`))
+		lines([]byte(`lancemaster-progress {"phase":"write"}`))
+		close(announced)
+	}
+	h.runner.mu.Unlock()
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	<-announced
+	pending, _, err := h.a.outbox.Pending()
+	if err != nil || len(pending) != 1 || pending[0].Kind != outbox.KindProgress || pending[0].Progress.GetPhase() != "write" ||
+		pending[0].Progress.GetIndexUUID() != testUUID {
+		t.Fatalf("outbox %+v, %v", pending, err)
+	}
+	m := newFakeMaster(t)
+	h.heartbeat(1, m.Addr())
+	eventually(t, func() bool {
+		p := m.progressReports()
+		return len(p) > 0 && p[len(p)-1].GetPhase() == "write" && len(outboxKindIDs(t, h.a, outbox.KindProgress)) == 0
+	}, "the latest progress was not delivered")
+	if p := m.progressReports(); p[len(p)-1].GetIndexUUID() != testUUID {
+		t.Fatalf("the latest progress lost the uuid: %+v", p[len(p)-1])
+	}
+	h.runner.release()
+	eventually(t, func() bool { results, _ := m.received(); return len(results) == 1 }, "no result")
 }

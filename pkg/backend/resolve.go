@@ -39,6 +39,14 @@ func (s *service) ResolveLanceIndexJob(ctx context.Context, r *wire.TResolveJobR
 	if err != nil {
 		return fail(wire.TStatusCode_INVALID_ARGUMENT, "%s", err)
 	}
+	// Another cluster's leader gets OTHER_CLUSTER here as for every request
+	// (DESIGN.md §13.1); a resolve carries no leader term to fence.
+	a.mu.Lock()
+	fenced := a.fenceClusterLocked(r.GetClusterID(), noLeaderTerm)
+	a.mu.Unlock()
+	if fenced != nil {
+		return &wire.TResolveJobResponse{Status: fenced}, nil
+	}
 	scrub := newScrubber(r.StorageOptions)
 	run, st := a.runReadOnly(ctx, req, r.GetTimeoutMs())
 	if st != nil {
@@ -57,7 +65,8 @@ func (s *service) ResolveLanceIndexJob(ctx context.Context, r *wire.TResolveJobR
 }
 
 // resolveRequest checks a resolve request and makes the worker's frame. The
-// uuids must be lowercase canonical uuids (Lance's form) or empty.
+// uuids must be canonical uuids or empty; they go to the worker in lower
+// case (Lance's form).
 func resolveRequest(r *wire.TResolveJobRequest) (*frame.Request, error) {
 	if err := job.CheckBytes("dataset_uri", r.DatasetURI, job.MaxURIBytes); err != nil || r.DatasetURI == "" {
 		return nil, errors.New("dataset_uri is missing, too long or not UTF-8")
@@ -78,21 +87,22 @@ func resolveRequest(r *wire.TResolveJobRequest) (*frame.Request, error) {
 	if r.AdmittedDatasetVersion < 1 {
 		return nil, errors.New("admitted_dataset_version must be positive")
 	}
-	for what, u := range map[string]string{"index_uuid": r.GetIndexUUID(), "admitted_index_uuid": r.GetAdmittedIndexUUID()} {
+	uuid, admitted := strings.ToLower(r.GetIndexUUID()), strings.ToLower(r.GetAdmittedIndexUUID())
+	for what, u := range map[string]string{"index_uuid": uuid, "admitted_index_uuid": admitted} {
 		if u != "" && !frame.IsUUID(u) {
-			return nil, errors.New(what + " is not a lowercase uuid")
+			return nil, errors.New(what + " is not a uuid")
 		}
 	}
 	return &frame.Request{Protocol: frame.Protocol, Mode: frame.ModeResolve, DatasetURI: r.DatasetURI,
 		StorageOptions: maps.Clone(r.StorageOptions), JobID: r.JobID, MutationType: mutation, IndexName: r.IndexName,
-		AdmittedDatasetVersion: r.AdmittedDatasetVersion, IndexUUID: r.GetIndexUUID(),
-		AdmittedIndexUUID: r.GetAdmittedIndexUUID(), TrustExclusiveWriter: r.GetTrustExclusiveWriter()}, nil
+		AdmittedDatasetVersion: r.AdmittedDatasetVersion, IndexUUID: uuid,
+		AdmittedIndexUUID: admitted, TrustExclusiveWriter: r.GetTrustExclusiveWriter()}, nil
 }
 
 // resolveResponse converts a resolve outcome. A frame that is not a
 // well-formed resolve answer is INTERNAL_ERROR: an unreadable answer is no
-// evidence. A COMMITTED answer must carry the head version it read; a
-// COMMITTED by uuid its uuid.
+// evidence. A COMMITTED or NOT_COMMITTED answer must carry the head version
+// it read; a uuid is passed on only with COMMITTED.
 func resolveResponse(out Outcome, scrub scrubber, timedOut bool) *wire.TResolveJobResponse {
 	fail := func(code wire.TStatusCode, msg string) *wire.TResolveJobResponse {
 		return &wire.TResolveJobResponse{Status: &wire.TStatus{StatusCode: code, ErrorMsgs: []string{scrub.message(msg)}}}
@@ -123,12 +133,18 @@ func resolveResponse(out Outcome, scrub scrubber, timedOut bool) *wire.TResolveJ
 	default:
 		return fail(wire.TStatusCode_INTERNAL_ERROR, "the resolve worker answered an unknown outcome")
 	}
-	if r.HeadVersion < 1 || (r.IndexUUID != "" && !frame.IsUUID(r.IndexUUID)) {
+	// A proven outcome names the head it read; UNKNOWN may have read none
+	// (no version retained).
+	if (r.HeadVersion < 1 && outcome != wire.TLanceResolveOutcome_UNKNOWN) || r.HeadVersion < 0 ||
+		(r.IndexUUID != "" && !frame.IsUUID(r.IndexUUID)) {
 		return fail(wire.TStatusCode_INTERNAL_ERROR, "the resolve worker answered a malformed head version or uuid")
 	}
 	evidence := scrub.message(r.Evidence) // ≤ 1024 B, job.MaxMessageBytes
-	head := r.HeadVersion
-	resp := &wire.TResolveJobResponse{Status: okStatus(), Outcome: &outcome, Evidence: &evidence, HeadVersion: &head}
+	resp := &wire.TResolveJobResponse{Status: okStatus(), Outcome: &outcome, Evidence: &evidence}
+	if r.HeadVersion > 0 {
+		head := r.HeadVersion
+		resp.HeadVersion = &head
+	}
 	if r.IndexUUID != "" && outcome == wire.TLanceResolveOutcome_COMMITTED {
 		u := r.IndexUUID
 		resp.IndexUUID = &u

@@ -34,10 +34,10 @@ func realBuilder(t *testing.T) string {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "builders", "lancedb")
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node is not installed; the real-builder tests need it (make setup)")
+		t.Fatal("node is not installed: install Node.js >= 20, then run make setup")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@lancedb", "lancedb")); err != nil {
-		t.Fatalf("the builder is not installed: run `cd builders/lancedb && npm ci` (%v)", err)
+		t.Fatalf("the builder's packages are not installed: run make setup (make test does it for you): %v", err)
 	}
 	return dir
 }
@@ -79,8 +79,8 @@ func progressOf(stderr []byte) (uuids, phases []string) {
 
 // With the real builder: a verified IVF_PQ CREATE carries its uuid and
 // version in the frame (and so in the report), the uuid Lance announced on
-// stderr is the committed one, a BTREE's uuid is announced by the builder's
-// own line, inspect reports the stats, and resolve_lance_index_job over
+// stderr is the committed one, a BTREE's uuid, if the builder's own line
+// announces it, is the committed one, inspect reports the stats, and resolve_lance_index_job over
 // Thrift answers COMMITTED / NOT_COMMITTED / UNKNOWN from the dataset.
 func TestResolveWithTheRealBuilder(t *testing.T) {
 	builder := realBuilder(t)
@@ -138,12 +138,14 @@ func TestResolveWithTheRealBuilder(t *testing.T) {
 	}
 	vecUUID := r.IndexUUID
 
-	// 2. BTREE CREATE 2 → 3: the builder's own line announces it.
+	// 2. BTREE CREATE 2 → 3: the builder's own line may announce it.
 	out = run(&frame.Request{Protocol: 1, Mode: frame.ModeBuild, DatasetURI: uri, JobID: 2, InvocationID: "inv-2",
 		MutationType: "CREATE", IndexName: "id_btree", ColumnName: "id", IndexType: "BTREE", AdmittedDatasetVersion: 2, SchemaContractJSON: contract("id", "BTREE")})
 	if r := out.Result; r.ResultCode != "NATIVE_OK" || r.DatasetVersion != 3 || !frame.IsUUID(r.IndexUUID) {
 		t.Fatalf("BTREE build: %+v", r)
-	} else if uuids, _ := progressOf(out.Stderr); len(uuids) != 1 || uuids[0] != r.IndexUUID {
+	} else if uuids, _ := progressOf(out.Stderr); len(uuids) > 1 || (len(uuids) == 1 && uuids[0] != r.IndexUUID) {
+		// The builder's own watch is best effort (docs/builder.md): at most
+		// one uuid, and the verified one.
 		t.Fatalf("announced %v; committed %s", uuids, r.IndexUUID)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,6 +114,8 @@ func TestResolveFailures(t *testing.T) {
 		{fail("WHAT", "x"), wire.TStatusCode_INTERNAL_ERROR},
 		{resolved("MAYBE", "", "", 3), wire.TStatusCode_INTERNAL_ERROR},
 		{resolved("COMMITTED", "", "", 0), wire.TStatusCode_INTERNAL_ERROR},
+		{resolved("NOT_COMMITTED", "", "", 0), wire.TStatusCode_INTERNAL_ERROR},
+		{resolved("UNKNOWN", "", "", -1), wire.TStatusCode_INTERNAL_ERROR},
 		{resolved("COMMITTED", "NOT-A-UUID", "", 3), wire.TStatusCode_INTERNAL_ERROR},
 		{Outcome{Proof: ProofChildReaped, Result: &frame.Result{Protocol: 1, Mode: frame.ModeInspect, OK: true}}, wire.TStatusCode_INTERNAL_ERROR},
 		{Outcome{Proof: ProofChildReaped, Failure: "exit status 1 " + resolveKey, ExitCode: 1}, wire.TStatusCode_INTERNAL_ERROR},
@@ -140,8 +143,8 @@ func TestResolveFailures(t *testing.T) {
 // Malformed requests are refused before any worker runs.
 func TestResolveRefusesMalformedRequests(t *testing.T) {
 	h := newHarness(t, nil)
-	ran := 0
-	h.runner.setScript(func(context.Context, *frame.Request) Outcome { ran++; return resolved("UNKNOWN", "", "", 1) })
+	var ran atomic.Int32
+	h.runner.setScript(func(context.Context, *frame.Request) Outcome { ran.Add(1); return resolved("UNKNOWN", "", "", 1) })
 	bad := []func(r *wire.TResolveJobRequest){
 		func(r *wire.TResolveJobRequest) { r.DatasetURI = "" },
 		func(r *wire.TResolveJobRequest) { r.DatasetURI = "bad\xff" },
@@ -150,7 +153,7 @@ func TestResolveRefusesMalformedRequests(t *testing.T) {
 		func(r *wire.TResolveJobRequest) { r.IndexName = " " },
 		func(r *wire.TResolveJobRequest) { r.AdmittedDatasetVersion = 0 },
 		func(r *wire.TResolveJobRequest) { u := "nope"; r.IndexUUID = &u },
-		func(r *wire.TResolveJobRequest) { u := strings.ToUpper(resolveOther); r.AdmittedIndexUUID = &u },
+		func(r *wire.TResolveJobRequest) { u := "{" + resolveOther + "}"; r.AdmittedIndexUUID = &u },
 		func(r *wire.TResolveJobRequest) { r.StorageOptions = map[string]string{"": "v"} },
 	}
 	for i, mod := range bad {
@@ -158,8 +161,24 @@ func TestResolveRefusesMalformedRequests(t *testing.T) {
 			t.Fatalf("case %d: %+v", i, resp)
 		}
 	}
-	if ran != 0 {
-		t.Fatalf("a worker ran %d times for malformed requests", ran)
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("a worker ran %d times for malformed requests", n)
+	}
+	// UNKNOWN with no version read: no head version.
+	h.runner.setScript(func(context.Context, *frame.Request) Outcome {
+		return resolved("UNKNOWN", "", "no version is retained", 0)
+	})
+	if resp := h.resolve(resolveReq(nil)); resp.Status.StatusCode != wire.TStatusCode_OK || resp.HeadVersion != nil ||
+		resp.GetOutcome() != wire.TLanceResolveOutcome_UNKNOWN {
+		t.Fatalf("UNKNOWN without a head: %+v", resp)
+	}
+	h.runner.setScript(func(context.Context, *frame.Request) Outcome { ran.Add(1); return resolved("UNKNOWN", "", "", 1) })
+	// Upper-case uuids go to the worker in lower case.
+	if resp := h.resolve(resolveReq(func(r *wire.TResolveJobRequest) { u := strings.ToUpper(resolveUUID); r.IndexUUID = &u })); resp.Status.StatusCode != wire.TStatusCode_OK {
+		t.Fatalf("upper-case uuid: %+v", resp)
+	}
+	if req, _ := h.runner.lastRequest(); req.IndexUUID != resolveUUID {
+		t.Fatalf("worker got uuid %q", req.IndexUUID)
 	}
 	// Empty uuids are fine (unknown).
 	if resp := h.resolve(resolveReq(func(r *wire.TResolveJobRequest) { r.IndexUUID, r.AdmittedIndexUUID = nil, nil })); resp.Status.StatusCode != wire.TStatusCode_OK {
@@ -172,8 +191,8 @@ func TestResolveRefusesMalformedRequests(t *testing.T) {
 func TestResolveGuards(t *testing.T) {
 	h := newHarness(t, nil)
 	h.runner.verified.Store(false)
-	ran := 0
-	h.runner.setScript(func(context.Context, *frame.Request) Outcome { ran++; return resolved("UNKNOWN", "", "", 1) })
+	var ran atomic.Int32
+	h.runner.setScript(func(context.Context, *frame.Request) Outcome { ran.Add(1); return resolved("UNKNOWN", "", "", 1) })
 	if resp := h.resolve(resolveReq(nil)); resp.Status.StatusCode != wire.TStatusCode_NOT_READY {
 		t.Fatalf("unverified isolation: %+v", resp)
 	}
@@ -188,7 +207,7 @@ func TestResolveGuards(t *testing.T) {
 	h.a.mu.Lock()
 	h.a.shutting = false
 	h.a.mu.Unlock()
-	if ran != 0 {
-		t.Fatalf("a worker ran %d times", ran)
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("a worker ran %d times", n)
 	}
 }

@@ -201,7 +201,8 @@ func checkStorageOptions(opts map[string]string) error {
 // A heartbeat from another cluster than the bound one (which has not been
 // silent for ClusterRebindAfter) answers OTHER_CLUSTER, accepting=false,
 // and changes nothing: that cluster's leader must not take this backend
-// for alive.
+// for alive. A heartbeat at a term below its cluster's fence (a deposed
+// leader) is answered OK but accepting=false.
 func (s *service) Heartbeat(_ context.Context, r *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
 	a := s.a
 	a.mu.Lock()
@@ -233,7 +234,8 @@ func (s *service) Heartbeat(_ context.Context, r *wire.THeartbeatRequest) (*wire
 			zap.Int64("leader_term", r.GetLeaderTerm()), zap.String("cluster_id", clipForLog(eff)))
 	}
 	a.heartbeaten = true
-	if f := a.cl.fence(eff, a.cfg.Clock()); r.GetLeaderTerm() > f.term {
+	f := a.cl.fence(eff, a.cfg.Clock())
+	if r.GetLeaderTerm() > f.term {
 		f.term = r.GetLeaderTerm()
 	}
 	if len(r.MasterAddresses) > 0 {
@@ -242,6 +244,10 @@ func (s *service) Heartbeat(_ context.Context, r *wire.THeartbeatRequest) (*wire
 		} else {
 			a.dlv.setTargets(r.MasterAddresses)
 		}
+	}
+	if r.GetLeaderTerm() < f.term {
+		// A deposed leader: its dispatches would be refused STALE_LEADER_TERM.
+		return answer(fmt.Sprintf("leader term %d is below the highest seen (%d)", r.GetLeaderTerm(), f.term))
 	}
 	return answer(a.notAcceptingLocked())
 }

@@ -64,24 +64,26 @@ func TestOOMKilledWorkerReportsItsCause(t *testing.T) {
 	}
 }
 
-// A trusted result carries no no_result, and its verified dataset version.
-func TestTrustedResultIsNotNoResult(t *testing.T) {
-	h := newHarness(t, nil)
+// A trusted NATIVE_OK carries no no_result, and the index uuid and dataset
+// version the builder verified (report fields 12, 13).
+func TestTrustedResultCarriesTheVerifiedIndex(t *testing.T) {
+	m := newFakeMaster(t)
+	h := newHarness(t, func(c *Config) { c.Masters = []string{m.Addr()} })
+	h.runner.setScript(func(context.Context, *frame.Request) Outcome {
+		return Outcome{Proof: ProofChildReaped, Result: &frame.Result{Protocol: 1, Mode: frame.ModeBuild, ResultCode: "NATIVE_OK",
+			NewDatasetVersion: 9, DatasetVersion: 9, IndexUUID: testUUID}}
+	})
 	h.ready(1)
 	h.submit(h.dispatch("inv", 1))
 	st := h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
-	if st.NoResult_ != nil || st.SanitizedMessage != nil || st.Result_.GetDatasetVersion() != 7 {
+	if st.NoResult_ != nil || st.SanitizedMessage != nil || st.Result_.GetDatasetVersion() != 9 || st.Result_.GetIndexUUID() != testUUID ||
+		st.GetIndexUUID() != testUUID {
 		t.Fatalf("query %+v / %+v", st, st.Result_)
 	}
-	rep := &wire.TLanceIndexJobReport{ResultCode: wire.TLanceIndexJobResultCodePtr(wire.TLanceIndexJobResultCode_NATIVE_OK)}
-	setVerifiedIndex(rep, "0B5D6F9E-3C1A-4E2B-9F7D-1A2B3C4D5E6F", 9)
-	if rep.GetIndexUUID() != "0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f" || rep.GetDatasetVersion() != 9 {
-		t.Fatalf("verified index %+v", rep)
-	}
-	bad := &wire.TLanceIndexJobReport{ResultCode: wire.TLanceIndexJobResultCodePtr(wire.TLanceIndexJobResultCode_NATIVE_IO)}
-	setVerifiedIndex(bad, "0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f", 9)
-	if bad.IndexUUID != nil || bad.DatasetVersion != nil {
-		t.Fatalf("a failed build carries a verified index: %+v", bad)
+	eventually(t, func() bool { return m.callCount() == 1 }, "no report")
+	results, _ := m.received()
+	if r := results[0]; r.GetIndexUUID() != testUUID || r.GetDatasetVersion() != 9 {
+		t.Fatalf("report %+v", r)
 	}
 }
 
@@ -92,7 +94,7 @@ func TestTrustedResultIsNotNoResult(t *testing.T) {
 func TestKilledWorkerThroughTheSupervisor(t *testing.T) {
 	const uuid = "0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f"
 	sup, err := supervisor.New(supervisor.Config{
-		Command: []string{"/bin/sh", "-c", `echo 'lancemaster-progress {"index_uuid":"0B5D6F9E-3C1A-4E2B-9F7D-1A2B3C4D5E6F","phase":"train"}' >&2; ` +
+		Command: []string{"/bin/sh", "-c", `echo 'lancemaster-progress {"index_uuid":"0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f","phase":"train"}' >&2; ` +
 			`echo 'noise uuid=11111111-2222-3333-4444-555555555555' >&2; kill -9 $$`},
 		Env: []string{"PATH=/usr/bin:/bin"}, Isolation: supervisor.IsolationBestEffort, CgroupParent: t.TempDir(),
 		KillGrace: 200 * time.Millisecond,
@@ -142,5 +144,42 @@ func TestKilledWorkerThroughTheSupervisor(t *testing.T) {
 		if p.GetIndexUUID() != uuid || p.GetInvocationSecret() != testSecret || p.BeProcessEpoch != a.Epoch() {
 			t.Fatalf("progress %+v", p)
 		}
+	}
+}
+
+// A worker the kernel OOM-kills inside its cgroup (memory.events oom_kill),
+// through the real supervisor: the termination report says so, with
+// no_result. Skipped where this host gives no cgroup memory limit.
+func TestOOMKilledWorkerThroughTheSupervisor(t *testing.T) {
+	sup, err := supervisor.New(supervisor.Config{
+		Command: []string{"/bin/sh", "-c", `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo "$x" | wc -c`},
+		Env:     []string{"PATH=/usr/bin:/bin"}, Isolation: supervisor.IsolationRequired, MemoryLimitBytes: 48 << 20,
+		KillGrace: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sup.Verified() || sup.Mode() == supervisor.ModeProcessGroup {
+		t.Skipf("no cgroup memory limit on this host: %s", sup.Reason())
+	}
+	m := newFakeMaster(t)
+	cfg := testConfig(t)
+	cfg.Masters = []string{m.Addr()}
+	a, err := New(cfg, sup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	h := &harness{t: t, a: a, client: rpc.NewThriftBackendClient(rpc.DefaultConfig()), cfg: cfg}
+	h.ready(1)
+	h.submit(h.dispatch("inv", 1))
+	eventually(t, func() bool { _, terms := m.received(); return len(terms) == 1 }, "no termination report")
+	_, terms := m.received()
+	if tr := terms[0]; !tr.GetNoResult_() || tr.GetSanitizedMessage() != "killed by the memory limit (cgroup oom_kill)" ||
+		tr.Proof != wire.TLanceIndexTerminationProof_CHILD_REAPED {
+		t.Fatalf("termination %+v", tr)
 	}
 }

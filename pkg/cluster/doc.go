@@ -23,7 +23,8 @@
 //   - New, AddLeaderService, OnLeaderReady and Start are called by one
 //     goroutine (cmd's) before the node is shared. Shutdown may be called from
 //     any goroutine, any number of times.
-//   - Propose, ApplyLocal, ConsistentRead, WaitForLeader, IsLeader,
+//   - Propose, ApplyLocal, ConsistentRead, VerifyLeader, ReadIndex,
+//     CaughtUp, WaitForLeader, IsLeader,
 //     LeaderTerm, Leader, AppliedIndex, Stats, Peers, TransferLeadership,
 //     Snapshot, AddVoter, RemovePeer, SaveSnapshot and NewSnapshotRestore are
 //     safe for concurrent use by any goroutine (a SnapshotFile or
@@ -51,5 +52,6 @@
 // A Propose error says what is known about the command: raftfsm.ErrNotLeader,
 // raftfsm.ErrNoLeader and ErrNotApplied mean it was not applied (retry is
 // safe); ErrFateUnknown means it may have been (read before retrying); a
-// guard failure of the FSM is a response, never an error.
+// guard failure of the FSM is a response, never an error. A Propose with a
+// LeaderOnly context is never forwarded (readindex.go).
 package cluster

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -113,6 +114,20 @@ type Dispatcher struct {
 
 	workMu sync.Mutex
 	cur    *termWork // the calls of the current term
+
+	holds atomic.Int64 // Hold callers not yet released: no PENDING job is dispatched
+}
+
+// Hold stops the PENDING dispatch step (the sweeps, resolves and refresh go
+// on) until release is called, whatever the journaled options say. An
+// operator snapshot restore holds it from before raft.Restore until it has
+// journaled lance_index_job_dispatcher_paused, so no round dispatches from
+// the restored state in between. Safe from any goroutine; release is
+// idempotent.
+func (d *Dispatcher) Hold() (release func()) {
+	d.holds.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { d.holds.Add(-1); d.d.Waker.Wake() }) }
 }
 
 // New returns a Dispatcher with defaults filled in.

@@ -251,6 +251,26 @@ func TestPausedStaysPending(t *testing.T) {
 	e.wantState(ids[0], job.Running)
 }
 
+// A hold (an operator restore in progress) stops the PENDING dispatch
+// whatever the journaled options say, until it is released.
+func TestHoldStaysPending(t *testing.T) {
+	e := newEnv(t)
+	e.addBackend("b1:9060", 1)
+	ids := e.admit(2)
+	e.heartbeat()
+	release := e.d.Hold()
+	mark := e.prop.count()
+	e.round()
+	e.wantState(ids[0], job.Pending)
+	if got := e.prop.typesSince(mark); len(got) != 0 || len(e.be.submitted()) != 0 {
+		t.Fatalf("a held dispatcher journaled %v", got)
+	}
+	release()
+	release() // idempotent: one release per hold
+	e.round()
+	e.wantState(ids[0], job.Running)
+}
+
 func TestBackpressurePerRound(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)

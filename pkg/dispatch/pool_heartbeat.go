@@ -106,6 +106,7 @@ func (p *Pool) recordHeartbeat(gen uint64, backendID int64, seq uint64, ours str
 		p.backends[backendID] = b
 	}
 	wasAlive, wasAccepting, wasForeign, oldTheirs := b.alive, b.accepting, b.otherCluster, b.theirs
+	wasDelivered := b.outboxDelivered
 	oldEpoch := b.epoch
 	epochChanged, cleared := false, false
 	switch {
@@ -131,6 +132,9 @@ func (p *Pool) recordHeartbeat(gen uint64, backendID int64, seq uint64, ours str
 		b.alive = true
 	}
 	becameAlive := b.alive && !wasAlive
+	// A new process that has just delivered its outbox is the evidence the
+	// epoch path waits for (§13.3): the round acts on it at once.
+	delivered := b.outboxDelivered && (!wasDelivered || epochChanged)
 	accepting, reason, epoch := b.accepting, b.notAccepting, b.epoch
 	p.mu.Unlock()
 
@@ -158,7 +162,7 @@ func (p *Pool) recordHeartbeat(gen uint64, backendID int64, seq uint64, ours str
 	if cleared {
 		p.log.Info("backend answered OK and accepting after its refusal; dispatchable again", id)
 	}
-	if (epochChanged || becameAlive || cleared || (accepting && !wasAccepting) || (foreign && !wasForeign)) && p.d.Waker != nil {
+	if (epochChanged || becameAlive || cleared || delivered || (accepting && !wasAccepting) || (foreign && !wasForeign)) && p.d.Waker != nil {
 		p.d.Waker.Wake()
 	}
 }

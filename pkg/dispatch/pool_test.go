@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -159,5 +160,29 @@ func TestPoolRun(t *testing.T) {
 	}
 	if _, _, known := p.View(b1); known {
 		t.Fatal("a stopped pool still reports what it heard")
+	}
+}
+
+// A backend saying it has delivered its outbox is evidence the epoch path
+// waits for (§13.3): the flip wakes the dispatcher, so a RUNNING job of the
+// gone process does not wait for the dispatch interval.
+func TestPoolOutboxDeliveredWakes(t *testing.T) {
+	e := newEnv(t)
+	e.addBackend("b1:9060", 11)
+	e.be.setHeartbeat("b1:9060", func(r *wire.THeartbeatResponse) { r.OutboxDelivered = boolPtr(false) })
+	e.heartbeat()
+	woken(e.waker)
+	e.heartbeat()
+	if woken(e.waker) {
+		t.Fatal("nothing changed, yet the dispatcher was woken")
+	}
+	e.be.setHeartbeat("b1:9060", func(r *wire.THeartbeatResponse) { r.OutboxDelivered = boolPtr(true) })
+	e.heartbeat()
+	if !woken(e.waker) {
+		t.Fatal("the outbox turning delivered must wake the dispatcher")
+	}
+	e.heartbeat()
+	if woken(e.waker) {
+		t.Fatal("an outbox still delivered woke the dispatcher again")
 	}
 }

@@ -33,7 +33,7 @@ type dispatchPlan struct {
 func (r *round) dispatchPending() error {
 	st := r.d.d.Reader.State()
 	opts := st.Options()
-	if opts.DispatcherPaused {
+	if opts.DispatcherPaused || r.d.holds.Load() > 0 {
 		return nil
 	}
 	pending := st.PendingInIDOrder(pendingScanLimit(opts.MaxDispatchPerRound))

@@ -25,6 +25,7 @@ type IndexInfo struct {
 	IndexType      string
 	Columns        []string
 	PropertiesJSON string
+	UUID           string // the index's uuid where the backend reports it (DESIGN.md §13.7)
 }
 
 // Snapshot is the one pinned view of a dataset admission works from (DESIGN.md §5 step 3).

@@ -286,11 +286,28 @@ func TestEndToEndBackendKill9DuringBuild(t *testing.T) {
 	if rec.MutationState != job.Committed || rec.IndexUUID == "" {
 		t.Fatalf("second CREATE: %s %q uuid %q", rec.MutationState, rec.Result.Message, rec.IndexUUID)
 	}
+	// §13.7: inspect reports the verified uuid and the index's statistics.
+	built := rec.IndexUUID
+	r.call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		view, err := a.InspectDataset(ctx, "lake", "db", "items")
+		if err != nil {
+			return err
+		}
+		for _, ix := range view.Indexes {
+			if ix.Name == "vec" && (ix.GetIndexUUID() != built || ix.GetIndexedRows() != 2000 || ix.GetUnindexedRows() != 0) {
+				t.Errorf("inspect of vec: uuid %q (built %q), indexed %d, unindexed %d", ix.GetIndexUUID(), built, ix.GetIndexedRows(), ix.GetUnindexedRows())
+			}
+		}
+		return nil
+	})
 
 	// REPLACE killed after its commit: COMMITTED from the dataset, by the
 	// uuid its worker announced; refresh DONE.
 	r.holdAt("after-commit")
 	id = r.createIVFPQ("vec", true)
+	if got := r.job(id).AdmittedIndexUUID; got != built {
+		t.Fatalf("REPLACE admitted with index uuid %q, want the existing index's %q", got, built)
+	}
 	rec, took = r.crashAt(id, "after-commit")
 	t.Logf("figure: backend kill -9 just after the commit -> job terminal %.1f s after the restart", took.Seconds())
 	if rec.MutationState != job.Committed || rec.Result.Reason != job.ReasonResolvedFromDataset {

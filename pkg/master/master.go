@@ -137,14 +137,14 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	leaderCall := func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
 		return rpc.NewMasterClient([]string{addr}, rcfg, log.Named("forward")).Call(ctx, fn)
 	}
-	pool := wireLeaderServices(node, fsm, leaderServices{
+	pool, disp := wireLeaderServices(node, fsm, leaderServices{
 		backends: backends, creds: creds, clock: dclock, waker: waker, log: log, nodeID: n.NodeID,
 		masterAddrs: rpcAddresses(n.Peers), hooks: o.DispatchHooks, heartbeat: o.HeartbeatInterval,
 		proposer: timed, observer: mm,
 	})
 	reports := report.New(report.Deps{
 		Proposer: timed, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
-		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead,
+		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead, VerifyLeader: node.VerifyLeader,
 	})
 	if err := node.Start(ctx); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
@@ -154,6 +154,10 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
 		Reports: reports, BackendView: pool.View, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
+		// Writes are decided on current state (DESIGN.md §13.8).
+		ReadIndex:    node.ReadIndex,
+		HoldDispatch: disp.Hold,
+		CaughtUp:     func(index uint64) bool { return node.CaughtUp(index, fsm.State().AppliedIndex()) },
 	})
 	server, err := rpc.NewServer(n.RPCBind, thrift.WrapProcessor(adm.Processor(), mm.adminMiddleware), rcfg, log.Named("rpc"),
 		rpc.WithPolicy(rpc.MasterPolicy()))

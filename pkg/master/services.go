@@ -34,7 +34,7 @@ type leaderServices struct {
 // dispatcher (whose round calls the refresh driver) and retention GC start
 // under the term's context. It returns the pool, whose view the admin API
 // shows.
-func wireLeaderServices(node *cluster.Node, fsm *raftfsm.FSM, s leaderServices) *dispatch.Pool {
+func wireLeaderServices(node *cluster.Node, fsm *raftfsm.FSM, s leaderServices) (*dispatch.Pool, *dispatch.Dispatcher) {
 	term := func(ctx context.Context) (uint64, bool) { return cluster.LeaderTermFromContext(ctx) }
 	pool := dispatch.NewPool(dispatch.PoolDeps{
 		Reader: fsm, Backends: s.backends, Clock: s.clock, Term: term, Waker: s.waker,
@@ -60,7 +60,7 @@ func wireLeaderServices(node *cluster.Node, fsm *raftfsm.FSM, s leaderServices) 
 	node.AddLeaderService("backend-pool", pool)
 	node.AddLeaderService("dispatcher", disp)
 	node.AddLeaderService("retention-gc", gc)
-	return pool
+	return pool, disp
 }
 
 func rpcAddresses(peers []config.Peer) []string {

@@ -1,6 +1,6 @@
-// Package report handles the backends' reports (DESIGN.md §9):
-// reportLanceIndexJobResult and reportLanceIndexJobTermination, which may
-// reach any master.
+// Package report handles the backends' reports (DESIGN.md §9, §13):
+// reportLanceIndexJobResult, reportLanceIndexJobTermination and
+// reportLanceIndexJobProgress, which may reach any master.
 //
 // A follower forwards the envelope, unchanged, to the leader and answers with
 // the leader's status. The leader, in this order:
@@ -22,6 +22,15 @@
 // Steps 3 and 5 are one item of one entry (ReportBatch): the FSM applies P
 // and then M2, each on its own guard with its own answer, so a report costs
 // one commit instead of two, and the order of §9 holds inside the entry.
+//
+// The leader confirms before it refuses for good (§13.5): an
+// UNAUTHENTICATED or STALE_REPORT judged on its own view is answered only
+// once Deps.VerifyLeader succeeded, else NOT_LEADER. Its entries are
+// proposed leader-only (cluster.LeaderOnly): a master that lost leadership
+// answers NOT_LEADER instead of forwarding the raw command, and the backend
+// retries. A termination report with no_result moves a RUNNING job to
+// RESOLVING in its P (§13.3); a progress report journals the worker's
+// announced index uuid and phase as a progress item of the same batch.
 //
 // Acknowledged staleness: backends retry a report until one master accepts
 // it, so an authenticated report whose job has already left RUNNING for this

@@ -33,15 +33,24 @@ test.before(async () => {
 
 test.after(() => fs.rmSync(root, { recursive: true, force: true }));
 
-test("build: a verified BTREE CREATE carries its uuid and version; the watch announced the same uuid once", async () => {
+// The builder's own uuid watch is best effort (a build too quick to be seen
+// with a file open announces nothing: test/walk.test.js tests the watch
+// itself); what it announces must be the verified uuid.
+function assertAnnounced(r) {
+  const got = progressUuids(r.stderr);
+  assert.ok(got.length <= 1 && got.every((x) => x === r.result.index_uuid), `announced ${got}, verified ${r.result.index_uuid}`);
+}
+
+test("build: a verified BTREE CREATE carries its uuid and version; the watch announced no other uuid", async () => {
   const r = await build({ mutation_type: "CREATE", index_name: "id_btree", column_name: "id", index_type: "BTREE",
     admitted_dataset_version: 1, schema_contract_json: contractOf("id") });
   assert.equal(r.result.dataset_version, 2);
   assert.equal(r.result.new_dataset_version, 2);
   assert.match(r.result.index_uuid, /^[0-9a-f-]{36}$/);
   assert.match(r.result.message, /verified at version 2/);
-  assert.deepEqual(progressUuids(r.stderr), [r.result.index_uuid]);
+  assertAnnounced(r);
   assert.match(r.stderr, /^lancemaster-progress \{"phase":"building"\}$/m);
+  assert.match(r.stderr, /^lancemaster-progress \{"phase":"verifying"\}$/m);
   u.btree = r.result.index_uuid;
   const ins = (await h.run(h.inspectReq(uri))).result;
   const st = ins.index_stats.find((s) => s.name === "id_btree");
@@ -65,11 +74,11 @@ test("build: IVF_PQ with LANCEDB_LOG set: Lance's build_vector_index uuid is the
   u.vec = r.result.index_uuid;
 });
 
-test("build: IVF_PQ without the Lance log: the directory watch announces the verified uuid", async () => {
+test("build: IVF_PQ without the Lance log: the watch announces no other uuid", async () => {
   const r = await build({ mutation_type: "CREATE", index_name: "vec2", column_name: "vector", index_type: "IVF_PQ",
     properties_json: '{"num_bits":4,"num_partitions":2,"num_sub_vectors":2}', admitted_dataset_version: 3,
     schema_contract_json: contractOf("vector") }, { env: { LANCEDB_LOG: "error" } });
-  assert.deepEqual(progressUuids(r.stderr), [r.result.index_uuid]);
+  assertAnnounced(r);
   assert.equal(r.result.dataset_version, 4);
 });
 

@@ -39,6 +39,12 @@ var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4
 // writes index uuids in.
 func IsUUID(s string) bool { return uuidRE.MatchString(s) }
 
+// announcedUUID is s lowercased if it is a canonical uuid in any case.
+func announcedUUID(s string) (string, bool) {
+	l := strings.ToLower(s)
+	return l, IsUUID(l)
+}
+
 // Lance's INFO lines that mark a phase of a vector build (message prefix →
 // phase). Matched only on a line whose log target is lance::index::vector….
 var lancePhases = []struct{ prefix, phase string }{
@@ -48,13 +54,16 @@ var lancePhases = []struct{ prefix, phase string }{
 	{"merging ", "merging"},
 }
 
-// ParseProgressLine recognizes one line of a worker's stderr (without or
-// with its trailing newline) that announces progress:
+// ParseProgressLine recognizes one line of a worker's stderr (surrounding
+// white space, such as the trailing newline, is ignored) that announces
+// progress:
 //
 //   - the builder's own line (ProgressPrefix + JSON): its index_uuid and
 //     phase; the line is refused whole (ok false) if its uuid is not a uuid
 //     or its phase is empty, above MaxPhaseBytes, not UTF-8 or holds a
 //     control character;
+//   - in both kinds of line a uuid in upper case is accepted and returned
+//     in lower case (Lance's form);
 //   - Lance's build_vector_index debug line (see LanceLogEnv): its uuid,
 //     with phase "building"; the key=value fields are tokenized (quoted
 //     values with their escapes), so an index or column name cannot forge a
@@ -67,7 +76,7 @@ var lancePhases = []struct{ prefix, phase string }{
 // is refused after a prefix check, so the agent may run it on every stderr
 // line.
 func ParseProgressLine(line string) (uuid, phase string, ok bool) {
-	line = strings.TrimRight(line, "\r\n")
+	line = strings.TrimSpace(line)
 	if rest, found := strings.CutPrefix(line, ProgressPrefix); found {
 		return parseOwnLine(rest)
 	}
@@ -99,10 +108,11 @@ func parseOwnLine(rest string) (uuid, phase string, ok bool) {
 		return "", "", false
 	}
 	if v.IndexUUID != nil {
-		if !IsUUID(*v.IndexUUID) {
+		u, good := announcedUUID(*v.IndexUUID)
+		if !good {
 			return "", "", false
 		}
-		uuid = *v.IndexUUID
+		uuid = u
 	}
 	if v.Phase != nil {
 		if !validPhase(*v.Phase) {
@@ -166,10 +176,10 @@ func tokenUUID(s string) (string, bool) {
 			seen++
 		}
 	}
-	if seen != 1 || !IsUUID(uuid) {
+	if seen != 1 {
 		return "", false
 	}
-	return uuid, true
+	return announcedUUID(uuid)
 }
 
 // closingQuote is the index of the quote ending the quoted value at s[0],

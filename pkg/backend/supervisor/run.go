@@ -42,6 +42,8 @@ const (
 // gone (or cannot be reaped within a bound; cleanup then goes on in the
 // background). deadline (zero = none) or ctx ending sends SIGTERM
 // to the worker's process group and cgroup, then SIGKILL after KillGrace.
+// A ctx made by WithStderrLines also gets the worker's stderr line by line
+// as it arrives (lines.go).
 func (s *Supervisor) Run(ctx context.Context, req *frame.Request, deadline time.Time) Outcome {
 	secrets := secretValues(req)
 	out := s.run(ctx, req, deadline, secrets)

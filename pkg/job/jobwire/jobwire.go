@@ -39,6 +39,10 @@ func InspectResponse(snap *job.Snapshot) *wire.TInspectDatasetResponse {
 			p := ix.PropertiesJSON
 			wi.PropertiesJSON = &p
 		}
+		if ix.UUID != "" {
+			u := ix.UUID
+			wi.IndexUUID = &u
+		}
 		resp.Indexes = append(resp.Indexes, wi)
 	}
 	return resp
@@ -65,7 +69,8 @@ func Snapshot(r *wire.TInspectDatasetResponse) *job.Snapshot {
 			continue
 		}
 		snap.Indexes = append(snap.Indexes, job.IndexInfo{
-			Name: ix.Name, IndexType: ix.IndexType, Columns: slices.Clone(ix.Columns), PropertiesJSON: ix.GetPropertiesJSON()})
+			Name: ix.Name, IndexType: ix.IndexType, Columns: slices.Clone(ix.Columns), PropertiesJSON: ix.GetPropertiesJSON(),
+			UUID: ix.GetIndexUUID()})
 	}
 	return snap
 }
