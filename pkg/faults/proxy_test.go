@@ -263,7 +263,7 @@ func (p *rpcProxy) serve() {
 }
 
 func (p *rpcProxy) dial(idx int) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", p.w.realRPC[idx], 2*time.Second)
+	c, err := net.DialTimeout("tcp", p.w.realAddr(idx, false), 2*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +308,7 @@ func (p *rpcProxy) handle(client net.Conn) {
 		case reportsDropBefore, reportsBlackhole:
 			return
 		case reportsMisroute:
-			other := (p.idx + 1 + ctl.pick(len(p.w.realRPC)-1)) % len(p.w.realRPC)
+			other := (p.idx + 1 + ctl.pick(nMasters-1)) % nMasters
 			if !ctl.waitUnpaused(other) {
 				return
 			}
@@ -430,7 +430,7 @@ func (p *raftProxy) handle(c net.Conn) {
 	if !p.w.ctl.waitUnpaused(src, p.idx) {
 		return
 	}
-	up, err := net.DialTimeout("tcp", p.w.realRaft[p.idx], 2*time.Second)
+	up, err := net.DialTimeout("tcp", p.w.realAddr(p.idx, true), 2*time.Second)
 	if err != nil {
 		return
 	}

@@ -3,9 +3,11 @@ package faults
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,7 +56,7 @@ type world struct {
 	ledger  *ledger
 	data    *datasets
 
-	realRPC, realRaft           []string
+	realRPC, realRaft           []string // guarded by mu: a bind conflict moves a master (realAddr)
 	rpcAdvertise, raftAdvertise []string
 	rpcProxies                  []*rpcProxy
 	raftProxies                 []*raftProxy
@@ -174,8 +176,41 @@ func (w *world) slotOf(addr string) int {
 	return -1
 }
 
-// startMaster starts master i from its data dir.
+// realAddr is where master i really listens (raft or RPC); only the
+// proxies know it.
+func (w *world) realAddr(i int, raft bool) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if raft {
+		return w.realRaft[i]
+	}
+	return w.realRPC[i]
+}
+
+// startMaster starts master i from its data dir. A bind conflict (a port
+// reserved earlier was taken since, e.g. by a parallel schedule) moves the
+// master to fresh private ports: the advertised addresses, the proxies',
+// stay.
 func (w *world) startMaster(i int) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = w.startMasterOnce(i); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		ports, perr := reservePorts(2)
+		if perr != nil {
+			return perr
+		}
+		w.mu.Lock()
+		w.realRaft[i], w.realRPC[i] = ports[0], ports[1]
+		w.nodes[i].RaftBind, w.nodes[i].RPCBind = ports[0], ports[1]
+		w.mu.Unlock()
+		w.note("m%d moved to raft %s, rpc %s after a bind conflict", i, ports[0], ports[1])
+	}
+	return err
+}
+
+func (w *world) startMasterOnce(i int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	m, err := master.Start(ctx, master.Options{
@@ -274,9 +309,22 @@ func (w *world) setup() {
 		}
 	}
 	for _, b := range w.backends {
-		// One in three backends forgets finished invocations 5 s after
-		// their deadline (Config.Grace), as a seeded choice.
-		if err := b.start(-1, (w.seed+int64(b.idx))%3 == 0); err != nil {
+		// One in three backends forgets finished invocations shortly after
+		// their deadline (Config.Grace), as a seeded choice. Not yet
+		// registered, a backend whose reserved port was taken moves.
+		forgetful := (w.seed+int64(b.idx))%3 == 0
+		err := b.start(-1, forgetful)
+		for attempt := 0; err != nil && strings.Contains(err.Error(), "address already in use") && attempt < 5; attempt++ {
+			ports, perr := reservePorts(1)
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			b.mu.Lock()
+			b.addr = ports[0]
+			b.mu.Unlock()
+			err = b.start(len(b.dirs)-1, forgetful)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,25 +336,49 @@ func (w *world) setup() {
 		config.OptMaxUnresolvedGlobal: "100000", config.OptMaxUnresolvedPerCatalog: "100000", config.OptMaxUnresolvedPerTable: "100000",
 		config.OptDispatchIntervalSecond: "1", config.OptExecuteDeadlineSecond: strconv.Itoa(deadlineSecond),
 	}
-	err := w.call(l, 20*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-		root := "s3://lake/root"
-		if _, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}); err != nil {
+	// Each write is retried while the cluster settles its first leader
+	// (NOT_LEADER, UNAVAILABLE, an unknown outcome, a transport error); a
+	// repeated one is harmless or answers "already exists".
+	root := "s3://lake/root"
+	writes := []func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error{
+		func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+			_, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root})
 			return err
-		}
-		for _, b := range w.backends {
-			if _, err := c.AddBackend(ctx, b.addr); err != nil {
-				return err
+		},
+	}
+	for _, b := range w.backends {
+		writes = append(writes, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+			_, err := c.AddBackend(ctx, b.addr)
+			return err
+		})
+	}
+	for k, v := range opts {
+		writes = append(writes, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+			_, err := c.SetOption(ctx, k, v)
+			return err
+		})
+	}
+	for _, write := range writes {
+		var err error
+		for attempt := 0; attempt < 50; attempt++ {
+			if l = w.awaitLeader(10 * time.Second); l < 0 {
+				continue
 			}
-		}
-		for k, v := range opts {
-			if _, err := c.SetOption(ctx, k, v); err != nil {
-				return err
+			err = w.call(l, 10*time.Second, write)
+			var ae *adminapi.TAdminError
+			if err == nil || (errors.As(err, &ae) && ae.GetCode() == adminapi.TErrorCode_ALREADY_EXISTS && attempt > 0) {
+				err = nil
+				break
 			}
+			if errors.As(err, &ae) && ae.GetCode() != adminapi.TErrorCode_NOT_LEADER && ae.GetCode() != adminapi.TErrorCode_UNAVAILABLE &&
+				ae.GetCode() != adminapi.TErrorCode_OUTCOME_UNKNOWN {
+				break // a definitive refusal
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("setup: %v", err)
+		if err != nil {
+			t.Fatalf("setup: %v", err)
+		}
 	}
 	if !await(20*time.Second, func() bool { return w.allBackendsAlive() }) {
 		t.Fatal("the leader never heard every backend")
