@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/backend"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
@@ -391,4 +392,89 @@ func TestEndToEndWorkerKilledWithoutResult(t *testing.T) {
 		t.Fatalf("the cause did not reach the journal: message %q proof %s", rec.TerminationMessage, rec.TerminationProof)
 	}
 	t.Logf("termination message: %s", rec.TerminationMessage)
+}
+
+// Disaster recovery (DESIGN.md §13.1): a snapshot of cluster A, whose term
+// has climbed, is restored into fresh masters B, whose terms start low. The
+// backend that served A keeps running. B has its own cluster id, so the
+// backend fences B's terms from scratch once A has gone quiet, and builds
+// run; before cluster ids, it refused every B dispatch (STALE_LEADER_TERM)
+// while its heartbeats looked alive.
+func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
+	builder := builderDir(t)
+	lake := t.TempDir()
+	if out, err := exec.Command("node", filepath.Join(builder, "make-dataset.js"), filepath.Join(lake, "db"), "items",
+		"--rows", "2000", "--dim", "16").CombinedOutput(); err != nil {
+		t.Fatalf("make-dataset: %v\n%s", err, out)
+	}
+	fast := func(int) Options { return Options{HeartbeatInterval: 100 * time.Millisecond} }
+	a := newCluster3With(t, nil, fast)
+	addr := startAgentWith(t, a, builder, func(c *backend.Config) { c.ClusterRebindAfter = time.Second })
+	call := func(c *cluster3, fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.client(c.leader()).Call(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(c *cluster3, name string) int64 {
+		var id int64
+		call(c, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+			resp, err := cl.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items",
+				IndexName: name, Column: "id", IndexType: "BTREE"})
+			id = resp.GetJobID()
+			return err
+		})
+		return id
+	}
+	committed := func(c *cluster3, id int64) {
+		t.Helper()
+		eventually(t, 60*time.Second, fmt.Sprintf("job %d to commit", id), func() bool {
+			r, ok := c.masters[c.leader()].FSM().State().Job(id)
+			return ok && r.MutationState == job.Committed
+		})
+	}
+	call(a, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &lake}); err != nil {
+			return err
+		}
+		if _, err := cl.AddBackend(ctx, addr); err != nil {
+			return err
+		}
+		_, err := cl.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		return err
+	})
+	// A's terms climb well above what fresh masters start with.
+	for i := 0; i < 4; i++ {
+		l := a.leader()
+		to := a.nodes[(l+1)%3].NodeID
+		call(a, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+			_, err := cl.TransferLeader(ctx, to)
+			return err
+		})
+		eventually(t, 15*time.Second, "the transfer", func() bool { return a.leader() != l })
+	}
+	committed(a, create(a, "before"))
+	file := saveSnapshot(t, a.client(a.leader()))
+	aTerm := a.masters[a.leader()].Node().LeaderTerm()
+	aID := a.masters[a.leader()].FSM().State().ClusterID()
+	for i := range a.masters {
+		a.kill(i)
+	}
+
+	b := newCluster3With(t, nil, fast)
+	bl := b.leader()
+	if _, err := restoreSnapshot(t, b.client(bl), file); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	bID := b.masters[b.leader()].FSM().State().ClusterID()
+	if bTerm := b.masters[b.leader()].Node().LeaderTerm(); bTerm >= aTerm || bID == aID || bID == "" {
+		t.Fatalf("the test needs B's term (%d) below A's (%d) and B's own cluster id (%q vs %q)", bTerm, aTerm, bID, aID)
+	}
+	call(b, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+		_, err := cl.SetOption(ctx, config.OptDispatcherPaused, "false") // the restore left it paused
+		return err
+	})
+	committed(b, create(b, "after"))
 }

@@ -43,6 +43,12 @@ func builderDir(t *testing.T) string {
 // the real Node builder in isolated one-shot workers.
 func startAgent(t *testing.T, c *cluster3, builder string) string {
 	t.Helper()
+	return startAgentWith(t, c, builder, nil)
+}
+
+// startAgentWith is startAgent with the agent's config tweaked.
+func startAgentWith(t *testing.T, c *cluster3, builder string, tweak func(*backend.Config)) string {
+	t.Helper()
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range backend.DefaultWorkerEnv(os.Getenv("PATH")) {
 		if k != "PATH" {
@@ -54,9 +60,13 @@ func startAgent(t *testing.T, c *cluster3, builder string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := backend.New(backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: rpcAddresses(c.nodes[0].Peers),
+	cfg := backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: rpcAddresses(c.nodes[0].Peers),
 		Concurrency: 2, QueueSize: 16, Isolation: "best-effort",
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}, sup)
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	a, err := backend.New(cfg, sup)
 	if err != nil {
 		t.Fatal(err)
 	}
