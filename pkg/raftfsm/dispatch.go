@@ -78,6 +78,10 @@ func markRunning(t *tx, m *journal.TMarkRunning) (*journal.TItemResult_, error) 
 		n.PossibleLiveOwned = true
 		n.TerminationProof = job.ProofNone
 		n.DispatchRevision = r.Rev + 1
+		// What an earlier dispatch of this job announced belongs to that
+		// dispatch (an M2″ return); the attempt count and the last refusal
+		// stay for the operator.
+		n.IndexUUID, n.BuildPhase, n.ResolveAfterMs = "", "", 0
 	})
 	if err != nil {
 		return nil, err

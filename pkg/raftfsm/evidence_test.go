@@ -30,7 +30,12 @@ func TestReturnToPending(t *testing.T) {
 	if h.st().HeldSlots(be) != 1 {
 		t.Fatalf("M1 did not take the slot")
 	}
-	wantItem(t, h.complete(returnCmd(first, "refused: SHUTTING_DOWN")), journal.TApplyCode_OK)
+	// (A dispatch refused after its worker announced something cannot
+	// happen; the FSM still keeps announcements with their dispatch.)
+	wantItem(t, h.report(&journal.TReportItem{Progress: &journal.TProgress{JobID: id, DispatchRevision: first.DispatchRevision,
+		InvocationID: first.InvocationID, ProcessEpoch: first.ProcessEpoch, IndexUUID: thrift.StringPtr("u-0"),
+		Phase: thrift.StringPtr("building")}}), journal.TApplyCode_OK)
+	wantItem(t, h.complete(returnCmd(h.job(id), "refused: SHUTTING_DOWN")), journal.TApplyCode_OK)
 	got := h.job(id)
 	switch {
 	case got.MutationState != job.Pending:
@@ -56,7 +61,8 @@ func TestReturnToPending(t *testing.T) {
 	if second.InvocationID == first.InvocationID || second.DispatchRevision == first.DispatchRevision {
 		t.Fatalf("the second dispatch reuses the first identity")
 	}
-	if !second.PossibleLiveOwned || second.TerminationProof != job.ProofNone || second.DispatchAttempts != 1 {
+	if !second.PossibleLiveOwned || second.TerminationProof != job.ProofNone || second.DispatchAttempts != 1 ||
+		second.IndexUUID != "" || second.BuildPhase != "" {
 		t.Fatalf("second dispatch: %+v", second)
 	}
 	// Without return_to_pending it is M2' as before: NOT_COMMITTED.
