@@ -52,7 +52,7 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  name=$${t%%:*}; pkg=$${t#*:}; \
 	  echo "==> $$name ($$pkg) for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  scripts/fuzz-one.sh $(GO) $$name $$pkg $(FUZZTIME); \
 	done
 
 # Fails listing the files gofmt would change; `make fmt` fixes them.

@@ -78,6 +78,7 @@ func TestFaultSchedules(t *testing.T) {
 			n, el.Round(time.Second), float64(n)/el.Minutes(), max(1, *flagParallel), failed, *flagSeed0, next-1)
 		t.Log(summary)
 		fmt.Println(summary)
+		fmt.Println(crashFigureTotals())
 	default:
 		for i := 0; i < *flagCount; i++ {
 			runSeed(t, *flagSeed0+int64(i))
@@ -105,8 +106,9 @@ func runSeed(t *testing.T, seed int64) bool {
 			e.heal()
 			e.converge()
 			vs := e.check()
+			crash := e.addCrashFigures()
 			if len(vs) == 0 {
-				t.Logf("seed %d: %d steps, %s, %v", seed, len(steps), e.summary(), time.Since(start).Round(time.Millisecond))
+				t.Logf("seed %d: %d steps, %s, %s, %v", seed, len(steps), e.summary(), crash, time.Since(start).Round(time.Millisecond))
 				return
 			}
 			var b strings.Builder
