@@ -17,6 +17,11 @@ const (
 	maxResolvesPerRound = 16
 	// maxResolveScan bounds the RESOLVING jobs one round looks at.
 	maxResolveScan = 4096
+	// minResolveTries is how many resolve calls this term must have made
+	// for a job before its time can give it up: time alone (a clock jump,
+	// a long outage of every master, no backend able to read) is not an
+	// attempt, and a job whose dataset nobody tried to read is not ended.
+	minResolveTries = 3
 )
 
 // Messages of the resolve step's completions.
@@ -44,8 +49,9 @@ const (
 //     job waits and is retried next round, on the next backend in turn.
 //
 // A job still RESOLVING lance_index_job_execute_deadline_second after its
-// resolve_after_ms is given up: M2 NO_TRUSTED_RESULT ("no backend could
-// read the dataset") → UNKNOWN. Local datasets need the local-file
+// resolve_after_ms, and after at least minResolveTries calls of this term
+// that proved nothing, is given up: M2 NO_TRUSTED_RESULT ("no backend could
+// read the dataset") → UNKNOWN. With no backend to ask it keeps waiting. Local datasets need the local-file
 // assertion and exactly one registered backend, like a dispatch. At most
 // maxResolvesPerRound calls start per round, at most SendConcurrency calls
 // are in flight per backend, and each is bounded by ResolveTimeout.
@@ -67,7 +73,7 @@ func (r *round) resolveStep() error {
 		if rec.MutationState != job.Resolving || r.work.busy(rec.JobID) || nowMs < rec.ResolveAfterMs {
 			continue
 		}
-		if nowMs-rec.ResolveAfterMs > giveUpMs {
+		if nowMs-rec.ResolveAfterMs > giveUpMs && r.work.resolveTriesOf(rec.JobID) >= minResolveTries {
 			r.d.log.Warn("no backend could read the dataset of a RESOLVING job in time; UNKNOWN",
 				zap.Int64("job_id", rec.JobID), zap.Int64("resolve_after_ms", rec.ResolveAfterMs))
 			giveUps = append(giveUps, recordIdentity(rec).completion(job.NoTrustedResult, msgNoBackendRead, false))

@@ -141,6 +141,26 @@ func TestResolveWaitsThenGivesUp(t *testing.T) {
 	}
 }
 
+// Time alone gives nothing up: a job already past its give-up time when it
+// is first seen (a clock jump, a long outage of the masters) is read from
+// the dataset first; only failed tries and the time together end it UNKNOWN.
+func TestResolveTriesBeforeGivingUp(t *testing.T) {
+	e, r := resolveEnv(t)
+	e.clock.Advance(2 * time.Duration(config.ResolveOptions(nil).ExecuteDeadlineSecond) * time.Second)
+	e.heartbeat()
+	e.be.setResolve(func(context.Context, string, *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
+		out := wire.TLanceResolveOutcome_NOT_COMMITTED
+		ev := "none lists it"
+		return &wire.TResolveJobResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, Outcome: &out, Evidence: &ev}, nil
+	})
+	e.round()
+	e.d.Wait()
+	got := e.wantState(r.JobID, job.NotCommitted)
+	if got.Result.Reason != job.ReasonResolvedFromDataset {
+		t.Fatalf("result %s %s %q", got.Result.Code, got.Result.Reason, got.Result.Message)
+	}
+}
+
 // A job is not read before its resolve_after_ms; a local dataset needs the
 // local-file assertion and one registered backend.
 func TestResolveWaitsForGraceAndLocalGate(t *testing.T) {
@@ -285,5 +305,29 @@ func TestResolveRotatesBackends(t *testing.T) {
 	if len(calls) != 2 || calls[0].addr == calls[1].addr {
 		t.Fatalf("resolve calls %v: a retry goes to the next backend", calls)
 	}
+	e.wantState(id, job.Resolving)
+}
+
+// A deadline passing while the job's backend runs a new process that has
+// not delivered its outbox yet proves nothing: that outbox may hold the
+// result (a fault schedule saw NATIVE_OK held there while the job turned
+// UNKNOWN). The job waits; once the outbox is delivered the epoch path
+// decides it.
+func TestDeadlineWaitsForTheNewProcessOutbox(t *testing.T) {
+	e := newEnv(t)
+	b1 := e.addBackend("b1:9060", 1)
+	id := e.admit(1)[0]
+	e.markRunning(id, b1, 1, e.nowMs()+1000, 3)
+	e.be.setEpoch("b1:9060", 2)
+	e.be.setHeartbeat("b1:9060", func(r *wire.THeartbeatResponse) { r.OutboxDelivered = boolPtr(false) })
+	e.clock.Advance(time.Hour)
+	e.heartbeat()
+	e.round()
+	e.d.Wait()
+	e.wantState(id, job.Running)
+	e.be.setHeartbeat("b1:9060", func(r *wire.THeartbeatResponse) { r.OutboxDelivered = boolPtr(true) })
+	e.heartbeat()
+	e.round()
+	e.d.Wait()
 	e.wantState(id, job.Resolving)
 }

@@ -18,6 +18,11 @@ import (
 // fence and quota stay held: a deadline proves nothing about the worker.
 // RESOLVING jobs are not its business (the resolve step gives them up), and
 // a job whose send or query is still in flight waits for the next round.
+// Nor is a job whose backend answers this term with a higher process epoch:
+// its worker is provably gone, and the new process's outbox may still hold
+// its result; the epoch path (step 2) decides it once that outbox is
+// delivered (a report, or RESOLVING and the dataset). A deadline passing
+// meanwhile proves nothing.
 //
 // Each query group (one backend, one epoch) runs on its own goroutine of
 // the term, so a hung backend holds neither the others nor the round
@@ -30,9 +35,13 @@ func (r *round) deadlineSweep() error {
 	nowMs := r.d.d.Clock.Now().UnixMilli()
 	var expired []*job.Record
 	for _, rec := range st.RunningByDeadline(nowMs, maxSweepJobs) {
-		if rec.MutationState == job.Running && !r.work.busy(rec.JobID) {
-			expired = append(expired, rec)
+		if rec.MutationState != job.Running || r.work.busy(rec.JobID) {
+			continue
 		}
+		if b, heard := r.d.d.Pool.heardInTerm(rec.BackendID, r.term); heard && b.Epoch > rec.ProcessEpoch {
+			continue
+		}
+		expired = append(expired, rec)
 	}
 	if len(expired) == 0 {
 		return nil

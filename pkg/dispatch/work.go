@@ -274,6 +274,13 @@ func (w *termWork) warnLowerEpoch(backendID, epoch int64) bool {
 
 // nextResolveTry counts the resolve attempts of a job this term (to rotate
 // among backends).
+// resolveTriesOf is how many resolve calls this term started for a job.
+func (w *termWork) resolveTriesOf(jobID int64) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resolveTries[jobID]
+}
+
 func (w *termWork) nextResolveTry(jobID int64) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
