@@ -47,6 +47,19 @@ func TestBackendMetricsAndHealth(t *testing.T) {
 			t.Fatalf("readyz?verbose: %d, want %q in\n%s", code, want, body)
 		}
 	}
+	// Every counter series exists before its first event.
+	_, f0 := h.scrape()
+	for _, c := range []struct{ name, label, value string }{
+		{"lancemaster_backend_dispatches_total", "status", "OK"},
+		{"lancemaster_backend_dispatches_total", "status", "SHUTTING_DOWN"},
+		{"lancemaster_backend_dispatches_total", "status", "OTHER_CLUSTER"},
+		{"lancemaster_backend_results_total", "result", "trusted"},
+		{"lancemaster_backend_results_total", "result", "none"},
+	} {
+		if v, ok := f0.Value(c.name, c.label, c.value); !ok || v != 0 {
+			t.Errorf("%s{%s=%q} before any event: %v %v, want 0", c.name, c.label, c.value, v, ok)
+		}
+	}
 	if h.gauge("lancemaster_backend_heartbeaten") != 0 || h.gauge("lancemaster_backend_concurrency") != 1 ||
 		h.gauge("lancemaster_backend_queue_capacity") != 2 || h.gauge("lancemaster_backend_isolation_verified") != 1 {
 		t.Fatal("implausible static gauges")

@@ -34,6 +34,13 @@ const (
 	reportExpired   = "expired"   // dropped past its deadline + outbox grace
 )
 
+// submitStatuses are the answers submit_lance_index_job gives (service.go).
+var submitStatuses = []wire.TStatusCode{
+	wire.TStatusCode_OK, wire.TStatusCode_NOT_READY, wire.TStatusCode_STALE_EPOCH, wire.TStatusCode_STALE_LEADER_TERM,
+	wire.TStatusCode_OTHER_CLUSTER, wire.TStatusCode_INVALID_ARGUMENT, wire.TStatusCode_QUEUE_FULL,
+	wire.TStatusCode_SHUTTING_DOWN,
+}
+
 func newAgentMetrics(a *Agent) *agentMetrics {
 	m := &agentMetrics{
 		reg: metrics.NewRegistry(),
@@ -77,6 +84,14 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 	}
 	for _, p := range []string{"CHILD_REAPED", "NEVER_LAUNCHED", "NONE"} {
 		m.proofs.WithLabelValues(p)
+	}
+	// Every series present from the start, as on the masters: a rate or an
+	// alert over a counter that appears only at its first event misses it.
+	for _, st := range submitStatuses {
+		m.dispatches.WithLabelValues(st.String())
+	}
+	for _, r := range []string{"trusted", "none"} {
+		m.results.WithLabelValues(r)
 	}
 	m.reg.MustRegister(m.dispatches, m.proofs, m.results, m.oomKills, m.peakMemory, m.duration, m.reports, m.retries,
 		&agentCollector{a: a})
