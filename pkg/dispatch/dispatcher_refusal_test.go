@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
@@ -68,6 +69,23 @@ func TestRefusingBackendBesideAHealthyOne(t *testing.T) {
 // A job refused on every attempt ends NOT_COMMITTED after
 // lance_index_job_max_dispatch_attempts dispatches, each with a fresh
 // identity; the refusing backend is only tried again after a heartbeat.
+// A status outside the enum is journaled as the backend sent it.
+func TestRefusalWithAnUnknownStatusKeepsItsValue(t *testing.T) {
+	e := newEnv(t)
+	e.addBackend("b1:9060", 1)
+	id := e.admit(1)[0]
+	e.be.setSubmit(func(string, *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+		return &wire.TStatus{StatusCode: wire.TStatusCode(999)}, nil
+	})
+	e.heartbeat()
+	e.round()
+	e.d.Wait()
+	r := e.wantState(id, job.Pending)
+	if !strings.Contains(r.TerminationMessage, "status 999") || strings.Contains(r.TerminationMessage, "UNSET") {
+		t.Fatalf("refusal journaled as %q", r.TerminationMessage)
+	}
+}
+
 func TestRefusalsExhaustAttempts(t *testing.T) {
 	obs := &countingObserver{outcomes: map[Outcome]int{}}
 	e := newEnv(t, func(d *Deps) { d.Observer = obs })

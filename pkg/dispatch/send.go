@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -140,7 +141,7 @@ func classifySend(st *wire.TStatus, err error) (sendOutcome, string) {
 	case st == nil:
 		return sendAmbiguous, "dispatch send returned no status; no trusted result"
 	case st.StatusCode != wire.TStatusCode_OK:
-		return sendNeverEnqueued, "dispatch refused by the backend with status " + st.StatusCode.String() + "; never enqueued"
+		return sendNeverEnqueued, "dispatch refused by the backend with status " + statusName(st.StatusCode) + "; never enqueued"
 	}
 	return sendEnqueued, ""
 }
@@ -239,4 +240,14 @@ func (d *Dispatcher) checkBatch(resp *journal.TApplyResponse, err error, what st
 		}
 	}
 	return nil
+}
+
+// statusName is a status code's name, or its raw value when it is outside
+// the enum this master knows (a newer backend's, or a broken one's): the
+// journal keeps what the backend said, never "<UNSET>".
+func statusName(c wire.TStatusCode) string {
+	if _, err := wire.TStatusCodeFromString(c.String()); err == nil {
+		return c.String()
+	}
+	return strconv.FormatInt(int64(c), 10) + " (not a status this master knows)"
 }
