@@ -119,6 +119,9 @@ type Config struct {
 	SnapshotRetain    int
 	ApplyTimeout      time.Duration
 	// Logger receives the node's and raft's logs; nil means zap.NewNop().
+	// It should already name the node (a master's root logger carries
+	// node_id): the cluster adds no identifying field of its own, so that
+	// no log line carries a key twice.
 	Logger *zap.Logger
 	// RaftTLS, when set, runs the Raft transport over mutual TLS
 	// (tlsstream.go); nil keeps it plain TCP.

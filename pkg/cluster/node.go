@@ -76,7 +76,7 @@ func New(cfg Config, fsm raft.FSM, fwd Forwarder) (*Node, error) {
 	cfg.Peers = append([]Peer(nil), cfg.Peers...)
 	n := &Node{
 		cfg:      cfg,
-		log:      cfg.Logger.With(zap.String("node_id", cfg.NodeID)),
+		log:      cfg.Logger, // the caller names the node (a master's root logger carries node_id)
 		fsm:      fsm,
 		fwd:      fwd,
 		rpcAddrs: make(map[string]string, len(cfg.Peers)),

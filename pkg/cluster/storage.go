@@ -121,8 +121,7 @@ func bootstrapIfNew(conf *raft.Config, cfg Config, st *storage, log *zap.Logger)
 		// Raft without a configuration stays a follower that never
 		// campaigns; the leader's AppendEntries after add-voter bring it
 		// the cluster's configuration and log.
-		log.Info("joining: this master waits to be added by the leader (operator raft add-voter)",
-			zap.String("node_id", cfg.NodeID))
+		log.Info("joining: this master waits to be added by the leader (operator raft add-voter)")
 		return false, nil
 	}
 	servers := make([]raft.Server, 0, len(cfg.Peers))
