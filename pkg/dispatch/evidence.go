@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -14,22 +12,8 @@ import (
 // The checks a backend's text must pass before the leader journals it.
 // Reconcile applies a backend's stored result as if it had been reported
 // (DESIGN.md §13.5: "reconcile applies the same checks as the report
-// path"), so these are pkg/report's rules (authenticate, parseResult),
-// written once more here because that package exports none of them; keep
-// the two in step.
-
-// secretMatches compares an echoed invocation secret with the journaled
-// one in constant time. Both are hashed first, so that neither the
-// comparison's time nor an early exit on a length mismatch says anything
-// about the journaled secret. A missing secret, or a record without one,
-// authenticates nothing.
-func secretMatches(given *string, recorded string) bool {
-	if given == nil || recorded == "" {
-		return false
-	}
-	a, b := sha256.Sum256([]byte(*given)), sha256.Sum256([]byte(recorded))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
-}
+// path"): the secret, the codes and the uuid shape are pkg/job's shared
+// rules (SecretMatches, IsWire, CanonicalUUID), as pkg/report uses them.
 
 // checkStoredResult returns why a stored result may not be applied to rec,
 // or "": it must name rec's dispatch identity, echo its invocation secret,
@@ -42,17 +26,13 @@ func checkStoredResult(rec *job.Record, rep *wire.TLanceIndexJobReport) string {
 	case rep.JobID != rec.JobID || rep.InvocationID != rec.InvocationID ||
 		rep.DispatchRevision != rec.DispatchRevision || rep.BeProcessEpoch != rec.ProcessEpoch:
 		return "it names another dispatch"
-	case !secretMatches(rep.InvocationSecret, rec.InvocationSecret):
+	case !job.SecretMatches(rep.InvocationSecret, rec.InvocationSecret):
 		return "its invocation secret is missing or wrong"
 	case rep.ResultCode == nil || !job.ResultCode(*rep.ResultCode).IsWire():
 		return "it has no result code a backend may send"
 	}
-	if rep.CompletionReason != nil {
-		switch *rep.CompletionReason {
-		case wire.TLanceIndexCompletionReason_NONE, wire.TLanceIndexCompletionReason_IF_CONDITION_NOOP:
-		default:
-			return fmt.Sprintf("its completion reason %d is not one a backend may send", int64(*rep.CompletionReason))
-		}
+	if rep.CompletionReason != nil && !job.CompletionReason(*rep.CompletionReason).IsWire() {
+		return fmt.Sprintf("its completion reason %d is not one a backend may send", int64(*rep.CompletionReason))
 	}
 	if why := checkMessage(rep.GetSanitizedMessage()); why != "" {
 		return "its sanitized message " + why

@@ -228,7 +228,9 @@ func finishedWithoutResult(p *journal.TProof, rec *job.Record, st *wire.TInvocat
 	}
 	after := resolveAfterMs(rec, a.opts, a.nowMs)
 	p.FinishedWithoutResult_, p.Message, p.ResolveAfterMs = &t, &msg, &after
-	if u := st.GetIndexUUID(); u != "" && rec.IndexUUID == "" && checkMessage(u) == "" {
+	// A uuid not of the canonical shape is dropped (the FSM would refuse
+	// the whole item for an oversized one), the proof still goes in.
+	if u, ok := job.CanonicalUUID(st.GetIndexUUID()); ok && rec.IndexUUID == "" {
 		p.IndexUUID = &u
 	}
 }
@@ -273,7 +275,7 @@ func (d *Dispatcher) reconciledResult(rec *job.Record, rep *wire.TLanceIndexJobR
 		zap.Stringer("result_code", job.ResultCode(code)))
 	c := &journal.TCompletion{JobID: rep.JobID, DispatchRevision: rep.DispatchRevision,
 		InvocationID: rep.InvocationID, ProcessEpoch: rep.BeProcessEpoch, Result_: res}
-	if u := rep.GetIndexUUID(); u != "" && job.ResultCode(code) == job.NativeOK && checkMessage(u) == "" {
+	if u, ok := job.CanonicalUUID(rep.GetIndexUUID()); ok && job.ResultCode(code) == job.NativeOK {
 		c.IndexUUID = &u
 	}
 	return c

@@ -180,7 +180,7 @@ func (r *round) resolveOnce(rec *job.Record, backendID int64, addr string, req *
 		}
 		c = ident.completion(job.NativeOK, evidence, false)
 		setReason(c, job.ReasonResolvedFromDataset)
-		if u := resp.GetIndexUUID(); u != "" && checkMessage(u) == "" {
+		if u, ok := job.CanonicalUUID(resp.GetIndexUUID()); ok {
 			c.IndexUUID = &u
 		}
 	case wire.TLanceResolveOutcome_NOT_COMMITTED:

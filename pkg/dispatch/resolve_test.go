@@ -71,13 +71,13 @@ func TestResolveOutcomes(t *testing.T) {
 		t.Run(tc.outcome.String(), func(t *testing.T) {
 			e, r := resolveEnv(t)
 			evidence := strings.TrimPrefix(tc.msg, msgNoDatasetProof)
-			e.be.setResolve(resolveAnswer(tc.outcome, evidence, "u-1"))
+			e.be.setResolve(resolveAnswer(tc.outcome, evidence, "11111111-1111-4111-8111-111111111111"))
 			e.round()
 			got := e.wantState(r.JobID, tc.state)
 			if got.Result.Code != tc.code || got.Result.Reason != tc.reason || got.Result.Message != tc.msg || got.RefreshState != tc.refresh {
 				t.Fatalf("result %s %s %q refresh %s", got.Result.Code, got.Result.Reason, got.Result.Message, got.RefreshState)
 			}
-			if tc.state == job.Committed && got.IndexUUID != "u-1" {
+			if tc.state == job.Committed && got.IndexUUID != "11111111-1111-4111-8111-111111111111" {
 				t.Fatalf("index uuid %q", got.IndexUUID)
 			}
 			calls := e.be.resolved()
@@ -214,7 +214,7 @@ func TestEpochGoneOutboxDeliveredResolves(t *testing.T) {
 	ids := e.admit(2)
 	e.markRunning(ids[0], b1, 1, e.nowMs()+3_600_000, 3)
 	e.markRunning(ids[1], b1, 1, e.nowMs()+3_600_000, 3)
-	e.be.setResolve(resolveAnswer(wire.TLanceResolveOutcome_COMMITTED, "v8 lists it with uuid u-9", "u-9"))
+	e.be.setResolve(resolveAnswer(wire.TLanceResolveOutcome_COMMITTED, "v8 lists it with uuid u-9", "99999999-9999-4999-8999-999999999999"))
 
 	// A new process that has not delivered its outbox yet: only the slot.
 	e.be.setEpoch("b1:9060", 2)
@@ -242,7 +242,7 @@ func TestEpochGoneOutboxDeliveredResolves(t *testing.T) {
 	e.heartbeat() // still alive
 	e.round()
 	for _, id := range ids {
-		if r := e.wantState(id, job.Committed); r.Result.Reason != job.ReasonResolvedFromDataset || r.IndexUUID != "u-9" {
+		if r := e.wantState(id, job.Committed); r.Result.Reason != job.ReasonResolvedFromDataset || r.IndexUUID != "99999999-9999-4999-8999-999999999999" {
 			t.Fatalf("job %d: reason %s uuid %q", id, r.Result.Reason, r.IndexUUID)
 		}
 	}
@@ -275,13 +275,13 @@ func TestReconcileNoResultResolves(t *testing.T) {
 	reaped := wire.TLanceIndexTerminationProof_CHILD_REAPED
 	e.be.setQuery(queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: {InvocationID: r.InvocationID,
 		State: wire.TLanceInvocationState_FINISHED, NoResult_: boolPtr(true), TerminationProof: &reaped,
-		SanitizedMessage: strPtr("killed by the memory limit"), IndexUUID: strPtr("u-3")}}))
+		SanitizedMessage: strPtr("killed by the memory limit"), IndexUUID: strPtr("33333333-3333-4333-8333-333333333333")}}))
 	if err := e.d.ReconcileRunning(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	got := e.wantState(r.JobID, job.Resolving)
 	if got.HoldsPossibleLiveSlot() || got.TerminationProof != job.ProofChildReaped ||
-		!strings.Contains(got.TerminationMessage, "killed by the memory limit") || got.IndexUUID != "u-3" {
+		!strings.Contains(got.TerminationMessage, "killed by the memory limit") || got.IndexUUID != "33333333-3333-4333-8333-333333333333" {
 		t.Fatalf("slot %v proof %s message %q uuid %q", got.HoldsPossibleLiveSlot(), got.TerminationProof, got.TerminationMessage, got.IndexUUID)
 	}
 }
@@ -330,4 +330,21 @@ func TestDeadlineWaitsForTheNewProcessOutbox(t *testing.T) {
 	e.round()
 	e.d.Wait()
 	e.wantState(id, job.Resolving)
+}
+
+// A uuid of another shape is dropped, as on the report path; the proof and
+// the move to RESOLVING still go in (the FSM refuses a whole item whose
+// uuid is oversized).
+func TestReconcileDropsAMalformedUUID(t *testing.T) {
+	e, r := reconcileEnv(t)
+	reaped := wire.TLanceIndexTerminationProof_CHILD_REAPED
+	e.be.setQuery(queryAnswer(map[string]*wire.TInvocationStatus{r.InvocationID: {InvocationID: r.InvocationID,
+		State: wire.TLanceInvocationState_FINISHED, NoResult_: boolPtr(true), TerminationProof: &reaped,
+		IndexUUID: strPtr(strings.Repeat("u", 100))}}))
+	if err := e.d.ReconcileRunning(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wantState(r.JobID, job.Resolving); got.IndexUUID != "" {
+		t.Fatalf("uuid %q journaled", got.IndexUUID)
+	}
 }

@@ -29,7 +29,7 @@ func (h *Handler) authenticate(ctx context.Context, id identity, secret *string)
 		return nil, h.refuse(ctx, id.jobID, ReasonUnknownJob,
 			status(wire.TStatusCode_STALE_REPORT, id.jobID, "no such job (never admitted, or already collected)"))
 	}
-	if !secretMatches(secret, rec.InvocationSecret) {
+	if !job.SecretMatches(secret, rec.InvocationSecret) {
 		return nil, h.refuse(ctx, id.jobID, ReasonUnauthenticated,
 			status(wire.TStatusCode_UNAUTHENTICATED, id.jobID, "the report does not carry this dispatch's invocation secret"))
 	}

@@ -1,8 +1,6 @@
 package report
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"unicode/utf8"
 
@@ -20,19 +18,6 @@ type identity struct {
 	dispatchRevision int64
 	invocationID     string
 	epoch            int64
-}
-
-// secretMatches compares the echoed secret with the journaled one in
-// constant time. Both are hashed first so that neither the comparison's
-// time nor its early exit on a length mismatch says anything about the
-// journaled secret's length. A record without a secret authenticates
-// nothing.
-func secretMatches(given *string, recorded string) bool {
-	if given == nil || recorded == "" {
-		return false
-	}
-	a, b := sha256.Sum256([]byte(*given)), sha256.Sum256([]byte(recorded))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // wireProof maps the proofs a backend may send; NONE and anything else is
@@ -73,13 +58,9 @@ func parseResult(r *wire.TLanceIndexJobReport) (parsedResult, Reason, string) {
 	if !code.IsWire() {
 		return parsedResult{}, ReasonMalformedCode, fmt.Sprintf("result code %d is not one a backend may send", int64(code))
 	}
-	if r.IsSetCompletionReason() {
-		switch r.GetCompletionReason() {
-		case wire.TLanceIndexCompletionReason_NONE, wire.TLanceIndexCompletionReason_IF_CONDITION_NOOP:
-		default:
-			return parsedResult{}, ReasonInvalidField,
-				fmt.Sprintf("completion reason %d is unknown", int64(r.GetCompletionReason()))
-		}
+	if r.IsSetCompletionReason() && !job.CompletionReason(r.GetCompletionReason()).IsWire() {
+		return parsedResult{}, ReasonInvalidField,
+			fmt.Sprintf("completion reason %d is unknown", int64(r.GetCompletionReason()))
 	}
 	msg, reason, why := parseMessage(r.GetSanitizedMessage())
 	if why != "" {
@@ -109,25 +90,7 @@ func indexUUID(p *string) (string, bool) {
 	if p == nil || *p == "" {
 		return "", true
 	}
-	s := *p
-	if len(s) != 36 {
-		return "", false
-	}
-	b := []byte(s)
-	for i, c := range b {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return "", false
-			}
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
-		case c >= 'A' && c <= 'F':
-			b[i] = c + ('a' - 'A')
-		default:
-			return "", false
-		}
-	}
-	return string(b), true
+	return job.CanonicalUUID(*p)
 }
 
 // maxPhaseBytes bounds a worker's announced build phase.

@@ -2,12 +2,12 @@ package frame
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
 // LanceLogEnv is the LANCEDB_LOG value the supervisor sets in every build
@@ -33,17 +33,15 @@ const ProgressPrefix = "lancemaster-progress "
 // MaxPhaseBytes bounds a phase (TProgress.phase).
 const MaxPhaseBytes = 64
 
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
 // IsUUID reports whether s is a lowercase canonical uuid, the form Lance
 // writes index uuids in.
-func IsUUID(s string) bool { return uuidRE.MatchString(s) }
+func IsUUID(s string) bool {
+	u, ok := job.CanonicalUUID(s)
+	return ok && u == s
+}
 
 // announcedUUID is s lowercased if it is a canonical uuid in any case.
-func announcedUUID(s string) (string, bool) {
-	l := strings.ToLower(s)
-	return l, IsUUID(l)
-}
+func announcedUUID(s string) (string, bool) { return job.CanonicalUUID(s) }
 
 // Lance's INFO lines that mark a phase of a vector build (message prefix →
 // phase). Matched only on a line whose log target is lance::index::vector….
