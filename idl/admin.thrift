@@ -64,6 +64,14 @@ struct TDropIndexRequest {
   6: optional string creator,
 }
 
+// OPTIMIZE (§14): compact the dataset and bring every index up to date.
+struct TOptimizeRequest {
+  1: required string catalog,
+  2: required string db,
+  3: required string table,
+  4: optional string creator,
+}
+
 struct TAdmitResponse {
   1: optional i64 job_id,     // unset when noop
   2: required bool noop,      // IF NOT EXISTS / IF EXISTS: nothing to do, no job
@@ -118,6 +126,28 @@ struct TJobView {
   44: optional string termination_message, // why the worker ended, from the backend
   45: optional string build_phase,
   46: optional i64 resolve_after_ms,       // RESOLVING: the outcome is not read from the dataset before this time
+  47: optional string leftover_index_uuid, // not committed: the index directory the build left behind
+  48: optional i64 dispatch_time_ms,
+  49: optional i64 start_time_ms,          // the worker's (backend clock)
+  50: optional i64 finish_time_ms,
+  51: optional i64 wall_ms,
+  52: optional i64 peak_memory_bytes,
+  53: optional string peak_memory_source,
+  54: optional i64 build_elapsed_ms,
+  55: optional i64 progress_time_ms,
+  56: optional list<wire.TOptimizedIndex> optimized_indexes,
+  57: optional i64 result_dataset_version,
+}
+
+// jobs logs: the worker's redacted stderr, from the backend while it has
+// the invocation, else the tail kept in the journal.
+struct TJobLogs {
+  1: required string log,
+  2: required string source,       // backend | journal | none
+  3: optional bool truncated,
+  4: optional string phase,
+  5: optional i64 elapsed_ms,
+  6: optional string note,         // why the backend's copy was not used, if it was not
 }
 
 struct TListJobsRequest {
@@ -158,11 +188,16 @@ struct TCatalog {
   3: optional string provider,         // DIRECTORY
   4: optional string root_uri,
   5: optional string credentials_ref,
-  6: optional string refresh_kind,     // none | webhook
+  6: optional string refresh_kind,     // none | webhook | mysql
   7: optional string refresh_url,
   8: optional i64 create_time_ms,
   9: optional i64 update_time_ms,
   10: optional i32 unresolved_jobs,
+  11: optional string refresh_address,
+  12: optional string refresh_statement,
+  13: optional string refresh_credentials_ref,
+  14: optional i64 optimize_unindexed_rows,
+  15: optional i64 optimize_min_interval_second,
 }
 
 struct TUpdateCatalogRequest {
@@ -171,6 +206,11 @@ struct TUpdateCatalogRequest {
   3: optional string credentials_ref,
   4: optional string refresh_kind,
   5: optional string refresh_url,
+  6: optional string refresh_address,
+  7: optional string refresh_statement,
+  8: optional string refresh_credentials_ref,
+  9: optional i64 optimize_unindexed_rows,
+  10: optional i64 optimize_min_interval_second,
 }
 
 struct TBackend {
@@ -270,6 +310,8 @@ service LanceMasterService {
   // jobs
   TAdmitResponse createIndex(1: TCreateIndexRequest request) throws (1: TAdminError err),
   TAdmitResponse dropIndex(1: TDropIndexRequest request) throws (1: TAdminError err),
+  TAdmitResponse optimizeDataset(1: TOptimizeRequest request) throws (1: TAdminError err),
+  TJobLogs jobLogs(1: i64 job_id, 2: i32 max_bytes) throws (1: TAdminError err),
   TListJobsResponse listJobs(1: TListJobsRequest request) throws (1: TAdminError err),
   TJobView showJob(1: i64 job_id, 2: bool consistent) throws (1: TAdminError err),
   TResolveResponse resolveJob(1: TResolveRequest request) throws (1: TAdminError err),

@@ -10,6 +10,7 @@ enum TMutationType {
   CREATE = 1,
   REPLACE = 2,
   DROP = 3,
+  OPTIMIZE = 4,   // §14: dataset-scoped; its fence is the dataset (index name "__lance_optimize")
 }
 
 // A missing mutation_state reads as UNKNOWN (DESIGN.md §2).
@@ -62,6 +63,29 @@ enum TCompletionReason {
   NONE = 1,
   IF_CONDITION_NOOP = 2,
   RESOLVED_FROM_DATASET = 3,   // §13.4: the outcome was proven from the dataset's retained versions
+}
+
+// What a build cost (the backend's supervisor measured it; backend clock).
+struct TResources {
+  1: optional i64 start_time_ms,
+  2: optional i64 finish_time_ms,
+  3: optional i64 wall_ms,
+  4: optional i64 peak_memory_bytes,
+  5: optional string peak_memory_source,  // cgroup | rusage
+}
+
+struct TIndexCountsRecord {
+  1: optional string index_uuid,
+  2: optional i64 indexed_rows,
+  3: optional i64 unindexed_rows,
+  4: optional i32 segments,
+}
+
+// OPTIMIZE: one index before and after (§14).
+struct TOptimizedIndexRecord {
+  1: required string name,
+  2: optional TIndexCountsRecord before,
+  3: optional TIndexCountsRecord after,
 }
 
 struct TJobResult {
@@ -117,6 +141,14 @@ struct TJobRecord {
   43: optional string termination_message, // why the worker ended, from the backend (§13.3)
   44: optional string build_phase,         // the worker's last announced phase
   45: optional i64 resolve_after_ms,       // RESOLVING: not read from the dataset before (object stores: a PUT may still land)
+  46: optional string leftover_index_uuid, // not committed: the index directory the build left behind
+  47: optional TResources resources,       // the last dispatch's worker
+  48: optional string log_tail,            // the last part of that worker's redacted stderr (<= 4 KiB)
+  49: optional i64 dispatch_time_ms,       // M1 of the current dispatch (master clock)
+  50: optional i64 build_elapsed_ms,       // the worker's elapsed time at its last progress report
+  51: optional i64 progress_time_ms,       // when that report was applied (master clock)
+  52: optional list<TOptimizedIndexRecord> optimized_indexes, // OPTIMIZE's result
+  53: optional i64 result_dataset_version, // NATIVE_OK: the version the builder verified
 }
 
 struct TCatalogRecord {
@@ -125,10 +157,15 @@ struct TCatalogRecord {
   3: optional string provider,
   4: optional string root_uri,
   5: optional string credentials_ref,   // a name under the secrets dir, never the secret
-  6: optional string refresh_kind,      // none | webhook
+  6: optional string refresh_kind,      // none | webhook | mysql
   7: optional string refresh_url,
   8: optional i64 create_time_ms,
   9: optional i64 update_time_ms,
+  10: optional string refresh_address,          // mysql: host:port of a MySQL-protocol endpoint (a Doris FE's query port)
+  11: optional string refresh_statement,        // mysql: the statement template ("" = REFRESH TABLE {catalog}.{db}.{table})
+  12: optional string refresh_credentials_ref,  // mysql: a name under the secrets dir (user, password), never the secret
+  13: optional i64 optimize_unindexed_rows,     // OPTIMIZE policy: admit when an index has more unindexed rows (0 = off)
+  14: optional i64 optimize_min_interval_second, // OPTIMIZE policy: at most one per dataset per interval
 }
 
 struct TBackendRecord {
@@ -185,6 +222,11 @@ struct TCompletion {
   6: optional bool never_enqueued,  // M2': also release the slot with NOT_ENQUEUED
   7: optional bool return_to_pending, // M2'' (with never_enqueued): back to PENDING, attempts + 1 (§13.2)
   8: optional string index_uuid,      // NATIVE_OK: the uuid of the verified index
+  9: optional TResources resources,
+  10: optional string log_tail,
+  11: optional string leftover_index_uuid,
+  12: optional list<TOptimizedIndexRecord> optimized_indexes,
+  13: optional i64 dataset_version,   // NATIVE_OK: the version the builder verified
 }
 
 // M2 / M2', batched.
@@ -204,6 +246,9 @@ struct TProof {
   8: optional string message,               // why the worker ended (<= 1024 B)
   9: optional string index_uuid,            // the uuid the worker announced, if not journaled yet
   10: optional i64 resolve_after_ms,        // RESOLVING: the earliest time to read the dataset
+  11: optional TResources resources,
+  12: optional string log_tail,
+  13: optional bool return_to_pending,      // §14: an OPTIMIZE whose worker is provably dead goes back to PENDING (attempts + 1)
 }
 
 // A worker's announcement (§13.4): the uuid it is building and its phase.
@@ -216,6 +261,7 @@ struct TProgress {
   4: required i64 process_epoch,
   5: optional string index_uuid,
   6: optional string phase,
+  7: optional i64 elapsed_ms,
 }
 
 // P, batched.

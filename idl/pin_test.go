@@ -97,6 +97,10 @@ var pinnedStructs = []pinnedStruct{
 		{"forwarded", 11, "bool", opt},
 		{"index_uuid", 12, "string", opt},
 		{"dataset_version", 13, "i64", opt},
+		{"resources", 14, "TBuildResources", opt},
+		{"log_tail", 15, "string", opt},
+		{"leftover_index_uuid", 16, "string", opt},
+		{"optimized_indexes", 17, "list<TOptimizedIndex>", opt},
 	}},
 	{"TLanceIndexJobTerminationReport", func() thrift.TStruct { return wire.NewTLanceIndexJobTerminationReport() }, []pin{
 		{"job_id", 1, "i64", req},
@@ -109,6 +113,8 @@ var pinnedStructs = []pinnedStruct{
 		{"sanitized_message", 8, "string", opt},
 		{"no_result", 9, "bool", opt},
 		{"index_uuid", 10, "string", opt},
+		{"resources", 11, "TBuildResources", opt},
+		{"log_tail", 12, "string", opt},
 	}},
 
 	// ---- wire.thrift: ours (heartbeat, inspect, query) ----------------------
@@ -183,6 +189,61 @@ var pinnedStructs = []pinnedStruct{
 	}},
 
 	// ---- service arguments and results that cross versions ----------------
+	{"TBuildResources", func() thrift.TStruct { return wire.NewTBuildResources() }, []pin{
+		{"start_time_ms", 1, "i64", opt},
+		{"finish_time_ms", 2, "i64", opt},
+		{"wall_ms", 3, "i64", opt},
+		{"peak_memory_bytes", 4, "i64", opt},
+		{"peak_memory_source", 5, "string", opt},
+	}},
+	{"TIndexCounts", func() thrift.TStruct { return wire.NewTIndexCounts() }, []pin{
+		{"index_uuid", 1, "string", opt},
+		{"indexed_rows", 2, "i64", opt},
+		{"unindexed_rows", 3, "i64", opt},
+		{"segments", 4, "i32", opt},
+	}},
+	{"TOptimizedIndex", func() thrift.TStruct { return wire.NewTOptimizedIndex() }, []pin{
+		{"name", 1, "string", req},
+		{"before", 2, "TIndexCounts", opt},
+		{"after", 3, "TIndexCounts", opt},
+	}},
+	{"TJobLogRequest", func() thrift.TStruct { return wire.NewTJobLogRequest() }, []pin{
+		{"invocation_id", 1, "string", req},
+		{"cluster_id", 2, "string", opt},
+		{"leader_term", 3, "i64", opt},
+		{"max_bytes", 4, "i32", opt},
+	}},
+	{"TJobLogResponse", func() thrift.TStruct { return wire.NewTJobLogResponse() }, []pin{
+		{"status", 1, "TStatus", req},
+		{"state", 2, "TLanceInvocationState", opt},
+		{"log", 3, "string", opt},
+		{"truncated", 4, "bool", opt},
+		{"phase", 5, "string", opt},
+		{"elapsed_ms", 6, "i64", opt},
+	}},
+	{"TProbeStoreRequest", func() thrift.TStruct { return wire.NewTProbeStoreRequest() }, []pin{
+		{"root_uri", 1, "string", req},
+		{"storage_options", 2, "map<string,string>", opt},
+		{"cluster_id", 3, "string", opt},
+		{"timeout_ms", 4, "i64", opt},
+	}},
+	{"TProbeStoreResponse", func() thrift.TStruct { return wire.NewTProbeStoreResponse() }, []pin{
+		{"status", 1, "TStatus", req},
+		{"conditional_put", 2, "bool", opt},
+		{"detail", 3, "string", opt},
+	}},
+	{"get_lance_index_job_log_args", func() thrift.TStruct { return wire.NewLanceBackendServiceGetLanceIndexJobLogArgs() }, []pin{
+		{"request", 1, "TJobLogRequest", opt},
+	}},
+	{"get_lance_index_job_log_result", func() thrift.TStruct { return wire.NewLanceBackendServiceGetLanceIndexJobLogResult() }, []pin{
+		{"success", 0, "TJobLogResponse", opt},
+	}},
+	{"probe_object_store_args", func() thrift.TStruct { return wire.NewLanceBackendServiceProbeObjectStoreArgs() }, []pin{
+		{"request", 1, "TProbeStoreRequest", opt},
+	}},
+	{"probe_object_store_result", func() thrift.TStruct { return wire.NewLanceBackendServiceProbeObjectStoreResult() }, []pin{
+		{"success", 0, "TProbeStoreResponse", opt},
+	}},
 	{"submit_lance_index_job_args", func() thrift.TStruct { return wire.NewLanceBackendServiceSubmitLanceIndexJobArgs() }, []pin{
 		{"dispatch", 1, "TLanceIndexJobDispatch", opt},
 	}},
@@ -228,6 +289,7 @@ var pinnedStructs = []pinnedStruct{
 		{"index_uuid", 6, "string", opt},
 		{"phase", 7, "string", opt},
 		{"forwarded", 8, "bool", opt},
+		{"elapsed_ms", 9, "i64", opt},
 	}},
 	{"TResolveJobRequest", func() thrift.TStruct { return wire.NewTResolveJobRequest() }, []pin{
 		{"job_id", 1, "i64", req},
@@ -276,6 +338,24 @@ var pinnedStructs = []pinnedStruct{
 	}},
 
 	// ---- journal.thrift: records --------------------------------------------
+	{"TResources", func() thrift.TStruct { return journal.NewTResources() }, []pin{
+		{"start_time_ms", 1, "i64", opt},
+		{"finish_time_ms", 2, "i64", opt},
+		{"wall_ms", 3, "i64", opt},
+		{"peak_memory_bytes", 4, "i64", opt},
+		{"peak_memory_source", 5, "string", opt},
+	}},
+	{"TIndexCountsRecord", func() thrift.TStruct { return journal.NewTIndexCountsRecord() }, []pin{
+		{"index_uuid", 1, "string", opt},
+		{"indexed_rows", 2, "i64", opt},
+		{"unindexed_rows", 3, "i64", opt},
+		{"segments", 4, "i32", opt},
+	}},
+	{"TOptimizedIndexRecord", func() thrift.TStruct { return journal.NewTOptimizedIndexRecord() }, []pin{
+		{"name", 1, "string", req},
+		{"before", 2, "TIndexCountsRecord", opt},
+		{"after", 3, "TIndexCountsRecord", opt},
+	}},
 	{"TJobResult", func() thrift.TStruct { return journal.NewTJobResult_() }, []pin{
 		{"code", 1, "TResultCode", opt},
 		{"reason", 2, "TCompletionReason", opt},
@@ -328,6 +408,14 @@ var pinnedStructs = []pinnedStruct{
 		{"termination_message", 43, "string", opt},
 		{"build_phase", 44, "string", opt},
 		{"resolve_after_ms", 45, "i64", opt},
+		{"leftover_index_uuid", 46, "string", opt},
+		{"resources", 47, "TResources", opt},
+		{"log_tail", 48, "string", opt},
+		{"dispatch_time_ms", 49, "i64", opt},
+		{"build_elapsed_ms", 50, "i64", opt},
+		{"progress_time_ms", 51, "i64", opt},
+		{"optimized_indexes", 52, "list<TOptimizedIndexRecord>", opt},
+		{"result_dataset_version", 53, "i64", opt},
 	}},
 	{"TCatalogRecord", func() thrift.TStruct { return journal.NewTCatalogRecord() }, []pin{
 		{"catalog_id", 1, "i64", req},
@@ -339,6 +427,11 @@ var pinnedStructs = []pinnedStruct{
 		{"refresh_url", 7, "string", opt},
 		{"create_time_ms", 8, "i64", opt},
 		{"update_time_ms", 9, "i64", opt},
+		{"refresh_address", 10, "string", opt},
+		{"refresh_statement", 11, "string", opt},
+		{"refresh_credentials_ref", 12, "string", opt},
+		{"optimize_unindexed_rows", 13, "i64", opt},
+		{"optimize_min_interval_second", 14, "i64", opt},
 	}},
 	{"TBackendRecord", func() thrift.TStruct { return journal.NewTBackendRecord() }, []pin{
 		{"backend_id", 1, "i64", req},
@@ -380,6 +473,11 @@ var pinnedStructs = []pinnedStruct{
 		{"never_enqueued", 6, "bool", opt},
 		{"return_to_pending", 7, "bool", opt},
 		{"index_uuid", 8, "string", opt},
+		{"resources", 9, "TResources", opt},
+		{"log_tail", 10, "string", opt},
+		{"leftover_index_uuid", 11, "string", opt},
+		{"optimized_indexes", 12, "list<TOptimizedIndexRecord>", opt},
+		{"dataset_version", 13, "i64", opt},
 	}},
 	{"TCompleteBatch", func() thrift.TStruct { return journal.NewTCompleteBatch() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -396,6 +494,9 @@ var pinnedStructs = []pinnedStruct{
 		{"message", 8, "string", opt},
 		{"index_uuid", 9, "string", opt},
 		{"resolve_after_ms", 10, "i64", opt},
+		{"resources", 11, "TResources", opt},
+		{"log_tail", 12, "string", opt},
+		{"return_to_pending", 13, "bool", opt},
 	}},
 	{"TRecordProofBatch", func() thrift.TStruct { return journal.NewTRecordProofBatch() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -511,6 +612,7 @@ var pinnedStructs = []pinnedStruct{
 		{"process_epoch", 4, "i64", req},
 		{"index_uuid", 5, "string", opt},
 		{"phase", 6, "string", opt},
+		{"elapsed_ms", 7, "i64", opt},
 	}},
 	{"TClusterIDCommand", func() thrift.TStruct { return journal.NewTClusterIDCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -528,13 +630,14 @@ var pinnedStructs = []pinnedStruct{
 // Service method names are on the wire too (the message name selects the handler).
 func TestPinnedMethodNames(t *testing.T) {
 	backend := wire.NewLanceBackendServiceProcessor(nil).ProcessorMap()
-	for _, m := range []string{"submit_lance_index_job", "heartbeat", "inspect_lance_dataset", "query_lance_index_invocations", "resolve_lance_index_job"} {
+	for _, m := range []string{"submit_lance_index_job", "heartbeat", "inspect_lance_dataset", "query_lance_index_invocations", "resolve_lance_index_job",
+		"get_lance_index_job_log", "probe_object_store"} {
 		if _, ok := backend[m]; !ok {
 			t.Errorf("LanceBackendService has no method %q", m)
 		}
 	}
-	if len(backend) != 5 {
-		t.Errorf("LanceBackendService has %d methods; pinned 5 (pin the new one here)", len(backend))
+	if len(backend) != 7 {
+		t.Errorf("LanceBackendService has %d methods; pinned 7 (pin the new one here)", len(backend))
 	}
 	master := adminapi.NewLanceMasterServiceProcessor(nil).ProcessorMap()
 	for _, m := range []string{"reportLanceIndexJobResult", "reportLanceIndexJobTermination", "reportLanceIndexJobProgress", "forwardApply"} {
@@ -1077,6 +1180,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(wire.TLanceIndexMutationType_CREATE, "CREATE", 1),
 		ev(wire.TLanceIndexMutationType_REPLACE, "REPLACE", 2),
 		ev(wire.TLanceIndexMutationType_DROP, "DROP", 3),
+		ev(wire.TLanceIndexMutationType_OPTIMIZE, "OPTIMIZE", 4),
 	),
 	enumPin("TLanceIndexJobResultCode", wire.TLanceIndexJobResultCodeFromString,
 		ev(wire.TLanceIndexJobResultCode_PRE_INVOCATION_STALE_ADMISSION, "PRE_INVOCATION_STALE_ADMISSION", 1),
@@ -1119,6 +1223,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(journal.TMutationType_CREATE, "CREATE", 1),
 		ev(journal.TMutationType_REPLACE, "REPLACE", 2),
 		ev(journal.TMutationType_DROP, "DROP", 3),
+		ev(journal.TMutationType_OPTIMIZE, "OPTIMIZE", 4),
 	),
 	enumPin("TMutationState", journal.TMutationStateFromString,
 		ev(journal.TMutationState_PENDING, "PENDING", 1),
@@ -1313,7 +1418,7 @@ func agree(t *testing.T, journalEnum string, jobString func(int64) string, jobCo
 
 func TestJobEnumsEqualJournal(t *testing.T) {
 	agree(t, "TMutationType", func(v int64) string { return job.MutationType(v).String() },
-		int64(job.Create), int64(job.Replace), int64(job.Drop))
+		int64(job.Create), int64(job.Replace), int64(job.Drop), int64(job.Optimize))
 	agree(t, "TMutationState", func(v int64) string { return job.MutationState(v).String() },
 		int64(job.Pending), int64(job.Running), int64(job.Committed), int64(job.NotCommitted),
 		int64(job.Unknown), int64(job.Cancelled), int64(job.Resolving))

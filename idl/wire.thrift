@@ -44,6 +44,7 @@ enum TLanceIndexMutationType {
   CREATE = 1,
   REPLACE = 2,
   DROP = 3,
+  OPTIMIZE = 4,   // ours (§14): dataset-scoped; index_name, column_name and index_type are ""
 }
 
 enum TLanceIndexJobResultCode {
@@ -96,6 +97,30 @@ struct TLanceIndexJobDispatch {
   21: optional string cluster_id,                   // ours: the term fence is kept per cluster id
 }
 
+// ours: what a build cost, as the backend's supervisor measured it. Times
+// are the backend's clock (ms since the epoch).
+struct TBuildResources {
+  1: optional i64 start_time_ms,        // the worker was started
+  2: optional i64 finish_time_ms,       // the worker was reaped
+  3: optional i64 wall_ms,
+  4: optional i64 peak_memory_bytes,
+  5: optional string peak_memory_source, // "cgroup" (memory.peak) or "rusage" (the worker's max RSS)
+}
+
+// ours: one index of an OPTIMIZE job's dataset, as listIndices() gave it.
+struct TIndexCounts {
+  1: optional string index_uuid,
+  2: optional i64 indexed_rows,
+  3: optional i64 unindexed_rows,
+  4: optional i32 segments,
+}
+
+struct TOptimizedIndex {
+  1: required string name,
+  2: optional TIndexCounts before,      // at the version the worker opened
+  3: optional TIndexCounts after,       // at the version optimize() committed (unset: the index is gone)
+}
+
 struct TLanceIndexJobReport {
   1: required i64 job_id,
   2: required i64 dispatch_revision,
@@ -110,6 +135,10 @@ struct TLanceIndexJobReport {
   11: optional bool forwarded,            // ours: set by a master forwarding to the leader (one hop only)
   12: optional string index_uuid,         // ours: NATIVE_OK on CREATE/REPLACE: the uuid of the verified index
   13: optional i64 dataset_version,       // ours: NATIVE_OK: the dataset version the builder verified
+  14: optional TBuildResources resources, // ours: measured by the backend's supervisor
+  15: optional string log_tail,           // ours: the last part of the worker's redacted stderr, <= 4 KiB
+  16: optional string leftover_index_uuid, // ours: not committed: the uuid of the index directory the build left behind
+  17: optional list<TOptimizedIndex> optimized_indexes, // ours: OPTIMIZE: every index, before and after
 }
 
 struct TLanceIndexJobTerminationReport {
@@ -123,6 +152,8 @@ struct TLanceIndexJobTerminationReport {
   8: optional string sanitized_message,  // ours: why the worker ended (e.g. killed by the memory limit), <= 1024 B
   9: optional bool no_result,            // ours: the worker ended without a result frame; no result report follows
   10: optional string index_uuid,        // ours: the uuid the worker announced it was building, if any
+  11: optional TBuildResources resources, // ours: measured by the backend's supervisor
+  12: optional string log_tail,           // ours: the last part of the worker's redacted stderr, <= 4 KiB
 }
 
 // ours: what a running worker announced (§13.4): the uuid of the index it is
@@ -138,6 +169,7 @@ struct TLanceIndexJobProgressReport {
   6: optional string index_uuid,
   7: optional string phase,              // <= 64 B
   8: optional bool forwarded,            // set by a master forwarding to the leader (one hop only)
+  9: optional i64 elapsed_ms,            // since the worker started (the backend's clock)
 }
 
 // ---- ours: heartbeat, inspect, query ------------------------------------
@@ -263,10 +295,51 @@ struct TResolveJobResponse {
   5: optional string index_uuid,                   // COMMITTED: the uuid found
 }
 
+// ---- ours: a build's log (§ jobs logs) -----------------------------------
+// The worker's stderr ring, redacted as every line the backend keeps. Asked
+// by the leader for `jobs logs`; answers while the backend still has the
+// invocation (a finished one until it is dropped with its entry).
+
+struct TJobLogRequest {
+  1: required string invocation_id,
+  2: optional string cluster_id,
+  3: optional i64 leader_term,
+  4: optional i32 max_bytes,            // the newest bytes; default and bound 256 KiB
+}
+
+struct TJobLogResponse {
+  1: required TStatus status,
+  2: optional TLanceInvocationState state,
+  3: optional string log,
+  4: optional bool truncated,           // older lines were dropped (the ring's bound or max_bytes)
+  5: optional string phase,             // RUNNING: the last phase seen
+  6: optional i64 elapsed_ms,           // RUNNING: since the worker started
+}
+
+// ---- ours: does an object store honour conditional PUT (§ object storage) --
+// Lance commits a version with a PUT of the next manifest under
+// If-None-Match: * (or a no-replace rename). A store that ignores the
+// precondition loses concurrent commits silently, so a backend refuses it.
+
+struct TProbeStoreRequest {
+  1: required string root_uri,                     // s3://bucket/prefix
+  2: optional map<string, string> storage_options, // never journaled
+  3: optional string cluster_id,
+  4: optional i64 timeout_ms,
+}
+
+struct TProbeStoreResponse {
+  1: required TStatus status,             // OK: probed (see conditional_put); else the probe could not run
+  2: optional bool conditional_put,       // the store refused the second If-None-Match PUT with 412
+  3: optional string detail,              // what was done and seen, <= 1024 B, never a credential
+}
+
 service LanceBackendService {
   TStatus submit_lance_index_job(1: TLanceIndexJobDispatch dispatch),
   THeartbeatResponse heartbeat(1: THeartbeatRequest request),
   TInspectDatasetResponse inspect_lance_dataset(1: TInspectDatasetRequest request),
   TQueryInvocationsResponse query_lance_index_invocations(1: TQueryInvocationsRequest request),
   TResolveJobResponse resolve_lance_index_job(1: TResolveJobRequest request),
+  TJobLogResponse get_lance_index_job_log(1: TJobLogRequest request),
+  TProbeStoreResponse probe_object_store(1: TProbeStoreRequest request),
 }

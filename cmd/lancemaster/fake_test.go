@@ -24,6 +24,7 @@ type recorded struct {
 // records every request. Set the canned fields before the first call.
 type fakeMaster struct {
 	admit    *adminapi.TAdmitResponse
+	logs     *adminapi.TJobLogs
 	pages    map[int64]*adminapi.TListJobsResponse // by after_job_id
 	job      *adminapi.TJobView
 	resolve  *adminapi.TResolveResponse
@@ -87,6 +88,14 @@ func (f *fakeMaster) CreateIndex(_ context.Context, r *adminapi.TCreateIndexRequ
 
 func (f *fakeMaster) DropIndex(_ context.Context, r *adminapi.TDropIndexRequest) (*adminapi.TAdmitResponse, error) {
 	return f.admit, f.record("DropIndex", r)
+}
+
+func (f *fakeMaster) OptimizeDataset(_ context.Context, r *adminapi.TOptimizeRequest) (*adminapi.TAdmitResponse, error) {
+	return f.admit, f.record("OptimizeDataset", r)
+}
+
+func (f *fakeMaster) JobLogs(_ context.Context, id int64, maxBytes int32) (*adminapi.TJobLogs, error) {
+	return f.logs, f.record("JobLogs", id)
 }
 
 func (f *fakeMaster) ListJobs(_ context.Context, r *adminapi.TListJobsRequest) (*adminapi.TListJobsResponse, error) {

@@ -1633,6 +1633,281 @@ func (p *TDropIndexRequest) String() string {
 }
 
 // Attributes:
+//   - Catalog
+//   - Db
+//   - Table
+//   - Creator
+type TOptimizeRequest struct {
+	Catalog string  `thrift:"catalog,1,required" db:"catalog" json:"catalog"`
+	Db      string  `thrift:"db,2,required" db:"db" json:"db"`
+	Table   string  `thrift:"table,3,required" db:"table" json:"table"`
+	Creator *string `thrift:"creator,4" db:"creator" json:"creator,omitempty"`
+}
+
+func NewTOptimizeRequest() *TOptimizeRequest {
+	return &TOptimizeRequest{}
+}
+
+func (p *TOptimizeRequest) GetCatalog() string {
+	return p.Catalog
+}
+
+func (p *TOptimizeRequest) GetDb() string {
+	return p.Db
+}
+
+func (p *TOptimizeRequest) GetTable() string {
+	return p.Table
+}
+
+var TOptimizeRequest_Creator_DEFAULT string
+
+func (p *TOptimizeRequest) GetCreator() string {
+	if !p.IsSetCreator() {
+		return TOptimizeRequest_Creator_DEFAULT
+	}
+	return *p.Creator
+}
+func (p *TOptimizeRequest) IsSetCreator() bool {
+	return p.Creator != nil
+}
+
+func (p *TOptimizeRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetCatalog bool = false
+	var issetDb bool = false
+	var issetTable bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetCatalog = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetDb = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetTable = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetCatalog {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Catalog is not set"))
+	}
+	if !issetDb {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Db is not set"))
+	}
+	if !issetTable {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Table is not set"))
+	}
+	return nil
+}
+
+func (p *TOptimizeRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Catalog = v
+	}
+	return nil
+}
+
+func (p *TOptimizeRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Db = v
+	}
+	return nil
+}
+
+func (p *TOptimizeRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Table = v
+	}
+	return nil
+}
+
+func (p *TOptimizeRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Creator = &v
+	}
+	return nil
+}
+
+func (p *TOptimizeRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TOptimizeRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TOptimizeRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "catalog", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:catalog: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Catalog)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.catalog (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:catalog: ", p), err)
+	}
+	return err
+}
+
+func (p *TOptimizeRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "db", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:db: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Db)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.db (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:db: ", p), err)
+	}
+	return err
+}
+
+func (p *TOptimizeRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "table", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:table: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Table)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.table (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:table: ", p), err)
+	}
+	return err
+}
+
+func (p *TOptimizeRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetCreator() {
+		if err := oprot.WriteFieldBegin(ctx, "creator", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:creator: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Creator)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.creator (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:creator: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TOptimizeRequest) Equals(other *TOptimizeRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Catalog != other.Catalog {
+		return false
+	}
+	if p.Db != other.Db {
+		return false
+	}
+	if p.Table != other.Table {
+		return false
+	}
+	if p.Creator != other.Creator {
+		if p.Creator == nil || other.Creator == nil {
+			return false
+		}
+		if (*p.Creator) != (*other.Creator) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TOptimizeRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TOptimizeRequest(%+v)", *p)
+}
+
+// Attributes:
 //   - JobID
 //   - Noop
 //   - Message
@@ -1916,53 +2191,75 @@ func (p *TAdmitResponse) String() string {
 //   - TerminationMessage
 //   - BuildPhase
 //   - ResolveAfterMs
+//   - LeftoverIndexUUID
+//   - DispatchTimeMs
+//   - StartTimeMs
+//   - FinishTimeMs
+//   - WallMs
+//   - PeakMemoryBytes
+//   - PeakMemorySource
+//   - BuildElapsedMs
+//   - ProgressTimeMs
+//   - OptimizedIndexes
+//   - ResultDatasetVersion
 type TJobView struct {
-	JobID                    int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
-	Creator                  *string `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
-	Rev                      *int64  `thrift:"rev,3" db:"rev" json:"rev,omitempty"`
-	CreateTimeMs             *int64  `thrift:"create_time_ms,4" db:"create_time_ms" json:"create_time_ms,omitempty"`
-	UpdateTimeMs             *int64  `thrift:"update_time_ms,5" db:"update_time_ms" json:"update_time_ms,omitempty"`
-	CatalogID                *int64  `thrift:"catalog_id,6" db:"catalog_id" json:"catalog_id,omitempty"`
-	Catalog                  *string `thrift:"catalog,7" db:"catalog" json:"catalog,omitempty"`
-	Db                       *string `thrift:"db,8" db:"db" json:"db,omitempty"`
-	Table                    *string `thrift:"table,9" db:"table" json:"table,omitempty"`
-	IndexName                *string `thrift:"index_name,10" db:"index_name" json:"index_name,omitempty"`
-	MutationType             *string `thrift:"mutation_type,11" db:"mutation_type" json:"mutation_type,omitempty"`
-	IfNotExists              *bool   `thrift:"if_not_exists,12" db:"if_not_exists" json:"if_not_exists,omitempty"`
-	IfExists                 *bool   `thrift:"if_exists,13" db:"if_exists" json:"if_exists,omitempty"`
-	IndexType                *string `thrift:"index_type,14" db:"index_type" json:"index_type,omitempty"`
-	Column                   *string `thrift:"column,15" db:"column" json:"column,omitempty"`
-	PropertiesJSON           *string `thrift:"properties_json,16" db:"properties_json" json:"properties_json,omitempty"`
-	AdmittedDatasetVersion   *int64  `thrift:"admitted_dataset_version,17" db:"admitted_dataset_version" json:"admitted_dataset_version,omitempty"`
-	MutationState            *string `thrift:"mutation_state,18" db:"mutation_state" json:"mutation_state,omitempty"`
-	RefreshState             *string `thrift:"refresh_state,19" db:"refresh_state" json:"refresh_state,omitempty"`
-	ResultCode               *string `thrift:"result_code,20" db:"result_code" json:"result_code,omitempty"`
-	CompletionReason         *string `thrift:"completion_reason,21" db:"completion_reason" json:"completion_reason,omitempty"`
-	ResultMessage            *string `thrift:"result_message,22" db:"result_message" json:"result_message,omitempty"`
-	ExternalMetadataAdvanced *bool   `thrift:"external_metadata_advanced,23" db:"external_metadata_advanced" json:"external_metadata_advanced,omitempty"`
-	BackendID                *int64  `thrift:"backend_id,24" db:"backend_id" json:"backend_id,omitempty"`
-	ProcessEpoch             *int64  `thrift:"process_epoch,25" db:"process_epoch" json:"process_epoch,omitempty"`
-	DispatchRevision         *int64  `thrift:"dispatch_revision,26" db:"dispatch_revision" json:"dispatch_revision,omitempty"`
-	InvocationID             *string `thrift:"invocation_id,27" db:"invocation_id" json:"invocation_id,omitempty"`
-	DeadlineMs               *int64  `thrift:"deadline_ms,28" db:"deadline_ms" json:"deadline_ms,omitempty"`
-	LeaderTerm               *int64  `thrift:"leader_term,29" db:"leader_term" json:"leader_term,omitempty"`
-	HoldsSlot                *bool   `thrift:"holds_slot,30" db:"holds_slot" json:"holds_slot,omitempty"`
-	TerminationProof         *string `thrift:"termination_proof,31" db:"termination_proof" json:"termination_proof,omitempty"`
-	ForceReleased            *bool   `thrift:"force_released,32" db:"force_released" json:"force_released,omitempty"`
-	ForceActor               *string `thrift:"force_actor,33" db:"force_actor" json:"force_actor,omitempty"`
-	ForceTimeMs              *int64  `thrift:"force_time_ms,34" db:"force_time_ms" json:"force_time_ms,omitempty"`
-	ForceNote                *string `thrift:"force_note,35" db:"force_note" json:"force_note,omitempty"`
-	ForceWarning             *string `thrift:"force_warning,36" db:"force_warning" json:"force_warning,omitempty"`
-	RefreshFailureTimeMs     *int64  `thrift:"refresh_failure_time_ms,37" db:"refresh_failure_time_ms" json:"refresh_failure_time_ms,omitempty"`
-	Unresolved               *bool   `thrift:"unresolved,38" db:"unresolved" json:"unresolved,omitempty"`
-	Provider                 *string `thrift:"provider,39" db:"provider" json:"provider,omitempty"`
-	CancelActor              *string `thrift:"cancel_actor,40" db:"cancel_actor" json:"cancel_actor,omitempty"`
-	DispatchAttempts         *int32  `thrift:"dispatch_attempts,41" db:"dispatch_attempts" json:"dispatch_attempts,omitempty"`
-	IndexUUID                *string `thrift:"index_uuid,42" db:"index_uuid" json:"index_uuid,omitempty"`
-	AdmittedIndexUUID        *string `thrift:"admitted_index_uuid,43" db:"admitted_index_uuid" json:"admitted_index_uuid,omitempty"`
-	TerminationMessage       *string `thrift:"termination_message,44" db:"termination_message" json:"termination_message,omitempty"`
-	BuildPhase               *string `thrift:"build_phase,45" db:"build_phase" json:"build_phase,omitempty"`
-	ResolveAfterMs           *int64  `thrift:"resolve_after_ms,46" db:"resolve_after_ms" json:"resolve_after_ms,omitempty"`
+	JobID                    int64                   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	Creator                  *string                 `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
+	Rev                      *int64                  `thrift:"rev,3" db:"rev" json:"rev,omitempty"`
+	CreateTimeMs             *int64                  `thrift:"create_time_ms,4" db:"create_time_ms" json:"create_time_ms,omitempty"`
+	UpdateTimeMs             *int64                  `thrift:"update_time_ms,5" db:"update_time_ms" json:"update_time_ms,omitempty"`
+	CatalogID                *int64                  `thrift:"catalog_id,6" db:"catalog_id" json:"catalog_id,omitempty"`
+	Catalog                  *string                 `thrift:"catalog,7" db:"catalog" json:"catalog,omitempty"`
+	Db                       *string                 `thrift:"db,8" db:"db" json:"db,omitempty"`
+	Table                    *string                 `thrift:"table,9" db:"table" json:"table,omitempty"`
+	IndexName                *string                 `thrift:"index_name,10" db:"index_name" json:"index_name,omitempty"`
+	MutationType             *string                 `thrift:"mutation_type,11" db:"mutation_type" json:"mutation_type,omitempty"`
+	IfNotExists              *bool                   `thrift:"if_not_exists,12" db:"if_not_exists" json:"if_not_exists,omitempty"`
+	IfExists                 *bool                   `thrift:"if_exists,13" db:"if_exists" json:"if_exists,omitempty"`
+	IndexType                *string                 `thrift:"index_type,14" db:"index_type" json:"index_type,omitempty"`
+	Column                   *string                 `thrift:"column,15" db:"column" json:"column,omitempty"`
+	PropertiesJSON           *string                 `thrift:"properties_json,16" db:"properties_json" json:"properties_json,omitempty"`
+	AdmittedDatasetVersion   *int64                  `thrift:"admitted_dataset_version,17" db:"admitted_dataset_version" json:"admitted_dataset_version,omitempty"`
+	MutationState            *string                 `thrift:"mutation_state,18" db:"mutation_state" json:"mutation_state,omitempty"`
+	RefreshState             *string                 `thrift:"refresh_state,19" db:"refresh_state" json:"refresh_state,omitempty"`
+	ResultCode               *string                 `thrift:"result_code,20" db:"result_code" json:"result_code,omitempty"`
+	CompletionReason         *string                 `thrift:"completion_reason,21" db:"completion_reason" json:"completion_reason,omitempty"`
+	ResultMessage            *string                 `thrift:"result_message,22" db:"result_message" json:"result_message,omitempty"`
+	ExternalMetadataAdvanced *bool                   `thrift:"external_metadata_advanced,23" db:"external_metadata_advanced" json:"external_metadata_advanced,omitempty"`
+	BackendID                *int64                  `thrift:"backend_id,24" db:"backend_id" json:"backend_id,omitempty"`
+	ProcessEpoch             *int64                  `thrift:"process_epoch,25" db:"process_epoch" json:"process_epoch,omitempty"`
+	DispatchRevision         *int64                  `thrift:"dispatch_revision,26" db:"dispatch_revision" json:"dispatch_revision,omitempty"`
+	InvocationID             *string                 `thrift:"invocation_id,27" db:"invocation_id" json:"invocation_id,omitempty"`
+	DeadlineMs               *int64                  `thrift:"deadline_ms,28" db:"deadline_ms" json:"deadline_ms,omitempty"`
+	LeaderTerm               *int64                  `thrift:"leader_term,29" db:"leader_term" json:"leader_term,omitempty"`
+	HoldsSlot                *bool                   `thrift:"holds_slot,30" db:"holds_slot" json:"holds_slot,omitempty"`
+	TerminationProof         *string                 `thrift:"termination_proof,31" db:"termination_proof" json:"termination_proof,omitempty"`
+	ForceReleased            *bool                   `thrift:"force_released,32" db:"force_released" json:"force_released,omitempty"`
+	ForceActor               *string                 `thrift:"force_actor,33" db:"force_actor" json:"force_actor,omitempty"`
+	ForceTimeMs              *int64                  `thrift:"force_time_ms,34" db:"force_time_ms" json:"force_time_ms,omitempty"`
+	ForceNote                *string                 `thrift:"force_note,35" db:"force_note" json:"force_note,omitempty"`
+	ForceWarning             *string                 `thrift:"force_warning,36" db:"force_warning" json:"force_warning,omitempty"`
+	RefreshFailureTimeMs     *int64                  `thrift:"refresh_failure_time_ms,37" db:"refresh_failure_time_ms" json:"refresh_failure_time_ms,omitempty"`
+	Unresolved               *bool                   `thrift:"unresolved,38" db:"unresolved" json:"unresolved,omitempty"`
+	Provider                 *string                 `thrift:"provider,39" db:"provider" json:"provider,omitempty"`
+	CancelActor              *string                 `thrift:"cancel_actor,40" db:"cancel_actor" json:"cancel_actor,omitempty"`
+	DispatchAttempts         *int32                  `thrift:"dispatch_attempts,41" db:"dispatch_attempts" json:"dispatch_attempts,omitempty"`
+	IndexUUID                *string                 `thrift:"index_uuid,42" db:"index_uuid" json:"index_uuid,omitempty"`
+	AdmittedIndexUUID        *string                 `thrift:"admitted_index_uuid,43" db:"admitted_index_uuid" json:"admitted_index_uuid,omitempty"`
+	TerminationMessage       *string                 `thrift:"termination_message,44" db:"termination_message" json:"termination_message,omitempty"`
+	BuildPhase               *string                 `thrift:"build_phase,45" db:"build_phase" json:"build_phase,omitempty"`
+	ResolveAfterMs           *int64                  `thrift:"resolve_after_ms,46" db:"resolve_after_ms" json:"resolve_after_ms,omitempty"`
+	LeftoverIndexUUID        *string                 `thrift:"leftover_index_uuid,47" db:"leftover_index_uuid" json:"leftover_index_uuid,omitempty"`
+	DispatchTimeMs           *int64                  `thrift:"dispatch_time_ms,48" db:"dispatch_time_ms" json:"dispatch_time_ms,omitempty"`
+	StartTimeMs              *int64                  `thrift:"start_time_ms,49" db:"start_time_ms" json:"start_time_ms,omitempty"`
+	FinishTimeMs             *int64                  `thrift:"finish_time_ms,50" db:"finish_time_ms" json:"finish_time_ms,omitempty"`
+	WallMs                   *int64                  `thrift:"wall_ms,51" db:"wall_ms" json:"wall_ms,omitempty"`
+	PeakMemoryBytes          *int64                  `thrift:"peak_memory_bytes,52" db:"peak_memory_bytes" json:"peak_memory_bytes,omitempty"`
+	PeakMemorySource         *string                 `thrift:"peak_memory_source,53" db:"peak_memory_source" json:"peak_memory_source,omitempty"`
+	BuildElapsedMs           *int64                  `thrift:"build_elapsed_ms,54" db:"build_elapsed_ms" json:"build_elapsed_ms,omitempty"`
+	ProgressTimeMs           *int64                  `thrift:"progress_time_ms,55" db:"progress_time_ms" json:"progress_time_ms,omitempty"`
+	OptimizedIndexes         []*wire.TOptimizedIndex `thrift:"optimized_indexes,56" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
+	ResultDatasetVersion     *int64                  `thrift:"result_dataset_version,57" db:"result_dataset_version" json:"result_dataset_version,omitempty"`
 }
 
 func NewTJobView() *TJobView {
@@ -2377,6 +2674,102 @@ func (p *TJobView) GetResolveAfterMs() int64 {
 	}
 	return *p.ResolveAfterMs
 }
+
+var TJobView_LeftoverIndexUUID_DEFAULT string
+
+func (p *TJobView) GetLeftoverIndexUUID() string {
+	if !p.IsSetLeftoverIndexUUID() {
+		return TJobView_LeftoverIndexUUID_DEFAULT
+	}
+	return *p.LeftoverIndexUUID
+}
+
+var TJobView_DispatchTimeMs_DEFAULT int64
+
+func (p *TJobView) GetDispatchTimeMs() int64 {
+	if !p.IsSetDispatchTimeMs() {
+		return TJobView_DispatchTimeMs_DEFAULT
+	}
+	return *p.DispatchTimeMs
+}
+
+var TJobView_StartTimeMs_DEFAULT int64
+
+func (p *TJobView) GetStartTimeMs() int64 {
+	if !p.IsSetStartTimeMs() {
+		return TJobView_StartTimeMs_DEFAULT
+	}
+	return *p.StartTimeMs
+}
+
+var TJobView_FinishTimeMs_DEFAULT int64
+
+func (p *TJobView) GetFinishTimeMs() int64 {
+	if !p.IsSetFinishTimeMs() {
+		return TJobView_FinishTimeMs_DEFAULT
+	}
+	return *p.FinishTimeMs
+}
+
+var TJobView_WallMs_DEFAULT int64
+
+func (p *TJobView) GetWallMs() int64 {
+	if !p.IsSetWallMs() {
+		return TJobView_WallMs_DEFAULT
+	}
+	return *p.WallMs
+}
+
+var TJobView_PeakMemoryBytes_DEFAULT int64
+
+func (p *TJobView) GetPeakMemoryBytes() int64 {
+	if !p.IsSetPeakMemoryBytes() {
+		return TJobView_PeakMemoryBytes_DEFAULT
+	}
+	return *p.PeakMemoryBytes
+}
+
+var TJobView_PeakMemorySource_DEFAULT string
+
+func (p *TJobView) GetPeakMemorySource() string {
+	if !p.IsSetPeakMemorySource() {
+		return TJobView_PeakMemorySource_DEFAULT
+	}
+	return *p.PeakMemorySource
+}
+
+var TJobView_BuildElapsedMs_DEFAULT int64
+
+func (p *TJobView) GetBuildElapsedMs() int64 {
+	if !p.IsSetBuildElapsedMs() {
+		return TJobView_BuildElapsedMs_DEFAULT
+	}
+	return *p.BuildElapsedMs
+}
+
+var TJobView_ProgressTimeMs_DEFAULT int64
+
+func (p *TJobView) GetProgressTimeMs() int64 {
+	if !p.IsSetProgressTimeMs() {
+		return TJobView_ProgressTimeMs_DEFAULT
+	}
+	return *p.ProgressTimeMs
+}
+
+var TJobView_OptimizedIndexes_DEFAULT []*wire.TOptimizedIndex
+
+func (p *TJobView) GetOptimizedIndexes() []*wire.TOptimizedIndex {
+	return p.OptimizedIndexes
+}
+
+var TJobView_ResultDatasetVersion_DEFAULT int64
+
+func (p *TJobView) GetResultDatasetVersion() int64 {
+	if !p.IsSetResultDatasetVersion() {
+		return TJobView_ResultDatasetVersion_DEFAULT
+	}
+	return *p.ResultDatasetVersion
+}
 func (p *TJobView) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -2555,6 +2948,50 @@ func (p *TJobView) IsSetBuildPhase() bool {
 
 func (p *TJobView) IsSetResolveAfterMs() bool {
 	return p.ResolveAfterMs != nil
+}
+
+func (p *TJobView) IsSetLeftoverIndexUUID() bool {
+	return p.LeftoverIndexUUID != nil
+}
+
+func (p *TJobView) IsSetDispatchTimeMs() bool {
+	return p.DispatchTimeMs != nil
+}
+
+func (p *TJobView) IsSetStartTimeMs() bool {
+	return p.StartTimeMs != nil
+}
+
+func (p *TJobView) IsSetFinishTimeMs() bool {
+	return p.FinishTimeMs != nil
+}
+
+func (p *TJobView) IsSetWallMs() bool {
+	return p.WallMs != nil
+}
+
+func (p *TJobView) IsSetPeakMemoryBytes() bool {
+	return p.PeakMemoryBytes != nil
+}
+
+func (p *TJobView) IsSetPeakMemorySource() bool {
+	return p.PeakMemorySource != nil
+}
+
+func (p *TJobView) IsSetBuildElapsedMs() bool {
+	return p.BuildElapsedMs != nil
+}
+
+func (p *TJobView) IsSetProgressTimeMs() bool {
+	return p.ProgressTimeMs != nil
+}
+
+func (p *TJobView) IsSetOptimizedIndexes() bool {
+	return p.OptimizedIndexes != nil
+}
+
+func (p *TJobView) IsSetResultDatasetVersion() bool {
+	return p.ResultDatasetVersion != nil
 }
 
 func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3034,6 +3471,116 @@ func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 47:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField47(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 48:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField48(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 49:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField49(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 50:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField50(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 51:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField51(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 52:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField52(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 53:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField53(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 54:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField54(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 55:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField55(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 56:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField56(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 57:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField57(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -3466,6 +4013,116 @@ func (p *TJobView) ReadField46(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TJobView) ReadField47(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 47: ", err)
+	} else {
+		p.LeftoverIndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField48(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 48: ", err)
+	} else {
+		p.DispatchTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField49(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 49: ", err)
+	} else {
+		p.StartTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField50(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 50: ", err)
+	} else {
+		p.FinishTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField51(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 51: ", err)
+	} else {
+		p.WallMs = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField52(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 52: ", err)
+	} else {
+		p.PeakMemoryBytes = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField53(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 53: ", err)
+	} else {
+		p.PeakMemorySource = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField54(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 54: ", err)
+	} else {
+		p.BuildElapsedMs = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField55(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 55: ", err)
+	} else {
+		p.ProgressTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField56(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*wire.TOptimizedIndex, 0, size)
+	p.OptimizedIndexes = tSlice
+	for i := 0; i < size; i++ {
+		_elem2 := &wire.TOptimizedIndex{}
+		if err := _elem2.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem2), err)
+		}
+		p.OptimizedIndexes = append(p.OptimizedIndexes, _elem2)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TJobView) ReadField57(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 57: ", err)
+	} else {
+		p.ResultDatasetVersion = &v
+	}
+	return nil
+}
+
 func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobView"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3607,6 +4264,39 @@ func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField46(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField47(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField48(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField49(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField50(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField51(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField52(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField53(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField54(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField55(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField56(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField57(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4307,6 +4997,179 @@ func (p *TJobView) writeField46(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TJobView) writeField47(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeftoverIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "leftover_index_uuid", thrift.STRING, 47); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 47:leftover_index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LeftoverIndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leftover_index_uuid (47) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 47:leftover_index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField48(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDispatchTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "dispatch_time_ms", thrift.I64, 48); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 48:dispatch_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DispatchTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dispatch_time_ms (48) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 48:dispatch_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField49(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStartTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "start_time_ms", thrift.I64, 49); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 49:start_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.StartTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.start_time_ms (49) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 49:start_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField50(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetFinishTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "finish_time_ms", thrift.I64, 50); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 50:finish_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.FinishTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.finish_time_ms (50) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 50:finish_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField51(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetWallMs() {
+		if err := oprot.WriteFieldBegin(ctx, "wall_ms", thrift.I64, 51); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 51:wall_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.WallMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.wall_ms (51) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 51:wall_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField52(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPeakMemoryBytes() {
+		if err := oprot.WriteFieldBegin(ctx, "peak_memory_bytes", thrift.I64, 52); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 52:peak_memory_bytes: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.PeakMemoryBytes)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.peak_memory_bytes (52) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 52:peak_memory_bytes: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField53(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPeakMemorySource() {
+		if err := oprot.WriteFieldBegin(ctx, "peak_memory_source", thrift.STRING, 53); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 53:peak_memory_source: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.PeakMemorySource)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.peak_memory_source (53) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 53:peak_memory_source: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField54(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBuildElapsedMs() {
+		if err := oprot.WriteFieldBegin(ctx, "build_elapsed_ms", thrift.I64, 54); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 54:build_elapsed_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.BuildElapsedMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.build_elapsed_ms (54) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 54:build_elapsed_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField55(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetProgressTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "progress_time_ms", thrift.I64, 55); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 55:progress_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ProgressTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.progress_time_ms (55) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 55:progress_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField56(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizedIndexes() {
+		if err := oprot.WriteFieldBegin(ctx, "optimized_indexes", thrift.LIST, 56); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 56:optimized_indexes: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.OptimizedIndexes)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.OptimizedIndexes {
+			if err := v.Write(ctx, oprot); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 56:optimized_indexes: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobView) writeField57(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResultDatasetVersion() {
+		if err := oprot.WriteFieldBegin(ctx, "result_dataset_version", thrift.I64, 57); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 57:result_dataset_version: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ResultDatasetVersion)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.result_dataset_version (57) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 57:result_dataset_version: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobView) Equals(other *TJobView) bool {
 	if p == other {
 		return true
@@ -4676,6 +5539,95 @@ func (p *TJobView) Equals(other *TJobView) bool {
 			return false
 		}
 	}
+	if p.LeftoverIndexUUID != other.LeftoverIndexUUID {
+		if p.LeftoverIndexUUID == nil || other.LeftoverIndexUUID == nil {
+			return false
+		}
+		if (*p.LeftoverIndexUUID) != (*other.LeftoverIndexUUID) {
+			return false
+		}
+	}
+	if p.DispatchTimeMs != other.DispatchTimeMs {
+		if p.DispatchTimeMs == nil || other.DispatchTimeMs == nil {
+			return false
+		}
+		if (*p.DispatchTimeMs) != (*other.DispatchTimeMs) {
+			return false
+		}
+	}
+	if p.StartTimeMs != other.StartTimeMs {
+		if p.StartTimeMs == nil || other.StartTimeMs == nil {
+			return false
+		}
+		if (*p.StartTimeMs) != (*other.StartTimeMs) {
+			return false
+		}
+	}
+	if p.FinishTimeMs != other.FinishTimeMs {
+		if p.FinishTimeMs == nil || other.FinishTimeMs == nil {
+			return false
+		}
+		if (*p.FinishTimeMs) != (*other.FinishTimeMs) {
+			return false
+		}
+	}
+	if p.WallMs != other.WallMs {
+		if p.WallMs == nil || other.WallMs == nil {
+			return false
+		}
+		if (*p.WallMs) != (*other.WallMs) {
+			return false
+		}
+	}
+	if p.PeakMemoryBytes != other.PeakMemoryBytes {
+		if p.PeakMemoryBytes == nil || other.PeakMemoryBytes == nil {
+			return false
+		}
+		if (*p.PeakMemoryBytes) != (*other.PeakMemoryBytes) {
+			return false
+		}
+	}
+	if p.PeakMemorySource != other.PeakMemorySource {
+		if p.PeakMemorySource == nil || other.PeakMemorySource == nil {
+			return false
+		}
+		if (*p.PeakMemorySource) != (*other.PeakMemorySource) {
+			return false
+		}
+	}
+	if p.BuildElapsedMs != other.BuildElapsedMs {
+		if p.BuildElapsedMs == nil || other.BuildElapsedMs == nil {
+			return false
+		}
+		if (*p.BuildElapsedMs) != (*other.BuildElapsedMs) {
+			return false
+		}
+	}
+	if p.ProgressTimeMs != other.ProgressTimeMs {
+		if p.ProgressTimeMs == nil || other.ProgressTimeMs == nil {
+			return false
+		}
+		if (*p.ProgressTimeMs) != (*other.ProgressTimeMs) {
+			return false
+		}
+	}
+	if len(p.OptimizedIndexes) != len(other.OptimizedIndexes) {
+		return false
+	}
+	for i, _tgt := range p.OptimizedIndexes {
+		_src3 := other.OptimizedIndexes[i]
+		if !_tgt.Equals(_src3) {
+			return false
+		}
+	}
+	if p.ResultDatasetVersion != other.ResultDatasetVersion {
+		if p.ResultDatasetVersion == nil || other.ResultDatasetVersion == nil {
+			return false
+		}
+		if (*p.ResultDatasetVersion) != (*other.ResultDatasetVersion) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -4684,6 +5636,412 @@ func (p *TJobView) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TJobView(%+v)", *p)
+}
+
+// Attributes:
+//   - Log
+//   - Source
+//   - Truncated
+//   - Phase
+//   - ElapsedMs
+//   - Note
+type TJobLogs struct {
+	Log       string  `thrift:"log,1,required" db:"log" json:"log"`
+	Source    string  `thrift:"source,2,required" db:"source" json:"source"`
+	Truncated *bool   `thrift:"truncated,3" db:"truncated" json:"truncated,omitempty"`
+	Phase     *string `thrift:"phase,4" db:"phase" json:"phase,omitempty"`
+	ElapsedMs *int64  `thrift:"elapsed_ms,5" db:"elapsed_ms" json:"elapsed_ms,omitempty"`
+	Note      *string `thrift:"note,6" db:"note" json:"note,omitempty"`
+}
+
+func NewTJobLogs() *TJobLogs {
+	return &TJobLogs{}
+}
+
+func (p *TJobLogs) GetLog() string {
+	return p.Log
+}
+
+func (p *TJobLogs) GetSource() string {
+	return p.Source
+}
+
+var TJobLogs_Truncated_DEFAULT bool
+
+func (p *TJobLogs) GetTruncated() bool {
+	if !p.IsSetTruncated() {
+		return TJobLogs_Truncated_DEFAULT
+	}
+	return *p.Truncated
+}
+
+var TJobLogs_Phase_DEFAULT string
+
+func (p *TJobLogs) GetPhase() string {
+	if !p.IsSetPhase() {
+		return TJobLogs_Phase_DEFAULT
+	}
+	return *p.Phase
+}
+
+var TJobLogs_ElapsedMs_DEFAULT int64
+
+func (p *TJobLogs) GetElapsedMs() int64 {
+	if !p.IsSetElapsedMs() {
+		return TJobLogs_ElapsedMs_DEFAULT
+	}
+	return *p.ElapsedMs
+}
+
+var TJobLogs_Note_DEFAULT string
+
+func (p *TJobLogs) GetNote() string {
+	if !p.IsSetNote() {
+		return TJobLogs_Note_DEFAULT
+	}
+	return *p.Note
+}
+func (p *TJobLogs) IsSetTruncated() bool {
+	return p.Truncated != nil
+}
+
+func (p *TJobLogs) IsSetPhase() bool {
+	return p.Phase != nil
+}
+
+func (p *TJobLogs) IsSetElapsedMs() bool {
+	return p.ElapsedMs != nil
+}
+
+func (p *TJobLogs) IsSetNote() bool {
+	return p.Note != nil
+}
+
+func (p *TJobLogs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetLog bool = false
+	var issetSource bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetLog = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetSource = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetLog {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Log is not set"))
+	}
+	if !issetSource {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Source is not set"))
+	}
+	return nil
+}
+
+func (p *TJobLogs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Log = v
+	}
+	return nil
+}
+
+func (p *TJobLogs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Source = v
+	}
+	return nil
+}
+
+func (p *TJobLogs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Truncated = &v
+	}
+	return nil
+}
+
+func (p *TJobLogs) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Phase = &v
+	}
+	return nil
+}
+
+func (p *TJobLogs) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.ElapsedMs = &v
+	}
+	return nil
+}
+
+func (p *TJobLogs) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.Note = &v
+	}
+	return nil
+}
+
+func (p *TJobLogs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TJobLogs"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TJobLogs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "log", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:log: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Log)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.log (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:log: ", p), err)
+	}
+	return err
+}
+
+func (p *TJobLogs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "source", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:source: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Source)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.source (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:source: ", p), err)
+	}
+	return err
+}
+
+func (p *TJobLogs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTruncated() {
+		if err := oprot.WriteFieldBegin(ctx, "truncated", thrift.BOOL, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:truncated: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Truncated)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.truncated (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:truncated: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogs) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPhase() {
+		if err := oprot.WriteFieldBegin(ctx, "phase", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:phase: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Phase)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.phase (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:phase: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogs) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetElapsedMs() {
+		if err := oprot.WriteFieldBegin(ctx, "elapsed_ms", thrift.I64, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:elapsed_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ElapsedMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.elapsed_ms (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:elapsed_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogs) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNote() {
+		if err := oprot.WriteFieldBegin(ctx, "note", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:note: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Note)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.note (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:note: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogs) Equals(other *TJobLogs) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Log != other.Log {
+		return false
+	}
+	if p.Source != other.Source {
+		return false
+	}
+	if p.Truncated != other.Truncated {
+		if p.Truncated == nil || other.Truncated == nil {
+			return false
+		}
+		if (*p.Truncated) != (*other.Truncated) {
+			return false
+		}
+	}
+	if p.Phase != other.Phase {
+		if p.Phase == nil || other.Phase == nil {
+			return false
+		}
+		if (*p.Phase) != (*other.Phase) {
+			return false
+		}
+	}
+	if p.ElapsedMs != other.ElapsedMs {
+		if p.ElapsedMs == nil || other.ElapsedMs == nil {
+			return false
+		}
+		if (*p.ElapsedMs) != (*other.ElapsedMs) {
+			return false
+		}
+	}
+	if p.Note != other.Note {
+		if p.Note == nil || other.Note == nil {
+			return false
+		}
+		if (*p.Note) != (*other.Note) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TJobLogs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TJobLogs(%+v)", *p)
 }
 
 // Attributes:
@@ -5264,11 +6622,11 @@ func (p *TListJobsResponse) ReadField1(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*TJobView, 0, size)
 	p.Jobs = tSlice
 	for i := 0; i < size; i++ {
-		_elem2 := &TJobView{}
-		if err := _elem2.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem2), err)
+		_elem4 := &TJobView{}
+		if err := _elem4.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
 		}
-		p.Jobs = append(p.Jobs, _elem2)
+		p.Jobs = append(p.Jobs, _elem4)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -5352,8 +6710,8 @@ func (p *TListJobsResponse) Equals(other *TListJobsResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Jobs {
-		_src3 := other.Jobs[i]
-		if !_tgt.Equals(_src3) {
+		_src5 := other.Jobs[i]
+		if !_tgt.Equals(_src5) {
 			return false
 		}
 	}
@@ -6012,17 +7370,27 @@ func (p *TCancelRequest) String() string {
 //   - CreateTimeMs
 //   - UpdateTimeMs
 //   - UnresolvedJobs
+//   - RefreshAddress
+//   - RefreshStatement
+//   - RefreshCredentialsRef
+//   - OptimizeUnindexedRows
+//   - OptimizeMinIntervalSecond
 type TCatalog struct {
-	CatalogID      *int64  `thrift:"catalog_id,1" db:"catalog_id" json:"catalog_id,omitempty"`
-	Name           string  `thrift:"name,2,required" db:"name" json:"name"`
-	Provider       *string `thrift:"provider,3" db:"provider" json:"provider,omitempty"`
-	RootURI        *string `thrift:"root_uri,4" db:"root_uri" json:"root_uri,omitempty"`
-	CredentialsRef *string `thrift:"credentials_ref,5" db:"credentials_ref" json:"credentials_ref,omitempty"`
-	RefreshKind    *string `thrift:"refresh_kind,6" db:"refresh_kind" json:"refresh_kind,omitempty"`
-	RefreshURL     *string `thrift:"refresh_url,7" db:"refresh_url" json:"refresh_url,omitempty"`
-	CreateTimeMs   *int64  `thrift:"create_time_ms,8" db:"create_time_ms" json:"create_time_ms,omitempty"`
-	UpdateTimeMs   *int64  `thrift:"update_time_ms,9" db:"update_time_ms" json:"update_time_ms,omitempty"`
-	UnresolvedJobs *int32  `thrift:"unresolved_jobs,10" db:"unresolved_jobs" json:"unresolved_jobs,omitempty"`
+	CatalogID                 *int64  `thrift:"catalog_id,1" db:"catalog_id" json:"catalog_id,omitempty"`
+	Name                      string  `thrift:"name,2,required" db:"name" json:"name"`
+	Provider                  *string `thrift:"provider,3" db:"provider" json:"provider,omitempty"`
+	RootURI                   *string `thrift:"root_uri,4" db:"root_uri" json:"root_uri,omitempty"`
+	CredentialsRef            *string `thrift:"credentials_ref,5" db:"credentials_ref" json:"credentials_ref,omitempty"`
+	RefreshKind               *string `thrift:"refresh_kind,6" db:"refresh_kind" json:"refresh_kind,omitempty"`
+	RefreshURL                *string `thrift:"refresh_url,7" db:"refresh_url" json:"refresh_url,omitempty"`
+	CreateTimeMs              *int64  `thrift:"create_time_ms,8" db:"create_time_ms" json:"create_time_ms,omitempty"`
+	UpdateTimeMs              *int64  `thrift:"update_time_ms,9" db:"update_time_ms" json:"update_time_ms,omitempty"`
+	UnresolvedJobs            *int32  `thrift:"unresolved_jobs,10" db:"unresolved_jobs" json:"unresolved_jobs,omitempty"`
+	RefreshAddress            *string `thrift:"refresh_address,11" db:"refresh_address" json:"refresh_address,omitempty"`
+	RefreshStatement          *string `thrift:"refresh_statement,12" db:"refresh_statement" json:"refresh_statement,omitempty"`
+	RefreshCredentialsRef     *string `thrift:"refresh_credentials_ref,13" db:"refresh_credentials_ref" json:"refresh_credentials_ref,omitempty"`
+	OptimizeUnindexedRows     *int64  `thrift:"optimize_unindexed_rows,14" db:"optimize_unindexed_rows" json:"optimize_unindexed_rows,omitempty"`
+	OptimizeMinIntervalSecond *int64  `thrift:"optimize_min_interval_second,15" db:"optimize_min_interval_second" json:"optimize_min_interval_second,omitempty"`
 }
 
 func NewTCatalog() *TCatalog {
@@ -6113,6 +7481,51 @@ func (p *TCatalog) GetUnresolvedJobs() int32 {
 	}
 	return *p.UnresolvedJobs
 }
+
+var TCatalog_RefreshAddress_DEFAULT string
+
+func (p *TCatalog) GetRefreshAddress() string {
+	if !p.IsSetRefreshAddress() {
+		return TCatalog_RefreshAddress_DEFAULT
+	}
+	return *p.RefreshAddress
+}
+
+var TCatalog_RefreshStatement_DEFAULT string
+
+func (p *TCatalog) GetRefreshStatement() string {
+	if !p.IsSetRefreshStatement() {
+		return TCatalog_RefreshStatement_DEFAULT
+	}
+	return *p.RefreshStatement
+}
+
+var TCatalog_RefreshCredentialsRef_DEFAULT string
+
+func (p *TCatalog) GetRefreshCredentialsRef() string {
+	if !p.IsSetRefreshCredentialsRef() {
+		return TCatalog_RefreshCredentialsRef_DEFAULT
+	}
+	return *p.RefreshCredentialsRef
+}
+
+var TCatalog_OptimizeUnindexedRows_DEFAULT int64
+
+func (p *TCatalog) GetOptimizeUnindexedRows() int64 {
+	if !p.IsSetOptimizeUnindexedRows() {
+		return TCatalog_OptimizeUnindexedRows_DEFAULT
+	}
+	return *p.OptimizeUnindexedRows
+}
+
+var TCatalog_OptimizeMinIntervalSecond_DEFAULT int64
+
+func (p *TCatalog) GetOptimizeMinIntervalSecond() int64 {
+	if !p.IsSetOptimizeMinIntervalSecond() {
+		return TCatalog_OptimizeMinIntervalSecond_DEFAULT
+	}
+	return *p.OptimizeMinIntervalSecond
+}
 func (p *TCatalog) IsSetCatalogID() bool {
 	return p.CatalogID != nil
 }
@@ -6147,6 +7560,26 @@ func (p *TCatalog) IsSetUpdateTimeMs() bool {
 
 func (p *TCatalog) IsSetUnresolvedJobs() bool {
 	return p.UnresolvedJobs != nil
+}
+
+func (p *TCatalog) IsSetRefreshAddress() bool {
+	return p.RefreshAddress != nil
+}
+
+func (p *TCatalog) IsSetRefreshStatement() bool {
+	return p.RefreshStatement != nil
+}
+
+func (p *TCatalog) IsSetRefreshCredentialsRef() bool {
+	return p.RefreshCredentialsRef != nil
+}
+
+func (p *TCatalog) IsSetOptimizeUnindexedRows() bool {
+	return p.OptimizeUnindexedRows != nil
+}
+
+func (p *TCatalog) IsSetOptimizeMinIntervalSecond() bool {
+	return p.OptimizeMinIntervalSecond != nil
 }
 
 func (p *TCatalog) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6266,6 +7699,56 @@ func (p *TCatalog) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 11:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField13(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 14:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField14(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 15:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField15(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -6374,6 +7857,51 @@ func (p *TCatalog) ReadField10(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TCatalog) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.RefreshAddress = &v
+	}
+	return nil
+}
+
+func (p *TCatalog) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.RefreshStatement = &v
+	}
+	return nil
+}
+
+func (p *TCatalog) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.RefreshCredentialsRef = &v
+	}
+	return nil
+}
+
+func (p *TCatalog) ReadField14(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 14: ", err)
+	} else {
+		p.OptimizeUnindexedRows = &v
+	}
+	return nil
+}
+
+func (p *TCatalog) ReadField15(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 15: ", err)
+	} else {
+		p.OptimizeMinIntervalSecond = &v
+	}
+	return nil
+}
+
 func (p *TCatalog) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TCatalog"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6407,6 +7935,21 @@ func (p *TCatalog) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField14(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField15(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6567,6 +8110,81 @@ func (p *TCatalog) writeField10(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TCatalog) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshAddress() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_address", thrift.STRING, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:refresh_address: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshAddress)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_address (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:refresh_address: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCatalog) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshStatement() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_statement", thrift.STRING, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:refresh_statement: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshStatement)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_statement (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:refresh_statement: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCatalog) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshCredentialsRef() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_credentials_ref", thrift.STRING, 13); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:refresh_credentials_ref: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshCredentialsRef)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_credentials_ref (13) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 13:refresh_credentials_ref: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCatalog) writeField14(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizeUnindexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "optimize_unindexed_rows", thrift.I64, 14); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 14:optimize_unindexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.OptimizeUnindexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.optimize_unindexed_rows (14) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 14:optimize_unindexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCatalog) writeField15(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizeMinIntervalSecond() {
+		if err := oprot.WriteFieldBegin(ctx, "optimize_min_interval_second", thrift.I64, 15); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 15:optimize_min_interval_second: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.OptimizeMinIntervalSecond)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.optimize_min_interval_second (15) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 15:optimize_min_interval_second: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TCatalog) Equals(other *TCatalog) bool {
 	if p == other {
 		return true
@@ -6648,6 +8266,46 @@ func (p *TCatalog) Equals(other *TCatalog) bool {
 			return false
 		}
 	}
+	if p.RefreshAddress != other.RefreshAddress {
+		if p.RefreshAddress == nil || other.RefreshAddress == nil {
+			return false
+		}
+		if (*p.RefreshAddress) != (*other.RefreshAddress) {
+			return false
+		}
+	}
+	if p.RefreshStatement != other.RefreshStatement {
+		if p.RefreshStatement == nil || other.RefreshStatement == nil {
+			return false
+		}
+		if (*p.RefreshStatement) != (*other.RefreshStatement) {
+			return false
+		}
+	}
+	if p.RefreshCredentialsRef != other.RefreshCredentialsRef {
+		if p.RefreshCredentialsRef == nil || other.RefreshCredentialsRef == nil {
+			return false
+		}
+		if (*p.RefreshCredentialsRef) != (*other.RefreshCredentialsRef) {
+			return false
+		}
+	}
+	if p.OptimizeUnindexedRows != other.OptimizeUnindexedRows {
+		if p.OptimizeUnindexedRows == nil || other.OptimizeUnindexedRows == nil {
+			return false
+		}
+		if (*p.OptimizeUnindexedRows) != (*other.OptimizeUnindexedRows) {
+			return false
+		}
+	}
+	if p.OptimizeMinIntervalSecond != other.OptimizeMinIntervalSecond {
+		if p.OptimizeMinIntervalSecond == nil || other.OptimizeMinIntervalSecond == nil {
+			return false
+		}
+		if (*p.OptimizeMinIntervalSecond) != (*other.OptimizeMinIntervalSecond) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -6664,12 +8322,22 @@ func (p *TCatalog) String() string {
 //   - CredentialsRef
 //   - RefreshKind
 //   - RefreshURL
+//   - RefreshAddress
+//   - RefreshStatement
+//   - RefreshCredentialsRef
+//   - OptimizeUnindexedRows
+//   - OptimizeMinIntervalSecond
 type TUpdateCatalogRequest struct {
-	Name           string  `thrift:"name,1,required" db:"name" json:"name"`
-	RootURI        *string `thrift:"root_uri,2" db:"root_uri" json:"root_uri,omitempty"`
-	CredentialsRef *string `thrift:"credentials_ref,3" db:"credentials_ref" json:"credentials_ref,omitempty"`
-	RefreshKind    *string `thrift:"refresh_kind,4" db:"refresh_kind" json:"refresh_kind,omitempty"`
-	RefreshURL     *string `thrift:"refresh_url,5" db:"refresh_url" json:"refresh_url,omitempty"`
+	Name                      string  `thrift:"name,1,required" db:"name" json:"name"`
+	RootURI                   *string `thrift:"root_uri,2" db:"root_uri" json:"root_uri,omitempty"`
+	CredentialsRef            *string `thrift:"credentials_ref,3" db:"credentials_ref" json:"credentials_ref,omitempty"`
+	RefreshKind               *string `thrift:"refresh_kind,4" db:"refresh_kind" json:"refresh_kind,omitempty"`
+	RefreshURL                *string `thrift:"refresh_url,5" db:"refresh_url" json:"refresh_url,omitempty"`
+	RefreshAddress            *string `thrift:"refresh_address,6" db:"refresh_address" json:"refresh_address,omitempty"`
+	RefreshStatement          *string `thrift:"refresh_statement,7" db:"refresh_statement" json:"refresh_statement,omitempty"`
+	RefreshCredentialsRef     *string `thrift:"refresh_credentials_ref,8" db:"refresh_credentials_ref" json:"refresh_credentials_ref,omitempty"`
+	OptimizeUnindexedRows     *int64  `thrift:"optimize_unindexed_rows,9" db:"optimize_unindexed_rows" json:"optimize_unindexed_rows,omitempty"`
+	OptimizeMinIntervalSecond *int64  `thrift:"optimize_min_interval_second,10" db:"optimize_min_interval_second" json:"optimize_min_interval_second,omitempty"`
 }
 
 func NewTUpdateCatalogRequest() *TUpdateCatalogRequest {
@@ -6715,6 +8383,51 @@ func (p *TUpdateCatalogRequest) GetRefreshURL() string {
 	}
 	return *p.RefreshURL
 }
+
+var TUpdateCatalogRequest_RefreshAddress_DEFAULT string
+
+func (p *TUpdateCatalogRequest) GetRefreshAddress() string {
+	if !p.IsSetRefreshAddress() {
+		return TUpdateCatalogRequest_RefreshAddress_DEFAULT
+	}
+	return *p.RefreshAddress
+}
+
+var TUpdateCatalogRequest_RefreshStatement_DEFAULT string
+
+func (p *TUpdateCatalogRequest) GetRefreshStatement() string {
+	if !p.IsSetRefreshStatement() {
+		return TUpdateCatalogRequest_RefreshStatement_DEFAULT
+	}
+	return *p.RefreshStatement
+}
+
+var TUpdateCatalogRequest_RefreshCredentialsRef_DEFAULT string
+
+func (p *TUpdateCatalogRequest) GetRefreshCredentialsRef() string {
+	if !p.IsSetRefreshCredentialsRef() {
+		return TUpdateCatalogRequest_RefreshCredentialsRef_DEFAULT
+	}
+	return *p.RefreshCredentialsRef
+}
+
+var TUpdateCatalogRequest_OptimizeUnindexedRows_DEFAULT int64
+
+func (p *TUpdateCatalogRequest) GetOptimizeUnindexedRows() int64 {
+	if !p.IsSetOptimizeUnindexedRows() {
+		return TUpdateCatalogRequest_OptimizeUnindexedRows_DEFAULT
+	}
+	return *p.OptimizeUnindexedRows
+}
+
+var TUpdateCatalogRequest_OptimizeMinIntervalSecond_DEFAULT int64
+
+func (p *TUpdateCatalogRequest) GetOptimizeMinIntervalSecond() int64 {
+	if !p.IsSetOptimizeMinIntervalSecond() {
+		return TUpdateCatalogRequest_OptimizeMinIntervalSecond_DEFAULT
+	}
+	return *p.OptimizeMinIntervalSecond
+}
 func (p *TUpdateCatalogRequest) IsSetRootURI() bool {
 	return p.RootURI != nil
 }
@@ -6729,6 +8442,26 @@ func (p *TUpdateCatalogRequest) IsSetRefreshKind() bool {
 
 func (p *TUpdateCatalogRequest) IsSetRefreshURL() bool {
 	return p.RefreshURL != nil
+}
+
+func (p *TUpdateCatalogRequest) IsSetRefreshAddress() bool {
+	return p.RefreshAddress != nil
+}
+
+func (p *TUpdateCatalogRequest) IsSetRefreshStatement() bool {
+	return p.RefreshStatement != nil
+}
+
+func (p *TUpdateCatalogRequest) IsSetRefreshCredentialsRef() bool {
+	return p.RefreshCredentialsRef != nil
+}
+
+func (p *TUpdateCatalogRequest) IsSetOptimizeUnindexedRows() bool {
+	return p.OptimizeUnindexedRows != nil
+}
+
+func (p *TUpdateCatalogRequest) IsSetOptimizeMinIntervalSecond() bool {
+	return p.OptimizeMinIntervalSecond != nil
 }
 
 func (p *TUpdateCatalogRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6791,6 +8524,56 @@ func (p *TUpdateCatalogRequest) Read(ctx context.Context, iprot thrift.TProtocol
 		case 5:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField10(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -6861,6 +8644,51 @@ func (p *TUpdateCatalogRequest) ReadField5(ctx context.Context, iprot thrift.TPr
 	return nil
 }
 
+func (p *TUpdateCatalogRequest) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.RefreshAddress = &v
+	}
+	return nil
+}
+
+func (p *TUpdateCatalogRequest) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.RefreshStatement = &v
+	}
+	return nil
+}
+
+func (p *TUpdateCatalogRequest) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.RefreshCredentialsRef = &v
+	}
+	return nil
+}
+
+func (p *TUpdateCatalogRequest) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.OptimizeUnindexedRows = &v
+	}
+	return nil
+}
+
+func (p *TUpdateCatalogRequest) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.OptimizeMinIntervalSecond = &v
+	}
+	return nil
+}
+
 func (p *TUpdateCatalogRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TUpdateCatalogRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6879,6 +8707,21 @@ func (p *TUpdateCatalogRequest) Write(ctx context.Context, oprot thrift.TProtoco
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6964,6 +8807,81 @@ func (p *TUpdateCatalogRequest) writeField5(ctx context.Context, oprot thrift.TP
 	return err
 }
 
+func (p *TUpdateCatalogRequest) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshAddress() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_address", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:refresh_address: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshAddress)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_address (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:refresh_address: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TUpdateCatalogRequest) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshStatement() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_statement", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:refresh_statement: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshStatement)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_statement (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:refresh_statement: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TUpdateCatalogRequest) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshCredentialsRef() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_credentials_ref", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:refresh_credentials_ref: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshCredentialsRef)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_credentials_ref (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:refresh_credentials_ref: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TUpdateCatalogRequest) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizeUnindexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "optimize_unindexed_rows", thrift.I64, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:optimize_unindexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.OptimizeUnindexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.optimize_unindexed_rows (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:optimize_unindexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TUpdateCatalogRequest) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizeMinIntervalSecond() {
+		if err := oprot.WriteFieldBegin(ctx, "optimize_min_interval_second", thrift.I64, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:optimize_min_interval_second: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.OptimizeMinIntervalSecond)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.optimize_min_interval_second (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:optimize_min_interval_second: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TUpdateCatalogRequest) Equals(other *TUpdateCatalogRequest) bool {
 	if p == other {
 		return true
@@ -7002,6 +8920,46 @@ func (p *TUpdateCatalogRequest) Equals(other *TUpdateCatalogRequest) bool {
 			return false
 		}
 		if (*p.RefreshURL) != (*other.RefreshURL) {
+			return false
+		}
+	}
+	if p.RefreshAddress != other.RefreshAddress {
+		if p.RefreshAddress == nil || other.RefreshAddress == nil {
+			return false
+		}
+		if (*p.RefreshAddress) != (*other.RefreshAddress) {
+			return false
+		}
+	}
+	if p.RefreshStatement != other.RefreshStatement {
+		if p.RefreshStatement == nil || other.RefreshStatement == nil {
+			return false
+		}
+		if (*p.RefreshStatement) != (*other.RefreshStatement) {
+			return false
+		}
+	}
+	if p.RefreshCredentialsRef != other.RefreshCredentialsRef {
+		if p.RefreshCredentialsRef == nil || other.RefreshCredentialsRef == nil {
+			return false
+		}
+		if (*p.RefreshCredentialsRef) != (*other.RefreshCredentialsRef) {
+			return false
+		}
+	}
+	if p.OptimizeUnindexedRows != other.OptimizeUnindexedRows {
+		if p.OptimizeUnindexedRows == nil || other.OptimizeUnindexedRows == nil {
+			return false
+		}
+		if (*p.OptimizeUnindexedRows) != (*other.OptimizeUnindexedRows) {
+			return false
+		}
+	}
+	if p.OptimizeMinIntervalSecond != other.OptimizeMinIntervalSecond {
+		if p.OptimizeMinIntervalSecond == nil || other.OptimizeMinIntervalSecond == nil {
+			return false
+		}
+		if (*p.OptimizeMinIntervalSecond) != (*other.OptimizeMinIntervalSecond) {
 			return false
 		}
 	}
@@ -7563,11 +9521,11 @@ func (p *TDatasetView) ReadField2(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*wire.TLanceField, 0, size)
 	p.Fields = tSlice
 	for i := 0; i < size; i++ {
-		_elem4 := &wire.TLanceField{}
-		if err := _elem4.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
+		_elem6 := &wire.TLanceField{}
+		if err := _elem6.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
 		}
-		p.Fields = append(p.Fields, _elem4)
+		p.Fields = append(p.Fields, _elem6)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -7583,11 +9541,11 @@ func (p *TDatasetView) ReadField3(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*wire.TLanceIndexInfo, 0, size)
 	p.Indexes = tSlice
 	for i := 0; i < size; i++ {
-		_elem5 := &wire.TLanceIndexInfo{}
-		if err := _elem5.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem5), err)
+		_elem7 := &wire.TLanceIndexInfo{}
+		if err := _elem7.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem7), err)
 		}
-		p.Indexes = append(p.Indexes, _elem5)
+		p.Indexes = append(p.Indexes, _elem7)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -7714,8 +9672,8 @@ func (p *TDatasetView) Equals(other *TDatasetView) bool {
 		return false
 	}
 	for i, _tgt := range p.Fields {
-		_src6 := other.Fields[i]
-		if !_tgt.Equals(_src6) {
+		_src8 := other.Fields[i]
+		if !_tgt.Equals(_src8) {
 			return false
 		}
 	}
@@ -7723,8 +9681,8 @@ func (p *TDatasetView) Equals(other *TDatasetView) bool {
 		return false
 	}
 	for i, _tgt := range p.Indexes {
-		_src7 := other.Indexes[i]
-		if !_tgt.Equals(_src7) {
+		_src9 := other.Indexes[i]
+		if !_tgt.Equals(_src9) {
 			return false
 		}
 	}
@@ -8582,11 +10540,11 @@ func (p *TRaftPeersResponse) ReadField1(ctx context.Context, iprot thrift.TProto
 	tSlice := make([]*TRaftPeer, 0, size)
 	p.Peers = tSlice
 	for i := 0; i < size; i++ {
-		_elem8 := &TRaftPeer{}
-		if err := _elem8.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
+		_elem10 := &TRaftPeer{}
+		if err := _elem10.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
 		}
-		p.Peers = append(p.Peers, _elem8)
+		p.Peers = append(p.Peers, _elem10)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -8751,8 +10709,8 @@ func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Peers {
-		_src9 := other.Peers[i]
-		if !_tgt.Equals(_src9) {
+		_src11 := other.Peers[i]
+		if !_tgt.Equals(_src11) {
 			return false
 		}
 	}
@@ -10393,6 +12351,13 @@ type LanceMasterService interface {
 	DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error)
 	// Parameters:
 	//  - Request
+	OptimizeDataset(ctx context.Context, request *TOptimizeRequest) (_r *TAdmitResponse, _err error)
+	// Parameters:
+	//  - JobID
+	//  - MaxBytes
+	JobLogs(ctx context.Context, job_id int64, max_bytes int32) (_r *TJobLogs, _err error)
+	// Parameters:
+	//  - Request
 	ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error)
 	// Parameters:
 	//  - JobID
@@ -10504,17 +12469,17 @@ func (p *LanceMasterServiceClient) SetLastResponseMeta_(meta thrift.ResponseMeta
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Context, report *wire.TLanceIndexJobReport) (_r *wire.TStatus, _err error) {
-	var _args10 LanceMasterServiceReportLanceIndexJobResultArgs
-	_args10.Report = report
-	var _result12 LanceMasterServiceReportLanceIndexJobResultResult
-	var _meta11 thrift.ResponseMeta
-	_meta11, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args10, &_result12)
-	p.SetLastResponseMeta_(_meta11)
+	var _args12 LanceMasterServiceReportLanceIndexJobResultArgs
+	_args12.Report = report
+	var _result14 LanceMasterServiceReportLanceIndexJobResultResult
+	var _meta13 thrift.ResponseMeta
+	_meta13, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args12, &_result14)
+	p.SetLastResponseMeta_(_meta13)
 	if _err != nil {
 		return
 	}
-	if _ret13 := _result12.GetSuccess(); _ret13 != nil {
-		return _ret13, nil
+	if _ret15 := _result14.GetSuccess(); _ret15 != nil {
+		return _ret15, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobResult failed: unknown result")
 }
@@ -10522,17 +12487,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Contex
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Context, report *wire.TLanceIndexJobTerminationReport) (_r *wire.TStatus, _err error) {
-	var _args14 LanceMasterServiceReportLanceIndexJobTerminationArgs
-	_args14.Report = report
-	var _result16 LanceMasterServiceReportLanceIndexJobTerminationResult
-	var _meta15 thrift.ResponseMeta
-	_meta15, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args14, &_result16)
-	p.SetLastResponseMeta_(_meta15)
+	var _args16 LanceMasterServiceReportLanceIndexJobTerminationArgs
+	_args16.Report = report
+	var _result18 LanceMasterServiceReportLanceIndexJobTerminationResult
+	var _meta17 thrift.ResponseMeta
+	_meta17, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args16, &_result18)
+	p.SetLastResponseMeta_(_meta17)
 	if _err != nil {
 		return
 	}
-	if _ret17 := _result16.GetSuccess(); _ret17 != nil {
-		return _ret17, nil
+	if _ret19 := _result18.GetSuccess(); _ret19 != nil {
+		return _ret19, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobTermination failed: unknown result")
 }
@@ -10540,17 +12505,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Co
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Context, report *wire.TLanceIndexJobProgressReport) (_r *wire.TStatus, _err error) {
-	var _args18 LanceMasterServiceReportLanceIndexJobProgressArgs
-	_args18.Report = report
-	var _result20 LanceMasterServiceReportLanceIndexJobProgressResult
-	var _meta19 thrift.ResponseMeta
-	_meta19, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args18, &_result20)
-	p.SetLastResponseMeta_(_meta19)
+	var _args20 LanceMasterServiceReportLanceIndexJobProgressArgs
+	_args20.Report = report
+	var _result22 LanceMasterServiceReportLanceIndexJobProgressResult
+	var _meta21 thrift.ResponseMeta
+	_meta21, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args20, &_result22)
+	p.SetLastResponseMeta_(_meta21)
 	if _err != nil {
 		return
 	}
-	if _ret21 := _result20.GetSuccess(); _ret21 != nil {
-		return _ret21, nil
+	if _ret23 := _result22.GetSuccess(); _ret23 != nil {
+		return _ret23, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobProgress failed: unknown result")
 }
@@ -10558,22 +12523,22 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Conte
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args22 LanceMasterServiceCreateIndexArgs
-	_args22.Request = request
-	var _result24 LanceMasterServiceCreateIndexResult
-	var _meta23 thrift.ResponseMeta
-	_meta23, _err = p.Client_().Call(ctx, "createIndex", &_args22, &_result24)
-	p.SetLastResponseMeta_(_meta23)
+	var _args24 LanceMasterServiceCreateIndexArgs
+	_args24.Request = request
+	var _result26 LanceMasterServiceCreateIndexResult
+	var _meta25 thrift.ResponseMeta
+	_meta25, _err = p.Client_().Call(ctx, "createIndex", &_args24, &_result26)
+	p.SetLastResponseMeta_(_meta25)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result24.Err != nil:
-		return _r, _result24.Err
+	case _result26.Err != nil:
+		return _r, _result26.Err
 	}
 
-	if _ret25 := _result24.GetSuccess(); _ret25 != nil {
-		return _ret25, nil
+	if _ret27 := _result26.GetSuccess(); _ret27 != nil {
+		return _ret27, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
 }
@@ -10581,45 +12546,93 @@ func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args26 LanceMasterServiceDropIndexArgs
-	_args26.Request = request
-	var _result28 LanceMasterServiceDropIndexResult
-	var _meta27 thrift.ResponseMeta
-	_meta27, _err = p.Client_().Call(ctx, "dropIndex", &_args26, &_result28)
-	p.SetLastResponseMeta_(_meta27)
+	var _args28 LanceMasterServiceDropIndexArgs
+	_args28.Request = request
+	var _result30 LanceMasterServiceDropIndexResult
+	var _meta29 thrift.ResponseMeta
+	_meta29, _err = p.Client_().Call(ctx, "dropIndex", &_args28, &_result30)
+	p.SetLastResponseMeta_(_meta29)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result28.Err != nil:
-		return _r, _result28.Err
+	case _result30.Err != nil:
+		return _r, _result30.Err
 	}
 
-	if _ret29 := _result28.GetSuccess(); _ret29 != nil {
-		return _ret29, nil
+	if _ret31 := _result30.GetSuccess(); _ret31 != nil {
+		return _ret31, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
 }
 
 // Parameters:
 //   - Request
-func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
-	var _args30 LanceMasterServiceListJobsArgs
-	_args30.Request = request
-	var _result32 LanceMasterServiceListJobsResult
-	var _meta31 thrift.ResponseMeta
-	_meta31, _err = p.Client_().Call(ctx, "listJobs", &_args30, &_result32)
-	p.SetLastResponseMeta_(_meta31)
+func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request *TOptimizeRequest) (_r *TAdmitResponse, _err error) {
+	var _args32 LanceMasterServiceOptimizeDatasetArgs
+	_args32.Request = request
+	var _result34 LanceMasterServiceOptimizeDatasetResult
+	var _meta33 thrift.ResponseMeta
+	_meta33, _err = p.Client_().Call(ctx, "optimizeDataset", &_args32, &_result34)
+	p.SetLastResponseMeta_(_meta33)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result32.Err != nil:
-		return _r, _result32.Err
+	case _result34.Err != nil:
+		return _r, _result34.Err
 	}
 
-	if _ret33 := _result32.GetSuccess(); _ret33 != nil {
-		return _ret33, nil
+	if _ret35 := _result34.GetSuccess(); _ret35 != nil {
+		return _ret35, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "optimizeDataset failed: unknown result")
+}
+
+// Parameters:
+//   - JobID
+//   - MaxBytes
+func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, max_bytes int32) (_r *TJobLogs, _err error) {
+	var _args36 LanceMasterServiceJobLogsArgs
+	_args36.JobID = job_id
+	_args36.MaxBytes = max_bytes
+	var _result38 LanceMasterServiceJobLogsResult
+	var _meta37 thrift.ResponseMeta
+	_meta37, _err = p.Client_().Call(ctx, "jobLogs", &_args36, &_result38)
+	p.SetLastResponseMeta_(_meta37)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result38.Err != nil:
+		return _r, _result38.Err
+	}
+
+	if _ret39 := _result38.GetSuccess(); _ret39 != nil {
+		return _ret39, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "jobLogs failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
+	var _args40 LanceMasterServiceListJobsArgs
+	_args40.Request = request
+	var _result42 LanceMasterServiceListJobsResult
+	var _meta41 thrift.ResponseMeta
+	_meta41, _err = p.Client_().Call(ctx, "listJobs", &_args40, &_result42)
+	p.SetLastResponseMeta_(_meta41)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result42.Err != nil:
+		return _r, _result42.Err
+	}
+
+	if _ret43 := _result42.GetSuccess(); _ret43 != nil {
+		return _ret43, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
 }
@@ -10628,23 +12641,23 @@ func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJ
 //   - JobID
 //   - Consistent
 func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
-	var _args34 LanceMasterServiceShowJobArgs
-	_args34.JobID = job_id
-	_args34.Consistent = consistent
-	var _result36 LanceMasterServiceShowJobResult
-	var _meta35 thrift.ResponseMeta
-	_meta35, _err = p.Client_().Call(ctx, "showJob", &_args34, &_result36)
-	p.SetLastResponseMeta_(_meta35)
+	var _args44 LanceMasterServiceShowJobArgs
+	_args44.JobID = job_id
+	_args44.Consistent = consistent
+	var _result46 LanceMasterServiceShowJobResult
+	var _meta45 thrift.ResponseMeta
+	_meta45, _err = p.Client_().Call(ctx, "showJob", &_args44, &_result46)
+	p.SetLastResponseMeta_(_meta45)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result36.Err != nil:
-		return _r, _result36.Err
+	case _result46.Err != nil:
+		return _r, _result46.Err
 	}
 
-	if _ret37 := _result36.GetSuccess(); _ret37 != nil {
-		return _ret37, nil
+	if _ret47 := _result46.GetSuccess(); _ret47 != nil {
+		return _ret47, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
 }
@@ -10652,22 +12665,22 @@ func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, co
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
-	var _args38 LanceMasterServiceResolveJobArgs
-	_args38.Request = request
-	var _result40 LanceMasterServiceResolveJobResult
-	var _meta39 thrift.ResponseMeta
-	_meta39, _err = p.Client_().Call(ctx, "resolveJob", &_args38, &_result40)
-	p.SetLastResponseMeta_(_meta39)
+	var _args48 LanceMasterServiceResolveJobArgs
+	_args48.Request = request
+	var _result50 LanceMasterServiceResolveJobResult
+	var _meta49 thrift.ResponseMeta
+	_meta49, _err = p.Client_().Call(ctx, "resolveJob", &_args48, &_result50)
+	p.SetLastResponseMeta_(_meta49)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result40.Err != nil:
-		return _r, _result40.Err
+	case _result50.Err != nil:
+		return _r, _result50.Err
 	}
 
-	if _ret41 := _result40.GetSuccess(); _ret41 != nil {
-		return _ret41, nil
+	if _ret51 := _result50.GetSuccess(); _ret51 != nil {
+		return _ret51, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
 }
@@ -10675,22 +12688,22 @@ func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TRes
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
-	var _args42 LanceMasterServiceCancelJobArgs
-	_args42.Request = request
-	var _result44 LanceMasterServiceCancelJobResult
-	var _meta43 thrift.ResponseMeta
-	_meta43, _err = p.Client_().Call(ctx, "cancelJob", &_args42, &_result44)
-	p.SetLastResponseMeta_(_meta43)
+	var _args52 LanceMasterServiceCancelJobArgs
+	_args52.Request = request
+	var _result54 LanceMasterServiceCancelJobResult
+	var _meta53 thrift.ResponseMeta
+	_meta53, _err = p.Client_().Call(ctx, "cancelJob", &_args52, &_result54)
+	p.SetLastResponseMeta_(_meta53)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result44.Err != nil:
-		return _r, _result44.Err
+	case _result54.Err != nil:
+		return _r, _result54.Err
 	}
 
-	if _ret45 := _result44.GetSuccess(); _ret45 != nil {
-		return _ret45, nil
+	if _ret55 := _result54.GetSuccess(); _ret55 != nil {
+		return _ret55, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
 }
@@ -10700,24 +12713,24 @@ func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCanc
 //   - Db
 //   - Table
 func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error) {
-	var _args46 LanceMasterServiceInspectDatasetArgs
-	_args46.Catalog = catalog
-	_args46.Db = db
-	_args46.Table = table
-	var _result48 LanceMasterServiceInspectDatasetResult
-	var _meta47 thrift.ResponseMeta
-	_meta47, _err = p.Client_().Call(ctx, "inspectDataset", &_args46, &_result48)
-	p.SetLastResponseMeta_(_meta47)
+	var _args56 LanceMasterServiceInspectDatasetArgs
+	_args56.Catalog = catalog
+	_args56.Db = db
+	_args56.Table = table
+	var _result58 LanceMasterServiceInspectDatasetResult
+	var _meta57 thrift.ResponseMeta
+	_meta57, _err = p.Client_().Call(ctx, "inspectDataset", &_args56, &_result58)
+	p.SetLastResponseMeta_(_meta57)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result48.Err != nil:
-		return _r, _result48.Err
+	case _result58.Err != nil:
+		return _r, _result58.Err
 	}
 
-	if _ret49 := _result48.GetSuccess(); _ret49 != nil {
-		return _ret49, nil
+	if _ret59 := _result58.GetSuccess(); _ret59 != nil {
+		return _ret59, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspectDataset failed: unknown result")
 }
@@ -10725,94 +12738,31 @@ func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog s
 // Parameters:
 //   - Catalog
 func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
-	var _args50 LanceMasterServiceCreateCatalogArgs
-	_args50.Catalog = catalog
-	var _result52 LanceMasterServiceCreateCatalogResult
-	var _meta51 thrift.ResponseMeta
-	_meta51, _err = p.Client_().Call(ctx, "createCatalog", &_args50, &_result52)
-	p.SetLastResponseMeta_(_meta51)
+	var _args60 LanceMasterServiceCreateCatalogArgs
+	_args60.Catalog = catalog
+	var _result62 LanceMasterServiceCreateCatalogResult
+	var _meta61 thrift.ResponseMeta
+	_meta61, _err = p.Client_().Call(ctx, "createCatalog", &_args60, &_result62)
+	p.SetLastResponseMeta_(_meta61)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result52.Err != nil:
-		return _r, _result52.Err
+	case _result62.Err != nil:
+		return _r, _result62.Err
 	}
 
-	if _ret53 := _result52.GetSuccess(); _ret53 != nil {
-		return _ret53, nil
+	if _ret63 := _result62.GetSuccess(); _ret63 != nil {
+		return _ret63, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
-	var _args54 LanceMasterServiceListCatalogsArgs
-	var _result56 LanceMasterServiceListCatalogsResult
-	var _meta55 thrift.ResponseMeta
-	_meta55, _err = p.Client_().Call(ctx, "listCatalogs", &_args54, &_result56)
-	p.SetLastResponseMeta_(_meta55)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result56.Err != nil:
-		return _r, _result56.Err
-	}
-
-	return _result56.GetSuccess(), nil
-}
-
-// Parameters:
-//   - Request
-func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error) {
-	var _args57 LanceMasterServiceUpdateCatalogArgs
-	_args57.Request = request
-	var _result59 LanceMasterServiceUpdateCatalogResult
-	var _meta58 thrift.ResponseMeta
-	_meta58, _err = p.Client_().Call(ctx, "updateCatalog", &_args57, &_result59)
-	p.SetLastResponseMeta_(_meta58)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result59.Err != nil:
-		return _r, _result59.Err
-	}
-
-	if _ret60 := _result59.GetSuccess(); _ret60 != nil {
-		return _ret60, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "updateCatalog failed: unknown result")
-}
-
-// Parameters:
-//   - Name
-func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
-	var _args61 LanceMasterServiceRemoveCatalogArgs
-	_args61.Name = name
-	var _result63 LanceMasterServiceRemoveCatalogResult
-	var _meta62 thrift.ResponseMeta
-	_meta62, _err = p.Client_().Call(ctx, "removeCatalog", &_args61, &_result63)
-	p.SetLastResponseMeta_(_meta62)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result63.Err != nil:
-		return _result63.Err
-	}
-
-	return nil
-}
-
-// Parameters:
-//   - Address
-func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
-	var _args64 LanceMasterServiceAddBackendArgs
-	_args64.Address = address
-	var _result66 LanceMasterServiceAddBackendResult
+	var _args64 LanceMasterServiceListCatalogsArgs
+	var _result66 LanceMasterServiceListCatalogsResult
 	var _meta65 thrift.ResponseMeta
-	_meta65, _err = p.Client_().Call(ctx, "addBackend", &_args64, &_result66)
+	_meta65, _err = p.Client_().Call(ctx, "listCatalogs", &_args64, &_result66)
 	p.SetLastResponseMeta_(_meta65)
 	if _err != nil {
 		return
@@ -10822,37 +12772,40 @@ func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address strin
 		return _r, _result66.Err
 	}
 
-	if _ret67 := _result66.GetSuccess(); _ret67 != nil {
-		return _ret67, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
+	return _result66.GetSuccess(), nil
 }
 
-func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
-	var _args68 LanceMasterServiceListBackendsArgs
-	var _result70 LanceMasterServiceListBackendsResult
-	var _meta69 thrift.ResponseMeta
-	_meta69, _err = p.Client_().Call(ctx, "listBackends", &_args68, &_result70)
-	p.SetLastResponseMeta_(_meta69)
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error) {
+	var _args67 LanceMasterServiceUpdateCatalogArgs
+	_args67.Request = request
+	var _result69 LanceMasterServiceUpdateCatalogResult
+	var _meta68 thrift.ResponseMeta
+	_meta68, _err = p.Client_().Call(ctx, "updateCatalog", &_args67, &_result69)
+	p.SetLastResponseMeta_(_meta68)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result70.Err != nil:
-		return _r, _result70.Err
+	case _result69.Err != nil:
+		return _r, _result69.Err
 	}
 
-	return _result70.GetSuccess(), nil
+	if _ret70 := _result69.GetSuccess(); _ret70 != nil {
+		return _ret70, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "updateCatalog failed: unknown result")
 }
 
 // Parameters:
-//   - Backend
-func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
-	var _args71 LanceMasterServiceRemoveBackendArgs
-	_args71.Backend = backend
-	var _result73 LanceMasterServiceRemoveBackendResult
+//   - Name
+func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
+	var _args71 LanceMasterServiceRemoveCatalogArgs
+	_args71.Name = name
+	var _result73 LanceMasterServiceRemoveCatalogResult
 	var _meta72 thrift.ResponseMeta
-	_meta72, _err = p.Client_().Call(ctx, "removeBackend", &_args71, &_result73)
+	_meta72, _err = p.Client_().Call(ctx, "removeCatalog", &_args71, &_result73)
 	p.SetLastResponseMeta_(_meta72)
 	if _err != nil {
 		return
@@ -10866,13 +12819,13 @@ func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend st
 }
 
 // Parameters:
-//   - Key
-func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
-	var _args74 LanceMasterServiceGetOptionArgs
-	_args74.Key = key
-	var _result76 LanceMasterServiceGetOptionResult
+//   - Address
+func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
+	var _args74 LanceMasterServiceAddBackendArgs
+	_args74.Address = address
+	var _result76 LanceMasterServiceAddBackendResult
 	var _meta75 thrift.ResponseMeta
-	_meta75, _err = p.Client_().Call(ctx, "getOption", &_args74, &_result76)
+	_meta75, _err = p.Client_().Call(ctx, "addBackend", &_args74, &_result76)
 	p.SetLastResponseMeta_(_meta75)
 	if _err != nil {
 		return
@@ -10885,19 +12838,14 @@ func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_
 	if _ret77 := _result76.GetSuccess(); _ret77 != nil {
 		return _ret77, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
 }
 
-// Parameters:
-//   - Key
-//   - Value
-func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
-	var _args78 LanceMasterServiceSetOptionArgs
-	_args78.Key = key
-	_args78.Value = value
-	var _result80 LanceMasterServiceSetOptionResult
+func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
+	var _args78 LanceMasterServiceListBackendsArgs
+	var _result80 LanceMasterServiceListBackendsResult
 	var _meta79 thrift.ResponseMeta
-	_meta79, _err = p.Client_().Call(ctx, "setOption", &_args78, &_result80)
+	_meta79, _err = p.Client_().Call(ctx, "listBackends", &_args78, &_result80)
 	p.SetLastResponseMeta_(_meta79)
 	if _err != nil {
 		return
@@ -10907,77 +12855,82 @@ func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, va
 		return _r, _result80.Err
 	}
 
-	if _ret81 := _result80.GetSuccess(); _ret81 != nil {
-		return _ret81, nil
+	return _result80.GetSuccess(), nil
+}
+
+// Parameters:
+//   - Backend
+func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
+	var _args81 LanceMasterServiceRemoveBackendArgs
+	_args81.Backend = backend
+	var _result83 LanceMasterServiceRemoveBackendResult
+	var _meta82 thrift.ResponseMeta
+	_meta82, _err = p.Client_().Call(ctx, "removeBackend", &_args81, &_result83)
+	p.SetLastResponseMeta_(_meta82)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result83.Err != nil:
+		return _result83.Err
+	}
+
+	return nil
+}
+
+// Parameters:
+//   - Key
+func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
+	var _args84 LanceMasterServiceGetOptionArgs
+	_args84.Key = key
+	var _result86 LanceMasterServiceGetOptionResult
+	var _meta85 thrift.ResponseMeta
+	_meta85, _err = p.Client_().Call(ctx, "getOption", &_args84, &_result86)
+	p.SetLastResponseMeta_(_meta85)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result86.Err != nil:
+		return _r, _result86.Err
+	}
+
+	if _ret87 := _result86.GetSuccess(); _ret87 != nil {
+		return _ret87, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
+}
+
+// Parameters:
+//   - Key
+//   - Value
+func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
+	var _args88 LanceMasterServiceSetOptionArgs
+	_args88.Key = key
+	_args88.Value = value
+	var _result90 LanceMasterServiceSetOptionResult
+	var _meta89 thrift.ResponseMeta
+	_meta89, _err = p.Client_().Call(ctx, "setOption", &_args88, &_result90)
+	p.SetLastResponseMeta_(_meta89)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result90.Err != nil:
+		return _r, _result90.Err
+	}
+
+	if _ret91 := _result90.GetSuccess(); _ret91 != nil {
+		return _ret91, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
-	var _args82 LanceMasterServiceListOptionsArgs
-	var _result84 LanceMasterServiceListOptionsResult
-	var _meta83 thrift.ResponseMeta
-	_meta83, _err = p.Client_().Call(ctx, "listOptions", &_args82, &_result84)
-	p.SetLastResponseMeta_(_meta83)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result84.Err != nil:
-		return _r, _result84.Err
-	}
-
-	return _result84.GetSuccess(), nil
-}
-
-func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
-	var _args85 LanceMasterServiceListPeersArgs
-	var _result87 LanceMasterServiceListPeersResult
-	var _meta86 thrift.ResponseMeta
-	_meta86, _err = p.Client_().Call(ctx, "listPeers", &_args85, &_result87)
-	p.SetLastResponseMeta_(_meta86)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result87.Err != nil:
-		return _r, _result87.Err
-	}
-
-	if _ret88 := _result87.GetSuccess(); _ret88 != nil {
-		return _ret88, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
-}
-
-// Parameters:
-//   - TargetID
-func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
-	var _args89 LanceMasterServiceTransferLeaderArgs
-	_args89.TargetID = target_id
-	var _result91 LanceMasterServiceTransferLeaderResult
-	var _meta90 thrift.ResponseMeta
-	_meta90, _err = p.Client_().Call(ctx, "transferLeader", &_args89, &_result91)
-	p.SetLastResponseMeta_(_meta90)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result91.Err != nil:
-		return _r, _result91.Err
-	}
-
-	return _result91.GetSuccess(), nil
-}
-
-// Parameters:
-//   - Command
-func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
-	var _args92 LanceMasterServiceForwardApplyArgs
-	_args92.Command = command
-	var _result94 LanceMasterServiceForwardApplyResult
+	var _args92 LanceMasterServiceListOptionsArgs
+	var _result94 LanceMasterServiceListOptionsResult
 	var _meta93 thrift.ResponseMeta
-	_meta93, _err = p.Client_().Call(ctx, "forwardApply", &_args92, &_result94)
+	_meta93, _err = p.Client_().Call(ctx, "listOptions", &_args92, &_result94)
 	p.SetLastResponseMeta_(_meta93)
 	if _err != nil {
 		return
@@ -10990,11 +12943,11 @@ func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []b
 	return _result94.GetSuccess(), nil
 }
 
-func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
-	var _args95 LanceMasterServiceBeginSnapshotSaveArgs
-	var _result97 LanceMasterServiceBeginSnapshotSaveResult
+func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
+	var _args95 LanceMasterServiceListPeersArgs
+	var _result97 LanceMasterServiceListPeersResult
 	var _meta96 thrift.ResponseMeta
-	_meta96, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args95, &_result97)
+	_meta96, _err = p.Client_().Call(ctx, "listPeers", &_args95, &_result97)
 	p.SetLastResponseMeta_(_meta96)
 	if _err != nil {
 		return
@@ -11007,19 +12960,17 @@ func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *T
 	if _ret98 := _result97.GetSuccess(); _ret98 != nil {
 		return _ret98, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
 }
 
 // Parameters:
-//   - TransferID
-//   - Offset
-func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
-	var _args99 LanceMasterServiceReadSnapshotChunkArgs
-	_args99.TransferID = transfer_id
-	_args99.Offset = offset
-	var _result101 LanceMasterServiceReadSnapshotChunkResult
+//   - TargetID
+func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
+	var _args99 LanceMasterServiceTransferLeaderArgs
+	_args99.TargetID = target_id
+	var _result101 LanceMasterServiceTransferLeaderResult
 	var _meta100 thrift.ResponseMeta
-	_meta100, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args99, &_result101)
+	_meta100, _err = p.Client_().Call(ctx, "transferLeader", &_args99, &_result101)
 	p.SetLastResponseMeta_(_meta100)
 	if _err != nil {
 		return
@@ -11029,8 +12980,70 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 		return _r, _result101.Err
 	}
 
-	if _ret102 := _result101.GetSuccess(); _ret102 != nil {
-		return _ret102, nil
+	return _result101.GetSuccess(), nil
+}
+
+// Parameters:
+//   - Command
+func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
+	var _args102 LanceMasterServiceForwardApplyArgs
+	_args102.Command = command
+	var _result104 LanceMasterServiceForwardApplyResult
+	var _meta103 thrift.ResponseMeta
+	_meta103, _err = p.Client_().Call(ctx, "forwardApply", &_args102, &_result104)
+	p.SetLastResponseMeta_(_meta103)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result104.Err != nil:
+		return _r, _result104.Err
+	}
+
+	return _result104.GetSuccess(), nil
+}
+
+func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
+	var _args105 LanceMasterServiceBeginSnapshotSaveArgs
+	var _result107 LanceMasterServiceBeginSnapshotSaveResult
+	var _meta106 thrift.ResponseMeta
+	_meta106, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args105, &_result107)
+	p.SetLastResponseMeta_(_meta106)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result107.Err != nil:
+		return _r, _result107.Err
+	}
+
+	if _ret108 := _result107.GetSuccess(); _ret108 != nil {
+		return _ret108, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
+}
+
+// Parameters:
+//   - TransferID
+//   - Offset
+func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
+	var _args109 LanceMasterServiceReadSnapshotChunkArgs
+	_args109.TransferID = transfer_id
+	_args109.Offset = offset
+	var _result111 LanceMasterServiceReadSnapshotChunkResult
+	var _meta110 thrift.ResponseMeta
+	_meta110, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args109, &_result111)
+	p.SetLastResponseMeta_(_meta110)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result111.Err != nil:
+		return _r, _result111.Err
+	}
+
+	if _ret112 := _result111.GetSuccess(); _ret112 != nil {
+		return _ret112, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "readSnapshotChunk failed: unknown result")
 }
@@ -11038,22 +13051,22 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 // Parameters:
 //   - Size
 func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error) {
-	var _args103 LanceMasterServiceBeginSnapshotRestoreArgs
-	_args103.Size = size
-	var _result105 LanceMasterServiceBeginSnapshotRestoreResult
-	var _meta104 thrift.ResponseMeta
-	_meta104, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args103, &_result105)
-	p.SetLastResponseMeta_(_meta104)
+	var _args113 LanceMasterServiceBeginSnapshotRestoreArgs
+	_args113.Size = size
+	var _result115 LanceMasterServiceBeginSnapshotRestoreResult
+	var _meta114 thrift.ResponseMeta
+	_meta114, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args113, &_result115)
+	p.SetLastResponseMeta_(_meta114)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result105.Err != nil:
-		return _r, _result105.Err
+	case _result115.Err != nil:
+		return _r, _result115.Err
 	}
 
-	if _ret106 := _result105.GetSuccess(); _ret106 != nil {
-		return _ret106, nil
+	if _ret116 := _result115.GetSuccess(); _ret116 != nil {
+		return _ret116, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotRestore failed: unknown result")
 }
@@ -11061,18 +13074,18 @@ func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, siz
 // Parameters:
 //   - Chunk
 func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error) {
-	var _args107 LanceMasterServiceWriteSnapshotChunkArgs
-	_args107.Chunk = chunk
-	var _result109 LanceMasterServiceWriteSnapshotChunkResult
-	var _meta108 thrift.ResponseMeta
-	_meta108, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args107, &_result109)
-	p.SetLastResponseMeta_(_meta108)
+	var _args117 LanceMasterServiceWriteSnapshotChunkArgs
+	_args117.Chunk = chunk
+	var _result119 LanceMasterServiceWriteSnapshotChunkResult
+	var _meta118 thrift.ResponseMeta
+	_meta118, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args117, &_result119)
+	p.SetLastResponseMeta_(_meta118)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result109.Err != nil:
-		return _result109.Err
+	case _result119.Err != nil:
+		return _result119.Err
 	}
 
 	return nil
@@ -11081,22 +13094,22 @@ func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error) {
-	var _args110 LanceMasterServiceFinishSnapshotRestoreArgs
-	_args110.TransferID = transfer_id
-	var _result112 LanceMasterServiceFinishSnapshotRestoreResult
-	var _meta111 thrift.ResponseMeta
-	_meta111, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args110, &_result112)
-	p.SetLastResponseMeta_(_meta111)
+	var _args120 LanceMasterServiceFinishSnapshotRestoreArgs
+	_args120.TransferID = transfer_id
+	var _result122 LanceMasterServiceFinishSnapshotRestoreResult
+	var _meta121 thrift.ResponseMeta
+	_meta121, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args120, &_result122)
+	p.SetLastResponseMeta_(_meta121)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result112.Err != nil:
-		return _r, _result112.Err
+	case _result122.Err != nil:
+		return _r, _result122.Err
 	}
 
-	if _ret113 := _result112.GetSuccess(); _ret113 != nil {
-		return _ret113, nil
+	if _ret123 := _result122.GetSuccess(); _ret123 != nil {
+		return _ret123, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "finishSnapshotRestore failed: unknown result")
 }
@@ -11104,18 +13117,18 @@ func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, tr
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error) {
-	var _args114 LanceMasterServiceAbortSnapshotTransferArgs
-	_args114.TransferID = transfer_id
-	var _result116 LanceMasterServiceAbortSnapshotTransferResult
-	var _meta115 thrift.ResponseMeta
-	_meta115, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args114, &_result116)
-	p.SetLastResponseMeta_(_meta115)
+	var _args124 LanceMasterServiceAbortSnapshotTransferArgs
+	_args124.TransferID = transfer_id
+	var _result126 LanceMasterServiceAbortSnapshotTransferResult
+	var _meta125 thrift.ResponseMeta
+	_meta125, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args124, &_result126)
+	p.SetLastResponseMeta_(_meta125)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result116.Err != nil:
-		return _result116.Err
+	case _result126.Err != nil:
+		return _result126.Err
 	}
 
 	return nil
@@ -11124,22 +13137,22 @@ func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, tr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVoterRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args117 LanceMasterServiceAddVoterArgs
-	_args117.Request = request
-	var _result119 LanceMasterServiceAddVoterResult
-	var _meta118 thrift.ResponseMeta
-	_meta118, _err = p.Client_().Call(ctx, "addVoter", &_args117, &_result119)
-	p.SetLastResponseMeta_(_meta118)
+	var _args127 LanceMasterServiceAddVoterArgs
+	_args127.Request = request
+	var _result129 LanceMasterServiceAddVoterResult
+	var _meta128 thrift.ResponseMeta
+	_meta128, _err = p.Client_().Call(ctx, "addVoter", &_args127, &_result129)
+	p.SetLastResponseMeta_(_meta128)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result119.Err != nil:
-		return _r, _result119.Err
+	case _result129.Err != nil:
+		return _r, _result129.Err
 	}
 
-	if _ret120 := _result119.GetSuccess(); _ret120 != nil {
-		return _ret120, nil
+	if _ret130 := _result129.GetSuccess(); _ret130 != nil {
+		return _ret130, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addVoter failed: unknown result")
 }
@@ -11147,22 +13160,22 @@ func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVo
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args121 LanceMasterServiceRemovePeerArgs
-	_args121.Request = request
-	var _result123 LanceMasterServiceRemovePeerResult
-	var _meta122 thrift.ResponseMeta
-	_meta122, _err = p.Client_().Call(ctx, "removePeer", &_args121, &_result123)
-	p.SetLastResponseMeta_(_meta122)
+	var _args131 LanceMasterServiceRemovePeerArgs
+	_args131.Request = request
+	var _result133 LanceMasterServiceRemovePeerResult
+	var _meta132 thrift.ResponseMeta
+	_meta132, _err = p.Client_().Call(ctx, "removePeer", &_args131, &_result133)
+	p.SetLastResponseMeta_(_meta132)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result123.Err != nil:
-		return _r, _result123.Err
+	case _result133.Err != nil:
+		return _r, _result133.Err
 	}
 
-	if _ret124 := _result123.GetSuccess(); _ret124 != nil {
-		return _ret124, nil
+	if _ret134 := _result133.GetSuccess(); _ret134 != nil {
+		return _ret134, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "removePeer failed: unknown result")
 }
@@ -11187,39 +13200,41 @@ func (p *LanceMasterServiceProcessor) ProcessorMap() map[string]thrift.TProcesso
 
 func NewLanceMasterServiceProcessor(handler LanceMasterService) *LanceMasterServiceProcessor {
 
-	self125 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self125.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
-	self125.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
-	self125.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
-	self125.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
-	self125.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
-	self125.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
-	self125.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
-	self125.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
-	self125.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
-	self125.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
-	self125.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
-	self125.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
-	self125.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
-	self125.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
-	self125.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
-	self125.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
-	self125.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
-	self125.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
-	self125.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
-	self125.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
-	self125.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
-	self125.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
-	self125.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
-	self125.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
-	self125.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
-	self125.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
-	self125.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
-	self125.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
-	self125.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
-	self125.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
-	self125.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
-	return self125
+	self135 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self135.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
+	self135.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
+	self135.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
+	self135.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
+	self135.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
+	self135.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
+	self135.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
+	self135.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
+	self135.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
+	self135.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
+	self135.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
+	self135.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
+	self135.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
+	self135.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
+	self135.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
+	self135.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
+	self135.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
+	self135.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
+	self135.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
+	self135.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
+	self135.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
+	self135.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
+	self135.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
+	self135.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
+	self135.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
+	self135.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
+	self135.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
+	self135.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
+	self135.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
+	self135.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
+	self135.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
+	self135.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
+	self135.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
+	return self135
 }
 
 func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -11232,12 +13247,12 @@ func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot 
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x126 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x136 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x126.Write(ctx, oprot)
+	x136.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x126
+	return false, x136
 
 }
 
@@ -11246,7 +13261,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobResult_ struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err127 error
+	var _write_err137 error
 	args := LanceMasterServiceReportLanceIndexJobResultArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11292,21 +13307,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc128 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
+		_exc138 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err127 = thrift.WrapTException(err2)
+			_write_err137 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc128.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
-			_write_err127 = thrift.WrapTException(err2)
+		if err2 := _exc138.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
+			_write_err137 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
-			_write_err127 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
+			_write_err137 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
-			_write_err127 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
+			_write_err137 = thrift.WrapTException(err2)
 		}
-		if _write_err127 != nil {
-			return false, thrift.WrapTException(_write_err127)
+		if _write_err137 != nil {
+			return false, thrift.WrapTException(_write_err137)
 		}
 		return true, err
 	} else {
@@ -11314,19 +13329,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.REPLY, seqId); err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err127 == nil && err2 != nil {
-		_write_err127 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
+		_write_err137 = thrift.WrapTException(err2)
 	}
-	if _write_err127 != nil {
-		return false, thrift.WrapTException(_write_err127)
+	if _write_err137 != nil {
+		return false, thrift.WrapTException(_write_err137)
 	}
 	return true, err
 }
@@ -11336,7 +13351,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobTermination struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err129 error
+	var _write_err139 error
 	args := LanceMasterServiceReportLanceIndexJobTerminationArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11382,21 +13397,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc130 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
+		_exc140 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err129 = thrift.WrapTException(err2)
+			_write_err139 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc130.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
-			_write_err129 = thrift.WrapTException(err2)
+		if err2 := _exc140.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
+			_write_err139 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
-			_write_err129 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
+			_write_err139 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
-			_write_err129 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
+			_write_err139 = thrift.WrapTException(err2)
 		}
-		if _write_err129 != nil {
-			return false, thrift.WrapTException(_write_err129)
+		if _write_err139 != nil {
+			return false, thrift.WrapTException(_write_err139)
 		}
 		return true, err
 	} else {
@@ -11404,19 +13419,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.REPLY, seqId); err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err129 == nil && err2 != nil {
-		_write_err129 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
+		_write_err139 = thrift.WrapTException(err2)
 	}
-	if _write_err129 != nil {
-		return false, thrift.WrapTException(_write_err129)
+	if _write_err139 != nil {
+		return false, thrift.WrapTException(_write_err139)
 	}
 	return true, err
 }
@@ -11426,7 +13441,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobProgress struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err131 error
+	var _write_err141 error
 	args := LanceMasterServiceReportLanceIndexJobProgressArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11472,21 +13487,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc132 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
+		_exc142 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err131 = thrift.WrapTException(err2)
+			_write_err141 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc132.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
-			_write_err131 = thrift.WrapTException(err2)
+		if err2 := _exc142.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
+			_write_err141 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
-			_write_err131 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
+			_write_err141 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
-			_write_err131 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
+			_write_err141 = thrift.WrapTException(err2)
 		}
-		if _write_err131 != nil {
-			return false, thrift.WrapTException(_write_err131)
+		if _write_err141 != nil {
+			return false, thrift.WrapTException(_write_err141)
 		}
 		return true, err
 	} else {
@@ -11494,19 +13509,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.REPLY, seqId); err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err131 == nil && err2 != nil {
-		_write_err131 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
+		_write_err141 = thrift.WrapTException(err2)
 	}
-	if _write_err131 != nil {
-		return false, thrift.WrapTException(_write_err131)
+	if _write_err141 != nil {
+		return false, thrift.WrapTException(_write_err141)
 	}
 	return true, err
 }
@@ -11516,7 +13531,7 @@ type lanceMasterServiceProcessorCreateIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err133 error
+	var _write_err143 error
 	args := LanceMasterServiceCreateIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11566,21 +13581,21 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc134 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
+			_exc144 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc134.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := _exc144.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
-				_write_err133 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
+				_write_err143 = thrift.WrapTException(err2)
 			}
-			if _write_err133 != nil {
-				return false, thrift.WrapTException(_write_err133)
+			if _write_err143 != nil {
+				return false, thrift.WrapTException(_write_err143)
 			}
 			return true, err
 		}
@@ -11589,19 +13604,19 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err133 == nil && err2 != nil {
-		_write_err133 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
+		_write_err143 = thrift.WrapTException(err2)
 	}
-	if _write_err133 != nil {
-		return false, thrift.WrapTException(_write_err133)
+	if _write_err143 != nil {
+		return false, thrift.WrapTException(_write_err143)
 	}
 	return true, err
 }
@@ -11611,7 +13626,7 @@ type lanceMasterServiceProcessorDropIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err135 error
+	var _write_err145 error
 	args := LanceMasterServiceDropIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11661,21 +13676,21 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc136 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
+			_exc146 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc136.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := _exc146.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
-				_write_err135 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
+				_write_err145 = thrift.WrapTException(err2)
 			}
-			if _write_err135 != nil {
-				return false, thrift.WrapTException(_write_err135)
+			if _write_err145 != nil {
+				return false, thrift.WrapTException(_write_err145)
 			}
 			return true, err
 		}
@@ -11684,19 +13699,209 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err135 == nil && err2 != nil {
-		_write_err135 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
+		_write_err145 = thrift.WrapTException(err2)
 	}
-	if _write_err135 != nil {
-		return false, thrift.WrapTException(_write_err135)
+	if _write_err145 != nil {
+		return false, thrift.WrapTException(_write_err145)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorOptimizeDataset struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err147 error
+	args := LanceMasterServiceOptimizeDatasetArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceOptimizeDatasetResult{}
+	if retval, err2 := p.handler.OptimizeDataset(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc148 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc148.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
+				_write_err147 = thrift.WrapTException(err2)
+			}
+			if _write_err147 != nil {
+				return false, thrift.WrapTException(_write_err147)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.REPLY, seqId); err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
+	}
+	if _write_err147 != nil {
+		return false, thrift.WrapTException(_write_err147)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorJobLogs struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err149 error
+	args := LanceMasterServiceJobLogsArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "jobLogs", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceJobLogsResult{}
+	if retval, err2 := p.handler.JobLogs(ctx, args.JobID, args.MaxBytes); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc150 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc150.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
+				_write_err149 = thrift.WrapTException(err2)
+			}
+			if _write_err149 != nil {
+				return false, thrift.WrapTException(_write_err149)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.REPLY, seqId); err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
+	}
+	if _write_err149 != nil {
+		return false, thrift.WrapTException(_write_err149)
 	}
 	return true, err
 }
@@ -11706,7 +13911,7 @@ type lanceMasterServiceProcessorListJobs struct {
 }
 
 func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err137 error
+	var _write_err151 error
 	args := LanceMasterServiceListJobsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11756,21 +13961,21 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc138 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
+			_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err137 = thrift.WrapTException(err2)
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc138.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
-				_write_err137 = thrift.WrapTException(err2)
+			if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
-				_write_err137 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
-				_write_err137 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+				_write_err151 = thrift.WrapTException(err2)
 			}
-			if _write_err137 != nil {
-				return false, thrift.WrapTException(_write_err137)
+			if _write_err151 != nil {
+				return false, thrift.WrapTException(_write_err151)
 			}
 			return true, err
 		}
@@ -11779,19 +13984,19 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.REPLY, seqId); err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if _write_err137 != nil {
-		return false, thrift.WrapTException(_write_err137)
+	if _write_err151 != nil {
+		return false, thrift.WrapTException(_write_err151)
 	}
 	return true, err
 }
@@ -11801,7 +14006,7 @@ type lanceMasterServiceProcessorShowJob struct {
 }
 
 func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err139 error
+	var _write_err153 error
 	args := LanceMasterServiceShowJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11851,21 +14056,21 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc140 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
+			_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err139 = thrift.WrapTException(err2)
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc140.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
-				_write_err139 = thrift.WrapTException(err2)
+			if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
-				_write_err139 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
-				_write_err139 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if _write_err139 != nil {
-				return false, thrift.WrapTException(_write_err139)
+			if _write_err153 != nil {
+				return false, thrift.WrapTException(_write_err153)
 			}
 			return true, err
 		}
@@ -11874,19 +14079,19 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if _write_err139 != nil {
-		return false, thrift.WrapTException(_write_err139)
+	if _write_err153 != nil {
+		return false, thrift.WrapTException(_write_err153)
 	}
 	return true, err
 }
@@ -11896,7 +14101,7 @@ type lanceMasterServiceProcessorResolveJob struct {
 }
 
 func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err141 error
+	var _write_err155 error
 	args := LanceMasterServiceResolveJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -11946,21 +14151,21 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc142 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
+			_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err141 = thrift.WrapTException(err2)
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc142.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
-				_write_err141 = thrift.WrapTException(err2)
+			if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
-				_write_err141 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
-				_write_err141 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if _write_err141 != nil {
-				return false, thrift.WrapTException(_write_err141)
+			if _write_err155 != nil {
+				return false, thrift.WrapTException(_write_err155)
 			}
 			return true, err
 		}
@@ -11969,19 +14174,19 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if _write_err141 != nil {
-		return false, thrift.WrapTException(_write_err141)
+	if _write_err155 != nil {
+		return false, thrift.WrapTException(_write_err155)
 	}
 	return true, err
 }
@@ -11991,7 +14196,7 @@ type lanceMasterServiceProcessorCancelJob struct {
 }
 
 func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err143 error
+	var _write_err157 error
 	args := LanceMasterServiceCancelJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12041,21 +14246,21 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc144 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
+			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc144.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if _write_err143 != nil {
-				return false, thrift.WrapTException(_write_err143)
+			if _write_err157 != nil {
+				return false, thrift.WrapTException(_write_err157)
 			}
 			return true, err
 		}
@@ -12064,19 +14269,19 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if _write_err143 != nil {
-		return false, thrift.WrapTException(_write_err143)
+	if _write_err157 != nil {
+		return false, thrift.WrapTException(_write_err157)
 	}
 	return true, err
 }
@@ -12086,7 +14291,7 @@ type lanceMasterServiceProcessorInspectDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err145 error
+	var _write_err159 error
 	args := LanceMasterServiceInspectDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12136,21 +14341,21 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc146 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
+			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc146.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if _write_err145 != nil {
-				return false, thrift.WrapTException(_write_err145)
+			if _write_err159 != nil {
+				return false, thrift.WrapTException(_write_err159)
 			}
 			return true, err
 		}
@@ -12159,19 +14364,19 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if _write_err145 != nil {
-		return false, thrift.WrapTException(_write_err145)
+	if _write_err159 != nil {
+		return false, thrift.WrapTException(_write_err159)
 	}
 	return true, err
 }
@@ -12181,7 +14386,7 @@ type lanceMasterServiceProcessorCreateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err147 error
+	var _write_err161 error
 	args := LanceMasterServiceCreateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12231,21 +14436,21 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc148 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
+			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc148.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if _write_err147 != nil {
-				return false, thrift.WrapTException(_write_err147)
+			if _write_err161 != nil {
+				return false, thrift.WrapTException(_write_err161)
 			}
 			return true, err
 		}
@@ -12254,19 +14459,19 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if _write_err147 != nil {
-		return false, thrift.WrapTException(_write_err147)
+	if _write_err161 != nil {
+		return false, thrift.WrapTException(_write_err161)
 	}
 	return true, err
 }
@@ -12276,7 +14481,7 @@ type lanceMasterServiceProcessorListCatalogs struct {
 }
 
 func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err149 error
+	var _write_err163 error
 	args := LanceMasterServiceListCatalogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12326,21 +14531,21 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc150 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
+			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc150.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if _write_err149 != nil {
-				return false, thrift.WrapTException(_write_err149)
+			if _write_err163 != nil {
+				return false, thrift.WrapTException(_write_err163)
 			}
 			return true, err
 		}
@@ -12349,19 +14554,19 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if _write_err149 != nil {
-		return false, thrift.WrapTException(_write_err149)
+	if _write_err163 != nil {
+		return false, thrift.WrapTException(_write_err163)
 	}
 	return true, err
 }
@@ -12371,7 +14576,7 @@ type lanceMasterServiceProcessorUpdateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err151 error
+	var _write_err165 error
 	args := LanceMasterServiceUpdateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12421,21 +14626,21 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
+			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if _write_err151 != nil {
-				return false, thrift.WrapTException(_write_err151)
+			if _write_err165 != nil {
+				return false, thrift.WrapTException(_write_err165)
 			}
 			return true, err
 		}
@@ -12444,19 +14649,19 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if _write_err151 != nil {
-		return false, thrift.WrapTException(_write_err151)
+	if _write_err165 != nil {
+		return false, thrift.WrapTException(_write_err165)
 	}
 	return true, err
 }
@@ -12466,7 +14671,7 @@ type lanceMasterServiceProcessorRemoveCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err153 error
+	var _write_err167 error
 	args := LanceMasterServiceRemoveCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12516,40 +14721,40 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
+			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if _write_err153 != nil {
-				return false, thrift.WrapTException(_write_err153)
+			if _write_err167 != nil {
+				return false, thrift.WrapTException(_write_err167)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if _write_err153 != nil {
-		return false, thrift.WrapTException(_write_err153)
+	if _write_err167 != nil {
+		return false, thrift.WrapTException(_write_err167)
 	}
 	return true, err
 }
@@ -12559,7 +14764,7 @@ type lanceMasterServiceProcessorAddBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err155 error
+	var _write_err169 error
 	args := LanceMasterServiceAddBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12609,21 +14814,21 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
+			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if _write_err155 != nil {
-				return false, thrift.WrapTException(_write_err155)
+			if _write_err169 != nil {
+				return false, thrift.WrapTException(_write_err169)
 			}
 			return true, err
 		}
@@ -12632,19 +14837,19 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if _write_err155 != nil {
-		return false, thrift.WrapTException(_write_err155)
+	if _write_err169 != nil {
+		return false, thrift.WrapTException(_write_err169)
 	}
 	return true, err
 }
@@ -12654,7 +14859,7 @@ type lanceMasterServiceProcessorListBackends struct {
 }
 
 func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err157 error
+	var _write_err171 error
 	args := LanceMasterServiceListBackendsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12704,21 +14909,21 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
+			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if _write_err157 != nil {
-				return false, thrift.WrapTException(_write_err157)
+			if _write_err171 != nil {
+				return false, thrift.WrapTException(_write_err171)
 			}
 			return true, err
 		}
@@ -12727,19 +14932,19 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.REPLY, seqId); err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if _write_err157 != nil {
-		return false, thrift.WrapTException(_write_err157)
+	if _write_err171 != nil {
+		return false, thrift.WrapTException(_write_err171)
 	}
 	return true, err
 }
@@ -12749,7 +14954,7 @@ type lanceMasterServiceProcessorRemoveBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err159 error
+	var _write_err173 error
 	args := LanceMasterServiceRemoveBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12799,40 +15004,40 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
+			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if _write_err159 != nil {
-				return false, thrift.WrapTException(_write_err159)
+			if _write_err173 != nil {
+				return false, thrift.WrapTException(_write_err173)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if _write_err159 != nil {
-		return false, thrift.WrapTException(_write_err159)
+	if _write_err173 != nil {
+		return false, thrift.WrapTException(_write_err173)
 	}
 	return true, err
 }
@@ -12842,7 +15047,7 @@ type lanceMasterServiceProcessorGetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err161 error
+	var _write_err175 error
 	args := LanceMasterServiceGetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12892,21 +15097,21 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
+			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if _write_err161 != nil {
-				return false, thrift.WrapTException(_write_err161)
+			if _write_err175 != nil {
+				return false, thrift.WrapTException(_write_err175)
 			}
 			return true, err
 		}
@@ -12915,19 +15120,19 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if _write_err161 != nil {
-		return false, thrift.WrapTException(_write_err161)
+	if _write_err175 != nil {
+		return false, thrift.WrapTException(_write_err175)
 	}
 	return true, err
 }
@@ -12937,7 +15142,7 @@ type lanceMasterServiceProcessorSetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err163 error
+	var _write_err177 error
 	args := LanceMasterServiceSetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -12987,21 +15192,21 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
+			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if _write_err163 != nil {
-				return false, thrift.WrapTException(_write_err163)
+			if _write_err177 != nil {
+				return false, thrift.WrapTException(_write_err177)
 			}
 			return true, err
 		}
@@ -13010,19 +15215,19 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if _write_err163 != nil {
-		return false, thrift.WrapTException(_write_err163)
+	if _write_err177 != nil {
+		return false, thrift.WrapTException(_write_err177)
 	}
 	return true, err
 }
@@ -13032,7 +15237,7 @@ type lanceMasterServiceProcessorListOptions struct {
 }
 
 func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err165 error
+	var _write_err179 error
 	args := LanceMasterServiceListOptionsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13082,21 +15287,21 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
+			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if _write_err165 != nil {
-				return false, thrift.WrapTException(_write_err165)
+			if _write_err179 != nil {
+				return false, thrift.WrapTException(_write_err179)
 			}
 			return true, err
 		}
@@ -13105,19 +15310,19 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.REPLY, seqId); err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if _write_err165 != nil {
-		return false, thrift.WrapTException(_write_err165)
+	if _write_err179 != nil {
+		return false, thrift.WrapTException(_write_err179)
 	}
 	return true, err
 }
@@ -13127,7 +15332,7 @@ type lanceMasterServiceProcessorListPeers struct {
 }
 
 func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err167 error
+	var _write_err181 error
 	args := LanceMasterServiceListPeersArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13177,21 +15382,21 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
+			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if _write_err167 != nil {
-				return false, thrift.WrapTException(_write_err167)
+			if _write_err181 != nil {
+				return false, thrift.WrapTException(_write_err181)
 			}
 			return true, err
 		}
@@ -13200,19 +15405,19 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.REPLY, seqId); err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if _write_err167 != nil {
-		return false, thrift.WrapTException(_write_err167)
+	if _write_err181 != nil {
+		return false, thrift.WrapTException(_write_err181)
 	}
 	return true, err
 }
@@ -13222,7 +15427,7 @@ type lanceMasterServiceProcessorTransferLeader struct {
 }
 
 func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err169 error
+	var _write_err183 error
 	args := LanceMasterServiceTransferLeaderArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13272,21 +15477,21 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
+			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if _write_err169 != nil {
-				return false, thrift.WrapTException(_write_err169)
+			if _write_err183 != nil {
+				return false, thrift.WrapTException(_write_err183)
 			}
 			return true, err
 		}
@@ -13295,19 +15500,19 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.REPLY, seqId); err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if _write_err169 != nil {
-		return false, thrift.WrapTException(_write_err169)
+	if _write_err183 != nil {
+		return false, thrift.WrapTException(_write_err183)
 	}
 	return true, err
 }
@@ -13317,7 +15522,7 @@ type lanceMasterServiceProcessorForwardApply struct {
 }
 
 func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err171 error
+	var _write_err185 error
 	args := LanceMasterServiceForwardApplyArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13367,21 +15572,21 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
+			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if _write_err171 != nil {
-				return false, thrift.WrapTException(_write_err171)
+			if _write_err185 != nil {
+				return false, thrift.WrapTException(_write_err185)
 			}
 			return true, err
 		}
@@ -13390,19 +15595,19 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.REPLY, seqId); err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if _write_err171 != nil {
-		return false, thrift.WrapTException(_write_err171)
+	if _write_err185 != nil {
+		return false, thrift.WrapTException(_write_err185)
 	}
 	return true, err
 }
@@ -13412,7 +15617,7 @@ type lanceMasterServiceProcessorBeginSnapshotSave struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err173 error
+	var _write_err187 error
 	args := LanceMasterServiceBeginSnapshotSaveArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13462,21 +15667,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
+			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if _write_err173 != nil {
-				return false, thrift.WrapTException(_write_err173)
+			if _write_err187 != nil {
+				return false, thrift.WrapTException(_write_err187)
 			}
 			return true, err
 		}
@@ -13485,19 +15690,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.REPLY, seqId); err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if _write_err173 != nil {
-		return false, thrift.WrapTException(_write_err173)
+	if _write_err187 != nil {
+		return false, thrift.WrapTException(_write_err187)
 	}
 	return true, err
 }
@@ -13507,7 +15712,7 @@ type lanceMasterServiceProcessorReadSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err175 error
+	var _write_err189 error
 	args := LanceMasterServiceReadSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13557,21 +15762,21 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
+			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if _write_err175 != nil {
-				return false, thrift.WrapTException(_write_err175)
+			if _write_err189 != nil {
+				return false, thrift.WrapTException(_write_err189)
 			}
 			return true, err
 		}
@@ -13580,19 +15785,19 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if _write_err175 != nil {
-		return false, thrift.WrapTException(_write_err175)
+	if _write_err189 != nil {
+		return false, thrift.WrapTException(_write_err189)
 	}
 	return true, err
 }
@@ -13602,7 +15807,7 @@ type lanceMasterServiceProcessorBeginSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err177 error
+	var _write_err191 error
 	args := LanceMasterServiceBeginSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13652,21 +15857,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
+			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if _write_err177 != nil {
-				return false, thrift.WrapTException(_write_err177)
+			if _write_err191 != nil {
+				return false, thrift.WrapTException(_write_err191)
 			}
 			return true, err
 		}
@@ -13675,19 +15880,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if _write_err177 != nil {
-		return false, thrift.WrapTException(_write_err177)
+	if _write_err191 != nil {
+		return false, thrift.WrapTException(_write_err191)
 	}
 	return true, err
 }
@@ -13697,7 +15902,7 @@ type lanceMasterServiceProcessorWriteSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err179 error
+	var _write_err193 error
 	args := LanceMasterServiceWriteSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13747,40 +15952,40 @@ func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Cont
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
+			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if _write_err179 != nil {
-				return false, thrift.WrapTException(_write_err179)
+			if _write_err193 != nil {
+				return false, thrift.WrapTException(_write_err193)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if _write_err179 != nil {
-		return false, thrift.WrapTException(_write_err179)
+	if _write_err193 != nil {
+		return false, thrift.WrapTException(_write_err193)
 	}
 	return true, err
 }
@@ -13790,7 +15995,7 @@ type lanceMasterServiceProcessorFinishSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err181 error
+	var _write_err195 error
 	args := LanceMasterServiceFinishSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13840,21 +16045,21 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
+			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if _write_err181 != nil {
-				return false, thrift.WrapTException(_write_err181)
+			if _write_err195 != nil {
+				return false, thrift.WrapTException(_write_err195)
 			}
 			return true, err
 		}
@@ -13863,19 +16068,19 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if _write_err181 != nil {
-		return false, thrift.WrapTException(_write_err181)
+	if _write_err195 != nil {
+		return false, thrift.WrapTException(_write_err195)
 	}
 	return true, err
 }
@@ -13885,7 +16090,7 @@ type lanceMasterServiceProcessorAbortSnapshotTransfer struct {
 }
 
 func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err183 error
+	var _write_err197 error
 	args := LanceMasterServiceAbortSnapshotTransferArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13935,40 +16140,40 @@ func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
+			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if _write_err183 != nil {
-				return false, thrift.WrapTException(_write_err183)
+			if _write_err197 != nil {
+				return false, thrift.WrapTException(_write_err197)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.REPLY, seqId); err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if _write_err183 != nil {
-		return false, thrift.WrapTException(_write_err183)
+	if _write_err197 != nil {
+		return false, thrift.WrapTException(_write_err197)
 	}
 	return true, err
 }
@@ -13978,7 +16183,7 @@ type lanceMasterServiceProcessorAddVoter struct {
 }
 
 func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err185 error
+	var _write_err199 error
 	args := LanceMasterServiceAddVoterArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14028,21 +16233,21 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
+			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if _write_err185 != nil {
-				return false, thrift.WrapTException(_write_err185)
+			if _write_err199 != nil {
+				return false, thrift.WrapTException(_write_err199)
 			}
 			return true, err
 		}
@@ -14051,19 +16256,19 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.REPLY, seqId); err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if _write_err185 != nil {
-		return false, thrift.WrapTException(_write_err185)
+	if _write_err199 != nil {
+		return false, thrift.WrapTException(_write_err199)
 	}
 	return true, err
 }
@@ -14073,7 +16278,7 @@ type lanceMasterServiceProcessorRemovePeer struct {
 }
 
 func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err187 error
+	var _write_err201 error
 	args := LanceMasterServiceRemovePeerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14123,21 +16328,21 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
+			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if _write_err187 != nil {
-				return false, thrift.WrapTException(_write_err187)
+			if _write_err201 != nil {
+				return false, thrift.WrapTException(_write_err201)
 			}
 			return true, err
 		}
@@ -14146,19 +16351,19 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.REPLY, seqId); err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if _write_err187 != nil {
-		return false, thrift.WrapTException(_write_err187)
+	if _write_err201 != nil {
+		return false, thrift.WrapTException(_write_err201)
 	}
 	return true, err
 }
@@ -15345,6 +17550,573 @@ func (p *LanceMasterServiceDropIndexResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceMasterServiceDropIndexResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceMasterServiceOptimizeDatasetArgs struct {
+	Request *TOptimizeRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceMasterServiceOptimizeDatasetArgs() *LanceMasterServiceOptimizeDatasetArgs {
+	return &LanceMasterServiceOptimizeDatasetArgs{}
+}
+
+var LanceMasterServiceOptimizeDatasetArgs_Request_DEFAULT *TOptimizeRequest
+
+func (p *LanceMasterServiceOptimizeDatasetArgs) GetRequest() *TOptimizeRequest {
+	if !p.IsSetRequest() {
+		return LanceMasterServiceOptimizeDatasetArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceMasterServiceOptimizeDatasetArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TOptimizeRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "optimizeDataset_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceOptimizeDatasetArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceOptimizeDatasetArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceOptimizeDatasetResult struct {
+	Success *TAdmitResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError    `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceOptimizeDatasetResult() *LanceMasterServiceOptimizeDatasetResult {
+	return &LanceMasterServiceOptimizeDatasetResult{}
+}
+
+var LanceMasterServiceOptimizeDatasetResult_Success_DEFAULT *TAdmitResponse
+
+func (p *LanceMasterServiceOptimizeDatasetResult) GetSuccess() *TAdmitResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceOptimizeDatasetResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceOptimizeDatasetResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceOptimizeDatasetResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceOptimizeDatasetResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceOptimizeDatasetResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TAdmitResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "optimizeDataset_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceOptimizeDatasetResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceOptimizeDatasetResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceOptimizeDatasetResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceOptimizeDatasetResult(%+v)", *p)
+}
+
+// Attributes:
+//   - JobID
+//   - MaxBytes
+type LanceMasterServiceJobLogsArgs struct {
+	JobID    int64 `thrift:"job_id,1" db:"job_id" json:"job_id"`
+	MaxBytes int32 `thrift:"max_bytes,2" db:"max_bytes" json:"max_bytes"`
+}
+
+func NewLanceMasterServiceJobLogsArgs() *LanceMasterServiceJobLogsArgs {
+	return &LanceMasterServiceJobLogsArgs{}
+}
+
+func (p *LanceMasterServiceJobLogsArgs) GetJobID() int64 {
+	return p.JobID
+}
+
+func (p *LanceMasterServiceJobLogsArgs) GetMaxBytes() int32 {
+	return p.MaxBytes
+}
+func (p *LanceMasterServiceJobLogsArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceJobLogsArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.JobID = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceJobLogsArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.MaxBytes = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceJobLogsArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "jobLogs_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceJobLogsArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "job_id", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:job_id: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.JobID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.job_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:job_id: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceJobLogsArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "max_bytes", thrift.I32, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:max_bytes: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.MaxBytes)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.max_bytes (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:max_bytes: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceJobLogsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceJobLogsArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceJobLogsResult struct {
+	Success *TJobLogs    `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceJobLogsResult() *LanceMasterServiceJobLogsResult {
+	return &LanceMasterServiceJobLogsResult{}
+}
+
+var LanceMasterServiceJobLogsResult_Success_DEFAULT *TJobLogs
+
+func (p *LanceMasterServiceJobLogsResult) GetSuccess() *TJobLogs {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceJobLogsResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceJobLogsResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceJobLogsResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceJobLogsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceJobLogsResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceJobLogsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceJobLogsResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceJobLogsResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TJobLogs{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceJobLogsResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceJobLogsResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "jobLogs_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceJobLogsResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceJobLogsResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceJobLogsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceJobLogsResult(%+v)", *p)
 }
 
 // Attributes:
@@ -17202,11 +19974,11 @@ func (p *LanceMasterServiceListCatalogsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TCatalog, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem189 := &TCatalog{}
-		if err := _elem189.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem189), err)
+		_elem203 := &TCatalog{}
+		if err := _elem203.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem203), err)
 		}
-		p.Success = append(p.Success, _elem189)
+		p.Success = append(p.Success, _elem203)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -18168,11 +20940,11 @@ func (p *LanceMasterServiceListBackendsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TBackend, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem190 := &TBackend{}
-		if err := _elem190.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem190), err)
+		_elem204 := &TBackend{}
+		if err := _elem204.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem204), err)
 		}
-		p.Success = append(p.Success, _elem190)
+		p.Success = append(p.Success, _elem204)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -19167,11 +21939,11 @@ func (p *LanceMasterServiceListOptionsResult) ReadField0(ctx context.Context, ip
 	tSlice := make([]*TOption, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem191 := &TOption{}
-		if err := _elem191.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem191), err)
+		_elem205 := &TOption{}
+		if err := _elem205.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem205), err)
 		}
-		p.Success = append(p.Success, _elem191)
+		p.Success = append(p.Success, _elem205)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)

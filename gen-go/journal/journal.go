@@ -23,9 +23,10 @@ var _ = bytes.Equal
 type TMutationType int64
 
 const (
-	TMutationType_CREATE  TMutationType = 1
-	TMutationType_REPLACE TMutationType = 2
-	TMutationType_DROP    TMutationType = 3
+	TMutationType_CREATE   TMutationType = 1
+	TMutationType_REPLACE  TMutationType = 2
+	TMutationType_DROP     TMutationType = 3
+	TMutationType_OPTIMIZE TMutationType = 4
 )
 
 func (p TMutationType) String() string {
@@ -36,6 +37,8 @@ func (p TMutationType) String() string {
 		return "REPLACE"
 	case TMutationType_DROP:
 		return "DROP"
+	case TMutationType_OPTIMIZE:
+		return "OPTIMIZE"
 	}
 	return "<UNSET>"
 }
@@ -48,6 +51,8 @@ func TMutationTypeFromString(s string) (TMutationType, error) {
 		return TMutationType_REPLACE, nil
 	case "DROP":
 		return TMutationType_DROP, nil
+	case "OPTIMIZE":
+		return TMutationType_OPTIMIZE, nil
 	}
 	return TMutationType(0), fmt.Errorf("not a valid TMutationType string")
 }
@@ -597,6 +602,905 @@ func (p *TApplyCode) Value() (driver.Value, error) {
 }
 
 // Attributes:
+//   - StartTimeMs
+//   - FinishTimeMs
+//   - WallMs
+//   - PeakMemoryBytes
+//   - PeakMemorySource
+type TResources struct {
+	StartTimeMs      *int64  `thrift:"start_time_ms,1" db:"start_time_ms" json:"start_time_ms,omitempty"`
+	FinishTimeMs     *int64  `thrift:"finish_time_ms,2" db:"finish_time_ms" json:"finish_time_ms,omitempty"`
+	WallMs           *int64  `thrift:"wall_ms,3" db:"wall_ms" json:"wall_ms,omitempty"`
+	PeakMemoryBytes  *int64  `thrift:"peak_memory_bytes,4" db:"peak_memory_bytes" json:"peak_memory_bytes,omitempty"`
+	PeakMemorySource *string `thrift:"peak_memory_source,5" db:"peak_memory_source" json:"peak_memory_source,omitempty"`
+}
+
+func NewTResources() *TResources {
+	return &TResources{}
+}
+
+var TResources_StartTimeMs_DEFAULT int64
+
+func (p *TResources) GetStartTimeMs() int64 {
+	if !p.IsSetStartTimeMs() {
+		return TResources_StartTimeMs_DEFAULT
+	}
+	return *p.StartTimeMs
+}
+
+var TResources_FinishTimeMs_DEFAULT int64
+
+func (p *TResources) GetFinishTimeMs() int64 {
+	if !p.IsSetFinishTimeMs() {
+		return TResources_FinishTimeMs_DEFAULT
+	}
+	return *p.FinishTimeMs
+}
+
+var TResources_WallMs_DEFAULT int64
+
+func (p *TResources) GetWallMs() int64 {
+	if !p.IsSetWallMs() {
+		return TResources_WallMs_DEFAULT
+	}
+	return *p.WallMs
+}
+
+var TResources_PeakMemoryBytes_DEFAULT int64
+
+func (p *TResources) GetPeakMemoryBytes() int64 {
+	if !p.IsSetPeakMemoryBytes() {
+		return TResources_PeakMemoryBytes_DEFAULT
+	}
+	return *p.PeakMemoryBytes
+}
+
+var TResources_PeakMemorySource_DEFAULT string
+
+func (p *TResources) GetPeakMemorySource() string {
+	if !p.IsSetPeakMemorySource() {
+		return TResources_PeakMemorySource_DEFAULT
+	}
+	return *p.PeakMemorySource
+}
+func (p *TResources) IsSetStartTimeMs() bool {
+	return p.StartTimeMs != nil
+}
+
+func (p *TResources) IsSetFinishTimeMs() bool {
+	return p.FinishTimeMs != nil
+}
+
+func (p *TResources) IsSetWallMs() bool {
+	return p.WallMs != nil
+}
+
+func (p *TResources) IsSetPeakMemoryBytes() bool {
+	return p.PeakMemoryBytes != nil
+}
+
+func (p *TResources) IsSetPeakMemorySource() bool {
+	return p.PeakMemorySource != nil
+}
+
+func (p *TResources) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TResources) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.StartTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TResources) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.FinishTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TResources) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.WallMs = &v
+	}
+	return nil
+}
+
+func (p *TResources) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.PeakMemoryBytes = &v
+	}
+	return nil
+}
+
+func (p *TResources) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.PeakMemorySource = &v
+	}
+	return nil
+}
+
+func (p *TResources) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TResources"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TResources) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStartTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "start_time_ms", thrift.I64, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:start_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.StartTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.start_time_ms (1) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:start_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResources) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetFinishTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "finish_time_ms", thrift.I64, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:finish_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.FinishTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.finish_time_ms (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:finish_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResources) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetWallMs() {
+		if err := oprot.WriteFieldBegin(ctx, "wall_ms", thrift.I64, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:wall_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.WallMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.wall_ms (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:wall_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResources) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPeakMemoryBytes() {
+		if err := oprot.WriteFieldBegin(ctx, "peak_memory_bytes", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:peak_memory_bytes: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.PeakMemoryBytes)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.peak_memory_bytes (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:peak_memory_bytes: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResources) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPeakMemorySource() {
+		if err := oprot.WriteFieldBegin(ctx, "peak_memory_source", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:peak_memory_source: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.PeakMemorySource)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.peak_memory_source (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:peak_memory_source: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TResources) Equals(other *TResources) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.StartTimeMs != other.StartTimeMs {
+		if p.StartTimeMs == nil || other.StartTimeMs == nil {
+			return false
+		}
+		if (*p.StartTimeMs) != (*other.StartTimeMs) {
+			return false
+		}
+	}
+	if p.FinishTimeMs != other.FinishTimeMs {
+		if p.FinishTimeMs == nil || other.FinishTimeMs == nil {
+			return false
+		}
+		if (*p.FinishTimeMs) != (*other.FinishTimeMs) {
+			return false
+		}
+	}
+	if p.WallMs != other.WallMs {
+		if p.WallMs == nil || other.WallMs == nil {
+			return false
+		}
+		if (*p.WallMs) != (*other.WallMs) {
+			return false
+		}
+	}
+	if p.PeakMemoryBytes != other.PeakMemoryBytes {
+		if p.PeakMemoryBytes == nil || other.PeakMemoryBytes == nil {
+			return false
+		}
+		if (*p.PeakMemoryBytes) != (*other.PeakMemoryBytes) {
+			return false
+		}
+	}
+	if p.PeakMemorySource != other.PeakMemorySource {
+		if p.PeakMemorySource == nil || other.PeakMemorySource == nil {
+			return false
+		}
+		if (*p.PeakMemorySource) != (*other.PeakMemorySource) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TResources) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TResources(%+v)", *p)
+}
+
+// Attributes:
+//   - IndexUUID
+//   - IndexedRows
+//   - UnindexedRows
+//   - Segments
+type TIndexCountsRecord struct {
+	IndexUUID     *string `thrift:"index_uuid,1" db:"index_uuid" json:"index_uuid,omitempty"`
+	IndexedRows   *int64  `thrift:"indexed_rows,2" db:"indexed_rows" json:"indexed_rows,omitempty"`
+	UnindexedRows *int64  `thrift:"unindexed_rows,3" db:"unindexed_rows" json:"unindexed_rows,omitempty"`
+	Segments      *int32  `thrift:"segments,4" db:"segments" json:"segments,omitempty"`
+}
+
+func NewTIndexCountsRecord() *TIndexCountsRecord {
+	return &TIndexCountsRecord{}
+}
+
+var TIndexCountsRecord_IndexUUID_DEFAULT string
+
+func (p *TIndexCountsRecord) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TIndexCountsRecord_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TIndexCountsRecord_IndexedRows_DEFAULT int64
+
+func (p *TIndexCountsRecord) GetIndexedRows() int64 {
+	if !p.IsSetIndexedRows() {
+		return TIndexCountsRecord_IndexedRows_DEFAULT
+	}
+	return *p.IndexedRows
+}
+
+var TIndexCountsRecord_UnindexedRows_DEFAULT int64
+
+func (p *TIndexCountsRecord) GetUnindexedRows() int64 {
+	if !p.IsSetUnindexedRows() {
+		return TIndexCountsRecord_UnindexedRows_DEFAULT
+	}
+	return *p.UnindexedRows
+}
+
+var TIndexCountsRecord_Segments_DEFAULT int32
+
+func (p *TIndexCountsRecord) GetSegments() int32 {
+	if !p.IsSetSegments() {
+		return TIndexCountsRecord_Segments_DEFAULT
+	}
+	return *p.Segments
+}
+func (p *TIndexCountsRecord) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TIndexCountsRecord) IsSetIndexedRows() bool {
+	return p.IndexedRows != nil
+}
+
+func (p *TIndexCountsRecord) IsSetUnindexedRows() bool {
+	return p.UnindexedRows != nil
+}
+
+func (p *TIndexCountsRecord) IsSetSegments() bool {
+	return p.Segments != nil
+}
+
+func (p *TIndexCountsRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TIndexCountsRecord) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TIndexCountsRecord) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.IndexedRows = &v
+	}
+	return nil
+}
+
+func (p *TIndexCountsRecord) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.UnindexedRows = &v
+	}
+	return nil
+}
+
+func (p *TIndexCountsRecord) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Segments = &v
+	}
+	return nil
+}
+
+func (p *TIndexCountsRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TIndexCountsRecord"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TIndexCountsRecord) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (1) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TIndexCountsRecord) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "indexed_rows", thrift.I64, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:indexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.IndexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.indexed_rows (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:indexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TIndexCountsRecord) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetUnindexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "unindexed_rows", thrift.I64, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:unindexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.UnindexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.unindexed_rows (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:unindexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TIndexCountsRecord) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSegments() {
+		if err := oprot.WriteFieldBegin(ctx, "segments", thrift.I32, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:segments: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Segments)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.segments (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:segments: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TIndexCountsRecord) Equals(other *TIndexCountsRecord) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.IndexedRows != other.IndexedRows {
+		if p.IndexedRows == nil || other.IndexedRows == nil {
+			return false
+		}
+		if (*p.IndexedRows) != (*other.IndexedRows) {
+			return false
+		}
+	}
+	if p.UnindexedRows != other.UnindexedRows {
+		if p.UnindexedRows == nil || other.UnindexedRows == nil {
+			return false
+		}
+		if (*p.UnindexedRows) != (*other.UnindexedRows) {
+			return false
+		}
+	}
+	if p.Segments != other.Segments {
+		if p.Segments == nil || other.Segments == nil {
+			return false
+		}
+		if (*p.Segments) != (*other.Segments) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TIndexCountsRecord) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TIndexCountsRecord(%+v)", *p)
+}
+
+// Attributes:
+//   - Name
+//   - Before
+//   - After
+type TOptimizedIndexRecord struct {
+	Name   string              `thrift:"name,1,required" db:"name" json:"name"`
+	Before *TIndexCountsRecord `thrift:"before,2" db:"before" json:"before,omitempty"`
+	After  *TIndexCountsRecord `thrift:"after,3" db:"after" json:"after,omitempty"`
+}
+
+func NewTOptimizedIndexRecord() *TOptimizedIndexRecord {
+	return &TOptimizedIndexRecord{}
+}
+
+func (p *TOptimizedIndexRecord) GetName() string {
+	return p.Name
+}
+
+var TOptimizedIndexRecord_Before_DEFAULT *TIndexCountsRecord
+
+func (p *TOptimizedIndexRecord) GetBefore() *TIndexCountsRecord {
+	if !p.IsSetBefore() {
+		return TOptimizedIndexRecord_Before_DEFAULT
+	}
+	return p.Before
+}
+
+var TOptimizedIndexRecord_After_DEFAULT *TIndexCountsRecord
+
+func (p *TOptimizedIndexRecord) GetAfter() *TIndexCountsRecord {
+	if !p.IsSetAfter() {
+		return TOptimizedIndexRecord_After_DEFAULT
+	}
+	return p.After
+}
+func (p *TOptimizedIndexRecord) IsSetBefore() bool {
+	return p.Before != nil
+}
+
+func (p *TOptimizedIndexRecord) IsSetAfter() bool {
+	return p.After != nil
+}
+
+func (p *TOptimizedIndexRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetName bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetName {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Name is not set"))
+	}
+	return nil
+}
+
+func (p *TOptimizedIndexRecord) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Name = v
+	}
+	return nil
+}
+
+func (p *TOptimizedIndexRecord) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Before = &TIndexCountsRecord{}
+	if err := p.Before.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Before), err)
+	}
+	return nil
+}
+
+func (p *TOptimizedIndexRecord) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	p.After = &TIndexCountsRecord{}
+	if err := p.After.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.After), err)
+	}
+	return nil
+}
+
+func (p *TOptimizedIndexRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TOptimizedIndexRecord"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TOptimizedIndexRecord) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:name: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.name (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:name: ", p), err)
+	}
+	return err
+}
+
+func (p *TOptimizedIndexRecord) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBefore() {
+		if err := oprot.WriteFieldBegin(ctx, "before", thrift.STRUCT, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:before: ", p), err)
+		}
+		if err := p.Before.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Before), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:before: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TOptimizedIndexRecord) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAfter() {
+		if err := oprot.WriteFieldBegin(ctx, "after", thrift.STRUCT, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:after: ", p), err)
+		}
+		if err := p.After.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.After), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:after: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TOptimizedIndexRecord) Equals(other *TOptimizedIndexRecord) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Name != other.Name {
+		return false
+	}
+	if !p.Before.Equals(other.Before) {
+		return false
+	}
+	if !p.After.Equals(other.After) {
+		return false
+	}
+	return true
+}
+
+func (p *TOptimizedIndexRecord) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TOptimizedIndexRecord(%+v)", *p)
+}
+
+// Attributes:
 //   - Code
 //   - Reason
 //   - Message
@@ -951,52 +1855,68 @@ func (p *TJobResult_) String() string {
 //   - TerminationMessage
 //   - BuildPhase
 //   - ResolveAfterMs
+//   - LeftoverIndexUUID
+//   - Resources
+//   - LogTail
+//   - DispatchTimeMs
+//   - BuildElapsedMs
+//   - ProgressTimeMs
+//   - OptimizedIndexes
+//   - ResultDatasetVersion
 type TJobRecord struct {
-	JobID                  int64              `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
-	Creator                *string            `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
-	Rev                    *int64             `thrift:"rev,3" db:"rev" json:"rev,omitempty"`
-	CreateTimeMs           *int64             `thrift:"create_time_ms,4" db:"create_time_ms" json:"create_time_ms,omitempty"`
-	UpdateTimeMs           *int64             `thrift:"update_time_ms,5" db:"update_time_ms" json:"update_time_ms,omitempty"`
-	CatalogID              *int64             `thrift:"catalog_id,6" db:"catalog_id" json:"catalog_id,omitempty"`
-	Db                     *string            `thrift:"db,7" db:"db" json:"db,omitempty"`
-	Table                  *string            `thrift:"table,8" db:"table" json:"table,omitempty"`
-	Provider               *string            `thrift:"provider,9" db:"provider" json:"provider,omitempty"`
-	Locator                *string            `thrift:"locator,10" db:"locator" json:"locator,omitempty"`
-	DisplayIndexName       *string            `thrift:"display_index_name,11" db:"display_index_name" json:"display_index_name,omitempty"`
-	NormalizedIndexName    *string            `thrift:"normalized_index_name,12" db:"normalized_index_name" json:"normalized_index_name,omitempty"`
-	MutationType           *TMutationType     `thrift:"mutation_type,13" db:"mutation_type" json:"mutation_type,omitempty"`
-	IfNotExists            *bool              `thrift:"if_not_exists,14" db:"if_not_exists" json:"if_not_exists,omitempty"`
-	IfExists               *bool              `thrift:"if_exists,15" db:"if_exists" json:"if_exists,omitempty"`
-	IndexType              *string            `thrift:"index_type,16" db:"index_type" json:"index_type,omitempty"`
-	Column                 *string            `thrift:"column,17" db:"column" json:"column,omitempty"`
-	PropertiesJSON         *string            `thrift:"properties_json,18" db:"properties_json" json:"properties_json,omitempty"`
-	AdmittedDatasetVersion *int64             `thrift:"admitted_dataset_version,19" db:"admitted_dataset_version" json:"admitted_dataset_version,omitempty"`
-	SchemaContract         *string            `thrift:"schema_contract,20" db:"schema_contract" json:"schema_contract,omitempty"`
-	MutationState          *TMutationState    `thrift:"mutation_state,21" db:"mutation_state" json:"mutation_state,omitempty"`
-	RefreshState           *TRefreshState     `thrift:"refresh_state,22" db:"refresh_state" json:"refresh_state,omitempty"`
-	Result_                *TJobResult_       `thrift:"result,23" db:"result" json:"result,omitempty"`
-	BackendID              *int64             `thrift:"backend_id,24" db:"backend_id" json:"backend_id,omitempty"`
-	ProcessEpoch           *int64             `thrift:"process_epoch,25" db:"process_epoch" json:"process_epoch,omitempty"`
-	DispatchRevision       *int64             `thrift:"dispatch_revision,26" db:"dispatch_revision" json:"dispatch_revision,omitempty"`
-	InvocationID           *string            `thrift:"invocation_id,27" db:"invocation_id" json:"invocation_id,omitempty"`
-	InvocationSecret       *string            `thrift:"invocation_secret,28" db:"invocation_secret" json:"invocation_secret,omitempty"`
-	DeadlineMs             *int64             `thrift:"deadline_ms,29" db:"deadline_ms" json:"deadline_ms,omitempty"`
-	LeaderTerm             *int64             `thrift:"leader_term,30" db:"leader_term" json:"leader_term,omitempty"`
-	PossibleLiveOwned      *bool              `thrift:"possible_live_owned,31" db:"possible_live_owned" json:"possible_live_owned,omitempty"`
-	TerminationProof       *TTerminationProof `thrift:"termination_proof,32" db:"termination_proof" json:"termination_proof,omitempty"`
-	ForceReleased          *bool              `thrift:"force_released,33" db:"force_released" json:"force_released,omitempty"`
-	ForceActor             *string            `thrift:"force_actor,34" db:"force_actor" json:"force_actor,omitempty"`
-	ForceTimeMs            *int64             `thrift:"force_time_ms,35" db:"force_time_ms" json:"force_time_ms,omitempty"`
-	ForceNote              *string            `thrift:"force_note,36" db:"force_note" json:"force_note,omitempty"`
-	ForceWarning           *string            `thrift:"force_warning,37" db:"force_warning" json:"force_warning,omitempty"`
-	RefreshFailureTimeMs   *int64             `thrift:"refresh_failure_time_ms,38" db:"refresh_failure_time_ms" json:"refresh_failure_time_ms,omitempty"`
-	CancelActor            *string            `thrift:"cancel_actor,39" db:"cancel_actor" json:"cancel_actor,omitempty"`
-	DispatchAttempts       *int32             `thrift:"dispatch_attempts,40" db:"dispatch_attempts" json:"dispatch_attempts,omitempty"`
-	IndexUUID              *string            `thrift:"index_uuid,41" db:"index_uuid" json:"index_uuid,omitempty"`
-	AdmittedIndexUUID      *string            `thrift:"admitted_index_uuid,42" db:"admitted_index_uuid" json:"admitted_index_uuid,omitempty"`
-	TerminationMessage     *string            `thrift:"termination_message,43" db:"termination_message" json:"termination_message,omitempty"`
-	BuildPhase             *string            `thrift:"build_phase,44" db:"build_phase" json:"build_phase,omitempty"`
-	ResolveAfterMs         *int64             `thrift:"resolve_after_ms,45" db:"resolve_after_ms" json:"resolve_after_ms,omitempty"`
+	JobID                  int64                    `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	Creator                *string                  `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
+	Rev                    *int64                   `thrift:"rev,3" db:"rev" json:"rev,omitempty"`
+	CreateTimeMs           *int64                   `thrift:"create_time_ms,4" db:"create_time_ms" json:"create_time_ms,omitempty"`
+	UpdateTimeMs           *int64                   `thrift:"update_time_ms,5" db:"update_time_ms" json:"update_time_ms,omitempty"`
+	CatalogID              *int64                   `thrift:"catalog_id,6" db:"catalog_id" json:"catalog_id,omitempty"`
+	Db                     *string                  `thrift:"db,7" db:"db" json:"db,omitempty"`
+	Table                  *string                  `thrift:"table,8" db:"table" json:"table,omitempty"`
+	Provider               *string                  `thrift:"provider,9" db:"provider" json:"provider,omitempty"`
+	Locator                *string                  `thrift:"locator,10" db:"locator" json:"locator,omitempty"`
+	DisplayIndexName       *string                  `thrift:"display_index_name,11" db:"display_index_name" json:"display_index_name,omitempty"`
+	NormalizedIndexName    *string                  `thrift:"normalized_index_name,12" db:"normalized_index_name" json:"normalized_index_name,omitempty"`
+	MutationType           *TMutationType           `thrift:"mutation_type,13" db:"mutation_type" json:"mutation_type,omitempty"`
+	IfNotExists            *bool                    `thrift:"if_not_exists,14" db:"if_not_exists" json:"if_not_exists,omitempty"`
+	IfExists               *bool                    `thrift:"if_exists,15" db:"if_exists" json:"if_exists,omitempty"`
+	IndexType              *string                  `thrift:"index_type,16" db:"index_type" json:"index_type,omitempty"`
+	Column                 *string                  `thrift:"column,17" db:"column" json:"column,omitempty"`
+	PropertiesJSON         *string                  `thrift:"properties_json,18" db:"properties_json" json:"properties_json,omitempty"`
+	AdmittedDatasetVersion *int64                   `thrift:"admitted_dataset_version,19" db:"admitted_dataset_version" json:"admitted_dataset_version,omitempty"`
+	SchemaContract         *string                  `thrift:"schema_contract,20" db:"schema_contract" json:"schema_contract,omitempty"`
+	MutationState          *TMutationState          `thrift:"mutation_state,21" db:"mutation_state" json:"mutation_state,omitempty"`
+	RefreshState           *TRefreshState           `thrift:"refresh_state,22" db:"refresh_state" json:"refresh_state,omitempty"`
+	Result_                *TJobResult_             `thrift:"result,23" db:"result" json:"result,omitempty"`
+	BackendID              *int64                   `thrift:"backend_id,24" db:"backend_id" json:"backend_id,omitempty"`
+	ProcessEpoch           *int64                   `thrift:"process_epoch,25" db:"process_epoch" json:"process_epoch,omitempty"`
+	DispatchRevision       *int64                   `thrift:"dispatch_revision,26" db:"dispatch_revision" json:"dispatch_revision,omitempty"`
+	InvocationID           *string                  `thrift:"invocation_id,27" db:"invocation_id" json:"invocation_id,omitempty"`
+	InvocationSecret       *string                  `thrift:"invocation_secret,28" db:"invocation_secret" json:"invocation_secret,omitempty"`
+	DeadlineMs             *int64                   `thrift:"deadline_ms,29" db:"deadline_ms" json:"deadline_ms,omitempty"`
+	LeaderTerm             *int64                   `thrift:"leader_term,30" db:"leader_term" json:"leader_term,omitempty"`
+	PossibleLiveOwned      *bool                    `thrift:"possible_live_owned,31" db:"possible_live_owned" json:"possible_live_owned,omitempty"`
+	TerminationProof       *TTerminationProof       `thrift:"termination_proof,32" db:"termination_proof" json:"termination_proof,omitempty"`
+	ForceReleased          *bool                    `thrift:"force_released,33" db:"force_released" json:"force_released,omitempty"`
+	ForceActor             *string                  `thrift:"force_actor,34" db:"force_actor" json:"force_actor,omitempty"`
+	ForceTimeMs            *int64                   `thrift:"force_time_ms,35" db:"force_time_ms" json:"force_time_ms,omitempty"`
+	ForceNote              *string                  `thrift:"force_note,36" db:"force_note" json:"force_note,omitempty"`
+	ForceWarning           *string                  `thrift:"force_warning,37" db:"force_warning" json:"force_warning,omitempty"`
+	RefreshFailureTimeMs   *int64                   `thrift:"refresh_failure_time_ms,38" db:"refresh_failure_time_ms" json:"refresh_failure_time_ms,omitempty"`
+	CancelActor            *string                  `thrift:"cancel_actor,39" db:"cancel_actor" json:"cancel_actor,omitempty"`
+	DispatchAttempts       *int32                   `thrift:"dispatch_attempts,40" db:"dispatch_attempts" json:"dispatch_attempts,omitempty"`
+	IndexUUID              *string                  `thrift:"index_uuid,41" db:"index_uuid" json:"index_uuid,omitempty"`
+	AdmittedIndexUUID      *string                  `thrift:"admitted_index_uuid,42" db:"admitted_index_uuid" json:"admitted_index_uuid,omitempty"`
+	TerminationMessage     *string                  `thrift:"termination_message,43" db:"termination_message" json:"termination_message,omitempty"`
+	BuildPhase             *string                  `thrift:"build_phase,44" db:"build_phase" json:"build_phase,omitempty"`
+	ResolveAfterMs         *int64                   `thrift:"resolve_after_ms,45" db:"resolve_after_ms" json:"resolve_after_ms,omitempty"`
+	LeftoverIndexUUID      *string                  `thrift:"leftover_index_uuid,46" db:"leftover_index_uuid" json:"leftover_index_uuid,omitempty"`
+	Resources              *TResources              `thrift:"resources,47" db:"resources" json:"resources,omitempty"`
+	LogTail                *string                  `thrift:"log_tail,48" db:"log_tail" json:"log_tail,omitempty"`
+	DispatchTimeMs         *int64                   `thrift:"dispatch_time_ms,49" db:"dispatch_time_ms" json:"dispatch_time_ms,omitempty"`
+	BuildElapsedMs         *int64                   `thrift:"build_elapsed_ms,50" db:"build_elapsed_ms" json:"build_elapsed_ms,omitempty"`
+	ProgressTimeMs         *int64                   `thrift:"progress_time_ms,51" db:"progress_time_ms" json:"progress_time_ms,omitempty"`
+	OptimizedIndexes       []*TOptimizedIndexRecord `thrift:"optimized_indexes,52" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
+	ResultDatasetVersion   *int64                   `thrift:"result_dataset_version,53" db:"result_dataset_version" json:"result_dataset_version,omitempty"`
 }
 
 func NewTJobRecord() *TJobRecord {
@@ -1402,6 +2322,75 @@ func (p *TJobRecord) GetResolveAfterMs() int64 {
 	}
 	return *p.ResolveAfterMs
 }
+
+var TJobRecord_LeftoverIndexUUID_DEFAULT string
+
+func (p *TJobRecord) GetLeftoverIndexUUID() string {
+	if !p.IsSetLeftoverIndexUUID() {
+		return TJobRecord_LeftoverIndexUUID_DEFAULT
+	}
+	return *p.LeftoverIndexUUID
+}
+
+var TJobRecord_Resources_DEFAULT *TResources
+
+func (p *TJobRecord) GetResources() *TResources {
+	if !p.IsSetResources() {
+		return TJobRecord_Resources_DEFAULT
+	}
+	return p.Resources
+}
+
+var TJobRecord_LogTail_DEFAULT string
+
+func (p *TJobRecord) GetLogTail() string {
+	if !p.IsSetLogTail() {
+		return TJobRecord_LogTail_DEFAULT
+	}
+	return *p.LogTail
+}
+
+var TJobRecord_DispatchTimeMs_DEFAULT int64
+
+func (p *TJobRecord) GetDispatchTimeMs() int64 {
+	if !p.IsSetDispatchTimeMs() {
+		return TJobRecord_DispatchTimeMs_DEFAULT
+	}
+	return *p.DispatchTimeMs
+}
+
+var TJobRecord_BuildElapsedMs_DEFAULT int64
+
+func (p *TJobRecord) GetBuildElapsedMs() int64 {
+	if !p.IsSetBuildElapsedMs() {
+		return TJobRecord_BuildElapsedMs_DEFAULT
+	}
+	return *p.BuildElapsedMs
+}
+
+var TJobRecord_ProgressTimeMs_DEFAULT int64
+
+func (p *TJobRecord) GetProgressTimeMs() int64 {
+	if !p.IsSetProgressTimeMs() {
+		return TJobRecord_ProgressTimeMs_DEFAULT
+	}
+	return *p.ProgressTimeMs
+}
+
+var TJobRecord_OptimizedIndexes_DEFAULT []*TOptimizedIndexRecord
+
+func (p *TJobRecord) GetOptimizedIndexes() []*TOptimizedIndexRecord {
+	return p.OptimizedIndexes
+}
+
+var TJobRecord_ResultDatasetVersion_DEFAULT int64
+
+func (p *TJobRecord) GetResultDatasetVersion() int64 {
+	if !p.IsSetResultDatasetVersion() {
+		return TJobRecord_ResultDatasetVersion_DEFAULT
+	}
+	return *p.ResultDatasetVersion
+}
 func (p *TJobRecord) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -1576,6 +2565,38 @@ func (p *TJobRecord) IsSetBuildPhase() bool {
 
 func (p *TJobRecord) IsSetResolveAfterMs() bool {
 	return p.ResolveAfterMs != nil
+}
+
+func (p *TJobRecord) IsSetLeftoverIndexUUID() bool {
+	return p.LeftoverIndexUUID != nil
+}
+
+func (p *TJobRecord) IsSetResources() bool {
+	return p.Resources != nil
+}
+
+func (p *TJobRecord) IsSetLogTail() bool {
+	return p.LogTail != nil
+}
+
+func (p *TJobRecord) IsSetDispatchTimeMs() bool {
+	return p.DispatchTimeMs != nil
+}
+
+func (p *TJobRecord) IsSetBuildElapsedMs() bool {
+	return p.BuildElapsedMs != nil
+}
+
+func (p *TJobRecord) IsSetProgressTimeMs() bool {
+	return p.ProgressTimeMs != nil
+}
+
+func (p *TJobRecord) IsSetOptimizedIndexes() bool {
+	return p.OptimizedIndexes != nil
+}
+
+func (p *TJobRecord) IsSetResultDatasetVersion() bool {
+	return p.ResultDatasetVersion != nil
 }
 
 func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -2045,6 +3066,86 @@ func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 46:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField46(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 47:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField47(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 48:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField48(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 49:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField49(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 50:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField50(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 51:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField51(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 52:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField52(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 53:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField53(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -2471,6 +3572,88 @@ func (p *TJobRecord) ReadField45(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TJobRecord) ReadField46(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 46: ", err)
+	} else {
+		p.LeftoverIndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField47(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Resources = &TResources{}
+	if err := p.Resources.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Resources), err)
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField48(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 48: ", err)
+	} else {
+		p.LogTail = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField49(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 49: ", err)
+	} else {
+		p.DispatchTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField50(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 50: ", err)
+	} else {
+		p.BuildElapsedMs = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField51(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 51: ", err)
+	} else {
+		p.ProgressTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField52(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TOptimizedIndexRecord, 0, size)
+	p.OptimizedIndexes = tSlice
+	for i := 0; i < size; i++ {
+		_elem0 := &TOptimizedIndexRecord{}
+		if err := _elem0.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem0), err)
+		}
+		p.OptimizedIndexes = append(p.OptimizedIndexes, _elem0)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField53(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 53: ", err)
+	} else {
+		p.ResultDatasetVersion = &v
+	}
+	return nil
+}
+
 func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobRecord"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -2609,6 +3792,30 @@ func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField45(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField46(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField47(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField48(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField49(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField50(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField51(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField52(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField53(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -3294,6 +4501,134 @@ func (p *TJobRecord) writeField45(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TJobRecord) writeField46(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeftoverIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "leftover_index_uuid", thrift.STRING, 46); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 46:leftover_index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LeftoverIndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leftover_index_uuid (46) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 46:leftover_index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField47(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResources() {
+		if err := oprot.WriteFieldBegin(ctx, "resources", thrift.STRUCT, 47); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 47:resources: ", p), err)
+		}
+		if err := p.Resources.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Resources), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 47:resources: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField48(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLogTail() {
+		if err := oprot.WriteFieldBegin(ctx, "log_tail", thrift.STRING, 48); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 48:log_tail: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LogTail)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.log_tail (48) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 48:log_tail: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField49(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDispatchTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "dispatch_time_ms", thrift.I64, 49); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 49:dispatch_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DispatchTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dispatch_time_ms (49) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 49:dispatch_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField50(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBuildElapsedMs() {
+		if err := oprot.WriteFieldBegin(ctx, "build_elapsed_ms", thrift.I64, 50); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 50:build_elapsed_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.BuildElapsedMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.build_elapsed_ms (50) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 50:build_elapsed_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField51(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetProgressTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "progress_time_ms", thrift.I64, 51); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 51:progress_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ProgressTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.progress_time_ms (51) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 51:progress_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField52(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizedIndexes() {
+		if err := oprot.WriteFieldBegin(ctx, "optimized_indexes", thrift.LIST, 52); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 52:optimized_indexes: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.OptimizedIndexes)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.OptimizedIndexes {
+			if err := v.Write(ctx, oprot); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 52:optimized_indexes: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField53(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResultDatasetVersion() {
+		if err := oprot.WriteFieldBegin(ctx, "result_dataset_version", thrift.I64, 53); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 53:result_dataset_version: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ResultDatasetVersion)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.result_dataset_version (53) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 53:result_dataset_version: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobRecord) Equals(other *TJobRecord) bool {
 	if p == other {
 		return true
@@ -3650,6 +4985,66 @@ func (p *TJobRecord) Equals(other *TJobRecord) bool {
 			return false
 		}
 	}
+	if p.LeftoverIndexUUID != other.LeftoverIndexUUID {
+		if p.LeftoverIndexUUID == nil || other.LeftoverIndexUUID == nil {
+			return false
+		}
+		if (*p.LeftoverIndexUUID) != (*other.LeftoverIndexUUID) {
+			return false
+		}
+	}
+	if !p.Resources.Equals(other.Resources) {
+		return false
+	}
+	if p.LogTail != other.LogTail {
+		if p.LogTail == nil || other.LogTail == nil {
+			return false
+		}
+		if (*p.LogTail) != (*other.LogTail) {
+			return false
+		}
+	}
+	if p.DispatchTimeMs != other.DispatchTimeMs {
+		if p.DispatchTimeMs == nil || other.DispatchTimeMs == nil {
+			return false
+		}
+		if (*p.DispatchTimeMs) != (*other.DispatchTimeMs) {
+			return false
+		}
+	}
+	if p.BuildElapsedMs != other.BuildElapsedMs {
+		if p.BuildElapsedMs == nil || other.BuildElapsedMs == nil {
+			return false
+		}
+		if (*p.BuildElapsedMs) != (*other.BuildElapsedMs) {
+			return false
+		}
+	}
+	if p.ProgressTimeMs != other.ProgressTimeMs {
+		if p.ProgressTimeMs == nil || other.ProgressTimeMs == nil {
+			return false
+		}
+		if (*p.ProgressTimeMs) != (*other.ProgressTimeMs) {
+			return false
+		}
+	}
+	if len(p.OptimizedIndexes) != len(other.OptimizedIndexes) {
+		return false
+	}
+	for i, _tgt := range p.OptimizedIndexes {
+		_src1 := other.OptimizedIndexes[i]
+		if !_tgt.Equals(_src1) {
+			return false
+		}
+	}
+	if p.ResultDatasetVersion != other.ResultDatasetVersion {
+		if p.ResultDatasetVersion == nil || other.ResultDatasetVersion == nil {
+			return false
+		}
+		if (*p.ResultDatasetVersion) != (*other.ResultDatasetVersion) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -3670,16 +5065,26 @@ func (p *TJobRecord) String() string {
 //   - RefreshURL
 //   - CreateTimeMs
 //   - UpdateTimeMs
+//   - RefreshAddress
+//   - RefreshStatement
+//   - RefreshCredentialsRef
+//   - OptimizeUnindexedRows
+//   - OptimizeMinIntervalSecond
 type TCatalogRecord struct {
-	CatalogID      int64   `thrift:"catalog_id,1,required" db:"catalog_id" json:"catalog_id"`
-	Name           string  `thrift:"name,2,required" db:"name" json:"name"`
-	Provider       *string `thrift:"provider,3" db:"provider" json:"provider,omitempty"`
-	RootURI        *string `thrift:"root_uri,4" db:"root_uri" json:"root_uri,omitempty"`
-	CredentialsRef *string `thrift:"credentials_ref,5" db:"credentials_ref" json:"credentials_ref,omitempty"`
-	RefreshKind    *string `thrift:"refresh_kind,6" db:"refresh_kind" json:"refresh_kind,omitempty"`
-	RefreshURL     *string `thrift:"refresh_url,7" db:"refresh_url" json:"refresh_url,omitempty"`
-	CreateTimeMs   *int64  `thrift:"create_time_ms,8" db:"create_time_ms" json:"create_time_ms,omitempty"`
-	UpdateTimeMs   *int64  `thrift:"update_time_ms,9" db:"update_time_ms" json:"update_time_ms,omitempty"`
+	CatalogID                 int64   `thrift:"catalog_id,1,required" db:"catalog_id" json:"catalog_id"`
+	Name                      string  `thrift:"name,2,required" db:"name" json:"name"`
+	Provider                  *string `thrift:"provider,3" db:"provider" json:"provider,omitempty"`
+	RootURI                   *string `thrift:"root_uri,4" db:"root_uri" json:"root_uri,omitempty"`
+	CredentialsRef            *string `thrift:"credentials_ref,5" db:"credentials_ref" json:"credentials_ref,omitempty"`
+	RefreshKind               *string `thrift:"refresh_kind,6" db:"refresh_kind" json:"refresh_kind,omitempty"`
+	RefreshURL                *string `thrift:"refresh_url,7" db:"refresh_url" json:"refresh_url,omitempty"`
+	CreateTimeMs              *int64  `thrift:"create_time_ms,8" db:"create_time_ms" json:"create_time_ms,omitempty"`
+	UpdateTimeMs              *int64  `thrift:"update_time_ms,9" db:"update_time_ms" json:"update_time_ms,omitempty"`
+	RefreshAddress            *string `thrift:"refresh_address,10" db:"refresh_address" json:"refresh_address,omitempty"`
+	RefreshStatement          *string `thrift:"refresh_statement,11" db:"refresh_statement" json:"refresh_statement,omitempty"`
+	RefreshCredentialsRef     *string `thrift:"refresh_credentials_ref,12" db:"refresh_credentials_ref" json:"refresh_credentials_ref,omitempty"`
+	OptimizeUnindexedRows     *int64  `thrift:"optimize_unindexed_rows,13" db:"optimize_unindexed_rows" json:"optimize_unindexed_rows,omitempty"`
+	OptimizeMinIntervalSecond *int64  `thrift:"optimize_min_interval_second,14" db:"optimize_min_interval_second" json:"optimize_min_interval_second,omitempty"`
 }
 
 func NewTCatalogRecord() *TCatalogRecord {
@@ -3756,6 +5161,51 @@ func (p *TCatalogRecord) GetUpdateTimeMs() int64 {
 	}
 	return *p.UpdateTimeMs
 }
+
+var TCatalogRecord_RefreshAddress_DEFAULT string
+
+func (p *TCatalogRecord) GetRefreshAddress() string {
+	if !p.IsSetRefreshAddress() {
+		return TCatalogRecord_RefreshAddress_DEFAULT
+	}
+	return *p.RefreshAddress
+}
+
+var TCatalogRecord_RefreshStatement_DEFAULT string
+
+func (p *TCatalogRecord) GetRefreshStatement() string {
+	if !p.IsSetRefreshStatement() {
+		return TCatalogRecord_RefreshStatement_DEFAULT
+	}
+	return *p.RefreshStatement
+}
+
+var TCatalogRecord_RefreshCredentialsRef_DEFAULT string
+
+func (p *TCatalogRecord) GetRefreshCredentialsRef() string {
+	if !p.IsSetRefreshCredentialsRef() {
+		return TCatalogRecord_RefreshCredentialsRef_DEFAULT
+	}
+	return *p.RefreshCredentialsRef
+}
+
+var TCatalogRecord_OptimizeUnindexedRows_DEFAULT int64
+
+func (p *TCatalogRecord) GetOptimizeUnindexedRows() int64 {
+	if !p.IsSetOptimizeUnindexedRows() {
+		return TCatalogRecord_OptimizeUnindexedRows_DEFAULT
+	}
+	return *p.OptimizeUnindexedRows
+}
+
+var TCatalogRecord_OptimizeMinIntervalSecond_DEFAULT int64
+
+func (p *TCatalogRecord) GetOptimizeMinIntervalSecond() int64 {
+	if !p.IsSetOptimizeMinIntervalSecond() {
+		return TCatalogRecord_OptimizeMinIntervalSecond_DEFAULT
+	}
+	return *p.OptimizeMinIntervalSecond
+}
 func (p *TCatalogRecord) IsSetProvider() bool {
 	return p.Provider != nil
 }
@@ -3782,6 +5232,26 @@ func (p *TCatalogRecord) IsSetCreateTimeMs() bool {
 
 func (p *TCatalogRecord) IsSetUpdateTimeMs() bool {
 	return p.UpdateTimeMs != nil
+}
+
+func (p *TCatalogRecord) IsSetRefreshAddress() bool {
+	return p.RefreshAddress != nil
+}
+
+func (p *TCatalogRecord) IsSetRefreshStatement() bool {
+	return p.RefreshStatement != nil
+}
+
+func (p *TCatalogRecord) IsSetRefreshCredentialsRef() bool {
+	return p.RefreshCredentialsRef != nil
+}
+
+func (p *TCatalogRecord) IsSetOptimizeUnindexedRows() bool {
+	return p.OptimizeUnindexedRows != nil
+}
+
+func (p *TCatalogRecord) IsSetOptimizeMinIntervalSecond() bool {
+	return p.OptimizeMinIntervalSecond != nil
 }
 
 func (p *TCatalogRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3893,6 +5363,56 @@ func (p *TCatalogRecord) Read(ctx context.Context, iprot thrift.TProtocol) error
 					return err
 				}
 			}
+		case 10:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField13(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 14:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField14(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -3995,6 +5515,51 @@ func (p *TCatalogRecord) ReadField9(ctx context.Context, iprot thrift.TProtocol)
 	return nil
 }
 
+func (p *TCatalogRecord) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.RefreshAddress = &v
+	}
+	return nil
+}
+
+func (p *TCatalogRecord) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.RefreshStatement = &v
+	}
+	return nil
+}
+
+func (p *TCatalogRecord) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.RefreshCredentialsRef = &v
+	}
+	return nil
+}
+
+func (p *TCatalogRecord) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.OptimizeUnindexedRows = &v
+	}
+	return nil
+}
+
+func (p *TCatalogRecord) ReadField14(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 14: ", err)
+	} else {
+		p.OptimizeMinIntervalSecond = &v
+	}
+	return nil
+}
+
 func (p *TCatalogRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TCatalogRecord"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4025,6 +5590,21 @@ func (p *TCatalogRecord) Write(ctx context.Context, oprot thrift.TProtocol) erro
 			return err
 		}
 		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField14(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4168,6 +5748,81 @@ func (p *TCatalogRecord) writeField9(ctx context.Context, oprot thrift.TProtocol
 	return err
 }
 
+func (p *TCatalogRecord) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshAddress() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_address", thrift.STRING, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:refresh_address: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshAddress)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_address (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:refresh_address: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCatalogRecord) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshStatement() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_statement", thrift.STRING, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:refresh_statement: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshStatement)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_statement (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:refresh_statement: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCatalogRecord) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRefreshCredentialsRef() {
+		if err := oprot.WriteFieldBegin(ctx, "refresh_credentials_ref", thrift.STRING, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:refresh_credentials_ref: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RefreshCredentialsRef)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.refresh_credentials_ref (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:refresh_credentials_ref: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCatalogRecord) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizeUnindexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "optimize_unindexed_rows", thrift.I64, 13); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:optimize_unindexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.OptimizeUnindexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.optimize_unindexed_rows (13) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 13:optimize_unindexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCatalogRecord) writeField14(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizeMinIntervalSecond() {
+		if err := oprot.WriteFieldBegin(ctx, "optimize_min_interval_second", thrift.I64, 14); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 14:optimize_min_interval_second: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.OptimizeMinIntervalSecond)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.optimize_min_interval_second (14) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 14:optimize_min_interval_second: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TCatalogRecord) Equals(other *TCatalogRecord) bool {
 	if p == other {
 		return true
@@ -4233,6 +5888,46 @@ func (p *TCatalogRecord) Equals(other *TCatalogRecord) bool {
 			return false
 		}
 		if (*p.UpdateTimeMs) != (*other.UpdateTimeMs) {
+			return false
+		}
+	}
+	if p.RefreshAddress != other.RefreshAddress {
+		if p.RefreshAddress == nil || other.RefreshAddress == nil {
+			return false
+		}
+		if (*p.RefreshAddress) != (*other.RefreshAddress) {
+			return false
+		}
+	}
+	if p.RefreshStatement != other.RefreshStatement {
+		if p.RefreshStatement == nil || other.RefreshStatement == nil {
+			return false
+		}
+		if (*p.RefreshStatement) != (*other.RefreshStatement) {
+			return false
+		}
+	}
+	if p.RefreshCredentialsRef != other.RefreshCredentialsRef {
+		if p.RefreshCredentialsRef == nil || other.RefreshCredentialsRef == nil {
+			return false
+		}
+		if (*p.RefreshCredentialsRef) != (*other.RefreshCredentialsRef) {
+			return false
+		}
+	}
+	if p.OptimizeUnindexedRows != other.OptimizeUnindexedRows {
+		if p.OptimizeUnindexedRows == nil || other.OptimizeUnindexedRows == nil {
+			return false
+		}
+		if (*p.OptimizeUnindexedRows) != (*other.OptimizeUnindexedRows) {
+			return false
+		}
+	}
+	if p.OptimizeMinIntervalSecond != other.OptimizeMinIntervalSecond {
+		if p.OptimizeMinIntervalSecond == nil || other.OptimizeMinIntervalSecond == nil {
+			return false
+		}
+		if (*p.OptimizeMinIntervalSecond) != (*other.OptimizeMinIntervalSecond) {
 			return false
 		}
 	}
@@ -4827,11 +6522,11 @@ func (p *TAdmitBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) er
 	tSlice := make([]*TJobRecord, 0, size)
 	p.Jobs = tSlice
 	for i := 0; i < size; i++ {
-		_elem0 := &TJobRecord{}
-		if err := _elem0.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem0), err)
+		_elem2 := &TJobRecord{}
+		if err := _elem2.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem2), err)
 		}
-		p.Jobs = append(p.Jobs, _elem0)
+		p.Jobs = append(p.Jobs, _elem2)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -4934,8 +6629,8 @@ func (p *TAdmitBatch) Equals(other *TAdmitBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Jobs {
-		_src1 := other.Jobs[i]
-		if !_tgt.Equals(_src1) {
+		_src3 := other.Jobs[i]
+		if !_tgt.Equals(_src3) {
 			return false
 		}
 	}
@@ -5513,11 +7208,11 @@ func (p *TMarkRunningBatch) ReadField2(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*TMarkRunning, 0, size)
 	p.Jobs = tSlice
 	for i := 0; i < size; i++ {
-		_elem2 := &TMarkRunning{}
-		if err := _elem2.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem2), err)
+		_elem4 := &TMarkRunning{}
+		if err := _elem4.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
 		}
-		p.Jobs = append(p.Jobs, _elem2)
+		p.Jobs = append(p.Jobs, _elem4)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -5593,8 +7288,8 @@ func (p *TMarkRunningBatch) Equals(other *TMarkRunningBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Jobs {
-		_src3 := other.Jobs[i]
-		if !_tgt.Equals(_src3) {
+		_src5 := other.Jobs[i]
+		if !_tgt.Equals(_src5) {
 			return false
 		}
 	}
@@ -5617,15 +7312,25 @@ func (p *TMarkRunningBatch) String() string {
 //   - NeverEnqueued
 //   - ReturnToPending
 //   - IndexUUID
+//   - Resources
+//   - LogTail
+//   - LeftoverIndexUUID
+//   - OptimizedIndexes
+//   - DatasetVersion
 type TCompletion struct {
-	JobID            int64        `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
-	DispatchRevision int64        `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
-	InvocationID     string       `thrift:"invocation_id,3,required" db:"invocation_id" json:"invocation_id"`
-	ProcessEpoch     int64        `thrift:"process_epoch,4,required" db:"process_epoch" json:"process_epoch"`
-	Result_          *TJobResult_ `thrift:"result,5,required" db:"result" json:"result"`
-	NeverEnqueued    *bool        `thrift:"never_enqueued,6" db:"never_enqueued" json:"never_enqueued,omitempty"`
-	ReturnToPending  *bool        `thrift:"return_to_pending,7" db:"return_to_pending" json:"return_to_pending,omitempty"`
-	IndexUUID        *string      `thrift:"index_uuid,8" db:"index_uuid" json:"index_uuid,omitempty"`
+	JobID             int64                    `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	DispatchRevision  int64                    `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
+	InvocationID      string                   `thrift:"invocation_id,3,required" db:"invocation_id" json:"invocation_id"`
+	ProcessEpoch      int64                    `thrift:"process_epoch,4,required" db:"process_epoch" json:"process_epoch"`
+	Result_           *TJobResult_             `thrift:"result,5,required" db:"result" json:"result"`
+	NeverEnqueued     *bool                    `thrift:"never_enqueued,6" db:"never_enqueued" json:"never_enqueued,omitempty"`
+	ReturnToPending   *bool                    `thrift:"return_to_pending,7" db:"return_to_pending" json:"return_to_pending,omitempty"`
+	IndexUUID         *string                  `thrift:"index_uuid,8" db:"index_uuid" json:"index_uuid,omitempty"`
+	Resources         *TResources              `thrift:"resources,9" db:"resources" json:"resources,omitempty"`
+	LogTail           *string                  `thrift:"log_tail,10" db:"log_tail" json:"log_tail,omitempty"`
+	LeftoverIndexUUID *string                  `thrift:"leftover_index_uuid,11" db:"leftover_index_uuid" json:"leftover_index_uuid,omitempty"`
+	OptimizedIndexes  []*TOptimizedIndexRecord `thrift:"optimized_indexes,12" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
+	DatasetVersion    *int64                   `thrift:"dataset_version,13" db:"dataset_version" json:"dataset_version,omitempty"`
 }
 
 func NewTCompletion() *TCompletion {
@@ -5683,6 +7388,48 @@ func (p *TCompletion) GetIndexUUID() string {
 	}
 	return *p.IndexUUID
 }
+
+var TCompletion_Resources_DEFAULT *TResources
+
+func (p *TCompletion) GetResources() *TResources {
+	if !p.IsSetResources() {
+		return TCompletion_Resources_DEFAULT
+	}
+	return p.Resources
+}
+
+var TCompletion_LogTail_DEFAULT string
+
+func (p *TCompletion) GetLogTail() string {
+	if !p.IsSetLogTail() {
+		return TCompletion_LogTail_DEFAULT
+	}
+	return *p.LogTail
+}
+
+var TCompletion_LeftoverIndexUUID_DEFAULT string
+
+func (p *TCompletion) GetLeftoverIndexUUID() string {
+	if !p.IsSetLeftoverIndexUUID() {
+		return TCompletion_LeftoverIndexUUID_DEFAULT
+	}
+	return *p.LeftoverIndexUUID
+}
+
+var TCompletion_OptimizedIndexes_DEFAULT []*TOptimizedIndexRecord
+
+func (p *TCompletion) GetOptimizedIndexes() []*TOptimizedIndexRecord {
+	return p.OptimizedIndexes
+}
+
+var TCompletion_DatasetVersion_DEFAULT int64
+
+func (p *TCompletion) GetDatasetVersion() int64 {
+	if !p.IsSetDatasetVersion() {
+		return TCompletion_DatasetVersion_DEFAULT
+	}
+	return *p.DatasetVersion
+}
 func (p *TCompletion) IsSetResult_() bool {
 	return p.Result_ != nil
 }
@@ -5697,6 +7444,26 @@ func (p *TCompletion) IsSetReturnToPending() bool {
 
 func (p *TCompletion) IsSetIndexUUID() bool {
 	return p.IndexUUID != nil
+}
+
+func (p *TCompletion) IsSetResources() bool {
+	return p.Resources != nil
+}
+
+func (p *TCompletion) IsSetLogTail() bool {
+	return p.LogTail != nil
+}
+
+func (p *TCompletion) IsSetLeftoverIndexUUID() bool {
+	return p.LeftoverIndexUUID != nil
+}
+
+func (p *TCompletion) IsSetOptimizedIndexes() bool {
+	return p.OptimizedIndexes != nil
+}
+
+func (p *TCompletion) IsSetDatasetVersion() bool {
+	return p.DatasetVersion != nil
 }
 
 func (p *TCompletion) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -5797,6 +7564,56 @@ func (p *TCompletion) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 8:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField13(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -5905,6 +7722,61 @@ func (p *TCompletion) ReadField8(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TCompletion) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Resources = &TResources{}
+	if err := p.Resources.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Resources), err)
+	}
+	return nil
+}
+
+func (p *TCompletion) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.LogTail = &v
+	}
+	return nil
+}
+
+func (p *TCompletion) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.LeftoverIndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TCompletion) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TOptimizedIndexRecord, 0, size)
+	p.OptimizedIndexes = tSlice
+	for i := 0; i < size; i++ {
+		_elem6 := &TOptimizedIndexRecord{}
+		if err := _elem6.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
+		}
+		p.OptimizedIndexes = append(p.OptimizedIndexes, _elem6)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TCompletion) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.DatasetVersion = &v
+	}
+	return nil
+}
+
 func (p *TCompletion) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TCompletion"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -5932,6 +7804,21 @@ func (p *TCompletion) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6054,6 +7941,89 @@ func (p *TCompletion) writeField8(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TCompletion) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResources() {
+		if err := oprot.WriteFieldBegin(ctx, "resources", thrift.STRUCT, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:resources: ", p), err)
+		}
+		if err := p.Resources.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Resources), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:resources: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCompletion) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLogTail() {
+		if err := oprot.WriteFieldBegin(ctx, "log_tail", thrift.STRING, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:log_tail: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LogTail)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.log_tail (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:log_tail: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCompletion) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeftoverIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "leftover_index_uuid", thrift.STRING, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:leftover_index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LeftoverIndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leftover_index_uuid (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:leftover_index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCompletion) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizedIndexes() {
+		if err := oprot.WriteFieldBegin(ctx, "optimized_indexes", thrift.LIST, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:optimized_indexes: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.OptimizedIndexes)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.OptimizedIndexes {
+			if err := v.Write(ctx, oprot); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:optimized_indexes: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TCompletion) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDatasetVersion() {
+		if err := oprot.WriteFieldBegin(ctx, "dataset_version", thrift.I64, 13); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:dataset_version: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DatasetVersion)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dataset_version (13) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 13:dataset_version: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TCompletion) Equals(other *TCompletion) bool {
 	if p == other {
 		return true
@@ -6096,6 +8066,42 @@ func (p *TCompletion) Equals(other *TCompletion) bool {
 			return false
 		}
 		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if !p.Resources.Equals(other.Resources) {
+		return false
+	}
+	if p.LogTail != other.LogTail {
+		if p.LogTail == nil || other.LogTail == nil {
+			return false
+		}
+		if (*p.LogTail) != (*other.LogTail) {
+			return false
+		}
+	}
+	if p.LeftoverIndexUUID != other.LeftoverIndexUUID {
+		if p.LeftoverIndexUUID == nil || other.LeftoverIndexUUID == nil {
+			return false
+		}
+		if (*p.LeftoverIndexUUID) != (*other.LeftoverIndexUUID) {
+			return false
+		}
+	}
+	if len(p.OptimizedIndexes) != len(other.OptimizedIndexes) {
+		return false
+	}
+	for i, _tgt := range p.OptimizedIndexes {
+		_src7 := other.OptimizedIndexes[i]
+		if !_tgt.Equals(_src7) {
+			return false
+		}
+	}
+	if p.DatasetVersion != other.DatasetVersion {
+		if p.DatasetVersion == nil || other.DatasetVersion == nil {
+			return false
+		}
+		if (*p.DatasetVersion) != (*other.DatasetVersion) {
 			return false
 		}
 	}
@@ -6205,11 +8211,11 @@ func (p *TCompleteBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol)
 	tSlice := make([]*TCompletion, 0, size)
 	p.Completions = tSlice
 	for i := 0; i < size; i++ {
-		_elem4 := &TCompletion{}
-		if err := _elem4.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
+		_elem8 := &TCompletion{}
+		if err := _elem8.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
 		}
-		p.Completions = append(p.Completions, _elem4)
+		p.Completions = append(p.Completions, _elem8)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6285,8 +8291,8 @@ func (p *TCompleteBatch) Equals(other *TCompleteBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Completions {
-		_src5 := other.Completions[i]
-		if !_tgt.Equals(_src5) {
+		_src9 := other.Completions[i]
+		if !_tgt.Equals(_src9) {
 			return false
 		}
 	}
@@ -6311,6 +8317,9 @@ func (p *TCompleteBatch) String() string {
 //   - Message
 //   - IndexUUID
 //   - ResolveAfterMs
+//   - Resources
+//   - LogTail
+//   - ReturnToPending
 type TProof struct {
 	JobID                  int64             `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision       int64             `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -6322,6 +8331,9 @@ type TProof struct {
 	Message                *string           `thrift:"message,8" db:"message" json:"message,omitempty"`
 	IndexUUID              *string           `thrift:"index_uuid,9" db:"index_uuid" json:"index_uuid,omitempty"`
 	ResolveAfterMs         *int64            `thrift:"resolve_after_ms,10" db:"resolve_after_ms" json:"resolve_after_ms,omitempty"`
+	Resources              *TResources       `thrift:"resources,11" db:"resources" json:"resources,omitempty"`
+	LogTail                *string           `thrift:"log_tail,12" db:"log_tail" json:"log_tail,omitempty"`
+	ReturnToPending        *bool             `thrift:"return_to_pending,13" db:"return_to_pending" json:"return_to_pending,omitempty"`
 }
 
 func NewTProof() *TProof {
@@ -6387,6 +8399,33 @@ func (p *TProof) GetResolveAfterMs() int64 {
 	}
 	return *p.ResolveAfterMs
 }
+
+var TProof_Resources_DEFAULT *TResources
+
+func (p *TProof) GetResources() *TResources {
+	if !p.IsSetResources() {
+		return TProof_Resources_DEFAULT
+	}
+	return p.Resources
+}
+
+var TProof_LogTail_DEFAULT string
+
+func (p *TProof) GetLogTail() string {
+	if !p.IsSetLogTail() {
+		return TProof_LogTail_DEFAULT
+	}
+	return *p.LogTail
+}
+
+var TProof_ReturnToPending_DEFAULT bool
+
+func (p *TProof) GetReturnToPending() bool {
+	if !p.IsSetReturnToPending() {
+		return TProof_ReturnToPending_DEFAULT
+	}
+	return *p.ReturnToPending
+}
 func (p *TProof) IsSetFinishedWithoutResult_() bool {
 	return p.FinishedWithoutResult_ != nil
 }
@@ -6401,6 +8440,18 @@ func (p *TProof) IsSetIndexUUID() bool {
 
 func (p *TProof) IsSetResolveAfterMs() bool {
 	return p.ResolveAfterMs != nil
+}
+
+func (p *TProof) IsSetResources() bool {
+	return p.Resources != nil
+}
+
+func (p *TProof) IsSetLogTail() bool {
+	return p.LogTail != nil
+}
+
+func (p *TProof) IsSetReturnToPending() bool {
+	return p.ReturnToPending != nil
 }
 
 func (p *TProof) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6523,6 +8574,36 @@ func (p *TProof) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 10:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField13(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -6654,6 +8735,32 @@ func (p *TProof) ReadField10(ctx context.Context, iprot thrift.TProtocol) error 
 	return nil
 }
 
+func (p *TProof) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Resources = &TResources{}
+	if err := p.Resources.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Resources), err)
+	}
+	return nil
+}
+
+func (p *TProof) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.LogTail = &v
+	}
+	return nil
+}
+
+func (p *TProof) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.ReturnToPending = &v
+	}
+	return nil
+}
+
 func (p *TProof) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TProof"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6687,6 +8794,15 @@ func (p *TProof) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6837,6 +8953,51 @@ func (p *TProof) writeField10(ctx context.Context, oprot thrift.TProtocol) (err 
 	return err
 }
 
+func (p *TProof) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResources() {
+		if err := oprot.WriteFieldBegin(ctx, "resources", thrift.STRUCT, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:resources: ", p), err)
+		}
+		if err := p.Resources.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Resources), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:resources: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProof) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLogTail() {
+		if err := oprot.WriteFieldBegin(ctx, "log_tail", thrift.STRING, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:log_tail: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LogTail)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.log_tail (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:log_tail: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProof) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetReturnToPending() {
+		if err := oprot.WriteFieldBegin(ctx, "return_to_pending", thrift.BOOL, 13); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:return_to_pending: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.ReturnToPending)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.return_to_pending (13) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 13:return_to_pending: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TProof) Equals(other *TProof) bool {
 	if p == other {
 		return true
@@ -6893,6 +9054,25 @@ func (p *TProof) Equals(other *TProof) bool {
 			return false
 		}
 	}
+	if !p.Resources.Equals(other.Resources) {
+		return false
+	}
+	if p.LogTail != other.LogTail {
+		if p.LogTail == nil || other.LogTail == nil {
+			return false
+		}
+		if (*p.LogTail) != (*other.LogTail) {
+			return false
+		}
+	}
+	if p.ReturnToPending != other.ReturnToPending {
+		if p.ReturnToPending == nil || other.ReturnToPending == nil {
+			return false
+		}
+		if (*p.ReturnToPending) != (*other.ReturnToPending) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -6910,6 +9090,7 @@ func (p *TProof) String() string {
 //   - ProcessEpoch
 //   - IndexUUID
 //   - Phase
+//   - ElapsedMs
 type TProgress struct {
 	JobID            int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision int64   `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -6917,6 +9098,7 @@ type TProgress struct {
 	ProcessEpoch     int64   `thrift:"process_epoch,4,required" db:"process_epoch" json:"process_epoch"`
 	IndexUUID        *string `thrift:"index_uuid,5" db:"index_uuid" json:"index_uuid,omitempty"`
 	Phase            *string `thrift:"phase,6" db:"phase" json:"phase,omitempty"`
+	ElapsedMs        *int64  `thrift:"elapsed_ms,7" db:"elapsed_ms" json:"elapsed_ms,omitempty"`
 }
 
 func NewTProgress() *TProgress {
@@ -6956,12 +9138,25 @@ func (p *TProgress) GetPhase() string {
 	}
 	return *p.Phase
 }
+
+var TProgress_ElapsedMs_DEFAULT int64
+
+func (p *TProgress) GetElapsedMs() int64 {
+	if !p.IsSetElapsedMs() {
+		return TProgress_ElapsedMs_DEFAULT
+	}
+	return *p.ElapsedMs
+}
 func (p *TProgress) IsSetIndexUUID() bool {
 	return p.IndexUUID != nil
 }
 
 func (p *TProgress) IsSetPhase() bool {
 	return p.Phase != nil
+}
+
+func (p *TProgress) IsSetElapsedMs() bool {
+	return p.ElapsedMs != nil
 }
 
 func (p *TProgress) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -7040,6 +9235,16 @@ func (p *TProgress) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 6:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -7128,6 +9333,15 @@ func (p *TProgress) ReadField6(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TProgress) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.ElapsedMs = &v
+	}
+	return nil
+}
+
 func (p *TProgress) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TProgress"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -7149,6 +9363,9 @@ func (p *TProgress) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -7243,6 +9460,21 @@ func (p *TProgress) writeField6(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TProgress) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetElapsedMs() {
+		if err := oprot.WriteFieldBegin(ctx, "elapsed_ms", thrift.I64, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:elapsed_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ElapsedMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.elapsed_ms (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:elapsed_ms: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TProgress) Equals(other *TProgress) bool {
 	if p == other {
 		return true
@@ -7274,6 +9506,14 @@ func (p *TProgress) Equals(other *TProgress) bool {
 			return false
 		}
 		if (*p.Phase) != (*other.Phase) {
+			return false
+		}
+	}
+	if p.ElapsedMs != other.ElapsedMs {
+		if p.ElapsedMs == nil || other.ElapsedMs == nil {
+			return false
+		}
+		if (*p.ElapsedMs) != (*other.ElapsedMs) {
 			return false
 		}
 	}
@@ -7383,11 +9623,11 @@ func (p *TRecordProofBatch) ReadField2(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*TProof, 0, size)
 	p.Proofs = tSlice
 	for i := 0; i < size; i++ {
-		_elem6 := &TProof{}
-		if err := _elem6.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
+		_elem10 := &TProof{}
+		if err := _elem10.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
 		}
-		p.Proofs = append(p.Proofs, _elem6)
+		p.Proofs = append(p.Proofs, _elem10)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -7463,8 +9703,8 @@ func (p *TRecordProofBatch) Equals(other *TRecordProofBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Proofs {
-		_src7 := other.Proofs[i]
-		if !_tgt.Equals(_src7) {
+		_src11 := other.Proofs[i]
+		if !_tgt.Equals(_src11) {
 			return false
 		}
 	}
@@ -7803,11 +10043,11 @@ func (p *TReportBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*TReportItem, 0, size)
 	p.Reports = tSlice
 	for i := 0; i < size; i++ {
-		_elem8 := &TReportItem{}
-		if err := _elem8.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
+		_elem12 := &TReportItem{}
+		if err := _elem12.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
 		}
-		p.Reports = append(p.Reports, _elem8)
+		p.Reports = append(p.Reports, _elem12)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -7883,8 +10123,8 @@ func (p *TReportBatch) Equals(other *TReportBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Reports {
-		_src9 := other.Reports[i]
-		if !_tgt.Equals(_src9) {
+		_src13 := other.Reports[i]
+		if !_tgt.Equals(_src13) {
 			return false
 		}
 	}
@@ -8210,11 +10450,11 @@ func (p *TRefreshBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) 
 	tSlice := make([]*TRefreshTransition, 0, size)
 	p.Transitions = tSlice
 	for i := 0; i < size; i++ {
-		_elem10 := &TRefreshTransition{}
-		if err := _elem10.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
+		_elem14 := &TRefreshTransition{}
+		if err := _elem14.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
 		}
-		p.Transitions = append(p.Transitions, _elem10)
+		p.Transitions = append(p.Transitions, _elem14)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -8290,8 +10530,8 @@ func (p *TRefreshBatch) Equals(other *TRefreshBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Transitions {
-		_src11 := other.Transitions[i]
-		if !_tgt.Equals(_src11) {
+		_src15 := other.Transitions[i]
+		if !_tgt.Equals(_src15) {
 			return false
 		}
 	}
@@ -8959,13 +11199,13 @@ func (p *TGCCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) err
 	tSlice := make([]int64, 0, size)
 	p.JobIds = tSlice
 	for i := 0; i < size; i++ {
-		var _elem12 int64
+		var _elem16 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_elem12 = v
+			_elem16 = v
 		}
-		p.JobIds = append(p.JobIds, _elem12)
+		p.JobIds = append(p.JobIds, _elem16)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -9060,8 +11300,8 @@ func (p *TGCCommand) Equals(other *TGCCommand) bool {
 		return false
 	}
 	for i, _tgt := range p.JobIds {
-		_src13 := other.JobIds[i]
-		if _tgt != _src13 {
+		_src17 := other.JobIds[i]
+		if _tgt != _src17 {
 			return false
 		}
 	}
@@ -11253,11 +13493,11 @@ func (p *TApplyResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol)
 	tSlice := make([]*TItemResult_, 0, size)
 	p.Items = tSlice
 	for i := 0; i < size; i++ {
-		_elem14 := &TItemResult_{}
-		if err := _elem14.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
+		_elem18 := &TItemResult_{}
+		if err := _elem18.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem18), err)
 		}
-		p.Items = append(p.Items, _elem14)
+		p.Items = append(p.Items, _elem18)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -11441,8 +13681,8 @@ func (p *TApplyResponse) Equals(other *TApplyResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Items {
-		_src15 := other.Items[i]
-		if !_tgt.Equals(_src15) {
+		_src19 := other.Items[i]
+		if !_tgt.Equals(_src19) {
 			return false
 		}
 	}
@@ -11972,11 +14212,11 @@ func (p *TSnapshotHeader) ReadField5(ctx context.Context, iprot thrift.TProtocol
 	tSlice := make([]*TOptionValue, 0, size)
 	p.Options = tSlice
 	for i := 0; i < size; i++ {
-		_elem16 := &TOptionValue{}
-		if err := _elem16.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem16), err)
+		_elem20 := &TOptionValue{}
+		if err := _elem20.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem20), err)
 		}
-		p.Options = append(p.Options, _elem16)
+		p.Options = append(p.Options, _elem20)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -12028,11 +14268,11 @@ func (p *TSnapshotHeader) ReadField10(ctx context.Context, iprot thrift.TProtoco
 	tSlice := make([]*TMemberAddress, 0, size)
 	p.MemberAddresses = tSlice
 	for i := 0; i < size; i++ {
-		_elem17 := &TMemberAddress{}
-		if err := _elem17.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem17), err)
+		_elem21 := &TMemberAddress{}
+		if err := _elem21.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem21), err)
 		}
-		p.MemberAddresses = append(p.MemberAddresses, _elem17)
+		p.MemberAddresses = append(p.MemberAddresses, _elem21)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -12292,8 +14532,8 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 		return false
 	}
 	for i, _tgt := range p.Options {
-		_src18 := other.Options[i]
-		if !_tgt.Equals(_src18) {
+		_src22 := other.Options[i]
+		if !_tgt.Equals(_src22) {
 			return false
 		}
 	}
@@ -12333,8 +14573,8 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 		return false
 	}
 	for i, _tgt := range p.MemberAddresses {
-		_src19 := other.MemberAddresses[i]
-		if !_tgt.Equals(_src19) {
+		_src23 := other.MemberAddresses[i]
+		if !_tgt.Equals(_src23) {
 			return false
 		}
 	}

@@ -186,9 +186,10 @@ func (p *TStatusCode) Value() (driver.Value, error) {
 type TLanceIndexMutationType int64
 
 const (
-	TLanceIndexMutationType_CREATE  TLanceIndexMutationType = 1
-	TLanceIndexMutationType_REPLACE TLanceIndexMutationType = 2
-	TLanceIndexMutationType_DROP    TLanceIndexMutationType = 3
+	TLanceIndexMutationType_CREATE   TLanceIndexMutationType = 1
+	TLanceIndexMutationType_REPLACE  TLanceIndexMutationType = 2
+	TLanceIndexMutationType_DROP     TLanceIndexMutationType = 3
+	TLanceIndexMutationType_OPTIMIZE TLanceIndexMutationType = 4
 )
 
 func (p TLanceIndexMutationType) String() string {
@@ -199,6 +200,8 @@ func (p TLanceIndexMutationType) String() string {
 		return "REPLACE"
 	case TLanceIndexMutationType_DROP:
 		return "DROP"
+	case TLanceIndexMutationType_OPTIMIZE:
+		return "OPTIMIZE"
 	}
 	return "<UNSET>"
 }
@@ -211,6 +214,8 @@ func TLanceIndexMutationTypeFromString(s string) (TLanceIndexMutationType, error
 		return TLanceIndexMutationType_REPLACE, nil
 	case "DROP":
 		return TLanceIndexMutationType_DROP, nil
+	case "OPTIMIZE":
+		return TLanceIndexMutationType_OPTIMIZE, nil
 	}
 	return TLanceIndexMutationType(0), fmt.Errorf("not a valid TLanceIndexMutationType string")
 }
@@ -2038,6 +2043,905 @@ func (p *TLanceIndexJobDispatch) String() string {
 }
 
 // Attributes:
+//   - StartTimeMs
+//   - FinishTimeMs
+//   - WallMs
+//   - PeakMemoryBytes
+//   - PeakMemorySource
+type TBuildResources struct {
+	StartTimeMs      *int64  `thrift:"start_time_ms,1" db:"start_time_ms" json:"start_time_ms,omitempty"`
+	FinishTimeMs     *int64  `thrift:"finish_time_ms,2" db:"finish_time_ms" json:"finish_time_ms,omitempty"`
+	WallMs           *int64  `thrift:"wall_ms,3" db:"wall_ms" json:"wall_ms,omitempty"`
+	PeakMemoryBytes  *int64  `thrift:"peak_memory_bytes,4" db:"peak_memory_bytes" json:"peak_memory_bytes,omitempty"`
+	PeakMemorySource *string `thrift:"peak_memory_source,5" db:"peak_memory_source" json:"peak_memory_source,omitempty"`
+}
+
+func NewTBuildResources() *TBuildResources {
+	return &TBuildResources{}
+}
+
+var TBuildResources_StartTimeMs_DEFAULT int64
+
+func (p *TBuildResources) GetStartTimeMs() int64 {
+	if !p.IsSetStartTimeMs() {
+		return TBuildResources_StartTimeMs_DEFAULT
+	}
+	return *p.StartTimeMs
+}
+
+var TBuildResources_FinishTimeMs_DEFAULT int64
+
+func (p *TBuildResources) GetFinishTimeMs() int64 {
+	if !p.IsSetFinishTimeMs() {
+		return TBuildResources_FinishTimeMs_DEFAULT
+	}
+	return *p.FinishTimeMs
+}
+
+var TBuildResources_WallMs_DEFAULT int64
+
+func (p *TBuildResources) GetWallMs() int64 {
+	if !p.IsSetWallMs() {
+		return TBuildResources_WallMs_DEFAULT
+	}
+	return *p.WallMs
+}
+
+var TBuildResources_PeakMemoryBytes_DEFAULT int64
+
+func (p *TBuildResources) GetPeakMemoryBytes() int64 {
+	if !p.IsSetPeakMemoryBytes() {
+		return TBuildResources_PeakMemoryBytes_DEFAULT
+	}
+	return *p.PeakMemoryBytes
+}
+
+var TBuildResources_PeakMemorySource_DEFAULT string
+
+func (p *TBuildResources) GetPeakMemorySource() string {
+	if !p.IsSetPeakMemorySource() {
+		return TBuildResources_PeakMemorySource_DEFAULT
+	}
+	return *p.PeakMemorySource
+}
+func (p *TBuildResources) IsSetStartTimeMs() bool {
+	return p.StartTimeMs != nil
+}
+
+func (p *TBuildResources) IsSetFinishTimeMs() bool {
+	return p.FinishTimeMs != nil
+}
+
+func (p *TBuildResources) IsSetWallMs() bool {
+	return p.WallMs != nil
+}
+
+func (p *TBuildResources) IsSetPeakMemoryBytes() bool {
+	return p.PeakMemoryBytes != nil
+}
+
+func (p *TBuildResources) IsSetPeakMemorySource() bool {
+	return p.PeakMemorySource != nil
+}
+
+func (p *TBuildResources) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TBuildResources) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.StartTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TBuildResources) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.FinishTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TBuildResources) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.WallMs = &v
+	}
+	return nil
+}
+
+func (p *TBuildResources) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.PeakMemoryBytes = &v
+	}
+	return nil
+}
+
+func (p *TBuildResources) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.PeakMemorySource = &v
+	}
+	return nil
+}
+
+func (p *TBuildResources) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TBuildResources"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TBuildResources) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStartTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "start_time_ms", thrift.I64, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:start_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.StartTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.start_time_ms (1) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:start_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBuildResources) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetFinishTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "finish_time_ms", thrift.I64, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:finish_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.FinishTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.finish_time_ms (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:finish_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBuildResources) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetWallMs() {
+		if err := oprot.WriteFieldBegin(ctx, "wall_ms", thrift.I64, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:wall_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.WallMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.wall_ms (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:wall_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBuildResources) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPeakMemoryBytes() {
+		if err := oprot.WriteFieldBegin(ctx, "peak_memory_bytes", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:peak_memory_bytes: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.PeakMemoryBytes)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.peak_memory_bytes (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:peak_memory_bytes: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBuildResources) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPeakMemorySource() {
+		if err := oprot.WriteFieldBegin(ctx, "peak_memory_source", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:peak_memory_source: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.PeakMemorySource)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.peak_memory_source (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:peak_memory_source: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBuildResources) Equals(other *TBuildResources) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.StartTimeMs != other.StartTimeMs {
+		if p.StartTimeMs == nil || other.StartTimeMs == nil {
+			return false
+		}
+		if (*p.StartTimeMs) != (*other.StartTimeMs) {
+			return false
+		}
+	}
+	if p.FinishTimeMs != other.FinishTimeMs {
+		if p.FinishTimeMs == nil || other.FinishTimeMs == nil {
+			return false
+		}
+		if (*p.FinishTimeMs) != (*other.FinishTimeMs) {
+			return false
+		}
+	}
+	if p.WallMs != other.WallMs {
+		if p.WallMs == nil || other.WallMs == nil {
+			return false
+		}
+		if (*p.WallMs) != (*other.WallMs) {
+			return false
+		}
+	}
+	if p.PeakMemoryBytes != other.PeakMemoryBytes {
+		if p.PeakMemoryBytes == nil || other.PeakMemoryBytes == nil {
+			return false
+		}
+		if (*p.PeakMemoryBytes) != (*other.PeakMemoryBytes) {
+			return false
+		}
+	}
+	if p.PeakMemorySource != other.PeakMemorySource {
+		if p.PeakMemorySource == nil || other.PeakMemorySource == nil {
+			return false
+		}
+		if (*p.PeakMemorySource) != (*other.PeakMemorySource) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TBuildResources) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TBuildResources(%+v)", *p)
+}
+
+// Attributes:
+//   - IndexUUID
+//   - IndexedRows
+//   - UnindexedRows
+//   - Segments
+type TIndexCounts struct {
+	IndexUUID     *string `thrift:"index_uuid,1" db:"index_uuid" json:"index_uuid,omitempty"`
+	IndexedRows   *int64  `thrift:"indexed_rows,2" db:"indexed_rows" json:"indexed_rows,omitempty"`
+	UnindexedRows *int64  `thrift:"unindexed_rows,3" db:"unindexed_rows" json:"unindexed_rows,omitempty"`
+	Segments      *int32  `thrift:"segments,4" db:"segments" json:"segments,omitempty"`
+}
+
+func NewTIndexCounts() *TIndexCounts {
+	return &TIndexCounts{}
+}
+
+var TIndexCounts_IndexUUID_DEFAULT string
+
+func (p *TIndexCounts) GetIndexUUID() string {
+	if !p.IsSetIndexUUID() {
+		return TIndexCounts_IndexUUID_DEFAULT
+	}
+	return *p.IndexUUID
+}
+
+var TIndexCounts_IndexedRows_DEFAULT int64
+
+func (p *TIndexCounts) GetIndexedRows() int64 {
+	if !p.IsSetIndexedRows() {
+		return TIndexCounts_IndexedRows_DEFAULT
+	}
+	return *p.IndexedRows
+}
+
+var TIndexCounts_UnindexedRows_DEFAULT int64
+
+func (p *TIndexCounts) GetUnindexedRows() int64 {
+	if !p.IsSetUnindexedRows() {
+		return TIndexCounts_UnindexedRows_DEFAULT
+	}
+	return *p.UnindexedRows
+}
+
+var TIndexCounts_Segments_DEFAULT int32
+
+func (p *TIndexCounts) GetSegments() int32 {
+	if !p.IsSetSegments() {
+		return TIndexCounts_Segments_DEFAULT
+	}
+	return *p.Segments
+}
+func (p *TIndexCounts) IsSetIndexUUID() bool {
+	return p.IndexUUID != nil
+}
+
+func (p *TIndexCounts) IsSetIndexedRows() bool {
+	return p.IndexedRows != nil
+}
+
+func (p *TIndexCounts) IsSetUnindexedRows() bool {
+	return p.UnindexedRows != nil
+}
+
+func (p *TIndexCounts) IsSetSegments() bool {
+	return p.Segments != nil
+}
+
+func (p *TIndexCounts) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TIndexCounts) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.IndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TIndexCounts) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.IndexedRows = &v
+	}
+	return nil
+}
+
+func (p *TIndexCounts) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.UnindexedRows = &v
+	}
+	return nil
+}
+
+func (p *TIndexCounts) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Segments = &v
+	}
+	return nil
+}
+
+func (p *TIndexCounts) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TIndexCounts"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TIndexCounts) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "index_uuid", thrift.STRING, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_uuid (1) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TIndexCounts) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "indexed_rows", thrift.I64, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:indexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.IndexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.indexed_rows (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:indexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TIndexCounts) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetUnindexedRows() {
+		if err := oprot.WriteFieldBegin(ctx, "unindexed_rows", thrift.I64, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:unindexed_rows: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.UnindexedRows)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.unindexed_rows (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:unindexed_rows: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TIndexCounts) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSegments() {
+		if err := oprot.WriteFieldBegin(ctx, "segments", thrift.I32, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:segments: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Segments)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.segments (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:segments: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TIndexCounts) Equals(other *TIndexCounts) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.IndexUUID != other.IndexUUID {
+		if p.IndexUUID == nil || other.IndexUUID == nil {
+			return false
+		}
+		if (*p.IndexUUID) != (*other.IndexUUID) {
+			return false
+		}
+	}
+	if p.IndexedRows != other.IndexedRows {
+		if p.IndexedRows == nil || other.IndexedRows == nil {
+			return false
+		}
+		if (*p.IndexedRows) != (*other.IndexedRows) {
+			return false
+		}
+	}
+	if p.UnindexedRows != other.UnindexedRows {
+		if p.UnindexedRows == nil || other.UnindexedRows == nil {
+			return false
+		}
+		if (*p.UnindexedRows) != (*other.UnindexedRows) {
+			return false
+		}
+	}
+	if p.Segments != other.Segments {
+		if p.Segments == nil || other.Segments == nil {
+			return false
+		}
+		if (*p.Segments) != (*other.Segments) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TIndexCounts) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TIndexCounts(%+v)", *p)
+}
+
+// Attributes:
+//   - Name
+//   - Before
+//   - After
+type TOptimizedIndex struct {
+	Name   string        `thrift:"name,1,required" db:"name" json:"name"`
+	Before *TIndexCounts `thrift:"before,2" db:"before" json:"before,omitempty"`
+	After  *TIndexCounts `thrift:"after,3" db:"after" json:"after,omitempty"`
+}
+
+func NewTOptimizedIndex() *TOptimizedIndex {
+	return &TOptimizedIndex{}
+}
+
+func (p *TOptimizedIndex) GetName() string {
+	return p.Name
+}
+
+var TOptimizedIndex_Before_DEFAULT *TIndexCounts
+
+func (p *TOptimizedIndex) GetBefore() *TIndexCounts {
+	if !p.IsSetBefore() {
+		return TOptimizedIndex_Before_DEFAULT
+	}
+	return p.Before
+}
+
+var TOptimizedIndex_After_DEFAULT *TIndexCounts
+
+func (p *TOptimizedIndex) GetAfter() *TIndexCounts {
+	if !p.IsSetAfter() {
+		return TOptimizedIndex_After_DEFAULT
+	}
+	return p.After
+}
+func (p *TOptimizedIndex) IsSetBefore() bool {
+	return p.Before != nil
+}
+
+func (p *TOptimizedIndex) IsSetAfter() bool {
+	return p.After != nil
+}
+
+func (p *TOptimizedIndex) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetName bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetName {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Name is not set"))
+	}
+	return nil
+}
+
+func (p *TOptimizedIndex) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Name = v
+	}
+	return nil
+}
+
+func (p *TOptimizedIndex) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Before = &TIndexCounts{}
+	if err := p.Before.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Before), err)
+	}
+	return nil
+}
+
+func (p *TOptimizedIndex) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	p.After = &TIndexCounts{}
+	if err := p.After.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.After), err)
+	}
+	return nil
+}
+
+func (p *TOptimizedIndex) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TOptimizedIndex"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TOptimizedIndex) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:name: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.name (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:name: ", p), err)
+	}
+	return err
+}
+
+func (p *TOptimizedIndex) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBefore() {
+		if err := oprot.WriteFieldBegin(ctx, "before", thrift.STRUCT, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:before: ", p), err)
+		}
+		if err := p.Before.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Before), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:before: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TOptimizedIndex) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAfter() {
+		if err := oprot.WriteFieldBegin(ctx, "after", thrift.STRUCT, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:after: ", p), err)
+		}
+		if err := p.After.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.After), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:after: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TOptimizedIndex) Equals(other *TOptimizedIndex) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Name != other.Name {
+		return false
+	}
+	if !p.Before.Equals(other.Before) {
+		return false
+	}
+	if !p.After.Equals(other.After) {
+		return false
+	}
+	return true
+}
+
+func (p *TOptimizedIndex) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TOptimizedIndex(%+v)", *p)
+}
+
+// Attributes:
 //   - JobID
 //   - DispatchRevision
 //   - InvocationID
@@ -2051,6 +2955,10 @@ func (p *TLanceIndexJobDispatch) String() string {
 //   - Forwarded
 //   - IndexUUID
 //   - DatasetVersion
+//   - Resources
+//   - LogTail
+//   - LeftoverIndexUUID
+//   - OptimizedIndexes
 type TLanceIndexJobReport struct {
 	JobID                    int64                        `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision         int64                        `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -2065,6 +2973,10 @@ type TLanceIndexJobReport struct {
 	Forwarded                *bool                        `thrift:"forwarded,11" db:"forwarded" json:"forwarded,omitempty"`
 	IndexUUID                *string                      `thrift:"index_uuid,12" db:"index_uuid" json:"index_uuid,omitempty"`
 	DatasetVersion           *int64                       `thrift:"dataset_version,13" db:"dataset_version" json:"dataset_version,omitempty"`
+	Resources                *TBuildResources             `thrift:"resources,14" db:"resources" json:"resources,omitempty"`
+	LogTail                  *string                      `thrift:"log_tail,15" db:"log_tail" json:"log_tail,omitempty"`
+	LeftoverIndexUUID        *string                      `thrift:"leftover_index_uuid,16" db:"leftover_index_uuid" json:"leftover_index_uuid,omitempty"`
+	OptimizedIndexes         []*TOptimizedIndex           `thrift:"optimized_indexes,17" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
 }
 
 func NewTLanceIndexJobReport() *TLanceIndexJobReport {
@@ -2167,6 +3079,39 @@ func (p *TLanceIndexJobReport) GetDatasetVersion() int64 {
 	}
 	return *p.DatasetVersion
 }
+
+var TLanceIndexJobReport_Resources_DEFAULT *TBuildResources
+
+func (p *TLanceIndexJobReport) GetResources() *TBuildResources {
+	if !p.IsSetResources() {
+		return TLanceIndexJobReport_Resources_DEFAULT
+	}
+	return p.Resources
+}
+
+var TLanceIndexJobReport_LogTail_DEFAULT string
+
+func (p *TLanceIndexJobReport) GetLogTail() string {
+	if !p.IsSetLogTail() {
+		return TLanceIndexJobReport_LogTail_DEFAULT
+	}
+	return *p.LogTail
+}
+
+var TLanceIndexJobReport_LeftoverIndexUUID_DEFAULT string
+
+func (p *TLanceIndexJobReport) GetLeftoverIndexUUID() string {
+	if !p.IsSetLeftoverIndexUUID() {
+		return TLanceIndexJobReport_LeftoverIndexUUID_DEFAULT
+	}
+	return *p.LeftoverIndexUUID
+}
+
+var TLanceIndexJobReport_OptimizedIndexes_DEFAULT []*TOptimizedIndex
+
+func (p *TLanceIndexJobReport) GetOptimizedIndexes() []*TOptimizedIndex {
+	return p.OptimizedIndexes
+}
 func (p *TLanceIndexJobReport) IsSetResultCode() bool {
 	return p.ResultCode != nil
 }
@@ -2201,6 +3146,22 @@ func (p *TLanceIndexJobReport) IsSetIndexUUID() bool {
 
 func (p *TLanceIndexJobReport) IsSetDatasetVersion() bool {
 	return p.DatasetVersion != nil
+}
+
+func (p *TLanceIndexJobReport) IsSetResources() bool {
+	return p.Resources != nil
+}
+
+func (p *TLanceIndexJobReport) IsSetLogTail() bool {
+	return p.LogTail != nil
+}
+
+func (p *TLanceIndexJobReport) IsSetLeftoverIndexUUID() bool {
+	return p.LeftoverIndexUUID != nil
+}
+
+func (p *TLanceIndexJobReport) IsSetOptimizedIndexes() bool {
+	return p.OptimizedIndexes != nil
 }
 
 func (p *TLanceIndexJobReport) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -2356,6 +3317,46 @@ func (p *TLanceIndexJobReport) Read(ctx context.Context, iprot thrift.TProtocol)
 					return err
 				}
 			}
+		case 14:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField14(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 15:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField15(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 16:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField16(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 17:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField17(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -2503,6 +3504,52 @@ func (p *TLanceIndexJobReport) ReadField13(ctx context.Context, iprot thrift.TPr
 	return nil
 }
 
+func (p *TLanceIndexJobReport) ReadField14(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Resources = &TBuildResources{}
+	if err := p.Resources.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Resources), err)
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobReport) ReadField15(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 15: ", err)
+	} else {
+		p.LogTail = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobReport) ReadField16(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 16: ", err)
+	} else {
+		p.LeftoverIndexUUID = &v
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobReport) ReadField17(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TOptimizedIndex, 0, size)
+	p.OptimizedIndexes = tSlice
+	for i := 0; i < size; i++ {
+		_elem5 := &TOptimizedIndex{}
+		if err := _elem5.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem5), err)
+		}
+		p.OptimizedIndexes = append(p.OptimizedIndexes, _elem5)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
 func (p *TLanceIndexJobReport) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobReport"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -2545,6 +3592,18 @@ func (p *TLanceIndexJobReport) Write(ctx context.Context, oprot thrift.TProtocol
 			return err
 		}
 		if err := p.writeField13(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField14(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField15(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField16(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField17(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -2744,6 +3803,74 @@ func (p *TLanceIndexJobReport) writeField13(ctx context.Context, oprot thrift.TP
 	return err
 }
 
+func (p *TLanceIndexJobReport) writeField14(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResources() {
+		if err := oprot.WriteFieldBegin(ctx, "resources", thrift.STRUCT, 14); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 14:resources: ", p), err)
+		}
+		if err := p.Resources.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Resources), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 14:resources: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobReport) writeField15(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLogTail() {
+		if err := oprot.WriteFieldBegin(ctx, "log_tail", thrift.STRING, 15); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 15:log_tail: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LogTail)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.log_tail (15) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 15:log_tail: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobReport) writeField16(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeftoverIndexUUID() {
+		if err := oprot.WriteFieldBegin(ctx, "leftover_index_uuid", thrift.STRING, 16); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 16:leftover_index_uuid: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LeftoverIndexUUID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leftover_index_uuid (16) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 16:leftover_index_uuid: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobReport) writeField17(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOptimizedIndexes() {
+		if err := oprot.WriteFieldBegin(ctx, "optimized_indexes", thrift.LIST, 17); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 17:optimized_indexes: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.OptimizedIndexes)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.OptimizedIndexes {
+			if err := v.Write(ctx, oprot); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 17:optimized_indexes: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexJobReport) Equals(other *TLanceIndexJobReport) bool {
 	if p == other {
 		return true
@@ -2834,6 +3961,34 @@ func (p *TLanceIndexJobReport) Equals(other *TLanceIndexJobReport) bool {
 			return false
 		}
 	}
+	if !p.Resources.Equals(other.Resources) {
+		return false
+	}
+	if p.LogTail != other.LogTail {
+		if p.LogTail == nil || other.LogTail == nil {
+			return false
+		}
+		if (*p.LogTail) != (*other.LogTail) {
+			return false
+		}
+	}
+	if p.LeftoverIndexUUID != other.LeftoverIndexUUID {
+		if p.LeftoverIndexUUID == nil || other.LeftoverIndexUUID == nil {
+			return false
+		}
+		if (*p.LeftoverIndexUUID) != (*other.LeftoverIndexUUID) {
+			return false
+		}
+	}
+	if len(p.OptimizedIndexes) != len(other.OptimizedIndexes) {
+		return false
+	}
+	for i, _tgt := range p.OptimizedIndexes {
+		_src6 := other.OptimizedIndexes[i]
+		if !_tgt.Equals(_src6) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -2855,6 +4010,8 @@ func (p *TLanceIndexJobReport) String() string {
 //   - SanitizedMessage
 //   - NoResult_
 //   - IndexUUID
+//   - Resources
+//   - LogTail
 type TLanceIndexJobTerminationReport struct {
 	JobID            int64                       `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision int64                       `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -2866,6 +4023,8 @@ type TLanceIndexJobTerminationReport struct {
 	SanitizedMessage *string                     `thrift:"sanitized_message,8" db:"sanitized_message" json:"sanitized_message,omitempty"`
 	NoResult_        *bool                       `thrift:"no_result,9" db:"no_result" json:"no_result,omitempty"`
 	IndexUUID        *string                     `thrift:"index_uuid,10" db:"index_uuid" json:"index_uuid,omitempty"`
+	Resources        *TBuildResources            `thrift:"resources,11" db:"resources" json:"resources,omitempty"`
+	LogTail          *string                     `thrift:"log_tail,12" db:"log_tail" json:"log_tail,omitempty"`
 }
 
 func NewTLanceIndexJobTerminationReport() *TLanceIndexJobTerminationReport {
@@ -2936,6 +4095,24 @@ func (p *TLanceIndexJobTerminationReport) GetIndexUUID() string {
 	}
 	return *p.IndexUUID
 }
+
+var TLanceIndexJobTerminationReport_Resources_DEFAULT *TBuildResources
+
+func (p *TLanceIndexJobTerminationReport) GetResources() *TBuildResources {
+	if !p.IsSetResources() {
+		return TLanceIndexJobTerminationReport_Resources_DEFAULT
+	}
+	return p.Resources
+}
+
+var TLanceIndexJobTerminationReport_LogTail_DEFAULT string
+
+func (p *TLanceIndexJobTerminationReport) GetLogTail() string {
+	if !p.IsSetLogTail() {
+		return TLanceIndexJobTerminationReport_LogTail_DEFAULT
+	}
+	return *p.LogTail
+}
 func (p *TLanceIndexJobTerminationReport) IsSetInvocationSecret() bool {
 	return p.InvocationSecret != nil
 }
@@ -2954,6 +4131,14 @@ func (p *TLanceIndexJobTerminationReport) IsSetNoResult_() bool {
 
 func (p *TLanceIndexJobTerminationReport) IsSetIndexUUID() bool {
 	return p.IndexUUID != nil
+}
+
+func (p *TLanceIndexJobTerminationReport) IsSetResources() bool {
+	return p.Resources != nil
+}
+
+func (p *TLanceIndexJobTerminationReport) IsSetLogTail() bool {
+	return p.LogTail != nil
 }
 
 func (p *TLanceIndexJobTerminationReport) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3074,6 +4259,26 @@ func (p *TLanceIndexJobTerminationReport) Read(ctx context.Context, iprot thrift
 		case 10:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField12(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -3202,6 +4407,23 @@ func (p *TLanceIndexJobTerminationReport) ReadField10(ctx context.Context, iprot
 	return nil
 }
 
+func (p *TLanceIndexJobTerminationReport) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Resources = &TBuildResources{}
+	if err := p.Resources.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Resources), err)
+	}
+	return nil
+}
+
+func (p *TLanceIndexJobTerminationReport) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.LogTail = &v
+	}
+	return nil
+}
+
 func (p *TLanceIndexJobTerminationReport) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobTerminationReport"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3235,6 +4457,12 @@ func (p *TLanceIndexJobTerminationReport) Write(ctx context.Context, oprot thrif
 			return err
 		}
 		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -3387,6 +4615,36 @@ func (p *TLanceIndexJobTerminationReport) writeField10(ctx context.Context, opro
 	return err
 }
 
+func (p *TLanceIndexJobTerminationReport) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetResources() {
+		if err := oprot.WriteFieldBegin(ctx, "resources", thrift.STRUCT, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:resources: ", p), err)
+		}
+		if err := p.Resources.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Resources), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:resources: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TLanceIndexJobTerminationReport) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLogTail() {
+		if err := oprot.WriteFieldBegin(ctx, "log_tail", thrift.STRING, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:log_tail: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LogTail)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.log_tail (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:log_tail: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexJobTerminationReport) Equals(other *TLanceIndexJobTerminationReport) bool {
 	if p == other {
 		return true
@@ -3448,6 +4706,17 @@ func (p *TLanceIndexJobTerminationReport) Equals(other *TLanceIndexJobTerminatio
 			return false
 		}
 	}
+	if !p.Resources.Equals(other.Resources) {
+		return false
+	}
+	if p.LogTail != other.LogTail {
+		if p.LogTail == nil || other.LogTail == nil {
+			return false
+		}
+		if (*p.LogTail) != (*other.LogTail) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -3467,6 +4736,7 @@ func (p *TLanceIndexJobTerminationReport) String() string {
 //   - IndexUUID
 //   - Phase
 //   - Forwarded
+//   - ElapsedMs
 type TLanceIndexJobProgressReport struct {
 	JobID            int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	DispatchRevision int64   `thrift:"dispatch_revision,2,required" db:"dispatch_revision" json:"dispatch_revision"`
@@ -3476,6 +4746,7 @@ type TLanceIndexJobProgressReport struct {
 	IndexUUID        *string `thrift:"index_uuid,6" db:"index_uuid" json:"index_uuid,omitempty"`
 	Phase            *string `thrift:"phase,7" db:"phase" json:"phase,omitempty"`
 	Forwarded        *bool   `thrift:"forwarded,8" db:"forwarded" json:"forwarded,omitempty"`
+	ElapsedMs        *int64  `thrift:"elapsed_ms,9" db:"elapsed_ms" json:"elapsed_ms,omitempty"`
 }
 
 func NewTLanceIndexJobProgressReport() *TLanceIndexJobProgressReport {
@@ -3533,6 +4804,15 @@ func (p *TLanceIndexJobProgressReport) GetForwarded() bool {
 	}
 	return *p.Forwarded
 }
+
+var TLanceIndexJobProgressReport_ElapsedMs_DEFAULT int64
+
+func (p *TLanceIndexJobProgressReport) GetElapsedMs() int64 {
+	if !p.IsSetElapsedMs() {
+		return TLanceIndexJobProgressReport_ElapsedMs_DEFAULT
+	}
+	return *p.ElapsedMs
+}
 func (p *TLanceIndexJobProgressReport) IsSetInvocationSecret() bool {
 	return p.InvocationSecret != nil
 }
@@ -3547,6 +4827,10 @@ func (p *TLanceIndexJobProgressReport) IsSetPhase() bool {
 
 func (p *TLanceIndexJobProgressReport) IsSetForwarded() bool {
 	return p.Forwarded != nil
+}
+
+func (p *TLanceIndexJobProgressReport) IsSetElapsedMs() bool {
+	return p.ElapsedMs != nil
 }
 
 func (p *TLanceIndexJobProgressReport) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3645,6 +4929,16 @@ func (p *TLanceIndexJobProgressReport) Read(ctx context.Context, iprot thrift.TP
 		case 8:
 			if fieldTypeId == thrift.BOOL {
 				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField9(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -3751,6 +5045,15 @@ func (p *TLanceIndexJobProgressReport) ReadField8(ctx context.Context, iprot thr
 	return nil
 }
 
+func (p *TLanceIndexJobProgressReport) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.ElapsedMs = &v
+	}
+	return nil
+}
+
 func (p *TLanceIndexJobProgressReport) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TLanceIndexJobProgressReport"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3778,6 +5081,9 @@ func (p *TLanceIndexJobProgressReport) Write(ctx context.Context, oprot thrift.T
 			return err
 		}
 		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -3902,6 +5208,21 @@ func (p *TLanceIndexJobProgressReport) writeField8(ctx context.Context, oprot th
 	return err
 }
 
+func (p *TLanceIndexJobProgressReport) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetElapsedMs() {
+		if err := oprot.WriteFieldBegin(ctx, "elapsed_ms", thrift.I64, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:elapsed_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ElapsedMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.elapsed_ms (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:elapsed_ms: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TLanceIndexJobProgressReport) Equals(other *TLanceIndexJobProgressReport) bool {
 	if p == other {
 		return true
@@ -3949,6 +5270,14 @@ func (p *TLanceIndexJobProgressReport) Equals(other *TLanceIndexJobProgressRepor
 			return false
 		}
 		if (*p.Forwarded) != (*other.Forwarded) {
+			return false
+		}
+	}
+	if p.ElapsedMs != other.ElapsedMs {
+		if p.ElapsedMs == nil || other.ElapsedMs == nil {
+			return false
+		}
+		if (*p.ElapsedMs) != (*other.ElapsedMs) {
 			return false
 		}
 	}
@@ -4118,13 +5447,13 @@ func (p *THeartbeatRequest) ReadField3(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]string, 0, size)
 	p.MasterAddresses = tSlice
 	for i := 0; i < size; i++ {
-		var _elem5 string
+		var _elem7 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_elem5 = v
+			_elem7 = v
 		}
-		p.MasterAddresses = append(p.MasterAddresses, _elem5)
+		p.MasterAddresses = append(p.MasterAddresses, _elem7)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -4255,8 +5584,8 @@ func (p *THeartbeatRequest) Equals(other *THeartbeatRequest) bool {
 		return false
 	}
 	for i, _tgt := range p.MasterAddresses {
-		_src6 := other.MasterAddresses[i]
-		if _tgt != _src6 {
+		_src8 := other.MasterAddresses[i]
+		if _tgt != _src8 {
 			return false
 		}
 	}
@@ -5054,19 +6383,19 @@ func (p *TInspectDatasetRequest) ReadField2(ctx context.Context, iprot thrift.TP
 	tMap := make(map[string]string, size)
 	p.StorageOptions = tMap
 	for i := 0; i < size; i++ {
-		var _key7 string
+		var _key9 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key7 = v
+			_key9 = v
 		}
-		var _val8 string
+		var _val10 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val8 = v
+			_val10 = v
 		}
-		p.StorageOptions[_key7] = _val8
+		p.StorageOptions[_key9] = _val10
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -5174,8 +6503,8 @@ func (p *TInspectDatasetRequest) Equals(other *TInspectDatasetRequest) bool {
 		return false
 	}
 	for k, _tgt := range p.StorageOptions {
-		_src9 := other.StorageOptions[k]
-		if _tgt != _src9 {
+		_src11 := other.StorageOptions[k]
+		if _tgt != _src11 {
 			return false
 		}
 	}
@@ -5942,13 +7271,13 @@ func (p *TLanceIndexInfo) ReadField3(ctx context.Context, iprot thrift.TProtocol
 	tSlice := make([]string, 0, size)
 	p.Columns = tSlice
 	for i := 0; i < size; i++ {
-		var _elem10 string
+		var _elem12 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_elem10 = v
+			_elem12 = v
 		}
-		p.Columns = append(p.Columns, _elem10)
+		p.Columns = append(p.Columns, _elem12)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6232,8 +7561,8 @@ func (p *TLanceIndexInfo) Equals(other *TLanceIndexInfo) bool {
 		return false
 	}
 	for i, _tgt := range p.Columns {
-		_src11 := other.Columns[i]
-		if _tgt != _src11 {
+		_src13 := other.Columns[i]
+		if _tgt != _src13 {
 			return false
 		}
 	}
@@ -6464,11 +7793,11 @@ func (p *TInspectDatasetResponse) ReadField3(ctx context.Context, iprot thrift.T
 	tSlice := make([]*TLanceField, 0, size)
 	p.Fields = tSlice
 	for i := 0; i < size; i++ {
-		_elem12 := &TLanceField{}
-		if err := _elem12.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
+		_elem14 := &TLanceField{}
+		if err := _elem14.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
 		}
-		p.Fields = append(p.Fields, _elem12)
+		p.Fields = append(p.Fields, _elem14)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6484,11 +7813,11 @@ func (p *TInspectDatasetResponse) ReadField4(ctx context.Context, iprot thrift.T
 	tSlice := make([]*TLanceIndexInfo, 0, size)
 	p.Indexes = tSlice
 	for i := 0; i < size; i++ {
-		_elem13 := &TLanceIndexInfo{}
-		if err := _elem13.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem13), err)
+		_elem15 := &TLanceIndexInfo{}
+		if err := _elem15.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem15), err)
 		}
-		p.Indexes = append(p.Indexes, _elem13)
+		p.Indexes = append(p.Indexes, _elem15)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6618,8 +7947,8 @@ func (p *TInspectDatasetResponse) Equals(other *TInspectDatasetResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Fields {
-		_src14 := other.Fields[i]
-		if !_tgt.Equals(_src14) {
+		_src16 := other.Fields[i]
+		if !_tgt.Equals(_src16) {
 			return false
 		}
 	}
@@ -6627,8 +7956,8 @@ func (p *TInspectDatasetResponse) Equals(other *TInspectDatasetResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Indexes {
-		_src15 := other.Indexes[i]
-		if !_tgt.Equals(_src15) {
+		_src17 := other.Indexes[i]
+		if !_tgt.Equals(_src17) {
 			return false
 		}
 	}
@@ -6793,13 +8122,13 @@ func (p *TQueryInvocationsRequest) ReadField3(ctx context.Context, iprot thrift.
 	tSlice := make([]string, 0, size)
 	p.InvocationIds = tSlice
 	for i := 0; i < size; i++ {
-		var _elem16 string
+		var _elem18 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_elem16 = v
+			_elem18 = v
 		}
-		p.InvocationIds = append(p.InvocationIds, _elem16)
+		p.InvocationIds = append(p.InvocationIds, _elem18)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6921,8 +8250,8 @@ func (p *TQueryInvocationsRequest) Equals(other *TQueryInvocationsRequest) bool 
 		return false
 	}
 	for i, _tgt := range p.InvocationIds {
-		_src17 := other.InvocationIds[i]
-		if _tgt != _src17 {
+		_src19 := other.InvocationIds[i]
+		if _tgt != _src19 {
 			return false
 		}
 	}
@@ -7511,11 +8840,11 @@ func (p *TQueryInvocationsResponse) ReadField2(ctx context.Context, iprot thrift
 	tSlice := make([]*TInvocationStatus, 0, size)
 	p.Invocations = tSlice
 	for i := 0; i < size; i++ {
-		_elem18 := &TInvocationStatus{}
-		if err := _elem18.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem18), err)
+		_elem20 := &TInvocationStatus{}
+		if err := _elem20.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem20), err)
 		}
-		p.Invocations = append(p.Invocations, _elem18)
+		p.Invocations = append(p.Invocations, _elem20)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -7593,8 +8922,8 @@ func (p *TQueryInvocationsResponse) Equals(other *TQueryInvocationsResponse) boo
 		return false
 	}
 	for i, _tgt := range p.Invocations {
-		_src19 := other.Invocations[i]
-		if !_tgt.Equals(_src19) {
+		_src21 := other.Invocations[i]
+		if !_tgt.Equals(_src21) {
 			return false
 		}
 	}
@@ -7923,19 +9252,19 @@ func (p *TResolveJobRequest) ReadField3(ctx context.Context, iprot thrift.TProto
 	tMap := make(map[string]string, size)
 	p.StorageOptions = tMap
 	for i := 0; i < size; i++ {
-		var _key20 string
+		var _key22 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key20 = v
+			_key22 = v
 		}
-		var _val21 string
+		var _val23 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val21 = v
+			_val23 = v
 		}
-		p.StorageOptions[_key20] = _val21
+		p.StorageOptions[_key22] = _val23
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -8246,8 +9575,8 @@ func (p *TResolveJobRequest) Equals(other *TResolveJobRequest) bool {
 		return false
 	}
 	for k, _tgt := range p.StorageOptions {
-		_src22 := other.StorageOptions[k]
-		if _tgt != _src22 {
+		_src24 := other.StorageOptions[k]
+		if _tgt != _src24 {
 			return false
 		}
 	}
@@ -8676,6 +10005,1299 @@ func (p *TResolveJobResponse) String() string {
 	return fmt.Sprintf("TResolveJobResponse(%+v)", *p)
 }
 
+// Attributes:
+//   - InvocationID
+//   - ClusterID
+//   - LeaderTerm
+//   - MaxBytes
+type TJobLogRequest struct {
+	InvocationID string  `thrift:"invocation_id,1,required" db:"invocation_id" json:"invocation_id"`
+	ClusterID    *string `thrift:"cluster_id,2" db:"cluster_id" json:"cluster_id,omitempty"`
+	LeaderTerm   *int64  `thrift:"leader_term,3" db:"leader_term" json:"leader_term,omitempty"`
+	MaxBytes     *int32  `thrift:"max_bytes,4" db:"max_bytes" json:"max_bytes,omitempty"`
+}
+
+func NewTJobLogRequest() *TJobLogRequest {
+	return &TJobLogRequest{}
+}
+
+func (p *TJobLogRequest) GetInvocationID() string {
+	return p.InvocationID
+}
+
+var TJobLogRequest_ClusterID_DEFAULT string
+
+func (p *TJobLogRequest) GetClusterID() string {
+	if !p.IsSetClusterID() {
+		return TJobLogRequest_ClusterID_DEFAULT
+	}
+	return *p.ClusterID
+}
+
+var TJobLogRequest_LeaderTerm_DEFAULT int64
+
+func (p *TJobLogRequest) GetLeaderTerm() int64 {
+	if !p.IsSetLeaderTerm() {
+		return TJobLogRequest_LeaderTerm_DEFAULT
+	}
+	return *p.LeaderTerm
+}
+
+var TJobLogRequest_MaxBytes_DEFAULT int32
+
+func (p *TJobLogRequest) GetMaxBytes() int32 {
+	if !p.IsSetMaxBytes() {
+		return TJobLogRequest_MaxBytes_DEFAULT
+	}
+	return *p.MaxBytes
+}
+func (p *TJobLogRequest) IsSetClusterID() bool {
+	return p.ClusterID != nil
+}
+
+func (p *TJobLogRequest) IsSetLeaderTerm() bool {
+	return p.LeaderTerm != nil
+}
+
+func (p *TJobLogRequest) IsSetMaxBytes() bool {
+	return p.MaxBytes != nil
+}
+
+func (p *TJobLogRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetInvocationID bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetInvocationID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetInvocationID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field InvocationID is not set"))
+	}
+	return nil
+}
+
+func (p *TJobLogRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.InvocationID = v
+	}
+	return nil
+}
+
+func (p *TJobLogRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.ClusterID = &v
+	}
+	return nil
+}
+
+func (p *TJobLogRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.LeaderTerm = &v
+	}
+	return nil
+}
+
+func (p *TJobLogRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.MaxBytes = &v
+	}
+	return nil
+}
+
+func (p *TJobLogRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TJobLogRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TJobLogRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "invocation_id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:invocation_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.InvocationID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.invocation_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:invocation_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TJobLogRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClusterID() {
+		if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:cluster_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClusterID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.cluster_id (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:cluster_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeaderTerm() {
+		if err := oprot.WriteFieldBegin(ctx, "leader_term", thrift.I64, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:leader_term: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LeaderTerm)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leader_term (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:leader_term: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMaxBytes() {
+		if err := oprot.WriteFieldBegin(ctx, "max_bytes", thrift.I32, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:max_bytes: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.MaxBytes)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.max_bytes (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:max_bytes: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogRequest) Equals(other *TJobLogRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.InvocationID != other.InvocationID {
+		return false
+	}
+	if p.ClusterID != other.ClusterID {
+		if p.ClusterID == nil || other.ClusterID == nil {
+			return false
+		}
+		if (*p.ClusterID) != (*other.ClusterID) {
+			return false
+		}
+	}
+	if p.LeaderTerm != other.LeaderTerm {
+		if p.LeaderTerm == nil || other.LeaderTerm == nil {
+			return false
+		}
+		if (*p.LeaderTerm) != (*other.LeaderTerm) {
+			return false
+		}
+	}
+	if p.MaxBytes != other.MaxBytes {
+		if p.MaxBytes == nil || other.MaxBytes == nil {
+			return false
+		}
+		if (*p.MaxBytes) != (*other.MaxBytes) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TJobLogRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TJobLogRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - Status
+//   - State
+//   - Log
+//   - Truncated
+//   - Phase
+//   - ElapsedMs
+type TJobLogResponse struct {
+	Status    *TStatus               `thrift:"status,1,required" db:"status" json:"status"`
+	State     *TLanceInvocationState `thrift:"state,2" db:"state" json:"state,omitempty"`
+	Log       *string                `thrift:"log,3" db:"log" json:"log,omitempty"`
+	Truncated *bool                  `thrift:"truncated,4" db:"truncated" json:"truncated,omitempty"`
+	Phase     *string                `thrift:"phase,5" db:"phase" json:"phase,omitempty"`
+	ElapsedMs *int64                 `thrift:"elapsed_ms,6" db:"elapsed_ms" json:"elapsed_ms,omitempty"`
+}
+
+func NewTJobLogResponse() *TJobLogResponse {
+	return &TJobLogResponse{}
+}
+
+var TJobLogResponse_Status_DEFAULT *TStatus
+
+func (p *TJobLogResponse) GetStatus() *TStatus {
+	if !p.IsSetStatus() {
+		return TJobLogResponse_Status_DEFAULT
+	}
+	return p.Status
+}
+
+var TJobLogResponse_State_DEFAULT TLanceInvocationState
+
+func (p *TJobLogResponse) GetState() TLanceInvocationState {
+	if !p.IsSetState() {
+		return TJobLogResponse_State_DEFAULT
+	}
+	return *p.State
+}
+
+var TJobLogResponse_Log_DEFAULT string
+
+func (p *TJobLogResponse) GetLog() string {
+	if !p.IsSetLog() {
+		return TJobLogResponse_Log_DEFAULT
+	}
+	return *p.Log
+}
+
+var TJobLogResponse_Truncated_DEFAULT bool
+
+func (p *TJobLogResponse) GetTruncated() bool {
+	if !p.IsSetTruncated() {
+		return TJobLogResponse_Truncated_DEFAULT
+	}
+	return *p.Truncated
+}
+
+var TJobLogResponse_Phase_DEFAULT string
+
+func (p *TJobLogResponse) GetPhase() string {
+	if !p.IsSetPhase() {
+		return TJobLogResponse_Phase_DEFAULT
+	}
+	return *p.Phase
+}
+
+var TJobLogResponse_ElapsedMs_DEFAULT int64
+
+func (p *TJobLogResponse) GetElapsedMs() int64 {
+	if !p.IsSetElapsedMs() {
+		return TJobLogResponse_ElapsedMs_DEFAULT
+	}
+	return *p.ElapsedMs
+}
+func (p *TJobLogResponse) IsSetStatus() bool {
+	return p.Status != nil
+}
+
+func (p *TJobLogResponse) IsSetState() bool {
+	return p.State != nil
+}
+
+func (p *TJobLogResponse) IsSetLog() bool {
+	return p.Log != nil
+}
+
+func (p *TJobLogResponse) IsSetTruncated() bool {
+	return p.Truncated != nil
+}
+
+func (p *TJobLogResponse) IsSetPhase() bool {
+	return p.Phase != nil
+}
+
+func (p *TJobLogResponse) IsSetElapsedMs() bool {
+	return p.ElapsedMs != nil
+}
+
+func (p *TJobLogResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetStatus bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetStatus = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetStatus {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Status is not set"))
+	}
+	return nil
+}
+
+func (p *TJobLogResponse) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Status = &TStatus{}
+	if err := p.Status.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Status), err)
+	}
+	return nil
+}
+
+func (p *TJobLogResponse) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		temp := TLanceInvocationState(v)
+		p.State = &temp
+	}
+	return nil
+}
+
+func (p *TJobLogResponse) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Log = &v
+	}
+	return nil
+}
+
+func (p *TJobLogResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Truncated = &v
+	}
+	return nil
+}
+
+func (p *TJobLogResponse) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Phase = &v
+	}
+	return nil
+}
+
+func (p *TJobLogResponse) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.ElapsedMs = &v
+	}
+	return nil
+}
+
+func (p *TJobLogResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TJobLogResponse"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TJobLogResponse) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "status", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:status: ", p), err)
+	}
+	if err := p.Status.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Status), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:status: ", p), err)
+	}
+	return err
+}
+
+func (p *TJobLogResponse) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetState() {
+		if err := oprot.WriteFieldBegin(ctx, "state", thrift.I32, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:state: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.State)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.state (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:state: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogResponse) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLog() {
+		if err := oprot.WriteFieldBegin(ctx, "log", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:log: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Log)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.log (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:log: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogResponse) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTruncated() {
+		if err := oprot.WriteFieldBegin(ctx, "truncated", thrift.BOOL, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:truncated: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Truncated)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.truncated (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:truncated: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogResponse) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetPhase() {
+		if err := oprot.WriteFieldBegin(ctx, "phase", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:phase: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Phase)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.phase (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:phase: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogResponse) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetElapsedMs() {
+		if err := oprot.WriteFieldBegin(ctx, "elapsed_ms", thrift.I64, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:elapsed_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ElapsedMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.elapsed_ms (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:elapsed_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobLogResponse) Equals(other *TJobLogResponse) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Status.Equals(other.Status) {
+		return false
+	}
+	if p.State != other.State {
+		if p.State == nil || other.State == nil {
+			return false
+		}
+		if (*p.State) != (*other.State) {
+			return false
+		}
+	}
+	if p.Log != other.Log {
+		if p.Log == nil || other.Log == nil {
+			return false
+		}
+		if (*p.Log) != (*other.Log) {
+			return false
+		}
+	}
+	if p.Truncated != other.Truncated {
+		if p.Truncated == nil || other.Truncated == nil {
+			return false
+		}
+		if (*p.Truncated) != (*other.Truncated) {
+			return false
+		}
+	}
+	if p.Phase != other.Phase {
+		if p.Phase == nil || other.Phase == nil {
+			return false
+		}
+		if (*p.Phase) != (*other.Phase) {
+			return false
+		}
+	}
+	if p.ElapsedMs != other.ElapsedMs {
+		if p.ElapsedMs == nil || other.ElapsedMs == nil {
+			return false
+		}
+		if (*p.ElapsedMs) != (*other.ElapsedMs) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TJobLogResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TJobLogResponse(%+v)", *p)
+}
+
+// Attributes:
+//   - RootURI
+//   - StorageOptions
+//   - ClusterID
+//   - TimeoutMs
+type TProbeStoreRequest struct {
+	RootURI        string            `thrift:"root_uri,1,required" db:"root_uri" json:"root_uri"`
+	StorageOptions map[string]string `thrift:"storage_options,2" db:"storage_options" json:"storage_options,omitempty"`
+	ClusterID      *string           `thrift:"cluster_id,3" db:"cluster_id" json:"cluster_id,omitempty"`
+	TimeoutMs      *int64            `thrift:"timeout_ms,4" db:"timeout_ms" json:"timeout_ms,omitempty"`
+}
+
+func NewTProbeStoreRequest() *TProbeStoreRequest {
+	return &TProbeStoreRequest{}
+}
+
+func (p *TProbeStoreRequest) GetRootURI() string {
+	return p.RootURI
+}
+
+var TProbeStoreRequest_StorageOptions_DEFAULT map[string]string
+
+func (p *TProbeStoreRequest) GetStorageOptions() map[string]string {
+	return p.StorageOptions
+}
+
+var TProbeStoreRequest_ClusterID_DEFAULT string
+
+func (p *TProbeStoreRequest) GetClusterID() string {
+	if !p.IsSetClusterID() {
+		return TProbeStoreRequest_ClusterID_DEFAULT
+	}
+	return *p.ClusterID
+}
+
+var TProbeStoreRequest_TimeoutMs_DEFAULT int64
+
+func (p *TProbeStoreRequest) GetTimeoutMs() int64 {
+	if !p.IsSetTimeoutMs() {
+		return TProbeStoreRequest_TimeoutMs_DEFAULT
+	}
+	return *p.TimeoutMs
+}
+func (p *TProbeStoreRequest) IsSetStorageOptions() bool {
+	return p.StorageOptions != nil
+}
+
+func (p *TProbeStoreRequest) IsSetClusterID() bool {
+	return p.ClusterID != nil
+}
+
+func (p *TProbeStoreRequest) IsSetTimeoutMs() bool {
+	return p.TimeoutMs != nil
+}
+
+func (p *TProbeStoreRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetRootURI bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetRootURI = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.MAP {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetRootURI {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field RootURI is not set"))
+	}
+	return nil
+}
+
+func (p *TProbeStoreRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.RootURI = v
+	}
+	return nil
+}
+
+func (p *TProbeStoreRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	_, _, size, err := iprot.ReadMapBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading map begin: ", err)
+	}
+	tMap := make(map[string]string, size)
+	p.StorageOptions = tMap
+	for i := 0; i < size; i++ {
+		var _key25 string
+		if v, err := iprot.ReadString(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_key25 = v
+		}
+		var _val26 string
+		if v, err := iprot.ReadString(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_val26 = v
+		}
+		p.StorageOptions[_key25] = _val26
+	}
+	if err := iprot.ReadMapEnd(ctx); err != nil {
+		return thrift.PrependError("error reading map end: ", err)
+	}
+	return nil
+}
+
+func (p *TProbeStoreRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.ClusterID = &v
+	}
+	return nil
+}
+
+func (p *TProbeStoreRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.TimeoutMs = &v
+	}
+	return nil
+}
+
+func (p *TProbeStoreRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TProbeStoreRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TProbeStoreRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "root_uri", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:root_uri: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.RootURI)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.root_uri (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:root_uri: ", p), err)
+	}
+	return err
+}
+
+func (p *TProbeStoreRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStorageOptions() {
+		if err := oprot.WriteFieldBegin(ctx, "storage_options", thrift.MAP, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:storage_options: ", p), err)
+		}
+		if err := oprot.WriteMapBegin(ctx, thrift.STRING, thrift.STRING, len(p.StorageOptions)); err != nil {
+			return thrift.PrependError("error writing map begin: ", err)
+		}
+		for k, v := range p.StorageOptions {
+			if err := oprot.WriteString(ctx, string(k)); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+			}
+			if err := oprot.WriteString(ctx, string(v)); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+			}
+		}
+		if err := oprot.WriteMapEnd(ctx); err != nil {
+			return thrift.PrependError("error writing map end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:storage_options: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProbeStoreRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClusterID() {
+		if err := oprot.WriteFieldBegin(ctx, "cluster_id", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:cluster_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClusterID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.cluster_id (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:cluster_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProbeStoreRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTimeoutMs() {
+		if err := oprot.WriteFieldBegin(ctx, "timeout_ms", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:timeout_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.TimeoutMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.timeout_ms (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:timeout_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProbeStoreRequest) Equals(other *TProbeStoreRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.RootURI != other.RootURI {
+		return false
+	}
+	if len(p.StorageOptions) != len(other.StorageOptions) {
+		return false
+	}
+	for k, _tgt := range p.StorageOptions {
+		_src27 := other.StorageOptions[k]
+		if _tgt != _src27 {
+			return false
+		}
+	}
+	if p.ClusterID != other.ClusterID {
+		if p.ClusterID == nil || other.ClusterID == nil {
+			return false
+		}
+		if (*p.ClusterID) != (*other.ClusterID) {
+			return false
+		}
+	}
+	if p.TimeoutMs != other.TimeoutMs {
+		if p.TimeoutMs == nil || other.TimeoutMs == nil {
+			return false
+		}
+		if (*p.TimeoutMs) != (*other.TimeoutMs) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TProbeStoreRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TProbeStoreRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - Status
+//   - ConditionalPut
+//   - Detail
+type TProbeStoreResponse struct {
+	Status         *TStatus `thrift:"status,1,required" db:"status" json:"status"`
+	ConditionalPut *bool    `thrift:"conditional_put,2" db:"conditional_put" json:"conditional_put,omitempty"`
+	Detail         *string  `thrift:"detail,3" db:"detail" json:"detail,omitempty"`
+}
+
+func NewTProbeStoreResponse() *TProbeStoreResponse {
+	return &TProbeStoreResponse{}
+}
+
+var TProbeStoreResponse_Status_DEFAULT *TStatus
+
+func (p *TProbeStoreResponse) GetStatus() *TStatus {
+	if !p.IsSetStatus() {
+		return TProbeStoreResponse_Status_DEFAULT
+	}
+	return p.Status
+}
+
+var TProbeStoreResponse_ConditionalPut_DEFAULT bool
+
+func (p *TProbeStoreResponse) GetConditionalPut() bool {
+	if !p.IsSetConditionalPut() {
+		return TProbeStoreResponse_ConditionalPut_DEFAULT
+	}
+	return *p.ConditionalPut
+}
+
+var TProbeStoreResponse_Detail_DEFAULT string
+
+func (p *TProbeStoreResponse) GetDetail() string {
+	if !p.IsSetDetail() {
+		return TProbeStoreResponse_Detail_DEFAULT
+	}
+	return *p.Detail
+}
+func (p *TProbeStoreResponse) IsSetStatus() bool {
+	return p.Status != nil
+}
+
+func (p *TProbeStoreResponse) IsSetConditionalPut() bool {
+	return p.ConditionalPut != nil
+}
+
+func (p *TProbeStoreResponse) IsSetDetail() bool {
+	return p.Detail != nil
+}
+
+func (p *TProbeStoreResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetStatus bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetStatus = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetStatus {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Status is not set"))
+	}
+	return nil
+}
+
+func (p *TProbeStoreResponse) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Status = &TStatus{}
+	if err := p.Status.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Status), err)
+	}
+	return nil
+}
+
+func (p *TProbeStoreResponse) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.ConditionalPut = &v
+	}
+	return nil
+}
+
+func (p *TProbeStoreResponse) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Detail = &v
+	}
+	return nil
+}
+
+func (p *TProbeStoreResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TProbeStoreResponse"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TProbeStoreResponse) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "status", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:status: ", p), err)
+	}
+	if err := p.Status.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Status), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:status: ", p), err)
+	}
+	return err
+}
+
+func (p *TProbeStoreResponse) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetConditionalPut() {
+		if err := oprot.WriteFieldBegin(ctx, "conditional_put", thrift.BOOL, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:conditional_put: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.ConditionalPut)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.conditional_put (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:conditional_put: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProbeStoreResponse) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDetail() {
+		if err := oprot.WriteFieldBegin(ctx, "detail", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:detail: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Detail)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.detail (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:detail: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TProbeStoreResponse) Equals(other *TProbeStoreResponse) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Status.Equals(other.Status) {
+		return false
+	}
+	if p.ConditionalPut != other.ConditionalPut {
+		if p.ConditionalPut == nil || other.ConditionalPut == nil {
+			return false
+		}
+		if (*p.ConditionalPut) != (*other.ConditionalPut) {
+			return false
+		}
+	}
+	if p.Detail != other.Detail {
+		if p.Detail == nil || other.Detail == nil {
+			return false
+		}
+		if (*p.Detail) != (*other.Detail) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TProbeStoreResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TProbeStoreResponse(%+v)", *p)
+}
+
 type LanceBackendService interface {
 	// Parameters:
 	//  - Dispatch
@@ -8692,6 +11314,12 @@ type LanceBackendService interface {
 	// Parameters:
 	//  - Request
 	ResolveLanceIndexJob(ctx context.Context, request *TResolveJobRequest) (_r *TResolveJobResponse, _err error)
+	// Parameters:
+	//  - Request
+	GetLanceIndexJobLog(ctx context.Context, request *TJobLogRequest) (_r *TJobLogResponse, _err error)
+	// Parameters:
+	//  - Request
+	ProbeObjectStore(ctx context.Context, request *TProbeStoreRequest) (_r *TProbeStoreResponse, _err error)
 }
 
 type LanceBackendServiceClient struct {
@@ -8732,17 +11360,17 @@ func (p *LanceBackendServiceClient) SetLastResponseMeta_(meta thrift.ResponseMet
 // Parameters:
 //   - Dispatch
 func (p *LanceBackendServiceClient) SubmitLanceIndexJob(ctx context.Context, dispatch *TLanceIndexJobDispatch) (_r *TStatus, _err error) {
-	var _args23 LanceBackendServiceSubmitLanceIndexJobArgs
-	_args23.Dispatch = dispatch
-	var _result25 LanceBackendServiceSubmitLanceIndexJobResult
-	var _meta24 thrift.ResponseMeta
-	_meta24, _err = p.Client_().Call(ctx, "submit_lance_index_job", &_args23, &_result25)
-	p.SetLastResponseMeta_(_meta24)
+	var _args28 LanceBackendServiceSubmitLanceIndexJobArgs
+	_args28.Dispatch = dispatch
+	var _result30 LanceBackendServiceSubmitLanceIndexJobResult
+	var _meta29 thrift.ResponseMeta
+	_meta29, _err = p.Client_().Call(ctx, "submit_lance_index_job", &_args28, &_result30)
+	p.SetLastResponseMeta_(_meta29)
 	if _err != nil {
 		return
 	}
-	if _ret26 := _result25.GetSuccess(); _ret26 != nil {
-		return _ret26, nil
+	if _ret31 := _result30.GetSuccess(); _ret31 != nil {
+		return _ret31, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "submit_lance_index_job failed: unknown result")
 }
@@ -8750,17 +11378,17 @@ func (p *LanceBackendServiceClient) SubmitLanceIndexJob(ctx context.Context, dis
 // Parameters:
 //   - Request
 func (p *LanceBackendServiceClient) Heartbeat(ctx context.Context, request *THeartbeatRequest) (_r *THeartbeatResponse, _err error) {
-	var _args27 LanceBackendServiceHeartbeatArgs
-	_args27.Request = request
-	var _result29 LanceBackendServiceHeartbeatResult
-	var _meta28 thrift.ResponseMeta
-	_meta28, _err = p.Client_().Call(ctx, "heartbeat", &_args27, &_result29)
-	p.SetLastResponseMeta_(_meta28)
+	var _args32 LanceBackendServiceHeartbeatArgs
+	_args32.Request = request
+	var _result34 LanceBackendServiceHeartbeatResult
+	var _meta33 thrift.ResponseMeta
+	_meta33, _err = p.Client_().Call(ctx, "heartbeat", &_args32, &_result34)
+	p.SetLastResponseMeta_(_meta33)
 	if _err != nil {
 		return
 	}
-	if _ret30 := _result29.GetSuccess(); _ret30 != nil {
-		return _ret30, nil
+	if _ret35 := _result34.GetSuccess(); _ret35 != nil {
+		return _ret35, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "heartbeat failed: unknown result")
 }
@@ -8768,17 +11396,17 @@ func (p *LanceBackendServiceClient) Heartbeat(ctx context.Context, request *THea
 // Parameters:
 //   - Request
 func (p *LanceBackendServiceClient) InspectLanceDataset(ctx context.Context, request *TInspectDatasetRequest) (_r *TInspectDatasetResponse, _err error) {
-	var _args31 LanceBackendServiceInspectLanceDatasetArgs
-	_args31.Request = request
-	var _result33 LanceBackendServiceInspectLanceDatasetResult
-	var _meta32 thrift.ResponseMeta
-	_meta32, _err = p.Client_().Call(ctx, "inspect_lance_dataset", &_args31, &_result33)
-	p.SetLastResponseMeta_(_meta32)
+	var _args36 LanceBackendServiceInspectLanceDatasetArgs
+	_args36.Request = request
+	var _result38 LanceBackendServiceInspectLanceDatasetResult
+	var _meta37 thrift.ResponseMeta
+	_meta37, _err = p.Client_().Call(ctx, "inspect_lance_dataset", &_args36, &_result38)
+	p.SetLastResponseMeta_(_meta37)
 	if _err != nil {
 		return
 	}
-	if _ret34 := _result33.GetSuccess(); _ret34 != nil {
-		return _ret34, nil
+	if _ret39 := _result38.GetSuccess(); _ret39 != nil {
+		return _ret39, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspect_lance_dataset failed: unknown result")
 }
@@ -8786,17 +11414,17 @@ func (p *LanceBackendServiceClient) InspectLanceDataset(ctx context.Context, req
 // Parameters:
 //   - Request
 func (p *LanceBackendServiceClient) QueryLanceIndexInvocations(ctx context.Context, request *TQueryInvocationsRequest) (_r *TQueryInvocationsResponse, _err error) {
-	var _args35 LanceBackendServiceQueryLanceIndexInvocationsArgs
-	_args35.Request = request
-	var _result37 LanceBackendServiceQueryLanceIndexInvocationsResult
-	var _meta36 thrift.ResponseMeta
-	_meta36, _err = p.Client_().Call(ctx, "query_lance_index_invocations", &_args35, &_result37)
-	p.SetLastResponseMeta_(_meta36)
+	var _args40 LanceBackendServiceQueryLanceIndexInvocationsArgs
+	_args40.Request = request
+	var _result42 LanceBackendServiceQueryLanceIndexInvocationsResult
+	var _meta41 thrift.ResponseMeta
+	_meta41, _err = p.Client_().Call(ctx, "query_lance_index_invocations", &_args40, &_result42)
+	p.SetLastResponseMeta_(_meta41)
 	if _err != nil {
 		return
 	}
-	if _ret38 := _result37.GetSuccess(); _ret38 != nil {
-		return _ret38, nil
+	if _ret43 := _result42.GetSuccess(); _ret43 != nil {
+		return _ret43, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "query_lance_index_invocations failed: unknown result")
 }
@@ -8804,19 +11432,55 @@ func (p *LanceBackendServiceClient) QueryLanceIndexInvocations(ctx context.Conte
 // Parameters:
 //   - Request
 func (p *LanceBackendServiceClient) ResolveLanceIndexJob(ctx context.Context, request *TResolveJobRequest) (_r *TResolveJobResponse, _err error) {
-	var _args39 LanceBackendServiceResolveLanceIndexJobArgs
-	_args39.Request = request
-	var _result41 LanceBackendServiceResolveLanceIndexJobResult
-	var _meta40 thrift.ResponseMeta
-	_meta40, _err = p.Client_().Call(ctx, "resolve_lance_index_job", &_args39, &_result41)
-	p.SetLastResponseMeta_(_meta40)
+	var _args44 LanceBackendServiceResolveLanceIndexJobArgs
+	_args44.Request = request
+	var _result46 LanceBackendServiceResolveLanceIndexJobResult
+	var _meta45 thrift.ResponseMeta
+	_meta45, _err = p.Client_().Call(ctx, "resolve_lance_index_job", &_args44, &_result46)
+	p.SetLastResponseMeta_(_meta45)
 	if _err != nil {
 		return
 	}
-	if _ret42 := _result41.GetSuccess(); _ret42 != nil {
-		return _ret42, nil
+	if _ret47 := _result46.GetSuccess(); _ret47 != nil {
+		return _ret47, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolve_lance_index_job failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceBackendServiceClient) GetLanceIndexJobLog(ctx context.Context, request *TJobLogRequest) (_r *TJobLogResponse, _err error) {
+	var _args48 LanceBackendServiceGetLanceIndexJobLogArgs
+	_args48.Request = request
+	var _result50 LanceBackendServiceGetLanceIndexJobLogResult
+	var _meta49 thrift.ResponseMeta
+	_meta49, _err = p.Client_().Call(ctx, "get_lance_index_job_log", &_args48, &_result50)
+	p.SetLastResponseMeta_(_meta49)
+	if _err != nil {
+		return
+	}
+	if _ret51 := _result50.GetSuccess(); _ret51 != nil {
+		return _ret51, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "get_lance_index_job_log failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceBackendServiceClient) ProbeObjectStore(ctx context.Context, request *TProbeStoreRequest) (_r *TProbeStoreResponse, _err error) {
+	var _args52 LanceBackendServiceProbeObjectStoreArgs
+	_args52.Request = request
+	var _result54 LanceBackendServiceProbeObjectStoreResult
+	var _meta53 thrift.ResponseMeta
+	_meta53, _err = p.Client_().Call(ctx, "probe_object_store", &_args52, &_result54)
+	p.SetLastResponseMeta_(_meta53)
+	if _err != nil {
+		return
+	}
+	if _ret55 := _result54.GetSuccess(); _ret55 != nil {
+		return _ret55, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "probe_object_store failed: unknown result")
 }
 
 type LanceBackendServiceProcessor struct {
@@ -8839,13 +11503,15 @@ func (p *LanceBackendServiceProcessor) ProcessorMap() map[string]thrift.TProcess
 
 func NewLanceBackendServiceProcessor(handler LanceBackendService) *LanceBackendServiceProcessor {
 
-	self43 := &LanceBackendServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self43.processorMap["submit_lance_index_job"] = &lanceBackendServiceProcessorSubmitLanceIndexJob{handler: handler}
-	self43.processorMap["heartbeat"] = &lanceBackendServiceProcessorHeartbeat{handler: handler}
-	self43.processorMap["inspect_lance_dataset"] = &lanceBackendServiceProcessorInspectLanceDataset{handler: handler}
-	self43.processorMap["query_lance_index_invocations"] = &lanceBackendServiceProcessorQueryLanceIndexInvocations{handler: handler}
-	self43.processorMap["resolve_lance_index_job"] = &lanceBackendServiceProcessorResolveLanceIndexJob{handler: handler}
-	return self43
+	self56 := &LanceBackendServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self56.processorMap["submit_lance_index_job"] = &lanceBackendServiceProcessorSubmitLanceIndexJob{handler: handler}
+	self56.processorMap["heartbeat"] = &lanceBackendServiceProcessorHeartbeat{handler: handler}
+	self56.processorMap["inspect_lance_dataset"] = &lanceBackendServiceProcessorInspectLanceDataset{handler: handler}
+	self56.processorMap["query_lance_index_invocations"] = &lanceBackendServiceProcessorQueryLanceIndexInvocations{handler: handler}
+	self56.processorMap["resolve_lance_index_job"] = &lanceBackendServiceProcessorResolveLanceIndexJob{handler: handler}
+	self56.processorMap["get_lance_index_job_log"] = &lanceBackendServiceProcessorGetLanceIndexJobLog{handler: handler}
+	self56.processorMap["probe_object_store"] = &lanceBackendServiceProcessorProbeObjectStore{handler: handler}
+	return self56
 }
 
 func (p *LanceBackendServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -8858,12 +11524,12 @@ func (p *LanceBackendServiceProcessor) Process(ctx context.Context, iprot, oprot
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x44 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x57 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x44.Write(ctx, oprot)
+	x57.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x44
+	return false, x57
 
 }
 
@@ -8872,7 +11538,7 @@ type lanceBackendServiceProcessorSubmitLanceIndexJob struct {
 }
 
 func (p *lanceBackendServiceProcessorSubmitLanceIndexJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err45 error
+	var _write_err58 error
 	args := LanceBackendServiceSubmitLanceIndexJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -8918,21 +11584,21 @@ func (p *lanceBackendServiceProcessorSubmitLanceIndexJob) Process(ctx context.Co
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc46 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing submit_lance_index_job: "+err2.Error())
+		_exc59 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing submit_lance_index_job: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "submit_lance_index_job", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err45 = thrift.WrapTException(err2)
+			_write_err58 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc46.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
-			_write_err45 = thrift.WrapTException(err2)
+		if err2 := _exc59.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
+			_write_err58 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
-			_write_err45 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
+			_write_err58 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
-			_write_err45 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
+			_write_err58 = thrift.WrapTException(err2)
 		}
-		if _write_err45 != nil {
-			return false, thrift.WrapTException(_write_err45)
+		if _write_err58 != nil {
+			return false, thrift.WrapTException(_write_err58)
 		}
 		return true, err
 	} else {
@@ -8940,19 +11606,19 @@ func (p *lanceBackendServiceProcessorSubmitLanceIndexJob) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "submit_lance_index_job", thrift.REPLY, seqId); err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if _write_err45 != nil {
-		return false, thrift.WrapTException(_write_err45)
+	if _write_err58 != nil {
+		return false, thrift.WrapTException(_write_err58)
 	}
 	return true, err
 }
@@ -8962,7 +11628,7 @@ type lanceBackendServiceProcessorHeartbeat struct {
 }
 
 func (p *lanceBackendServiceProcessorHeartbeat) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err47 error
+	var _write_err60 error
 	args := LanceBackendServiceHeartbeatArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9008,21 +11674,21 @@ func (p *lanceBackendServiceProcessorHeartbeat) Process(ctx context.Context, seq
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc48 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing heartbeat: "+err2.Error())
+		_exc61 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing heartbeat: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "heartbeat", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err47 = thrift.WrapTException(err2)
+			_write_err60 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc48.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
-			_write_err47 = thrift.WrapTException(err2)
+		if err2 := _exc61.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
+			_write_err60 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
-			_write_err47 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
+			_write_err60 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
-			_write_err47 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
+			_write_err60 = thrift.WrapTException(err2)
 		}
-		if _write_err47 != nil {
-			return false, thrift.WrapTException(_write_err47)
+		if _write_err60 != nil {
+			return false, thrift.WrapTException(_write_err60)
 		}
 		return true, err
 	} else {
@@ -9030,19 +11696,19 @@ func (p *lanceBackendServiceProcessorHeartbeat) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "heartbeat", thrift.REPLY, seqId); err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if _write_err47 != nil {
-		return false, thrift.WrapTException(_write_err47)
+	if _write_err60 != nil {
+		return false, thrift.WrapTException(_write_err60)
 	}
 	return true, err
 }
@@ -9052,7 +11718,7 @@ type lanceBackendServiceProcessorInspectLanceDataset struct {
 }
 
 func (p *lanceBackendServiceProcessorInspectLanceDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err49 error
+	var _write_err62 error
 	args := LanceBackendServiceInspectLanceDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9098,21 +11764,21 @@ func (p *lanceBackendServiceProcessorInspectLanceDataset) Process(ctx context.Co
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc50 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspect_lance_dataset: "+err2.Error())
+		_exc63 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspect_lance_dataset: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "inspect_lance_dataset", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err49 = thrift.WrapTException(err2)
+			_write_err62 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc50.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
-			_write_err49 = thrift.WrapTException(err2)
+		if err2 := _exc63.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
+			_write_err62 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
-			_write_err49 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
+			_write_err62 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
-			_write_err49 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
+			_write_err62 = thrift.WrapTException(err2)
 		}
-		if _write_err49 != nil {
-			return false, thrift.WrapTException(_write_err49)
+		if _write_err62 != nil {
+			return false, thrift.WrapTException(_write_err62)
 		}
 		return true, err
 	} else {
@@ -9120,19 +11786,19 @@ func (p *lanceBackendServiceProcessorInspectLanceDataset) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspect_lance_dataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if _write_err49 != nil {
-		return false, thrift.WrapTException(_write_err49)
+	if _write_err62 != nil {
+		return false, thrift.WrapTException(_write_err62)
 	}
 	return true, err
 }
@@ -9142,7 +11808,7 @@ type lanceBackendServiceProcessorQueryLanceIndexInvocations struct {
 }
 
 func (p *lanceBackendServiceProcessorQueryLanceIndexInvocations) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err51 error
+	var _write_err64 error
 	args := LanceBackendServiceQueryLanceIndexInvocationsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9188,21 +11854,21 @@ func (p *lanceBackendServiceProcessorQueryLanceIndexInvocations) Process(ctx con
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc52 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing query_lance_index_invocations: "+err2.Error())
+		_exc65 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing query_lance_index_invocations: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "query_lance_index_invocations", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err51 = thrift.WrapTException(err2)
+			_write_err64 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc52.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
-			_write_err51 = thrift.WrapTException(err2)
+		if err2 := _exc65.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
+			_write_err64 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
-			_write_err51 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
+			_write_err64 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
-			_write_err51 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
+			_write_err64 = thrift.WrapTException(err2)
 		}
-		if _write_err51 != nil {
-			return false, thrift.WrapTException(_write_err51)
+		if _write_err64 != nil {
+			return false, thrift.WrapTException(_write_err64)
 		}
 		return true, err
 	} else {
@@ -9210,19 +11876,19 @@ func (p *lanceBackendServiceProcessorQueryLanceIndexInvocations) Process(ctx con
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "query_lance_index_invocations", thrift.REPLY, seqId); err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if _write_err51 != nil {
-		return false, thrift.WrapTException(_write_err51)
+	if _write_err64 != nil {
+		return false, thrift.WrapTException(_write_err64)
 	}
 	return true, err
 }
@@ -9232,7 +11898,7 @@ type lanceBackendServiceProcessorResolveLanceIndexJob struct {
 }
 
 func (p *lanceBackendServiceProcessorResolveLanceIndexJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err53 error
+	var _write_err66 error
 	args := LanceBackendServiceResolveLanceIndexJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -9278,21 +11944,21 @@ func (p *lanceBackendServiceProcessorResolveLanceIndexJob) Process(ctx context.C
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc54 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolve_lance_index_job: "+err2.Error())
+		_exc67 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolve_lance_index_job: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "resolve_lance_index_job", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err53 = thrift.WrapTException(err2)
+			_write_err66 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc54.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
-			_write_err53 = thrift.WrapTException(err2)
+		if err2 := _exc67.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
+			_write_err66 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
-			_write_err53 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
+			_write_err66 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
-			_write_err53 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
+			_write_err66 = thrift.WrapTException(err2)
 		}
-		if _write_err53 != nil {
-			return false, thrift.WrapTException(_write_err53)
+		if _write_err66 != nil {
+			return false, thrift.WrapTException(_write_err66)
 		}
 		return true, err
 	} else {
@@ -9300,19 +11966,199 @@ func (p *lanceBackendServiceProcessorResolveLanceIndexJob) Process(ctx context.C
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolve_lance_index_job", thrift.REPLY, seqId); err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if _write_err53 != nil {
-		return false, thrift.WrapTException(_write_err53)
+	if _write_err66 != nil {
+		return false, thrift.WrapTException(_write_err66)
+	}
+	return true, err
+}
+
+type lanceBackendServiceProcessorGetLanceIndexJobLog struct {
+	handler LanceBackendService
+}
+
+func (p *lanceBackendServiceProcessorGetLanceIndexJobLog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err68 error
+	args := LanceBackendServiceGetLanceIndexJobLogArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "get_lance_index_job_log", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceBackendServiceGetLanceIndexJobLogResult{}
+	if retval, err2 := p.handler.GetLanceIndexJobLog(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		if errors.Is(err2, thrift.ErrAbandonRequest) {
+			return false, thrift.WrapTException(err2)
+		}
+		_exc69 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing get_lance_index_job_log: "+err2.Error())
+		if err2 := oprot.WriteMessageBegin(ctx, "get_lance_index_job_log", thrift.EXCEPTION, seqId); err2 != nil {
+			_write_err68 = thrift.WrapTException(err2)
+		}
+		if err2 := _exc69.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
+			_write_err68 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
+			_write_err68 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
+			_write_err68 = thrift.WrapTException(err2)
+		}
+		if _write_err68 != nil {
+			return false, thrift.WrapTException(_write_err68)
+		}
+		return true, err
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "get_lance_index_job_log", thrift.REPLY, seqId); err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
+	}
+	if _write_err68 != nil {
+		return false, thrift.WrapTException(_write_err68)
+	}
+	return true, err
+}
+
+type lanceBackendServiceProcessorProbeObjectStore struct {
+	handler LanceBackendService
+}
+
+func (p *lanceBackendServiceProcessorProbeObjectStore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err70 error
+	args := LanceBackendServiceProbeObjectStoreArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "probe_object_store", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceBackendServiceProbeObjectStoreResult{}
+	if retval, err2 := p.handler.ProbeObjectStore(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		if errors.Is(err2, thrift.ErrAbandonRequest) {
+			return false, thrift.WrapTException(err2)
+		}
+		_exc71 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing probe_object_store: "+err2.Error())
+		if err2 := oprot.WriteMessageBegin(ctx, "probe_object_store", thrift.EXCEPTION, seqId); err2 != nil {
+			_write_err70 = thrift.WrapTException(err2)
+		}
+		if err2 := _exc71.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
+			_write_err70 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
+			_write_err70 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
+			_write_err70 = thrift.WrapTException(err2)
+		}
+		if _write_err70 != nil {
+			return false, thrift.WrapTException(_write_err70)
+		}
+		return true, err
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "probe_object_store", thrift.REPLY, seqId); err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
+	}
+	if _write_err70 != nil {
+		return false, thrift.WrapTException(_write_err70)
 	}
 	return true, err
 }
@@ -10397,4 +13243,436 @@ func (p *LanceBackendServiceResolveLanceIndexJobResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceBackendServiceResolveLanceIndexJobResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceBackendServiceGetLanceIndexJobLogArgs struct {
+	Request *TJobLogRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceBackendServiceGetLanceIndexJobLogArgs() *LanceBackendServiceGetLanceIndexJobLogArgs {
+	return &LanceBackendServiceGetLanceIndexJobLogArgs{}
+}
+
+var LanceBackendServiceGetLanceIndexJobLogArgs_Request_DEFAULT *TJobLogRequest
+
+func (p *LanceBackendServiceGetLanceIndexJobLogArgs) GetRequest() *TJobLogRequest {
+	if !p.IsSetRequest() {
+		return LanceBackendServiceGetLanceIndexJobLogArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceBackendServiceGetLanceIndexJobLogArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TJobLogRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "get_lance_index_job_log_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceBackendServiceGetLanceIndexJobLogArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+type LanceBackendServiceGetLanceIndexJobLogResult struct {
+	Success *TJobLogResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+}
+
+func NewLanceBackendServiceGetLanceIndexJobLogResult() *LanceBackendServiceGetLanceIndexJobLogResult {
+	return &LanceBackendServiceGetLanceIndexJobLogResult{}
+}
+
+var LanceBackendServiceGetLanceIndexJobLogResult_Success_DEFAULT *TJobLogResponse
+
+func (p *LanceBackendServiceGetLanceIndexJobLogResult) GetSuccess() *TJobLogResponse {
+	if !p.IsSetSuccess() {
+		return LanceBackendServiceGetLanceIndexJobLogResult_Success_DEFAULT
+	}
+	return p.Success
+}
+func (p *LanceBackendServiceGetLanceIndexJobLogResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TJobLogResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "get_lance_index_job_log_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceBackendServiceGetLanceIndexJobLogResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceBackendServiceGetLanceIndexJobLogResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceBackendServiceProbeObjectStoreArgs struct {
+	Request *TProbeStoreRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceBackendServiceProbeObjectStoreArgs() *LanceBackendServiceProbeObjectStoreArgs {
+	return &LanceBackendServiceProbeObjectStoreArgs{}
+}
+
+var LanceBackendServiceProbeObjectStoreArgs_Request_DEFAULT *TProbeStoreRequest
+
+func (p *LanceBackendServiceProbeObjectStoreArgs) GetRequest() *TProbeStoreRequest {
+	if !p.IsSetRequest() {
+		return LanceBackendServiceProbeObjectStoreArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceBackendServiceProbeObjectStoreArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceBackendServiceProbeObjectStoreArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceProbeObjectStoreArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TProbeStoreRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceProbeObjectStoreArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "probe_object_store_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceProbeObjectStoreArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceBackendServiceProbeObjectStoreArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceBackendServiceProbeObjectStoreArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+type LanceBackendServiceProbeObjectStoreResult struct {
+	Success *TProbeStoreResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+}
+
+func NewLanceBackendServiceProbeObjectStoreResult() *LanceBackendServiceProbeObjectStoreResult {
+	return &LanceBackendServiceProbeObjectStoreResult{}
+}
+
+var LanceBackendServiceProbeObjectStoreResult_Success_DEFAULT *TProbeStoreResponse
+
+func (p *LanceBackendServiceProbeObjectStoreResult) GetSuccess() *TProbeStoreResponse {
+	if !p.IsSetSuccess() {
+		return LanceBackendServiceProbeObjectStoreResult_Success_DEFAULT
+	}
+	return p.Success
+}
+func (p *LanceBackendServiceProbeObjectStoreResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceBackendServiceProbeObjectStoreResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceProbeObjectStoreResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TProbeStoreResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceProbeObjectStoreResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "probe_object_store_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceBackendServiceProbeObjectStoreResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceBackendServiceProbeObjectStoreResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceBackendServiceProbeObjectStoreResult(%+v)", *p)
 }

@@ -326,6 +326,14 @@ func (fuzzBackends) Query(context.Context, string, *wire.TQueryInvocationsReques
 	return &wire.TQueryInvocationsResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}}, nil
 }
 
+func (fuzzBackends) JobLog(context.Context, string, *wire.TJobLogRequest) (*wire.TJobLogResponse, error) {
+	return &wire.TJobLogResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR}}, nil
+}
+
+func (fuzzBackends) ProbeStore(context.Context, string, *wire.TProbeStoreRequest) (*wire.TProbeStoreResponse, error) {
+	return &wire.TProbeStoreResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR}}, nil
+}
+
 func (fuzzBackends) Resolve(context.Context, string, *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
 	return &wire.TResolveJobResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR}}, nil
 }

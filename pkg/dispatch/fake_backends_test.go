@@ -168,6 +168,14 @@ func (f *fakeBackends) Query(_ context.Context, addr string, req *wire.TQueryInv
 	return nil, notSentErr(addr)
 }
 
+func (f *fakeBackends) JobLog(_ context.Context, addr string, _ *wire.TJobLogRequest) (*wire.TJobLogResponse, error) {
+	return nil, notSentErr(addr)
+}
+
+func (f *fakeBackends) ProbeStore(_ context.Context, addr string, _ *wire.TProbeStoreRequest) (*wire.TProbeStoreResponse, error) {
+	return nil, notSentErr(addr)
+}
+
 func (f *fakeBackends) Resolve(ctx context.Context, addr string, req *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
 	f.mu.Lock()
 	f.resolves = append(f.resolves, resolveCall{addr, req})

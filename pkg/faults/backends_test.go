@@ -359,6 +359,20 @@ func (m *masterBackends) Resolve(ctx context.Context, addr string, req *wire.TRe
 	return m.real.Resolve(ctx, addr, req)
 }
 
+func (m *masterBackends) JobLog(ctx context.Context, addr string, req *wire.TJobLogRequest) (*wire.TJobLogResponse, error) {
+	if err := m.gate(addr, rpc.OpDial); err != nil {
+		return nil, err
+	}
+	return m.real.JobLog(ctx, addr, req)
+}
+
+func (m *masterBackends) ProbeStore(ctx context.Context, addr string, req *wire.TProbeStoreRequest) (*wire.TProbeStoreResponse, error) {
+	if err := m.gate(addr, rpc.OpDial); err != nil {
+		return nil, err
+	}
+	return m.real.ProbeStore(ctx, addr, req)
+}
+
 var _ rpc.BackendClient = (*masterBackends)(nil)
 
 // silence the linter about zap in this file's imports when logging is off.

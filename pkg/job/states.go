@@ -10,7 +10,16 @@ const (
 	Create  MutationType = 1 // CREATE: fails if the name exists (unless IF NOT EXISTS)
 	Replace MutationType = 2 // CREATE OR REPLACE
 	Drop    MutationType = 3 // DROP INDEX
+	// Optimize is a dataset-scoped maintenance job (DESIGN.md §14):
+	// compaction, then every index brought up to date; versions are never
+	// pruned. Its fence is the dataset (OptimizeFenceName).
+	Optimize MutationType = 4
 )
+
+// OptimizeFenceName is the normalized index name an OPTIMIZE job's fence
+// key carries. The reserved prefix "__lance" keeps it from any user index
+// name, so it can never collide with an index job's key.
+const OptimizeFenceName = "__lance_optimize"
 
 func (t MutationType) String() string {
 	switch t {
@@ -20,6 +29,8 @@ func (t MutationType) String() string {
 		return "REPLACE"
 	case Drop:
 		return "DROP"
+	case Optimize:
+		return "OPTIMIZE"
 	}
 	return "INVALID"
 }

@@ -116,18 +116,26 @@ func refuseResolve(msg string) (int16, string, thrift.TStruct) {
 	return 0, "success", &wire.TResolveJobResponse{Status: notAuthorized(msg)}
 }
 
+func refuseJobLog(msg string) (int16, string, thrift.TStruct) {
+	return 0, "success", &wire.TJobLogResponse{Status: notAuthorized(msg)}
+}
+
+func refuseProbe(msg string) (int16, string, thrift.TStruct) {
+	return 0, "success", &wire.TProbeStoreResponse{Status: notAuthorized(msg)}
+}
+
 // The master's methods by class (docs/rpc.md, the authorization table).
 var (
 	// masterReadMethods read the journal or the cluster; masters may call
 	// them too (a follower asks the leader for listBackends).
 	masterReadMethods = []string{
-		"listJobs", "showJob", "inspectDataset", "listCatalogs", "listBackends",
+		"listJobs", "showJob", "jobLogs", "inspectDataset", "listCatalogs", "listBackends",
 		"getOption", "listOptions", "listPeers",
 	}
 	// masterOperatorMethods change the cluster, or export all of it (a
 	// snapshot holds the whole journal): operators only.
 	masterOperatorMethods = []string{
-		"createIndex", "dropIndex", "resolveJob", "cancelJob",
+		"createIndex", "dropIndex", "optimizeDataset", "resolveJob", "cancelJob",
 		"createCatalog", "updateCatalog", "removeCatalog",
 		"addBackend", "removeBackend", "setOption", "transferLeader",
 		"beginSnapshotSave", "readSnapshotChunk", "beginSnapshotRestore", "writeSnapshotChunk",
@@ -162,7 +170,7 @@ func MasterPolicy() *Policy {
 }
 
 // BackendPolicy is the authorization of LanceBackendService: masters may
-// call its five methods; nobody else may call anything.
+// call its seven methods; nobody else may call anything.
 func BackendPolicy() *Policy {
 	masters := []certs.Role{certs.RoleMaster}
 	return &Policy{service: "LanceBackendService", rules: map[string]rule{
@@ -171,6 +179,8 @@ func BackendPolicy() *Policy {
 		"inspect_lance_dataset":         {roles: masters, refuse: refuseInspect},
 		"query_lance_index_invocations": {roles: masters, refuse: refuseQuery},
 		"resolve_lance_index_job":       {roles: masters, refuse: refuseResolve},
+		"get_lance_index_job_log":       {roles: masters, refuse: refuseJobLog},
+		"probe_object_store":            {roles: masters, refuse: refuseProbe},
 	}}
 }
 

@@ -44,6 +44,13 @@ type BackendClient interface {
 	// (§13.4): a read-only walk of the retained versions, bounded by the
 	// request's timeout.
 	Resolve(ctx context.Context, addr string, req *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error)
+	// JobLog asks the backend for an invocation's redacted worker log
+	// (jobs logs). A read.
+	JobLog(ctx context.Context, addr string, req *wire.TJobLogRequest) (*wire.TJobLogResponse, error)
+	// ProbeStore asks the backend whether an object store honours
+	// conditional PUT. It writes and deletes two probe objects under the
+	// root; nothing else is touched.
+	ProbeStore(ctx context.Context, addr string, req *wire.TProbeStoreRequest) (*wire.TProbeStoreResponse, error)
 }
 
 // NewThriftBackendClient returns the Thrift BackendClient.
@@ -77,6 +84,8 @@ const (
 	methodInspect   = "inspect_lance_dataset"
 	methodQuery     = "query_lance_index_invocations"
 	methodResolve   = "resolve_lance_index_job"
+	methodJobLog    = "get_lance_index_job_log"
+	methodProbe     = "probe_object_store"
 )
 
 func (b *thriftBackendClient) Submit(ctx context.Context, addr string, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
@@ -136,6 +145,33 @@ func (b *thriftBackendClient) Resolve(ctx context.Context, addr string, req *wir
 	var out *wire.TResolveJobResponse
 	err := b.callPooled(ctx, addr, methodResolve, true, func(c *wire.LanceBackendServiceClient) (err error) {
 		out, err = c.ResolveLanceIndexJob(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// JobLog is a read of the backend's memory.
+func (b *thriftBackendClient) JobLog(ctx context.Context, addr string, req *wire.TJobLogRequest) (*wire.TJobLogResponse, error) {
+	if req == nil {
+		return nil, &SendError{Op: methodJobLog, Addr: addr, Err: ErrNilRequest}
+	}
+	var out *wire.TJobLogResponse
+	err := b.callPooled(ctx, addr, methodJobLog, false, func(c *wire.LanceBackendServiceClient) (err error) {
+		out, err = c.GetLanceIndexJobLog(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// ProbeStore writes to the store, so it is not retried on a stale pooled
+// connection: it runs on a fresh one, as Submit does.
+func (b *thriftBackendClient) ProbeStore(ctx context.Context, addr string, req *wire.TProbeStoreRequest) (*wire.TProbeStoreResponse, error) {
+	if req == nil {
+		return nil, &SendError{Op: methodProbe, Addr: addr, Err: ErrNilRequest}
+	}
+	var out *wire.TProbeStoreResponse
+	err := b.callFresh(ctx, addr, methodProbe, func(c *wire.LanceBackendServiceClient) (err error) {
+		out, err = c.ProbeObjectStore(ctx, req)
 		return err
 	})
 	return out, err

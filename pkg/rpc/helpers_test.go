@@ -104,6 +104,14 @@ func testDispatch(invocationID string) *wire.TLanceIndexJobDispatch {
 	}
 }
 
+func (b *testBackend) GetLanceIndexJobLog(_ context.Context, _ *wire.TJobLogRequest) (*wire.TJobLogResponse, error) {
+	return &wire.TJobLogResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR}}, nil
+}
+
+func (b *testBackend) ProbeObjectStore(_ context.Context, _ *wire.TProbeStoreRequest) (*wire.TProbeStoreResponse, error) {
+	return &wire.TProbeStoreResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR}}, nil
+}
+
 func (b *testBackend) ResolveLanceIndexJob(_ context.Context, r *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
 	return &wire.TResolveJobResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_NOT_IMPLEMENTED_ERROR}}, nil
 }

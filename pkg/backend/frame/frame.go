@@ -51,7 +51,7 @@ type Request struct {
 	// AdmittedDatasetVersion and the three resolve fields below).
 	JobID                  int64  `json:"job_id,omitempty"`
 	InvocationID           string `json:"invocation_id,omitempty"`
-	MutationType           string `json:"mutation_type,omitempty"` // CREATE | REPLACE | DROP
+	MutationType           string `json:"mutation_type,omitempty"` // CREATE | REPLACE | DROP | OPTIMIZE (build only; no index name, column or type)
 	IndexName              string `json:"index_name,omitempty"`
 	ColumnName             string `json:"column_name,omitempty"`
 	IndexType              string `json:"index_type,omitempty"`      // IVF_PQ | BTREE | BITMAP ("" for DROP)
@@ -103,6 +103,24 @@ type IndexStats struct {
 	SizeBytes     *int64 `json:"size_bytes,omitempty"`
 }
 
+// IndexCounts is one index as listIndices() gave it, for OPTIMIZE's
+// before/after (DESIGN.md §14). A nil count is one LanceDB did not report.
+type IndexCounts struct {
+	IndexUUID     string `json:"index_uuid,omitempty"`
+	IndexedRows   *int64 `json:"indexed_rows,omitempty"`
+	UnindexedRows *int64 `json:"unindexed_rows,omitempty"`
+	Segments      *int32 `json:"segments,omitempty"`
+}
+
+// OptimizedIndex is one index of an OPTIMIZE job's dataset: Before at the
+// version the worker opened, After at the version it verified (nil: the
+// index is gone there).
+type OptimizedIndex struct {
+	Name   string       `json:"name"`
+	Before *IndexCounts `json:"before,omitempty"`
+	After  *IndexCounts `json:"after,omitempty"`
+}
+
 // Result is what a worker answers on stdout.
 //
 // Build mode: ResultCode is one of the wire's TLanceIndexJobResultCode names
@@ -110,7 +128,11 @@ type IndexStats struct {
 // (never a credential) and is cut to 1024 bytes by the agent. A NATIVE_OK
 // was verified on a fresh connection (§13.7): DatasetVersion is the version
 // verified (= NewDatasetVersion) and IndexUUID the uuid of the index there
-// (CREATE, REPLACE; "" for DROP).
+// (CREATE, REPLACE; "" for DROP). OPTIMIZE: a NATIVE_OK means the version
+// advanced and no index that existed before has unindexed rows at the
+// verified version; OptimizedIndexes lists every index, before and after.
+// A build that did not commit names in LeftoverIndexUUID the uuid of the
+// index directory it left behind, if it knows one.
 // Inspect mode: OK with DatasetVersion, Fields, Indexes and IndexStats, or
 // !OK with ErrorCode (NOT_FOUND | INVALID_ARGUMENT | IO | INTERNAL) and
 // Message.
@@ -134,6 +156,9 @@ type Result struct {
 
 	IndexStats []IndexStats `json:"index_stats,omitempty"`
 	IndexUUID  string       `json:"index_uuid,omitempty"`
+
+	OptimizedIndexes  []OptimizedIndex `json:"optimized_indexes,omitempty"`
+	LeftoverIndexUUID string           `json:"leftover_index_uuid,omitempty"`
 
 	Outcome     string `json:"outcome,omitempty"`
 	Evidence    string `json:"evidence,omitempty"`

@@ -71,6 +71,8 @@ type FakeBackend struct {
 	resolves       []*wire.TResolveJobRequest
 	resolveAnswer  func(*wire.TResolveJobRequest) *wire.TResolveJobResponse
 	storageOptions []map[string]string
+	jobLogHook     JobLogHook
+	probeHook      ProbeStoreHook
 }
 
 // NewFakeBackend starts a fake backend on 127.0.0.1:0 with epoch 1; it is
