@@ -158,6 +158,7 @@ struct TListJobsRequest {
   5: optional i64 after_job_id,     // paging: jobs with a larger id
   6: optional i32 limit,            // default 100, at most 1000 (a page fits one frame)
   7: optional bool consistent,      // read through the leader
+  8: optional bool unresolved,      // only jobs that still hold their fence or need an operator
 }
 
 struct TListJobsResponse {

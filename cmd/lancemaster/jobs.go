@@ -157,11 +157,12 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		limit                     int32
 		after                     int64
 		all, consistent, restored bool
+		unresolved                bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs in id order",
-		Example: "  lancemaster jobs list --state UNKNOWN\n" +
+		Example: "  lancemaster jobs list --state UNKNOWN --unresolved   # the ones that still need an operator\n" +
 			"  lancemaster jobs list --restored --all    # after an operator snapshot restore\n" +
 			"  lancemaster jobs list --catalog lake --db sales --table items --all -o json",
 		Args: cobra.NoArgs,
@@ -189,6 +190,9 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			}
 			if consistent {
 				req.Consistent = &consistent
+			}
+			if unresolved {
+				req.Unresolved = &unresolved
 			}
 			// --restored: RUNNING jobs not dispatched in the current term.
 			var term int64
@@ -245,6 +249,8 @@ func newJobsListCmd(g *globals) *cobra.Command {
 	f.StringVar(&db, "db", "", "only jobs of this database")
 	f.StringVar(&table, "table", "", "only jobs of this table")
 	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, RESOLVING, FAILED)")
+	f.BoolVar(&unresolved, "unresolved", false,
+		"only jobs that still hold their fence or need an operator (leaves out force-released UNKNOWN jobs and resolved outcomes)")
 	f.BoolVar(&restored, "restored", false,
 		"only RUNNING jobs dispatched under an earlier leadership than the current raft term (after a snapshot restore: what it brought back as RUNNING)")
 	f.Int32Var(&limit, "limit", 0, fmt.Sprintf("jobs per page, 1..%d (server default 100)", maxListLimit))

@@ -328,3 +328,16 @@ func TestJobsCancel(t *testing.T) {
 		t.Errorf("request = %s", req)
 	}
 }
+
+// --unresolved asks the master for the jobs that still need someone: the
+// runbook's list after a force-release no longer shows the released job.
+func TestJobsListUnresolvedIsSent(t *testing.T) {
+	t.Parallel()
+	f := &fakeMaster{}
+	addr := serve(t, f)
+	mustOK(t)(cli(t, addr, "jobs", "list", "--state", "UNKNOWN", "--unresolved"))
+	req := f.onlyCall(t, "ListJobs").(*adminapi.TListJobsRequest)
+	if !req.GetUnresolved() || req.GetState() != "UNKNOWN" {
+		t.Errorf("request = %s", req)
+	}
+}

@@ -6052,6 +6052,7 @@ func (p *TJobLogs) String() string {
 //   - AfterJobID
 //   - Limit
 //   - Consistent
+//   - Unresolved
 type TListJobsRequest struct {
 	Catalog    *string `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
 	Db         *string `thrift:"db,2" db:"db" json:"db,omitempty"`
@@ -6060,6 +6061,7 @@ type TListJobsRequest struct {
 	AfterJobID *int64  `thrift:"after_job_id,5" db:"after_job_id" json:"after_job_id,omitempty"`
 	Limit      *int32  `thrift:"limit,6" db:"limit" json:"limit,omitempty"`
 	Consistent *bool   `thrift:"consistent,7" db:"consistent" json:"consistent,omitempty"`
+	Unresolved *bool   `thrift:"unresolved,8" db:"unresolved" json:"unresolved,omitempty"`
 }
 
 func NewTListJobsRequest() *TListJobsRequest {
@@ -6128,6 +6130,15 @@ func (p *TListJobsRequest) GetConsistent() bool {
 	}
 	return *p.Consistent
 }
+
+var TListJobsRequest_Unresolved_DEFAULT bool
+
+func (p *TListJobsRequest) GetUnresolved() bool {
+	if !p.IsSetUnresolved() {
+		return TListJobsRequest_Unresolved_DEFAULT
+	}
+	return *p.Unresolved
+}
 func (p *TListJobsRequest) IsSetCatalog() bool {
 	return p.Catalog != nil
 }
@@ -6154,6 +6165,10 @@ func (p *TListJobsRequest) IsSetLimit() bool {
 
 func (p *TListJobsRequest) IsSetConsistent() bool {
 	return p.Consistent != nil
+}
+
+func (p *TListJobsRequest) IsSetUnresolved() bool {
+	return p.Unresolved != nil
 }
 
 func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6240,6 +6255,16 @@ func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) err
 					return err
 				}
 			}
+		case 8:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -6318,6 +6343,15 @@ func (p *TListJobsRequest) ReadField7(ctx context.Context, iprot thrift.TProtoco
 	return nil
 }
 
+func (p *TListJobsRequest) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.Unresolved = &v
+	}
+	return nil
+}
+
 func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TListJobsRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6342,6 +6376,9 @@ func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) er
 			return err
 		}
 		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6459,6 +6496,21 @@ func (p *TListJobsRequest) writeField7(ctx context.Context, oprot thrift.TProtoc
 	return err
 }
 
+func (p *TListJobsRequest) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetUnresolved() {
+		if err := oprot.WriteFieldBegin(ctx, "unresolved", thrift.BOOL, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:unresolved: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Unresolved)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.unresolved (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:unresolved: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 	if p == other {
 		return true
@@ -6518,6 +6570,14 @@ func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 			return false
 		}
 		if (*p.Consistent) != (*other.Consistent) {
+			return false
+		}
+	}
+	if p.Unresolved != other.Unresolved {
+		if p.Unresolved == nil || other.Unresolved == nil {
+			return false
+		}
+		if (*p.Unresolved) != (*other.Unresolved) {
 			return false
 		}
 	}

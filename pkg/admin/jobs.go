@@ -38,7 +38,7 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 	if limit > maxListLimit {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "limit %d is above %d", limit, maxListLimit)
 	}
-	f := raftfsm.JobFilter{DB: r.GetDb(), Table: r.GetTable()}
+	f := raftfsm.JobFilter{DB: r.GetDb(), Table: r.GetTable(), Unresolved: r.GetUnresolved()}
 	for _, field := range []struct{ name, v string }{{"catalog", r.GetCatalog()}, {"db", r.GetDb()}, {"table", r.GetTable()}, {"state", r.GetState()}} {
 		if err := job.CheckBytes(field.name, field.v, job.MaxNameBytes); err != nil {
 			return nil, toAdminError(err)

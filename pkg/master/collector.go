@@ -60,7 +60,9 @@ var (
 		"Jobs in the journal by mutation state (PENDING, RUNNING, COMMITTED, NOT_COMMITTED, UNKNOWN, CANCELLED; OTHER for an unknown value).", "mutation_state")
 	descJobsRefresh = desc("lancemaster_jobs_by_refresh_state",
 		"Jobs in the journal by refresh state (NOT_REQUIRED, REQUIRED, RUNNING, DONE, FAILED; OTHER for an unknown value).", "refresh_state")
-	descJobsUnknown = desc("lancemaster_jobs_unknown", "Jobs whose mutation outcome is UNKNOWN (need an operator: docs/operations.md).")
+	descJobsUnknown           = desc("lancemaster_jobs_unknown", "Jobs whose mutation outcome is UNKNOWN (need an operator: docs/operations.md).")
+	descJobsUnknownUnresolved = desc("lancemaster_jobs_unknown_unresolved",
+		"UNKNOWN jobs nobody has force-released yet: each needs an operator (docs/operations.md). A released job stays UNKNOWN until retention collects it, so alert on this one.")
 	descJobsCorrupt = desc("lancemaster_jobs_corrupt_unresolved", "Unresolved jobs without a fence identity; any blocks admission.")
 
 	descBackends    = desc("lancemaster_backends", "Registered backends.")
@@ -77,7 +79,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLastLog,
 		descRaftSnapshot, descRaftFSMPending, descRaftPeers, descRaftLastContact, descIsLeader, descLeaderTerm,
 		descLeaderKnown, descServices, descFSMApplied, descJobsMutation, descJobsRefresh, descJobsUnknown,
-		descJobsCorrupt, descBackends, descHeldSlots, descMaxInflight, descAlive, descCapacity, descReports} {
+		descJobsUnknownUnresolved, descJobsCorrupt, descBackends, descHeldSlots, descMaxInflight, descAlive, descCapacity, descReports} {
 		ch <- d
 	}
 }
@@ -157,6 +159,7 @@ func (c *stateCollector) collectJournal(ch chan<- prometheus.Metric) {
 	}
 	gauge(ch, descJobsRefresh, float64(counts.OtherRefresh), "OTHER")
 	gauge(ch, descJobsUnknown, float64(counts.Mutation[job.Unknown]))
+	gauge(ch, descJobsUnknownUnresolved, float64(counts.UnknownUnresolved))
 	gauge(ch, descJobsCorrupt, float64(st.CorruptUnresolved()))
 	gauge(ch, descMaxInflight, float64(st.Options().MaxInflightPerBackend))
 
