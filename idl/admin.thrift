@@ -221,6 +221,8 @@ struct TBackend {
   4: optional bool alive,             // leader-local view; unset when unknown
   5: optional i64 process_epoch,      // latest heartbeat, leader-local
   6: optional i32 held_slots,
+  7: optional i64 last_heard_ms,      // leader-local: the latest OK heartbeat's answer (unset: not heard this term)
+  8: optional string warning,         // backends add: the address did not answer the probe (registered anyway)
 }
 
 // What an operator sees of a dataset: its version, schema and indexes, as a

@@ -79,8 +79,10 @@ func TestBackends(t *testing.T) {
 	f := &fakeMaster{
 		backend: &adminapi.TBackend{BackendID: 3, Address: "10.0.0.21:7301"},
 		backends: []*adminapi.TBackend{
-			{BackendID: 3, Address: "10.0.0.21:7301", Alive: thrift.BoolPtr(true), ProcessEpoch: thrift.Int64Ptr(1700000000000000000), HeldSlots: thrift.Int32Ptr(1)},
+			{BackendID: 3, Address: "10.0.0.21:7301", Alive: thrift.BoolPtr(true), ProcessEpoch: thrift.Int64Ptr(1700000000000000000), HeldSlots: thrift.Int32Ptr(1),
+				LastHeardMs: thrift.Int64Ptr(1700000000000)},
 			{BackendID: 4, Address: "10.0.0.22:7301", HeldSlots: thrift.Int32Ptr(0)},
+			{BackendID: 5, Address: "127.0.0.1:22003", Alive: thrift.BoolPtr(false), HeldSlots: thrift.Int32Ptr(0)},
 		},
 	}
 	addr := serve(t, f)
@@ -90,18 +92,19 @@ func TestBackends(t *testing.T) {
 	}
 	out := mustOK(t)(cli(t, addr, "backends", "list"))
 	want := "" +
-		"ID  ADDRESS         ALIVE  EPOCH                HELD SLOTS\n" +
-		"3   10.0.0.21:7301  yes    1700000000000000000  1\n" +
-		"4   10.0.0.22:7301  -      -                    0\n"
+		"ID  ADDRESS          ALIVE  EPOCH                LAST HEARD            HELD SLOTS\n" +
+		"3   10.0.0.21:7301   yes    1700000000000000000  2023-11-14T22:13:20Z  1\n" +
+		"4   10.0.0.22:7301   -      -                    -                     0\n" +
+		"5   127.0.0.1:22003  no     -                    never                 0\n"
 	if out != want {
 		t.Errorf("list stdout =\n%s\nwant\n%s", out, want)
 	}
 	out = mustOK(t)(cli(t, addr, "-o", "json", "backends", "list"))
 	var got []map[string]any
-	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 2 {
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 3 {
 		t.Fatalf("json = %s (%v)", out, err)
 	}
-	if _, ok := got[1]["alive"]; ok || got[0]["alive"] != true || got[0]["held_slots"] != 1.0 {
+	if _, ok := got[1]["alive"]; ok || got[0]["alive"] != true || got[0]["held_slots"] != 1.0 || got[2]["alive"] != false {
 		t.Errorf("json = %v", got)
 	}
 	mustOK(t)(cli(t, addr, "backends", "remove", "4"))

@@ -9040,13 +9040,17 @@ func (p *TUpdateCatalogRequest) String() string {
 //   - Alive
 //   - ProcessEpoch
 //   - HeldSlots
+//   - LastHeardMs
+//   - Warning
 type TBackend struct {
-	BackendID    int64  `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
-	Address      string `thrift:"address,2,required" db:"address" json:"address"`
-	AddTimeMs    *int64 `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
-	Alive        *bool  `thrift:"alive,4" db:"alive" json:"alive,omitempty"`
-	ProcessEpoch *int64 `thrift:"process_epoch,5" db:"process_epoch" json:"process_epoch,omitempty"`
-	HeldSlots    *int32 `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
+	BackendID    int64   `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
+	Address      string  `thrift:"address,2,required" db:"address" json:"address"`
+	AddTimeMs    *int64  `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
+	Alive        *bool   `thrift:"alive,4" db:"alive" json:"alive,omitempty"`
+	ProcessEpoch *int64  `thrift:"process_epoch,5" db:"process_epoch" json:"process_epoch,omitempty"`
+	HeldSlots    *int32  `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
+	LastHeardMs  *int64  `thrift:"last_heard_ms,7" db:"last_heard_ms" json:"last_heard_ms,omitempty"`
+	Warning      *string `thrift:"warning,8" db:"warning" json:"warning,omitempty"`
 }
 
 func NewTBackend() *TBackend {
@@ -9096,6 +9100,24 @@ func (p *TBackend) GetHeldSlots() int32 {
 	}
 	return *p.HeldSlots
 }
+
+var TBackend_LastHeardMs_DEFAULT int64
+
+func (p *TBackend) GetLastHeardMs() int64 {
+	if !p.IsSetLastHeardMs() {
+		return TBackend_LastHeardMs_DEFAULT
+	}
+	return *p.LastHeardMs
+}
+
+var TBackend_Warning_DEFAULT string
+
+func (p *TBackend) GetWarning() string {
+	if !p.IsSetWarning() {
+		return TBackend_Warning_DEFAULT
+	}
+	return *p.Warning
+}
 func (p *TBackend) IsSetAddTimeMs() bool {
 	return p.AddTimeMs != nil
 }
@@ -9110,6 +9132,14 @@ func (p *TBackend) IsSetProcessEpoch() bool {
 
 func (p *TBackend) IsSetHeldSlots() bool {
 	return p.HeldSlots != nil
+}
+
+func (p *TBackend) IsSetLastHeardMs() bool {
+	return p.LastHeardMs != nil
+}
+
+func (p *TBackend) IsSetWarning() bool {
+	return p.Warning != nil
 }
 
 func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -9184,6 +9214,26 @@ func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 6:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -9266,6 +9316,24 @@ func (p *TBackend) ReadField6(ctx context.Context, iprot thrift.TProtocol) error
 	return nil
 }
 
+func (p *TBackend) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.LastHeardMs = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.Warning = &v
+	}
+	return nil
+}
+
 func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TBackend"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -9287,6 +9355,12 @@ func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -9385,6 +9459,36 @@ func (p *TBackend) writeField6(ctx context.Context, oprot thrift.TProtocol) (err
 	return err
 }
 
+func (p *TBackend) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastHeardMs() {
+		if err := oprot.WriteFieldBegin(ctx, "last_heard_ms", thrift.I64, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:last_heard_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LastHeardMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_heard_ms (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:last_heard_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetWarning() {
+		if err := oprot.WriteFieldBegin(ctx, "warning", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:warning: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Warning)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.warning (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:warning: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TBackend) Equals(other *TBackend) bool {
 	if p == other {
 		return true
@@ -9426,6 +9530,22 @@ func (p *TBackend) Equals(other *TBackend) bool {
 			return false
 		}
 		if (*p.HeldSlots) != (*other.HeldSlots) {
+			return false
+		}
+	}
+	if p.LastHeardMs != other.LastHeardMs {
+		if p.LastHeardMs == nil || other.LastHeardMs == nil {
+			return false
+		}
+		if (*p.LastHeardMs) != (*other.LastHeardMs) {
+			return false
+		}
+	}
+	if p.Warning != other.Warning {
+		if p.Warning == nil || other.Warning == nil {
+			return false
+		}
+		if (*p.Warning) != (*other.Warning) {
 			return false
 		}
 	}

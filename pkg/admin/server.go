@@ -57,6 +57,10 @@ type ReportHandler interface {
 // the dispatcher issue). known is false when nothing has been heard yet.
 type BackendView func(backendID int64) (alive bool, epoch int64, known bool)
 
+// BackendHeard is when the leader last heard a backend (zero: not this
+// term) and whether this node runs the heartbeats at all (leading).
+type BackendHeard func(backendID int64) (lastHeard time.Time, leading bool)
+
 // Deps are the Server's collaborators. Proposer, Reader, Cluster, Backends
 // and Credentials are required.
 type Deps struct {
@@ -67,6 +71,12 @@ type Deps struct {
 	Credentials config.CredentialSource
 	Reports     ReportHandler // optional
 	BackendView BackendView   // optional
+	// BackendHeard lets the leader say "not alive, never heard" of a
+	// backend it heartbeats without an answer; optional.
+	BackendHeard BackendHeard
+	// ProbeBackend checks that something answers at a backend's address
+	// when it is added (a warning, not a refusal); optional.
+	ProbeBackend func(ctx context.Context, address string) error
 	// LeaderCall runs fn against the master at addr (the leader); optional.
 	// Followers use it for what only the leader knows (backend liveness).
 	LeaderCall func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error

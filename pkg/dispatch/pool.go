@@ -175,6 +175,22 @@ func (p *Pool) View(backendID int64) (alive bool, epoch int64, known bool) {
 	return s.Alive, s.Epoch, ok
 }
 
+// Heard is the admin API's BackendHeard: leading is false when this node
+// runs no pool (it is not the leader), and lastHeard is zero until the
+// backend has answered an OK heartbeat of this cluster during the current
+// term. A leading pool that has not heard a backend says so: not alive.
+func (p *Pool) Heard(backendID int64) (lastHeard time.Time, leading bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		return time.Time{}, false
+	}
+	if b, ok := p.backends[backendID]; ok {
+		return b.lastOK, true
+	}
+	return time.Time{}, true
+}
+
 // Status returns what this term has heard from a backend; ok is false
 // until its epoch has been heard this term (the status may still say
 // OtherCluster).

@@ -32,6 +32,7 @@ type stateCollector struct {
 	fsm     raftfsm.Reader
 	reports func() map[string]int64 // report.Handler.Counts; nil = none
 	pool    func(backendID int64) (dispatch.BackendStatus, bool)
+	heard   func(backendID int64) (time.Time, bool) // dispatch.Pool.Heard; nil = none
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -69,6 +70,7 @@ var (
 	descHeldSlots   = desc("lancemaster_backend_held_slots", "Possible-live slots a backend holds (the slot book).", "backend_id", "address")
 	descMaxInflight = desc("lancemaster_max_inflight_per_backend", "The max_inflight_per_backend option: the slots a backend may hold.")
 	descAlive       = desc("lancemaster_backend_alive", "1 if the backend answered a heartbeat of this leader's term within 3 intervals (leader only).", "backend_id", "address")
+	descLastHeard   = desc("lancemaster_backend_last_heard_timestamp_seconds", "When the leader last had an OK heartbeat answer from the backend, as a Unix time (leader only; absent until heard this term).", "backend_id", "address")
 	descCapacity    = desc("lancemaster_backend_capacity", "Workers the backend says it runs at once, from its heartbeat (leader only).", "backend_id", "address")
 
 	descReports = desc("lancemaster_reports_total",
@@ -79,7 +81,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLastLog,
 		descRaftSnapshot, descRaftFSMPending, descRaftPeers, descRaftLastContact, descIsLeader, descLeaderTerm,
 		descLeaderKnown, descServices, descFSMApplied, descJobsMutation, descJobsRefresh, descJobsUnknown,
-		descJobsUnknownUnresolved, descJobsCorrupt, descBackends, descHeldSlots, descMaxInflight, descAlive, descCapacity, descReports} {
+		descJobsUnknownUnresolved, descJobsCorrupt, descBackends, descHeldSlots, descMaxInflight, descAlive, descLastHeard, descCapacity, descReports} {
 		ch <- d
 	}
 }
@@ -175,6 +177,16 @@ func (c *stateCollector) collectJournal(ch chan<- prometheus.Metric) {
 			gauge(ch, descAlive, metrics.Bool(s.Alive), id, b.Address)
 			if s.Capacity > 0 {
 				gauge(ch, descCapacity, float64(s.Capacity), id, b.Address)
+			}
+		} else if c.heard != nil {
+			if _, leading := c.heard(b.ID); leading {
+				// Heartbeated, never answered: dead, not absent.
+				gauge(ch, descAlive, 0, id, b.Address)
+			}
+		}
+		if c.heard != nil {
+			if last, _ := c.heard(b.ID); !last.IsZero() {
+				gauge(ch, descLastHeard, float64(last.UnixMilli())/1000, id, b.Address)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -149,10 +150,10 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if err := node.Start(ctx); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	mm.reg.MustRegister(&stateCollector{raft: node, fsm: fsm, reports: reports.Counts, pool: pool.Status})
+	mm.reg.MustRegister(&stateCollector{raft: node, fsm: fsm, reports: reports.Counts, pool: pool.Status, heard: pool.Heard})
 	adm := admin.New(admin.Deps{
 		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
-		Reports: reports, BackendView: pool.View, LeaderCall: leaderCall,
+		Reports: reports, BackendView: pool.View, BackendHeard: pool.Heard, ProbeBackend: dialProbe, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 		// Writes are decided on current state (DESIGN.md §13.8).
 		ReadIndex:    node.ReadIndex,
@@ -323,4 +324,20 @@ func operatorErr(err error) error {
 		return fmt.Errorf("%w: %w", admin.ErrNotApplied, err)
 	}
 	return err
+}
+
+// dialProbe is backends add's probe: one TCP connection to the address,
+// closed at once. It proves only that something listens there; the
+// heartbeat that follows proves it is a backend of this cluster.
+func dialProbe(ctx context.Context, address string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", address)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			return op.Err
+		}
+		return err
+	}
+	return c.Close()
 }
