@@ -248,6 +248,9 @@ struct TRaftPeer {
   3: optional string rpc_address,
   4: optional string suffrage,
   5: optional bool is_leader,
+  6: optional string health,          // healthy | unreachable | unknown: the answering leader's contact with it
+  7: optional i64 last_contact_ms,    // the answering leader's latest answered AppendEntries to it
+  8: optional string last_error,      // unreachable: the latest failure
 }
 
 struct TRaftPeersResponse {
@@ -256,6 +259,7 @@ struct TRaftPeersResponse {
   3: optional i64 term,
   4: optional i64 commit_index,
   5: optional i64 applied_index,
+  6: optional string answered_by,     // the node id of the master that answered (its view, its footer)
 }
 
 // ---- operator snapshots and membership (docs/operations.md) ---------------

@@ -165,23 +165,30 @@ func TestOperatorRaft(t *testing.T) {
 	f := &fakeMaster{
 		peers: &adminapi.TRaftPeersResponse{
 			Peers: []*adminapi.TRaftPeer{
-				{ID: "m1", RaftAddress: "10.0.0.1:7202", RPCAddress: thrift.StringPtr("10.0.0.1:7201"), Suffrage: thrift.StringPtr("Voter"), IsLeader: thrift.BoolPtr(true)},
-				{ID: "m2", RaftAddress: "10.0.0.2:7202", Suffrage: thrift.StringPtr("Voter")},
+				{ID: "m1", RaftAddress: "10.0.0.1:7202", RPCAddress: thrift.StringPtr("10.0.0.1:7201"), Suffrage: thrift.StringPtr("Voter"), IsLeader: thrift.BoolPtr(true),
+					Health: thrift.StringPtr("healthy"), LastContactMs: thrift.Int64Ptr(1700000000000)},
+				{ID: "m2", RaftAddress: "10.0.0.2:7202", Suffrage: thrift.StringPtr("Voter"),
+					Health: thrift.StringPtr("unreachable"), LastContactMs: thrift.Int64Ptr(1699999990000), LastError: thrift.StringPtr("dial tcp 10.0.0.2:7202: i/o timeout")},
 			},
 			LeaderID: thrift.StringPtr("m1"), Term: thrift.Int64Ptr(4), CommitIndex: thrift.Int64Ptr(120), AppliedIndex: thrift.Int64Ptr(119),
+			AnsweredBy: thrift.StringPtr("m1"),
 		},
 		leader: "m2",
 	}
 	addr := serve(t, f)
 
-	out := mustOK(t)(cli(t, addr, "operator", "raft", "list-peers"))
+	out, errOut, code := cli(t, addr, "operator", "raft", "list-peers")
+	out = mustOK(t)(out, errOut, code)
 	want := "" +
-		"ID  RAFT ADDRESS   RPC ADDRESS    SUFFRAGE  LEADER\n" +
-		"m1  10.0.0.1:7202  10.0.0.1:7201  Voter     *\n" +
-		"m2  10.0.0.2:7202  -              Voter     \n" +
-		"\nterm 4, commit index 120, applied index 119\n"
+		"ID  RAFT ADDRESS   RPC ADDRESS    SUFFRAGE  LEADER  HEALTH       LAST CONTACT\n" +
+		"m1  10.0.0.1:7202  10.0.0.1:7201  Voter     *       healthy      2023-11-14T22:13:20Z\n" +
+		"m2  10.0.0.2:7202  -              Voter             unreachable  2023-11-14T22:13:10Z\n" +
+		"\nas seen by m1 (the leader), term 4, commit index 120, applied index 119\n"
 	if out != want {
 		t.Errorf("stdout =\n%q\nwant\n%q", out, want)
+	}
+	if !strings.Contains(errOut, "warning: m2 is unreachable from the leader: dial tcp 10.0.0.2:7202: i/o timeout") {
+		t.Errorf("stderr = %q", errOut)
 	}
 	out = mustOK(t)(cli(t, addr, "-o", "json", "operator", "raft", "list-peers"))
 	if !strings.Contains(out, `"leader_id": "m1"`) || !strings.Contains(out, `"raft_address": "10.0.0.2:7202"`) {

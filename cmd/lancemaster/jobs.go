@@ -483,6 +483,10 @@ func jobFields(v *adminapi.TJobView) [][2]string {
 			}
 			fv = fv.Elem()
 		}
+		if fv.Kind() == reflect.Slice {
+			// Lists (an OPTIMIZE's indexes) are printed by their own section.
+			continue
+		}
 		switch {
 		case fv.Kind() == reflect.Int64 && (strings.HasSuffix(name, "_time_ms") || name == "deadline_ms" || name == "resolve_after_ms"):
 			kvs = append(kvs, [2]string{strings.TrimSuffix(name, "_ms"), timeMsExact(fv.Int())})

@@ -10214,12 +10214,18 @@ func (p *TOption) String() string {
 //   - RPCAddress
 //   - Suffrage
 //   - IsLeader
+//   - Health
+//   - LastContactMs
+//   - LastError
 type TRaftPeer struct {
-	ID          string  `thrift:"id,1,required" db:"id" json:"id"`
-	RaftAddress string  `thrift:"raft_address,2,required" db:"raft_address" json:"raft_address"`
-	RPCAddress  *string `thrift:"rpc_address,3" db:"rpc_address" json:"rpc_address,omitempty"`
-	Suffrage    *string `thrift:"suffrage,4" db:"suffrage" json:"suffrage,omitempty"`
-	IsLeader    *bool   `thrift:"is_leader,5" db:"is_leader" json:"is_leader,omitempty"`
+	ID            string  `thrift:"id,1,required" db:"id" json:"id"`
+	RaftAddress   string  `thrift:"raft_address,2,required" db:"raft_address" json:"raft_address"`
+	RPCAddress    *string `thrift:"rpc_address,3" db:"rpc_address" json:"rpc_address,omitempty"`
+	Suffrage      *string `thrift:"suffrage,4" db:"suffrage" json:"suffrage,omitempty"`
+	IsLeader      *bool   `thrift:"is_leader,5" db:"is_leader" json:"is_leader,omitempty"`
+	Health        *string `thrift:"health,6" db:"health" json:"health,omitempty"`
+	LastContactMs *int64  `thrift:"last_contact_ms,7" db:"last_contact_ms" json:"last_contact_ms,omitempty"`
+	LastError     *string `thrift:"last_error,8" db:"last_error" json:"last_error,omitempty"`
 }
 
 func NewTRaftPeer() *TRaftPeer {
@@ -10260,6 +10266,33 @@ func (p *TRaftPeer) GetIsLeader() bool {
 	}
 	return *p.IsLeader
 }
+
+var TRaftPeer_Health_DEFAULT string
+
+func (p *TRaftPeer) GetHealth() string {
+	if !p.IsSetHealth() {
+		return TRaftPeer_Health_DEFAULT
+	}
+	return *p.Health
+}
+
+var TRaftPeer_LastContactMs_DEFAULT int64
+
+func (p *TRaftPeer) GetLastContactMs() int64 {
+	if !p.IsSetLastContactMs() {
+		return TRaftPeer_LastContactMs_DEFAULT
+	}
+	return *p.LastContactMs
+}
+
+var TRaftPeer_LastError_DEFAULT string
+
+func (p *TRaftPeer) GetLastError() string {
+	if !p.IsSetLastError() {
+		return TRaftPeer_LastError_DEFAULT
+	}
+	return *p.LastError
+}
 func (p *TRaftPeer) IsSetRPCAddress() bool {
 	return p.RPCAddress != nil
 }
@@ -10270,6 +10303,18 @@ func (p *TRaftPeer) IsSetSuffrage() bool {
 
 func (p *TRaftPeer) IsSetIsLeader() bool {
 	return p.IsLeader != nil
+}
+
+func (p *TRaftPeer) IsSetHealth() bool {
+	return p.Health != nil
+}
+
+func (p *TRaftPeer) IsSetLastContactMs() bool {
+	return p.LastContactMs != nil
+}
+
+func (p *TRaftPeer) IsSetLastError() bool {
+	return p.LastError != nil
 }
 
 func (p *TRaftPeer) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -10334,6 +10379,36 @@ func (p *TRaftPeer) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 5:
 			if fieldTypeId == thrift.BOOL {
 				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -10407,6 +10482,33 @@ func (p *TRaftPeer) ReadField5(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TRaftPeer) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.Health = &v
+	}
+	return nil
+}
+
+func (p *TRaftPeer) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.LastContactMs = &v
+	}
+	return nil
+}
+
+func (p *TRaftPeer) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.LastError = &v
+	}
+	return nil
+}
+
 func (p *TRaftPeer) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TRaftPeer"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -10425,6 +10527,15 @@ func (p *TRaftPeer) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -10508,6 +10619,51 @@ func (p *TRaftPeer) writeField5(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TRaftPeer) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHealth() {
+		if err := oprot.WriteFieldBegin(ctx, "health", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:health: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Health)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.health (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:health: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftPeer) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastContactMs() {
+		if err := oprot.WriteFieldBegin(ctx, "last_contact_ms", thrift.I64, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:last_contact_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LastContactMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_contact_ms (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:last_contact_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftPeer) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastError() {
+		if err := oprot.WriteFieldBegin(ctx, "last_error", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:last_error: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LastError)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_error (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:last_error: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TRaftPeer) Equals(other *TRaftPeer) bool {
 	if p == other {
 		return true
@@ -10544,6 +10700,30 @@ func (p *TRaftPeer) Equals(other *TRaftPeer) bool {
 			return false
 		}
 	}
+	if p.Health != other.Health {
+		if p.Health == nil || other.Health == nil {
+			return false
+		}
+		if (*p.Health) != (*other.Health) {
+			return false
+		}
+	}
+	if p.LastContactMs != other.LastContactMs {
+		if p.LastContactMs == nil || other.LastContactMs == nil {
+			return false
+		}
+		if (*p.LastContactMs) != (*other.LastContactMs) {
+			return false
+		}
+	}
+	if p.LastError != other.LastError {
+		if p.LastError == nil || other.LastError == nil {
+			return false
+		}
+		if (*p.LastError) != (*other.LastError) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -10560,12 +10740,14 @@ func (p *TRaftPeer) String() string {
 //   - Term
 //   - CommitIndex
 //   - AppliedIndex
+//   - AnsweredBy
 type TRaftPeersResponse struct {
 	Peers        []*TRaftPeer `thrift:"peers,1,required" db:"peers" json:"peers"`
 	LeaderID     *string      `thrift:"leader_id,2" db:"leader_id" json:"leader_id,omitempty"`
 	Term         *int64       `thrift:"term,3" db:"term" json:"term,omitempty"`
 	CommitIndex  *int64       `thrift:"commit_index,4" db:"commit_index" json:"commit_index,omitempty"`
 	AppliedIndex *int64       `thrift:"applied_index,5" db:"applied_index" json:"applied_index,omitempty"`
+	AnsweredBy   *string      `thrift:"answered_by,6" db:"answered_by" json:"answered_by,omitempty"`
 }
 
 func NewTRaftPeersResponse() *TRaftPeersResponse {
@@ -10611,6 +10793,15 @@ func (p *TRaftPeersResponse) GetAppliedIndex() int64 {
 	}
 	return *p.AppliedIndex
 }
+
+var TRaftPeersResponse_AnsweredBy_DEFAULT string
+
+func (p *TRaftPeersResponse) GetAnsweredBy() string {
+	if !p.IsSetAnsweredBy() {
+		return TRaftPeersResponse_AnsweredBy_DEFAULT
+	}
+	return *p.AnsweredBy
+}
 func (p *TRaftPeersResponse) IsSetLeaderID() bool {
 	return p.LeaderID != nil
 }
@@ -10625,6 +10816,10 @@ func (p *TRaftPeersResponse) IsSetCommitIndex() bool {
 
 func (p *TRaftPeersResponse) IsSetAppliedIndex() bool {
 	return p.AppliedIndex != nil
+}
+
+func (p *TRaftPeersResponse) IsSetAnsweredBy() bool {
+	return p.AnsweredBy != nil
 }
 
 func (p *TRaftPeersResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -10687,6 +10882,16 @@ func (p *TRaftPeersResponse) Read(ctx context.Context, iprot thrift.TProtocol) e
 		case 5:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -10768,6 +10973,15 @@ func (p *TRaftPeersResponse) ReadField5(ctx context.Context, iprot thrift.TProto
 	return nil
 }
 
+func (p *TRaftPeersResponse) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.AnsweredBy = &v
+	}
+	return nil
+}
+
 func (p *TRaftPeersResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TRaftPeersResponse"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -10786,6 +11000,9 @@ func (p *TRaftPeersResponse) Write(ctx context.Context, oprot thrift.TProtocol) 
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -10879,6 +11096,21 @@ func (p *TRaftPeersResponse) writeField5(ctx context.Context, oprot thrift.TProt
 	return err
 }
 
+func (p *TRaftPeersResponse) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAnsweredBy() {
+		if err := oprot.WriteFieldBegin(ctx, "answered_by", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:answered_by: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.AnsweredBy)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.answered_by (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:answered_by: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 	if p == other {
 		return true
@@ -10923,6 +11155,14 @@ func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 			return false
 		}
 		if (*p.AppliedIndex) != (*other.AppliedIndex) {
+			return false
+		}
+	}
+	if p.AnsweredBy != other.AnsweredBy {
+		if p.AnsweredBy == nil || other.AnsweredBy == nil {
+			return false
+		}
+		if (*p.AnsweredBy) != (*other.AnsweredBy) {
 			return false
 		}
 	}

@@ -43,6 +43,11 @@ type Cluster interface {
 type Peer struct {
 	ID, RaftAddress, RPCAddress, Suffrage string
 	IsLeader                              bool
+	// Health, LastContact and LastError are the leader's contact with the
+	// member (pkg/cluster's PeerHealthy, PeerUnreachable, PeerUnknown).
+	Health      string
+	LastContact time.Time
+	LastError   string
 }
 
 // ReportHandler handles the backends' reports (DESIGN.md §9). The dispatcher

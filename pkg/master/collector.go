@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
@@ -33,6 +34,7 @@ type stateCollector struct {
 	reports func() map[string]int64 // report.Handler.Counts; nil = none
 	pool    func(backendID int64) (dispatch.BackendStatus, bool)
 	heard   func(backendID int64) (time.Time, bool) // dispatch.Pool.Heard; nil = none
+	peers   func() ([]cluster.PeerStatus, error)    // cluster.Node.Peers; nil = none
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -53,6 +55,7 @@ var (
 		"Seconds since this master last heard from the leader: 0 on the leader, +Inf if it never has.")
 	descIsLeader    = desc("lancemaster_is_leader", "1 if raft considers this master the leader.")
 	descLeaderTerm  = desc("lancemaster_leader_term", "The term of this master's leadership once its barrier completed (the dispatch fencing token), else 0.")
+	descPeerHealthy = desc("lancemaster_raft_peer_healthy", "Leader only: 1 if the member answered the leader's AppendEntries (heartbeats) within 3 heartbeat timeouts, 0 if it did not (or it is too early to say). lancemaster_raft_peers counts the configuration, this the members that answer.", "peer_id")
 	descLeaderKnown = desc("lancemaster_leader_known", "1 if this master knows a leader.")
 	descServices    = desc("lancemaster_leader_services_running", "Leader services (pool, dispatcher, GC) running on this master.")
 	descFSMApplied  = desc("lancemaster_fsm_applied_index", "The log index of the last command the journal replica applied.")
@@ -80,7 +83,7 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLastLog,
 		descRaftSnapshot, descRaftFSMPending, descRaftPeers, descRaftLastContact, descIsLeader, descLeaderTerm,
-		descLeaderKnown, descServices, descFSMApplied, descJobsMutation, descJobsRefresh, descJobsUnknown,
+		descLeaderKnown, descPeerHealthy, descServices, descFSMApplied, descJobsMutation, descJobsRefresh, descJobsUnknown,
 		descJobsUnknownUnresolved, descJobsCorrupt, descBackends, descHeldSlots, descMaxInflight, descAlive, descLastHeard, descCapacity, descReports} {
 		ch <- d
 	}
@@ -128,6 +131,13 @@ func (c *stateCollector) collectRaft(ch chan<- prometheus.Metric) {
 	gauge(ch, descLeaderTerm, float64(c.raft.LeaderTerm()))
 	id, _ := c.raft.Leader()
 	gauge(ch, descLeaderKnown, metrics.Bool(id != ""))
+	if c.peers != nil && c.raft.IsLeader() {
+		if ps, err := c.peers(); err == nil {
+			for _, p := range ps {
+				gauge(ch, descPeerHealthy, metrics.Bool(p.Health == cluster.PeerHealthy), p.ID)
+			}
+		}
+	}
 }
 
 // lastContact parses raft's last_contact stat: "0" on the leader, "never",

@@ -150,7 +150,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if err := node.Start(ctx); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	mm.reg.MustRegister(&stateCollector{raft: node, fsm: fsm, reports: reports.Counts, pool: pool.Status, heard: pool.Heard})
+	mm.reg.MustRegister(&stateCollector{raft: node, fsm: fsm, reports: reports.Counts, pool: pool.Status, heard: pool.Heard, peers: node.Peers})
 	adm := admin.New(admin.Deps{
 		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
 		Reports: reports, BackendView: pool.View, BackendHeard: pool.Heard, ProbeBackend: dialProbe, LeaderCall: leaderCall,
@@ -251,7 +251,8 @@ func (c clusterAdapter) Peers() ([]admin.Peer, error) {
 	}
 	out := make([]admin.Peer, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, admin.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress, Suffrage: p.Suffrage, IsLeader: p.Leader})
+		out = append(out, admin.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress, Suffrage: p.Suffrage, IsLeader: p.Leader,
+			Health: p.Health, LastContact: p.LastContact, LastError: p.LastError})
 	}
 	return out, nil
 }
