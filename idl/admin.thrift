@@ -137,6 +137,7 @@ struct TJobView {
   55: optional i64 progress_time_ms,
   56: optional list<wire.TOptimizedIndex> optimized_indexes,
   57: optional i64 result_dataset_version,
+  58: optional string stale_warning,      // showJob: as TListJobsResponse.stale_warning
 }
 
 // jobs logs: the worker's redacted stderr, from the backend while it has
@@ -164,6 +165,7 @@ struct TListJobsRequest {
 struct TListJobsResponse {
   1: required list<TJobView> jobs,
   2: optional i64 next_after_job_id,  // set when more jobs match
+  3: optional string stale_warning,   // a follower's answer that may be stale: why (no known leader, no recent contact)
 }
 
 struct TResolveRequest {

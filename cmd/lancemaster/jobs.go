@@ -210,6 +210,7 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			}
 			jobs := []*adminapi.TJobView{}
 			var next *int64
+			warned := false
 			for {
 				if after > 0 {
 					req.AfterJobID = &after
@@ -220,6 +221,10 @@ func newJobsListCmd(g *globals) *cobra.Command {
 					return err
 				}); err != nil {
 					return err
+				}
+				if w := resp.GetStaleWarning(); w != "" && !warned {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
+					warned = true
 				}
 				for _, j := range resp.GetJobs() {
 					if !restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term {
@@ -305,6 +310,9 @@ func newJobsShowCmd(g *globals) *cobra.Command {
 				return err
 			}); err != nil {
 				return err
+			}
+			if w := view.GetStaleWarning(); w != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
 			}
 			if g.jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), view)
@@ -473,7 +481,7 @@ func jobFields(v *adminapi.TJobView) [][2]string {
 	for i := 0; i < rt.NumField(); i++ {
 		f := rt.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "" || name == "-" || isHiddenJobField(name) {
+		if !f.IsExported() || name == "" || name == "-" || isHiddenJobField(name) || name == "stale_warning" {
 			continue
 		}
 		fv := rv.Field(i)

@@ -341,3 +341,17 @@ func TestJobsListUnresolvedIsSent(t *testing.T) {
 		t.Errorf("request = %s", req)
 	}
 }
+
+// A master's stale-read warning reaches stderr once; stdout keeps the table.
+func TestJobsListPrintsTheStaleWarningOnStderr(t *testing.T) {
+	t.Parallel()
+	f := &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{
+		0: {Jobs: testJobs(), StaleWarning: thrift.StringPtr("master m2 knows no leader")},
+	}}
+	addr := serve(t, f)
+	out, errOut, code := cli(t, addr, "jobs", "list")
+	mustOK(t)(out, errOut, code)
+	if strings.Count(errOut, "warning: master m2 knows no leader\n") != 1 || strings.Contains(out, "knows no leader") {
+		t.Errorf("stdout = %q, stderr = %q", out, errOut)
+	}
+}

@@ -2202,6 +2202,7 @@ func (p *TAdmitResponse) String() string {
 //   - ProgressTimeMs
 //   - OptimizedIndexes
 //   - ResultDatasetVersion
+//   - StaleWarning
 type TJobView struct {
 	JobID                    int64                   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                  *string                 `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -2260,6 +2261,7 @@ type TJobView struct {
 	ProgressTimeMs           *int64                  `thrift:"progress_time_ms,55" db:"progress_time_ms" json:"progress_time_ms,omitempty"`
 	OptimizedIndexes         []*wire.TOptimizedIndex `thrift:"optimized_indexes,56" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
 	ResultDatasetVersion     *int64                  `thrift:"result_dataset_version,57" db:"result_dataset_version" json:"result_dataset_version,omitempty"`
+	StaleWarning             *string                 `thrift:"stale_warning,58" db:"stale_warning" json:"stale_warning,omitempty"`
 }
 
 func NewTJobView() *TJobView {
@@ -2770,6 +2772,15 @@ func (p *TJobView) GetResultDatasetVersion() int64 {
 	}
 	return *p.ResultDatasetVersion
 }
+
+var TJobView_StaleWarning_DEFAULT string
+
+func (p *TJobView) GetStaleWarning() string {
+	if !p.IsSetStaleWarning() {
+		return TJobView_StaleWarning_DEFAULT
+	}
+	return *p.StaleWarning
+}
 func (p *TJobView) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -2992,6 +3003,10 @@ func (p *TJobView) IsSetOptimizedIndexes() bool {
 
 func (p *TJobView) IsSetResultDatasetVersion() bool {
 	return p.ResultDatasetVersion != nil
+}
+
+func (p *TJobView) IsSetStaleWarning() bool {
+	return p.StaleWarning != nil
 }
 
 func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3581,6 +3596,16 @@ func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 58:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField58(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -4123,6 +4148,15 @@ func (p *TJobView) ReadField57(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TJobView) ReadField58(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 58: ", err)
+	} else {
+		p.StaleWarning = &v
+	}
+	return nil
+}
+
 func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobView"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4297,6 +4331,9 @@ func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField57(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField58(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5170,6 +5207,21 @@ func (p *TJobView) writeField57(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TJobView) writeField58(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStaleWarning() {
+		if err := oprot.WriteFieldBegin(ctx, "stale_warning", thrift.STRING, 58); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 58:stale_warning: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.StaleWarning)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.stale_warning (58) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 58:stale_warning: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobView) Equals(other *TJobView) bool {
 	if p == other {
 		return true
@@ -5625,6 +5677,14 @@ func (p *TJobView) Equals(other *TJobView) bool {
 			return false
 		}
 		if (*p.ResultDatasetVersion) != (*other.ResultDatasetVersion) {
+			return false
+		}
+	}
+	if p.StaleWarning != other.StaleWarning {
+		if p.StaleWarning == nil || other.StaleWarning == nil {
+			return false
+		}
+		if (*p.StaleWarning) != (*other.StaleWarning) {
 			return false
 		}
 	}
@@ -6594,9 +6654,11 @@ func (p *TListJobsRequest) String() string {
 // Attributes:
 //   - Jobs
 //   - NextAfterJobID
+//   - StaleWarning
 type TListJobsResponse struct {
 	Jobs           []*TJobView `thrift:"jobs,1,required" db:"jobs" json:"jobs"`
 	NextAfterJobID *int64      `thrift:"next_after_job_id,2" db:"next_after_job_id" json:"next_after_job_id,omitempty"`
+	StaleWarning   *string     `thrift:"stale_warning,3" db:"stale_warning" json:"stale_warning,omitempty"`
 }
 
 func NewTListJobsResponse() *TListJobsResponse {
@@ -6615,8 +6677,21 @@ func (p *TListJobsResponse) GetNextAfterJobID() int64 {
 	}
 	return *p.NextAfterJobID
 }
+
+var TListJobsResponse_StaleWarning_DEFAULT string
+
+func (p *TListJobsResponse) GetStaleWarning() string {
+	if !p.IsSetStaleWarning() {
+		return TListJobsResponse_StaleWarning_DEFAULT
+	}
+	return *p.StaleWarning
+}
 func (p *TListJobsResponse) IsSetNextAfterJobID() bool {
 	return p.NextAfterJobID != nil
+}
+
+func (p *TListJobsResponse) IsSetStaleWarning() bool {
+	return p.StaleWarning != nil
 }
 
 func (p *TListJobsResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6649,6 +6724,16 @@ func (p *TListJobsResponse) Read(ctx context.Context, iprot thrift.TProtocol) er
 		case 2:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -6703,6 +6788,15 @@ func (p *TListJobsResponse) ReadField2(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
+func (p *TListJobsResponse) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.StaleWarning = &v
+	}
+	return nil
+}
+
 func (p *TListJobsResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TListJobsResponse"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6712,6 +6806,9 @@ func (p *TListJobsResponse) Write(ctx context.Context, oprot thrift.TProtocol) e
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6760,6 +6857,21 @@ func (p *TListJobsResponse) writeField2(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
+func (p *TListJobsResponse) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStaleWarning() {
+		if err := oprot.WriteFieldBegin(ctx, "stale_warning", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:stale_warning: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.StaleWarning)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.stale_warning (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:stale_warning: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TListJobsResponse) Equals(other *TListJobsResponse) bool {
 	if p == other {
 		return true
@@ -6780,6 +6892,14 @@ func (p *TListJobsResponse) Equals(other *TListJobsResponse) bool {
 			return false
 		}
 		if (*p.NextAfterJobID) != (*other.NextAfterJobID) {
+			return false
+		}
+	}
+	if p.StaleWarning != other.StaleWarning {
+		if p.StaleWarning == nil || other.StaleWarning == nil {
+			return false
+		}
+		if (*p.StaleWarning) != (*other.StaleWarning) {
 			return false
 		}
 	}

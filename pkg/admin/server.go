@@ -76,6 +76,10 @@ type Deps struct {
 	Credentials config.CredentialSource
 	Reports     ReportHandler // optional
 	BackendView BackendView   // optional
+	// LastContact is when this node last heard from a leader (zero: never,
+	// or it leads); optional. Reads answered from this replica say they
+	// may be stale when it is old or no leader is known.
+	LastContact func() time.Time
 	// BackendHeard lets the leader say "not alive, never heard" of a
 	// backend it heartbeats without an answer; optional.
 	BackendHeard BackendHeard

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
@@ -262,6 +263,15 @@ func (n *Node) AppliedIndex() uint64 {
 		return r.AppliedIndex()
 	}
 	return 0
+}
+
+// LastContact is when this node last heard from a leader (raft's
+// follower view); zero before it ever did, or before Start.
+func (n *Node) LastContact() time.Time {
+	if r := n.r.Load(); r != nil {
+		return r.LastContact()
+	}
+	return time.Time{}
 }
 
 // Stats returns raft's stats (state, term, indexes, last contact, ...) plus

@@ -153,7 +153,8 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	mm.reg.MustRegister(&stateCollector{raft: node, fsm: fsm, reports: reports.Counts, pool: pool.Status, heard: pool.Heard, peers: node.Peers})
 	adm := admin.New(admin.Deps{
 		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
-		Reports: reports, BackendView: pool.View, BackendHeard: pool.Heard, ProbeBackend: dialProbe, LeaderCall: leaderCall,
+		Reports: reports, BackendView: pool.View, BackendHeard: pool.Heard, ProbeBackend: dialProbe,
+		LastContact: node.LastContact, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 		// Writes are decided on current state (DESIGN.md §13.8).
 		ReadIndex:    node.ReadIndex,
