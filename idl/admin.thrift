@@ -225,6 +225,7 @@ struct TBackend {
   6: optional i32 held_slots,
   7: optional i64 last_heard_ms,      // leader-local: the latest OK heartbeat's answer (unset: not heard this term)
   8: optional string warning,         // backends add: the address did not answer the probe (registered anyway)
+  9: optional string version,         // leader-local: what its latest OK heartbeat said it runs
 }
 
 // What an operator sees of a dataset: its version, schema and indexes, as a

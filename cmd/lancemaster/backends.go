@@ -82,10 +82,10 @@ func newBackendsListCmd(g *globals) *cobra.Command {
 					heard = "never"
 				}
 				rows = append(rows, []string{
-					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), heard, i32(b.HeldSlots),
+					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), heard, i32(b.HeldSlots), str(b.Version),
 				})
 			}
-			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "LAST HEARD", "HELD SLOTS"}, rows)
+			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "LAST HEARD", "HELD SLOTS", "VERSION"}, rows)
 		},
 	}
 }

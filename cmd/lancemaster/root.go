@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/version"
 )
 
 // Exit codes. Scripts may rely on them; never renumber.
@@ -72,6 +73,8 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.Version = version.Get().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 
 	addr := getenv(envAddress)
 	if strings.TrimSpace(addr) == "" {
@@ -96,6 +99,7 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 		newConfigCmd(g),
 		newOperatorCmd(g),
 		newDatasetsCmd(g),
+		newVersionCmd(g),
 	)
 	// Daemon commands. They inherit the persistent flags above: do not reuse
 	// the -o shorthand.

@@ -9162,6 +9162,7 @@ func (p *TUpdateCatalogRequest) String() string {
 //   - HeldSlots
 //   - LastHeardMs
 //   - Warning
+//   - Version
 type TBackend struct {
 	BackendID    int64   `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
 	Address      string  `thrift:"address,2,required" db:"address" json:"address"`
@@ -9171,6 +9172,7 @@ type TBackend struct {
 	HeldSlots    *int32  `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
 	LastHeardMs  *int64  `thrift:"last_heard_ms,7" db:"last_heard_ms" json:"last_heard_ms,omitempty"`
 	Warning      *string `thrift:"warning,8" db:"warning" json:"warning,omitempty"`
+	Version      *string `thrift:"version,9" db:"version" json:"version,omitempty"`
 }
 
 func NewTBackend() *TBackend {
@@ -9238,6 +9240,15 @@ func (p *TBackend) GetWarning() string {
 	}
 	return *p.Warning
 }
+
+var TBackend_Version_DEFAULT string
+
+func (p *TBackend) GetVersion() string {
+	if !p.IsSetVersion() {
+		return TBackend_Version_DEFAULT
+	}
+	return *p.Version
+}
 func (p *TBackend) IsSetAddTimeMs() bool {
 	return p.AddTimeMs != nil
 }
@@ -9260,6 +9271,10 @@ func (p *TBackend) IsSetLastHeardMs() bool {
 
 func (p *TBackend) IsSetWarning() bool {
 	return p.Warning != nil
+}
+
+func (p *TBackend) IsSetVersion() bool {
+	return p.Version != nil
 }
 
 func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -9361,6 +9376,16 @@ func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -9454,6 +9479,15 @@ func (p *TBackend) ReadField8(ctx context.Context, iprot thrift.TProtocol) error
 	return nil
 }
 
+func (p *TBackend) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.Version = &v
+	}
+	return nil
+}
+
 func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TBackend"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -9481,6 +9515,9 @@ func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -9609,6 +9646,21 @@ func (p *TBackend) writeField8(ctx context.Context, oprot thrift.TProtocol) (err
 	return err
 }
 
+func (p *TBackend) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetVersion() {
+		if err := oprot.WriteFieldBegin(ctx, "version", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:version: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Version)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.version (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:version: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TBackend) Equals(other *TBackend) bool {
 	if p == other {
 		return true
@@ -9666,6 +9718,14 @@ func (p *TBackend) Equals(other *TBackend) bool {
 			return false
 		}
 		if (*p.Warning) != (*other.Warning) {
+			return false
+		}
+	}
+	if p.Version != other.Version {
+		if p.Version == nil || other.Version == nil {
+			return false
+		}
+		if (*p.Version) != (*other.Version) {
 			return false
 		}
 	}

@@ -123,7 +123,10 @@ func (s *Server) backendView(st *raftfsm.State, b *raftfsm.Backend) *adminapi.TB
 		}
 	}
 	if s.d.BackendHeard != nil {
-		last, leading := s.d.BackendHeard(b.ID)
+		last, version, leading := s.d.BackendHeard(b.ID)
+		if version != "" {
+			v.Version = &version
+		}
 		if leading && v.Alive == nil {
 			// The leader heartbeats it and has no answer: not alive, never "unknown".
 			v.Alive = thrift.BoolPtr(false)

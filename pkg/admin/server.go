@@ -63,8 +63,9 @@ type ReportHandler interface {
 type BackendView func(backendID int64) (alive bool, epoch int64, known bool)
 
 // BackendHeard is when the leader last heard a backend (zero: not this
-// term) and whether this node runs the heartbeats at all (leading).
-type BackendHeard func(backendID int64) (lastHeard time.Time, leading bool)
+// term), the version it said it runs, and whether this node runs the
+// heartbeats at all (leading).
+type BackendHeard func(backendID int64) (lastHeard time.Time, version string, leading bool)
 
 // Deps are the Server's collaborators. Proposer, Reader, Cluster, Backends
 // and Credentials are required.

@@ -33,8 +33,8 @@ type stateCollector struct {
 	fsm     raftfsm.Reader
 	reports func() map[string]int64 // report.Handler.Counts; nil = none
 	pool    func(backendID int64) (dispatch.BackendStatus, bool)
-	heard   func(backendID int64) (time.Time, bool) // dispatch.Pool.Heard; nil = none
-	peers   func() ([]cluster.PeerStatus, error)    // cluster.Node.Peers; nil = none
+	heard   func(backendID int64) (time.Time, string, bool) // dispatch.Pool.Heard; nil = none
+	peers   func() ([]cluster.PeerStatus, error)            // cluster.Node.Peers; nil = none
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -189,13 +189,13 @@ func (c *stateCollector) collectJournal(ch chan<- prometheus.Metric) {
 				gauge(ch, descCapacity, float64(s.Capacity), id, b.Address)
 			}
 		} else if c.heard != nil {
-			if _, leading := c.heard(b.ID); leading {
+			if _, _, leading := c.heard(b.ID); leading {
 				// Heartbeated, never answered: dead, not absent.
 				gauge(ch, descAlive, 0, id, b.Address)
 			}
 		}
 		if c.heard != nil {
-			if last, _ := c.heard(b.ID); !last.IsZero() {
+			if last, _, _ := c.heard(b.ID); !last.IsZero() {
 				gauge(ch, descLastHeard, float64(last.UnixMilli())/1000, id, b.Address)
 			}
 		}
