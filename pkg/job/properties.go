@@ -142,8 +142,8 @@ func CanonicalProperties(indexType string, props []Property, lim Limits) (string
 		}
 		return "", Errorf(CodeInvalid, "%s does not take property %q (want %s)", indexType, truncateForError(bad), paramNames(params))
 	}
-	if lo, hi := canon["ngram_min_length"], canon["ngram_max_length"]; lo != nil && hi != nil && lo.(int64) > hi.(int64) {
-		return "", Errorf(CodeInvalid, "ngram_min_length is %d, more than ngram_max_length %d", lo, hi)
+	if err := checkNgramLengths(canon); err != nil {
+		return "", err
 	}
 	out, err := CanonicalJSON(canon)
 	if err != nil {
@@ -153,6 +153,34 @@ func CanonicalProperties(indexType string, props []Property, lim Limits) (string
 		return "", Errorf(CodeInvalid, "properties are %d bytes; at most %d are allowed", len(out), MaxPropertiesBytes)
 	}
 	return out, nil
+}
+
+// ftsDefaultNgramLength is the library's default of both ngram lengths
+// (lance-index 8, as listIndices() reports an FTS index built without them).
+const ftsDefaultNgramLength = 3
+
+// checkNgramLengths refuses ngram_min_length > ngram_max_length, also when
+// one of them is left at the library's default: the library refuses the
+// build then ("min_gram must not be greater than max_gram").
+func checkNgramLengths(canon map[string]any) error {
+	lo, hi := int64(ftsDefaultNgramLength), int64(ftsDefaultNgramLength)
+	v, hasLo := canon["ngram_min_length"]
+	if hasLo {
+		lo = v.(int64)
+	}
+	v, hasHi := canon["ngram_max_length"]
+	if hasHi {
+		hi = v.(int64)
+	}
+	switch {
+	case lo <= hi:
+		return nil
+	case hasLo && hasHi:
+		return Errorf(CodeInvalid, "ngram_min_length is %d, more than ngram_max_length %d", lo, hi)
+	case hasLo:
+		return Errorf(CodeInvalid, "ngram_min_length is %d, more than the default ngram_max_length %d; set ngram_max_length too", lo, hi)
+	}
+	return Errorf(CodeInvalid, "ngram_max_length is %d, less than the default ngram_min_length %d; set ngram_min_length too", hi, lo)
 }
 
 // boundedKeys are the properties an option bounds: every index type that
