@@ -45,7 +45,7 @@ var (
 	pNumSubVectors  = param{key: "num_sub_vectors", kind: paramInt, lo: 1}
 	pMaxIterations  = param{key: "max_iterations", kind: paramInt, lo: 1}
 	pSampleRate     = param{key: "sample_rate", kind: paramInt, lo: 1}
-	pM              = param{key: "m", kind: paramInt, lo: 1}
+	pM              = param{key: "m", kind: paramInt, lo: 2} // a graph of 1 neighbour per node is no graph; the builder refuses it too
 	pEfConstruction = param{key: "ef_construction", kind: paramInt, lo: 1}
 )
 

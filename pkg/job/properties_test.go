@@ -107,6 +107,7 @@ func TestCanonicalPropertiesOfEveryType(t *testing.T) {
 		{IndexIVFHNSWSQ, []Property{{"num_partitions", "0"}}, "between 1 and"},
 		{IndexIVFHNSWPQ, []Property{{"num_sub_vectors", "257"}}, config.OptMaxNumSubVectors},
 		{IndexIVFHNSWSQ, []Property{{"m", "65"}}, config.OptMaxHNSWM},
+		{IndexIVFHNSWPQ, []Property{{"m", "1"}}, "between 2 and 64"},
 		{IndexIVFHNSWPQ, []Property{{"ef_construction", "1001"}}, config.OptMaxHNSWEfConstruction},
 		{IndexIVFRQ, []Property{{"sample_rate", "1025"}}, config.OptMaxSampleRate},
 		{IndexIVFPQ, []Property{{"max_iterations", "201"}}, config.OptMaxMaxIterations},

@@ -100,10 +100,11 @@ func ColumnContract(f Field, indexType, propertiesJSON string) (string, error) {
 	return string(b), nil
 }
 
-// Canonical types (as inspect spells them) that are not scalar: a scalar
-// index cannot be built on them, nor can they be a label list's element.
+// Canonical types (as inspect spells them) that a scalar index cannot be
+// built on, nor a label list's element be: the nested types, and dictionary
+// (which the builder refuses as well).
 var nestedTypes = map[string]bool{"fixed_size_list": true, "list": true, "large_list": true,
-	"struct": true, "map": true, "union": true}
+	"struct": true, "map": true, "union": true, "dictionary": true}
 
 var (
 	floatElements = map[string]bool{"float16": true, "float32": true, "float64": true}

@@ -96,6 +96,7 @@ func TestColumnContractChecksTheColumnType(t *testing.T) {
 			tc{list("large_list", "utf8"), typ, "", "is large_list<utf8>"},
 			tc{scalar("struct"), typ, "", "is struct"},
 			tc{scalar("map"), typ, "", "is map"},
+			tc{scalar("dictionary"), typ, "", "is dictionary"},
 		)
 	}
 	for _, c := range cases {
