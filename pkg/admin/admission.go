@@ -283,7 +283,7 @@ func (s *Server) validateStatic(st *raftfsm.State, a *admission, opts config.Opt
 		if err != nil {
 			return nil, nil, err
 		}
-		pj, err := job.CanonicalProperties(it, a.props, job.LimitsOf(opts))
+		pj, err := job.CanonicalProperties(it, a.props, job.Limits(opts.IndexLimits()))
 		if err != nil {
 			return nil, nil, err
 		}

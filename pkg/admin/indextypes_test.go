@@ -105,7 +105,7 @@ func TestAdmissionRefusesWhatAnIndexTypeCannotTake(t *testing.T) {
 		{"fm on a list", nil, createReq("wide", "i", "tags", "FM"), "is list<utf8>; FM"},
 		{"m over its bound", nil, createReq("wide", "i", "vector", "IVF_HNSW_SQ", "m", "65"), config.OptMaxHNSWM},
 		{"m over a lowered bound", func(h *harness) { h.setOption(config.OptMaxHNSWM, "8") },
-			createReq("wide", "i", "vector", "IVF_HNSW_SQ", "m", "9"), "between 1 and 8"},
+			createReq("wide", "i", "vector", "IVF_HNSW_SQ", "m", "9"), "between 2 and 8 (lance_index_max_hnsw_m)"},
 		{"ef_construction over its bound", nil, createReq("wide", "i", "vector", "IVF_HNSW_PQ", "ef_construction", "5000"), config.OptMaxHNSWEfConstruction},
 		{"sample_rate over its bound", nil, createReq("wide", "i", "vector", "IVF_RQ", "sample_rate", "4096"), config.OptMaxSampleRate},
 		{"max_iterations over its bound", nil, createReq("wide", "i", "vector", "IVF_FLAT", "max_iterations", "1000"), config.OptMaxMaxIterations},

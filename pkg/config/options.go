@@ -205,8 +205,41 @@ type Options struct {
 	MaxMaxIterations        int64
 	MaxFTSTokenLength       int64
 	// HNSWExecuteDeadlineSecond replaces ExecuteDeadlineSecond for the
-	// IVF_HNSW_* types (job.ExecuteDeadlineSecond chooses).
+	// IVF_HNSW_* types (ExecuteDeadlineSecondOf chooses).
 	HNSWExecuteDeadlineSecond int64
+}
+
+// IndexLimits are the options that bound index parameters. Its fields are
+// job.Limits' (same names, types and order), so job.Limits(o.IndexLimits())
+// converts without this leaf importing pkg/job.
+type IndexLimits struct {
+	MaxNumPartitions      int64
+	MaxNumSubVectors      int64
+	MaxHNSWM              int64
+	MaxHNSWEfConstruction int64
+	MaxSampleRate         int64
+	MaxMaxIterations      int64
+	MaxFTSTokenLength     int64
+}
+
+// IndexLimits returns the bounds of index parameters in force.
+func (o Options) IndexLimits() IndexLimits {
+	return IndexLimits{
+		MaxNumPartitions: o.MaxNumPartitions, MaxNumSubVectors: o.MaxNumSubVectors,
+		MaxHNSWM: o.MaxHNSWM, MaxHNSWEfConstruction: o.MaxHNSWEfConstruction,
+		MaxSampleRate: o.MaxSampleRate, MaxMaxIterations: o.MaxMaxIterations, MaxFTSTokenLength: o.MaxFTSTokenLength,
+	}
+}
+
+// ExecuteDeadlineSecondOf is how long a dispatched job of indexType (a
+// canonical type, "" for a DROP) may run before it is given up:
+// HNSWExecuteDeadlineSecond for IVF_HNSW_SQ and IVF_HNSW_PQ, whose builds
+// are 10-40x slower than IVF_PQ's, ExecuteDeadlineSecond for every other.
+func (o Options) ExecuteDeadlineSecondOf(indexType string) int64 {
+	if strings.HasPrefix(indexType, "IVF_HNSW_") { // job.IsHNSWIndex (pinned by a test)
+		return o.HNSWExecuteDeadlineSecond
+	}
+	return o.ExecuteDeadlineSecond
 }
 
 // ResolveOptions reads stored values (only those set; missing keys take

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-
-	"github.com/lancemaster/lancemaster/pkg/config"
 )
 
 // Index types lancemaster can build (DESIGN.md §1, §14; docs/index-types.md).
@@ -42,7 +40,8 @@ type Property struct{ Key, Value string }
 
 // Limits are the cluster-wide bounds property validation needs. A zero
 // bound admits no value of its key (a caller that does not set it refuses
-// rather than admits): build them with LimitsOf.
+// rather than admits): build them as job.Limits(opts.IndexLimits()), a
+// conversion from config.IndexLimits, whose fields are these.
 type Limits struct {
 	MaxNumPartitions      int64 // lance_index_max_num_partitions
 	MaxNumSubVectors      int64 // lance_index_max_num_sub_vectors
@@ -51,26 +50,6 @@ type Limits struct {
 	MaxSampleRate         int64 // lance_index_max_sample_rate
 	MaxMaxIterations      int64 // lance_index_max_max_iterations
 	MaxFTSTokenLength     int64 // lance_index_max_fts_token_length
-}
-
-// LimitsOf returns the bounds the options in force set.
-func LimitsOf(o config.Options) Limits {
-	return Limits{
-		MaxNumPartitions: o.MaxNumPartitions, MaxNumSubVectors: o.MaxNumSubVectors,
-		MaxHNSWM: o.MaxHNSWM, MaxHNSWEfConstruction: o.MaxHNSWEfConstruction,
-		MaxSampleRate: o.MaxSampleRate, MaxMaxIterations: o.MaxMaxIterations, MaxFTSTokenLength: o.MaxFTSTokenLength,
-	}
-}
-
-// ExecuteDeadlineSecond is how long a dispatched job of indexType may run
-// before it is given up: lance_index_job_hnsw_execute_deadline_second for
-// the HNSW types (their builds are 10-40x slower than IVF_PQ),
-// lance_index_job_execute_deadline_second for every other.
-func ExecuteDeadlineSecond(indexType string, o config.Options) int64 {
-	if IsHNSWIndex(indexType) {
-		return o.HNSWExecuteDeadlineSecond
-	}
-	return o.ExecuteDeadlineSecond
 }
 
 // NormalizeIndexType uppercases an index type and checks it is supported.
@@ -183,21 +162,42 @@ func checkNgramLengths(canon map[string]any) error {
 	return Errorf(CodeInvalid, "ngram_max_length is %d, less than the default ngram_min_length %d; set ngram_min_length too", hi, lo)
 }
 
+// The options that bound properties (pkg/config's keys; pkg/job is a leaf,
+// and pkg/config's tests pin the spellings).
+const (
+	optMaxNumPartitions      = "lance_index_max_num_partitions"
+	optMaxNumSubVectors      = "lance_index_max_num_sub_vectors"
+	optMaxHNSWM              = "lance_index_max_hnsw_m"
+	optMaxHNSWEfConstruction = "lance_index_max_hnsw_ef_construction"
+	optMaxSampleRate         = "lance_index_max_sample_rate"
+	optMaxMaxIterations      = "lance_index_max_max_iterations"
+	optMaxFTSTokenLength     = "lance_index_max_fts_token_length"
+)
+
 // boundedKeys are the properties an option bounds: every index type that
 // takes one of these keys bounds it by the same option.
 var boundedKeys = []struct {
 	key, option string
 	max         func(Limits) int64
 }{
-	{"num_partitions", config.OptMaxNumPartitions, func(l Limits) int64 { return l.MaxNumPartitions }},
-	{"num_sub_vectors", config.OptMaxNumSubVectors, func(l Limits) int64 { return l.MaxNumSubVectors }},
-	{"m", config.OptMaxHNSWM, func(l Limits) int64 { return l.MaxHNSWM }},
-	{"ef_construction", config.OptMaxHNSWEfConstruction, func(l Limits) int64 { return l.MaxHNSWEfConstruction }},
-	{"sample_rate", config.OptMaxSampleRate, func(l Limits) int64 { return l.MaxSampleRate }},
-	{"max_iterations", config.OptMaxMaxIterations, func(l Limits) int64 { return l.MaxMaxIterations }},
-	{"max_token_length", config.OptMaxFTSTokenLength, func(l Limits) int64 { return l.MaxFTSTokenLength }},
-	{"ngram_min_length", config.OptMaxFTSTokenLength, func(l Limits) int64 { return l.MaxFTSTokenLength }},
-	{"ngram_max_length", config.OptMaxFTSTokenLength, func(l Limits) int64 { return l.MaxFTSTokenLength }},
+	{"num_partitions", optMaxNumPartitions, func(l Limits) int64 { return l.MaxNumPartitions }},
+	{"num_sub_vectors", optMaxNumSubVectors, func(l Limits) int64 { return l.MaxNumSubVectors }},
+	{"m", optMaxHNSWM, func(l Limits) int64 { return l.MaxHNSWM }},
+	{"ef_construction", optMaxHNSWEfConstruction, func(l Limits) int64 { return l.MaxHNSWEfConstruction }},
+	{"sample_rate", optMaxSampleRate, func(l Limits) int64 { return l.MaxSampleRate }},
+	{"max_iterations", optMaxMaxIterations, func(l Limits) int64 { return l.MaxMaxIterations }},
+	{"max_token_length", optMaxFTSTokenLength, func(l Limits) int64 { return l.MaxFTSTokenLength }},
+	{"ngram_min_length", optMaxFTSTokenLength, func(l Limits) int64 { return l.MaxFTSTokenLength }},
+	{"ngram_max_length", optMaxFTSTokenLength, func(l Limits) int64 { return l.MaxFTSTokenLength }},
+}
+
+// PropertyBounds lists each bounded property key with the option that
+// bounds it, in a fixed order.
+func PropertyBounds() (keys, options []string) {
+	for _, b := range boundedKeys {
+		keys, options = append(keys, b.key), append(options, b.option)
+	}
+	return keys, options
 }
 
 // CheckPropertyBounds re-checks canonical properties against the option

@@ -10,7 +10,7 @@ import (
 )
 
 // defaultLimits are the bounds of the default options.
-func defaultLimits() Limits { return LimitsOf(config.ResolveOptions(nil)) }
+func defaultLimits() Limits { return Limits(config.ResolveOptions(nil).IndexLimits()) }
 
 func wantInvalid(t *testing.T, what string, err error, contains ...string) {
 	t.Helper()
@@ -138,16 +138,16 @@ func TestCanonicalPropertiesOfEveryType(t *testing.T) {
 }
 
 // Every key an option bounds is bounded at admission and again at apply
-// time, by the option that bounds it; a Limits built by LimitsOf carries
-// every option.
+// time, by the option that bounds it; a Limits converted from the options
+// carries every bound.
 func TestCheckPropertyBoundsReChecksEveryBoundedKey(t *testing.T) {
 	if len(boundedKeys) != 9 {
 		t.Fatalf("%d bounded keys; this test names 9", len(boundedKeys))
 	}
 	for _, b := range boundedKeys {
-		lim := LimitsOf(config.ResolveOptions(map[string]string{b.option: "7"}))
+		lim := Limits(config.ResolveOptions(map[string]string{b.option: "7"}).IndexLimits())
 		if got := b.max(lim); got != 7 {
-			t.Errorf("%s: LimitsOf does not carry %s (bound %d)", b.key, b.option, got)
+			t.Errorf("%s: the options' IndexLimits do not carry %s (bound %d)", b.key, b.option, got)
 		}
 		at, over := `{"`+b.key+`":7}`, `{"`+b.key+`":8}`
 		if err := CheckPropertyBounds(at, lim); err != nil {
@@ -192,23 +192,7 @@ func TestCheckPropertyBoundsReChecksEveryBoundedKey(t *testing.T) {
 	wantInvalid(t, "not an object", CheckPropertyBounds(`[1]`, defaultLimits()), "not a JSON object")
 }
 
-func TestExecuteDeadlineSecondOfHNSWTypes(t *testing.T) {
-	o := config.ResolveOptions(map[string]string{config.OptExecuteDeadlineSecond: "100", config.OptHNSWExecuteDeadlineSecond: "900"})
-	for _, typ := range SupportedIndexTypes {
-		want := int64(100)
-		if typ == IndexIVFHNSWSQ || typ == IndexIVFHNSWPQ {
-			want = 900
-		}
-		if got := ExecuteDeadlineSecond(typ, o); got != want {
-			t.Errorf("%s: deadline %d; want %d", typ, got, want)
-		}
-	}
-	if got := ExecuteDeadlineSecond("", o); got != 100 { // a DROP has no type
-		t.Errorf("no type: %d", got)
-	}
-}
-
-func TestLimitsOfDefaults(t *testing.T) {
+func TestDefaultLimitsAreTheOptionDefaults(t *testing.T) {
 	lim := defaultLimits()
 	for _, b := range boundedKeys {
 		spec, _ := config.LookupOption(b.option)
