@@ -191,3 +191,38 @@ func TestApplyRechecksTheNewBounds(t *testing.T) {
 		})
 	}
 }
+
+// IF NOT EXISTS on the new types compares what the library echoes: FTS
+// reports every parameter (defaults included), HNSW its m and
+// ef_construction, never num_partitions.
+func TestIfNotExistsComparesEchoedParametersOfNewTypes(t *testing.T) {
+	h := newHarness(t)
+	h.setDataset("/data/lake/db/items.lance", 7,
+		job.IndexInfo{Name: "body", IndexType: "FTS", Columns: []string{"text"}, PropertiesJSON: `{"ascii_folding":true,` +
+			`"base_tokenizer":"simple","language":"German","lower_case":true,"max_token_length":40,"ngram_max_length":3,` +
+			`"ngram_min_length":3,"prefix_only":false,"remove_stop_words":true,"stem":true,"with_position":false}`},
+		job.IndexInfo{Name: "graph", IndexType: "IVF_HNSW_SQ", Columns: []string{"vector"}, PropertiesJSON: `{"ef_construction":300,"m":20,"metric":"l2"}`})
+	yes := true
+	ctx := context.Background()
+	for _, r := range []*adminapi.TCreateIndexRequest{
+		createReq("items", "body", "text", "fts", "language", "german", "STEM", "True"),
+		createReq("items", "body", "text", "FTS"),
+		createReq("items", "graph", "vector", "ivf_hnsw_sq", "m", "20", "num_partitions", "64", "sample_rate", "128"),
+	} {
+		r.IfNotExists = &yes
+		if resp, err := h.srv.CreateIndex(ctx, r); err != nil || !resp.Noop {
+			t.Errorf("%s %v: %+v %v; want a no-op", r.IndexType, r.Properties, resp, err)
+		}
+	}
+	for _, r := range []*adminapi.TCreateIndexRequest{
+		createReq("items", "body", "text", "FTS", "stem", "false"),
+		createReq("items", "body", "text", "FTS", "language", "French"),
+		createReq("items", "graph", "vector", "IVF_HNSW_SQ", "ef_construction", "400"),
+		createReq("items", "graph", "vector", "IVF_HNSW_PQ"),
+	} {
+		r.IfNotExists = &yes
+		if _, err := h.srv.CreateIndex(ctx, r); errCode(t, err) != adminapi.TErrorCode_DEFINITION_MISMATCH {
+			t.Errorf("%s %v: %v; want DEFINITION_MISMATCH", r.IndexType, r.Properties, err)
+		}
+	}
+}
