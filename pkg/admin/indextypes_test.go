@@ -116,6 +116,8 @@ func TestAdmissionRefusesWhatAnIndexTypeCannotTake(t *testing.T) {
 		{"bad tokenizer", nil, createReq("wide", "i", "text", "FTS", "base_tokenizer", "icu"), "simple, whitespace, raw, ngram"},
 		{"bad language", nil, createReq("wide", "i", "text", "FTS", "language", "Latin"), "is not one of Arabic"},
 		{"bad boolean", nil, createReq("wide", "i", "text", "FTS", "lower_case", "on"), "true or false"},
+		{"sub-vectors not dividing the dimension", nil, createReq("wide", "i", "vec64", "IVF_HNSW_PQ", "num_sub_vectors", "3"),
+			`num_sub_vectors 3 does not divide the dimension 8 of column "vec64"`},
 		{"property of another type", nil, createReq("wide", "i", "vector", "IVF_FLAT", "num_sub_vectors", "4"), "IVF_FLAT does not take"},
 		{"label list with properties", nil, createReq("wide", "i", "tags", "LABEL_LIST", "x", "1"), "takes no properties"},
 	}

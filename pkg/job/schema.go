@@ -129,7 +129,8 @@ func checkColumnType(f Field, indexType, propertiesJSON string) error {
 	}
 	switch {
 	case IsVectorIndex(indexType):
-		if metricOf(propertiesJSON) == "hamming" {
+		p := vectorPropsOf(propertiesJSON)
+		if p.Metric == "hamming" {
 			// IVF_FLAT only: CanonicalProperties refuses hamming for the others.
 			if f.Type != "fixed_size_list" || f.ListDimension <= 0 || f.ElementType != "uint8" {
 				return Errorf(CodeInvalid, "column %q is %s; metric hamming needs a fixed-size list of uint8", f.Name, describeType(f))
@@ -142,6 +143,10 @@ func checkColumnType(f Field, indexType, propertiesJSON string) error {
 				needs += " (a list of uint8 only with metric=hamming)"
 			}
 			return bad(needs)
+		}
+		// The library refuses it ("num_sub_vectors must divide vector dimension").
+		if p.NumSubVectors > 0 && int64(f.ListDimension)%p.NumSubVectors != 0 {
+			return Errorf(CodeInvalid, "num_sub_vectors %d does not divide the dimension %d of column %q", p.NumSubVectors, f.ListDimension, f.Name)
 		}
 	case indexType == IndexLabelList:
 		if f.Type != "list" && f.Type != "large_list" {
@@ -165,16 +170,19 @@ func checkColumnType(f Field, indexType, propertiesJSON string) error {
 	return nil
 }
 
-// metricOf reads the metric of canonical properties ("" when none is set).
-func metricOf(propertiesJSON string) string {
-	if propertiesJSON == "" {
-		return ""
+// vectorProps are the properties of a vector index the column check reads.
+type vectorProps struct {
+	Metric        string `json:"metric"`
+	NumSubVectors int64  `json:"num_sub_vectors"`
+}
+
+// vectorPropsOf reads canonical properties (zero values when unset).
+func vectorPropsOf(propertiesJSON string) vectorProps {
+	var p vectorProps
+	if propertiesJSON != "" {
+		_ = json.Unmarshal([]byte(propertiesJSON), &p) // canonical: an object; a bad one sets nothing
 	}
-	var p struct {
-		Metric string `json:"metric"`
-	}
-	_ = json.Unmarshal([]byte(propertiesJSON), &p) // canonical: an object; a bad one has no metric
-	return p.Metric
+	return p
 }
 
 // FindIndex looks an index name up case-insensitively. It returns the match,

@@ -69,6 +69,10 @@ func TestColumnContractChecksTheColumnType(t *testing.T) {
 		tc{vec("uint8"), IndexIVFFlat, `{"metric":"l2"}`, "only with metric=hamming"},
 		tc{vec("float32"), IndexIVFFlat, hamming, "is fixed_size_list<float32>[16]; metric hamming needs a fixed-size list of uint8"},
 		tc{list("list", "uint8"), IndexIVFFlat, hamming, "metric hamming needs a fixed-size list of uint8"},
+		tc{vec("float32"), IndexIVFPQ, `{"num_sub_vectors":4}`, ""},
+		tc{vec("float32"), IndexIVFPQ, `{"num_sub_vectors":16}`, ""},
+		tc{vec("float32"), IndexIVFPQ, `{"num_sub_vectors":5}`, `num_sub_vectors 5 does not divide the dimension 16 of column "v"`},
+		tc{vec("float16"), IndexIVFHNSWPQ, `{"num_sub_vectors":32}`, "num_sub_vectors 32 does not divide the dimension 16"},
 
 		tc{list("list", "utf8"), IndexLabelList, "", ""},
 		tc{list("large_list", "int64"), IndexLabelList, "", ""},
