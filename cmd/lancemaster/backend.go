@@ -34,6 +34,7 @@ type backendFlags struct {
 // it down gracefully (docs/backend.md).
 func newBackendCmd() *cobra.Command {
 	var path string
+	var dryRun bool
 	var f backendFlags
 	c := &cobra.Command{
 		Use:   "backend",
@@ -46,6 +47,8 @@ func newBackendCmd() *cobra.Command {
 	}
 	fs := c.Flags()
 	fs.StringVar(&path, "config", "", "backend configuration file (YAML)")
+	fs.BoolVar(&dryRun, "dry-run", false,
+		"check everything a start would (configuration, certificates, worker command, data directory writable, listen addresses free) and exit; nothing is created")
 	fs.StringVar(&f.listen, "listen", "", "Thrift listen address host:port")
 	fs.StringVar(&f.advertise, "advertise", "", "address masters dial (default: --listen)")
 	fs.StringVar(&f.httpListen, "http-listen", "", "HTTP listen address host:port for /metrics, /livez and /readyz (default: none)")
@@ -78,6 +81,13 @@ func newBackendCmd() *cobra.Command {
 		}
 		if err := fc.Validate(); err != nil {
 			return usagef("%v", err)
+		}
+		if dryRun {
+			if err := backendPreflight(fc, true); err != nil {
+				return usagef("%v", err)
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "backend %s: ready to start (%d masters, data_dir %s)\n", fc.Listen, len(fc.Masters), fc.DataDir)
+			return err
 		}
 		log, err := config.NewLogger(fc.LogFormat, fc.LogLevel)
 		if err != nil {

@@ -13,6 +13,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 		newConfigGetCmd(g),
 		newConfigSetCmd(g),
 		newConfigListCmd(g),
+		newConfigValidateCmd(),
 	)
 }
 

@@ -17,6 +17,7 @@ import (
 // leadership before it exits (DESIGN.md §8).
 func newServeCmd() *cobra.Command {
 	var path string
+	var dryRun bool
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a master (raft member, journal, admin API)",
@@ -25,6 +26,8 @@ func newServeCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	c.Flags().StringVar(&path, "config", "", "node configuration file (YAML)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false,
+		"check everything a start would (configuration, certificates, data directory writable, listen addresses free) and exit; nothing is created")
 	nf := config.BindNodeFlags(c.Flags())
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		n := config.DefaultNode()
@@ -40,6 +43,13 @@ func newServeCmd() *cobra.Command {
 		daemonTLS(cmd, &n.TLS.CA, &n.TLS.Cert, &n.TLS.Key)
 		if err := n.Validate(); err != nil {
 			return usagef("%v", err)
+		}
+		if dryRun {
+			if err := masterPreflight(n, true); err != nil {
+				return usagef("%v", err)
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "master %s: ready to start (%d peers, data_dir %s)\n", n.NodeID, len(n.Peers), n.DataDir)
+			return err
 		}
 		log, err := config.NewLogger(n.LogFormat, n.LogLevel)
 		if err != nil {
