@@ -20,6 +20,8 @@
 const fs = require("node:fs");
 const util = require("node:util");
 const lib = require("./lib.js");
+const types = require("./indextypes.js");
+const { readSchemaFields } = require("./schema.js");
 const { holdAt } = require("./hold.js");
 
 const { RC, IE, KIND, Failure } = lib;
@@ -254,8 +256,7 @@ function errDetail(e) {
 }
 
 async function readFields(tbl) {
-  const schema = await tbl.schema();
-  return schema.fields.map((f, i) => lib.canonicalField(f, i));
+  return (await readSchemaFields(tbl)).map((f, i) => lib.canonicalField(f, i));
 }
 
 // ---- inspect ---------------------------------------------------------------------
@@ -265,6 +266,7 @@ const INSPECT_CODE = {
   [KIND.INVALID]: IE.INVALID_ARGUMENT,
   [KIND.IO]: IE.IO,
   [KIND.CREDENTIAL]: IE.IO,
+  [KIND.MEMORY_POOL]: IE.IO,
 };
 
 async function inspect(req) {
@@ -288,7 +290,7 @@ async function inspect(req) {
       }
       indexes.push({
         name: ix.name, index_type: type, columns: Array.isArray(ix.columns) ? ix.columns.map(String) : [],
-        properties_json: lib.indexProperties(details, stats),
+        properties_json: types.echoedProperties(type, details, stats),
       });
       indexStats.push(lib.indexStatsOf(ix));
     }
@@ -303,8 +305,7 @@ async function inspect(req) {
 
 // ---- build ------------------------------------------------------------------------
 
-const { MUTATIONS } = lib;
-const BUILD_TYPES = new Set(["IVF_PQ", "BTREE", "BITMAP"]);
+const BUILD_MUTATIONS = new Set([...lib.MUTATIONS, "OPTIMIZE"]);
 
 function buildResult(code, message, extra) {
   return { protocol: lib.PROTOCOL, mode: "build", result_code: code, message: lib.shortMessage(sanitize(message)), ...extra };
@@ -313,6 +314,7 @@ function buildResult(code, message, extra) {
 // Codes for errors before any mutating call (nothing can have committed).
 const PRE_TOUCH_CODE = {
   [KIND.RESOURCE]: RC.RESOURCE_REJECTED,
+  [KIND.MEMORY_POOL]: RC.RESOURCE_REJECTED,
   [KIND.CREDENTIAL]: RC.CREDENTIAL_EXPIRED,
   [KIND.NOT_FOUND]: RC.STALE, // the admitted dataset is gone
   [KIND.INVALID]: RC.INVALID_ARGUMENT,
@@ -326,25 +328,20 @@ const PRE_TOUCH_CODE = {
 // validateBuild checks the request's own fields (no I/O).
 function validateBuild(req) {
   const mutation = String(req.mutation_type || "").toUpperCase();
-  if (!MUTATIONS.has(mutation)) throw new Failure(KIND.INVALID, "mutation_type must be CREATE, REPLACE or DROP");
-  if (typeof req.index_name !== "string" || req.index_name.trim() === "") throw new Failure(KIND.INVALID, "index_name is empty");
+  if (!BUILD_MUTATIONS.has(mutation)) throw new Failure(KIND.INVALID, "mutation_type must be CREATE, REPLACE, DROP or OPTIMIZE");
   if (!Number.isSafeInteger(req.admitted_dataset_version) || req.admitted_dataset_version < 1) {
     throw new Failure(KIND.INVALID, "admitted_dataset_version must be a positive integer");
   }
+  if (mutation === "OPTIMIZE") return { mutation, admitted: req.admitted_dataset_version };
+  if (typeof req.index_name !== "string" || req.index_name.trim() === "") throw new Failure(KIND.INVALID, "index_name is empty");
   const b = { mutation, indexName: req.index_name, admitted: req.admitted_dataset_version };
   if (mutation === "DROP") return b;
   if (typeof req.column_name !== "string" || req.column_name.trim() === "") throw new Failure(KIND.INVALID, "column_name is empty");
   b.column = req.column_name;
-  b.indexType = String(req.index_type || "").toUpperCase();
-  if (!BUILD_TYPES.has(b.indexType)) {
-    throw new Failure(KIND.NOT_SUPPORTED, `index type ${JSON.stringify(String(req.index_type || "").slice(0, 32))} is not supported (want IVF_PQ, BTREE or BITMAP)`);
-  }
-  const props = lib.parseProperties(req.properties_json);
-  if (b.indexType === "IVF_PQ") {
-    b.ivfPq = lib.ivfPqOptions(props);
-  } else if (Object.keys(props).length) {
-    throw new Failure(KIND.INVALID, `${b.indexType} takes no properties`);
-  }
+  b.indexType = types.checkType(req.index_type);
+  const o = types.options(b.indexType, lib.parseProperties(req.properties_json));
+  b.options = o.options;
+  b.canonical = o.canonical;
   return b;
 }
 
@@ -381,6 +378,7 @@ async function build(req) {
     return buildResult(PRE_TOUCH_CODE[errKind(e)] || RC.INVALID_ARGUMENT, errText(e));
   }
   let admittedContract = null;
+  if (b.mutation === "OPTIMIZE") return optimizer.optimize(req, b);
   if (b.mutation !== "DROP") {
     const pc = lib.parseContract(req.schema_contract_json);
     if (pc.unsupported) return buildResult(RC.UNSUPPORTED_CONTRACT, pc.unsupported);
@@ -419,15 +417,16 @@ async function build(req) {
     const started = Date.now();
     progress({ phase: "building" });
     const watch = startUuidWatch(req, b);
-    let announced = "";
+    let seen = { announced: "", learned: "" };
     try {
       await holdAt("before-commit"); // tests only (hold.js)
       await plan.act();
     } catch (e) {
-      if (watch) watch.stop();
-      return await actFailure(req, b, e, startVersion);
+      if (watch) seen = watch.stop();
+      return await withLeftover(req, await actFailure(req, b, e, startVersion), seen.learned);
     }
-    if (watch) announced = watch.stop();
+    if (watch) seen = watch.stop();
+    const announced = seen.announced;
     let version = null;
     try {
       version = await tbl.version();
@@ -438,7 +437,7 @@ async function build(req) {
     log(`build: ${b.mutation} ${b.indexType || ""} done in ${Date.now() - started} ms; dataset version ${version}`);
     // 6. Verify on a fresh connection (§13.7).
     progress({ phase: "verifying" });
-    return await verifyCommit(req, b, plan, { startVersion, version, announced });
+    return await withLeftover(req, await verifyCommit(req, b, plan, { startVersion, version, announced }), seen.learned);
   } finally {
     if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
   }
@@ -455,8 +454,7 @@ async function admittedVersionStale(tbl, b, admittedContract) {
     return buildResult(RC.STALE, `the admitted version ${b.admitted} can no longer be opened`);
   }
   try {
-    const schema = await tbl.schema();
-    const col = lib.findColumn(schema.fields, b.column);
+    const col = lib.findColumn(await readSchemaFields(tbl), b.column);
     if (col.error) return buildResult(RC.STALE, `column ${JSON.stringify(b.column)} ${col.error} at the admitted version`);
     const diff = lib.compareContracts(admittedContract, lib.contractOf(lib.canonicalField(col.field, col.pos)));
     if (diff) return buildResult(RC.STALE, `at the admitted version the schema contract differs: ${diff}`);
@@ -469,7 +467,7 @@ async function admittedVersionStale(tbl, b, admittedContract) {
 // planMutation does the read-only checks of steps 3 and 4 and returns either
 // {result} (a pre-touch answer) or {act, done}.
 async function planMutation(tbl, b, admittedContract) {
-  const schema = await tbl.schema();
+  const schemaFields = await readSchemaFields(tbl);
   const indexes = await tbl.listIndices();
   const found = findIndex(indexes, b.indexName);
   if (found.ambiguous) {
@@ -482,13 +480,19 @@ async function planMutation(tbl, b, admittedContract) {
   }
 
   // 3. The schema contract of the column, recomputed at this version.
-  const col = lib.findColumn(schema.fields, b.column);
+  const col = lib.findColumn(schemaFields, b.column);
   if (col.error) {
     return { result: buildResult(RC.STALE, `column ${JSON.stringify(b.column)} ${col.error} at the admitted version`) };
   }
-  const current = lib.contractOf(lib.canonicalField(col.field, col.pos));
-  const diff = lib.compareContracts(admittedContract, current);
+  const cf = lib.canonicalField(col.field, col.pos);
+  const diff = lib.compareContracts(admittedContract, lib.contractOf(cf));
   if (diff) return { result: buildResult(RC.STALE, `the schema contract of column ${JSON.stringify(col.field.name)} changed: ${diff}`) };
+  // The column's type, for this index type (the master checked it at admission).
+  try {
+    types.checkColumn(b.indexType, b.canonical, cf);
+  } catch (e) {
+    return { result: buildResult(RC.INVALID_ARGUMENT, errText(e)) };
+  }
 
   // 4. Names and the index config.
   let name = b.indexName;
@@ -502,10 +506,7 @@ async function planMutation(tbl, b, admittedContract) {
       return { result: buildResult(RC.INVALID_ARGUMENT, `index ${JSON.stringify(name)} is on other columns; Lance cannot replace it with an index on ${JSON.stringify(col.field.name)}`) };
     }
   }
-  let config;
-  if (b.indexType === "IVF_PQ") config = lancedb.Index.ivfPq(b.ivfPq);
-  else if (b.indexType === "BTREE") config = lancedb.Index.btree();
-  else config = lancedb.Index.bitmap();
+  const config = types.config(lancedb.Index, b.indexType, b.options);
   const replace = b.mutation === "REPLACE";
   const verb = replace ? (found.hit ? "replaced" : "created (REPLACE)") : "created";
   return {
@@ -542,6 +543,9 @@ async function actFailure(req, b, e, startVersion) {
     case KIND.RESOURCE:
       code = unchanged ? RC.RESOURCE_REJECTED : RC.INTERNAL;
       break;
+    case KIND.MEMORY_POOL:
+      code = unchanged ? RC.RESOURCE_REJECTED : RC.IO;
+      break;
     case KIND.NOT_FOUND: code = RC.NOT_FOUND; break;
     case KIND.INVALID: code = RC.INVALID_ARGUMENT; break;
     case KIND.NOT_SUPPORTED: code = RC.NOT_SUPPORTED; break;
@@ -559,7 +563,11 @@ const commit = require("./commit.js")({
   openTable, storageOptions, errKind, errText, errDetail, buildResult, log,
   sanitize: (m) => sanitize(m), inspectCode: (e) => INSPECT_CODE[errKind(e)] || IE.INTERNAL,
 });
-const { progress, startUuidWatch, verifyCommit, resolve, resolveFailure } = commit;
+const { progress, startUuidWatch, verifyCommit, withLeftover, resolve, resolveFailure } = commit;
+const optimizer = require("./optimize.js")({
+  openTable, openFresh: commit.openFresh, errKind, errText, errDetail, buildResult, log, progress,
+  preTouchCode: (kind) => PRE_TOUCH_CODE[kind] || RC.INTERNAL,
+});
 
 // ---- main ----------------------------------------------------------------------------
 
