@@ -221,13 +221,13 @@ function judgeOptimize({ start, version, before, after }) {
   const goneNote = gone.length ? `; ${listShort(gone.map((n) => JSON.stringify(n)))} gone at version ${version}` : "";
   const pendingBefore = [...before.values()].filter((c) => c.unindexed_rows !== 0).length;
   if (version > start && !behind.length) {
-    return { state: "optimized", optimized, why: `version ${start} → ${version}; all ${before.size} indexes current${goneNote}` };
+    return { state: "optimized", optimized, why: `version ${start} to ${version}; all ${before.size} indexes current${goneNote}` };
   }
   if (version === start && !pendingBefore) {
     return { state: "nothing", optimized, why: `nothing to optimize: version ${start} unchanged and no index had unindexed rows` };
   }
   const why = version > start
-    ? `version ${start} → ${version}, but ${listShort(behind)}`
+    ? `version ${start} to ${version}, but ${listShort(behind)}`
     : `version ${version} is not after ${start} although ${pendingBefore} indexes had unindexed rows`;
   return { state: "behind", optimized, why: cutBytes(why, MAX_EVIDENCE_BYTES) };
 }
