@@ -40,12 +40,12 @@ const CASES = [
   ["t_fm", "FM", "text", {}, ""],
 ];
 
-async function build(mutation, [name, type, column, props], extra) {
+async function build(mutation, [name, type, column, props], extra, opts) {
   const r = await h.run(h.buildReq(uri, {
     mutation_type: mutation, index_name: name, column_name: column, index_type: type,
     properties_json: Object.keys(props).length ? JSON.stringify(props) : "",
     admitted_dataset_version: version, schema_contract_json: contractOf(column), ...extra,
-  }));
+  }), opts);
   return r;
 }
 
@@ -146,4 +146,14 @@ test("rejections: wrong column type, bad parameter, unsupported type; the datase
     assert.equal(r.leftover_index_uuid, undefined);
   }
   assert.equal((await inspect()).dataset_version, version);
+});
+
+test("Lance's memory pool refusing the sort (LANCE_MEM_POOL_SIZE) is PRE_INVOCATION_RESOURCE_REJECTED, the dataset unchanged", async () => {
+  const r = (await build("CREATE", ["i_btree", "BTREE", "text", {}], {}, { env: { LANCE_MEM_POOL_SIZE: "1024" } })).result;
+  assert.equal(r.result_code, "PRE_INVOCATION_RESOURCE_REJECTED", r.message);
+  assert.match(r.message, /Not enough memory to continue external sort/);
+  assert.equal(r.external_metadata_advanced, undefined);
+  const ins = await inspect();
+  assert.equal(ins.dataset_version, version);
+  assert.ok(!ins.indexes.some((i) => i.name === "i_btree"));
 });
