@@ -123,7 +123,7 @@ module.exports = function optimizer({ openTable, openFresh, errKind, errText, er
     }
     const advanced = read.head > start ? { external_metadata_advanced: true } : {};
     if (err) {
-      return buildResult(failureCode(errKind(err), read.head === start), `${errDetail(err)} (${j.why})`, { ...extra, ...advanced });
+      return buildResult(failureCode(errKind(err), read.head === start), `${j.why}; optimize() failed: ${errDetail(err)}`, { ...extra, ...advanced });
     }
     return buildResult(RC.INDEX, `optimize() returned, but the dataset is not optimized: ${j.why}`, { ...extra, ...advanced });
   }

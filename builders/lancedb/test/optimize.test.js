@@ -117,3 +117,26 @@ test("OPTIMIZE after 3 appends: NATIVE_OK, none unindexed after, no version prun
     t2.close();
   }
 });
+
+test("OPTIMIZE whose index merge runs out of Lance's memory pool after compacting: NATIVE_IO, the evidence in the message", async () => {
+  const dir = h.tmpDir("lm-optimize-pool-");
+  try {
+    h.makeDataset(dir, "small", { rows: 2000, dim: 16 });
+    const db = await lancedb.connect(dir);
+    const t = await db.openTable("small");
+    await t.createIndex("text", { name: "b", config: lancedb.Index.btree() });
+    const rows = (await t.query().limit(N).toArray()).map((r) => ({ ...r.toJSON(), vector: Array.from(r.toJSON().vector) }));
+    for (let i = 0; i < 3; i++) await t.add(rows);
+    const v = await t.version();
+    t.close();
+    const r = (await h.run(h.buildReq(path.join(dir, "small.lance"), { mutation_type: "OPTIMIZE", admitted_dataset_version: 1 }),
+      { env: { LANCE_MEM_POOL_SIZE: "1024" } })).result;
+    // The compaction committed; the merge into the BTREE did not: not RESOURCE_REJECTED, whose claim is "unchanged".
+    assert.equal(r.result_code, "NATIVE_IO", r.message);
+    assert.equal(r.external_metadata_advanced, true);
+    assert.match(r.message, new RegExp(`^version ${v} to \\d+, but "b" has ${3 * N} unindexed rows; optimize\\(\\) failed: .*Resources exhausted`));
+    assert.deepEqual(r.optimized_indexes.map((o) => [o.name, o.before.unindexed_rows, o.after.unindexed_rows]), [["b", 3 * N, 3 * N]]);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
