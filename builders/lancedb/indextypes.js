@@ -29,7 +29,7 @@ const IVF = {
   max_iterations: ["maxIterations", int(1)],
   sample_rate: ["sampleRate", int(1)],
 };
-const HNSW = { m: ["m", int(2)], ef_construction: ["efConstruction", int(1)] };
+const HNSW = { m: ["m", int(1)], ef_construction: ["efConstruction", int(1)] };
 
 // TYPES: canonical type → {keys: canonical key → [library option, value kind],
 // call: the lancedb.Index constructor, column: what it takes}.

@@ -31,7 +31,7 @@ test("indextypes: unknown keys and bad values are INVALID, never passed on", () 
   const bad = [
     ["IVF_PQ", '{"num_bits":2}'], ["IVF_PQ", '{"metric":"hamming"}'], ["IVF_PQ", '{"m":8}'], ["IVF_PQ", '{"sample_rate":0}'],
     ["IVF_PQ", '{"max_iterations":1.5}'], ["IVF_PQ", '{"num_partitions":4294967296}'], ["IVF_FLAT", '{"num_sub_vectors":2}'],
-    ["IVF_RQ", '{"num_bits":9}'], ["IVF_RQ", '{"num_bits":0}'], ["IVF_HNSW_SQ", '{"num_bits":8}'], ["IVF_HNSW_SQ", '{"m":1}'],
+    ["IVF_RQ", '{"num_bits":9}'], ["IVF_RQ", '{"num_bits":0}'], ["IVF_HNSW_SQ", '{"num_bits":8}'], ["IVF_HNSW_SQ", '{"m":0}'],
     ["IVF_HNSW_PQ", '{"ef_construction":-1}'], ["BTREE", '{"metric":"l2"}'], ["LABEL_LIST", '{"x":1}'], ["FM", '{"language":"English"}'],
     ["FTS", '{"language":"Klingon"}'], ["FTS", '{"base_tokenizer":"icu"}'], ["FTS", '{"stem":"yes"}'], ["FTS", '{"stem":1}'],
     ["FTS", '{"ngram_min_length":5,"ngram_max_length":2}'], ["FTS", '{"lowercase":true}'], ["FTS", '{"max_token_length":"40x"}'],
