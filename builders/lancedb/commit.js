@@ -30,18 +30,46 @@ module.exports = function commit({ openTable, storageOptions, errKind, errText, 
   }
 
   // startUuidWatch watches for the index directory this process writes
-  // under a local dataset's _indices (a scalar build logs no uuid; a vector
-  // build does when lanceAnnouncesVectorUuid). null when there is nothing to
-  // watch.
+  // under a local dataset's _indices. It announces the uuid (a progress
+  // line) unless Lance does (a vector build with lanceAnnouncesVectorUuid);
+  // either way the uuid it sees is learned, for leftover_index_uuid. null
+  // when there is nothing to watch. stop() returns {announced, learned}.
   function startUuidWatch(req, b) {
-    if (b.mutation === "DROP") return null;
-    if (lib.isVectorIndexType(b.indexType) && lanceAnnouncesVectorUuid()) return null;
+    if (b.mutation !== "CREATE" && b.mutation !== "REPLACE") return null;
+    const silent = lib.isVectorIndexType(b.indexType) && lanceAnnouncesVectorUuid();
     let dir = null;
     try {
       dir = lib.localDatasetDir(req.dataset_uri);
     } catch (_) { /* validated already */ }
     if (!dir) return null;
-    return walk.watchOwnIndexFiles(dir, (uuid) => progress({ index_uuid: uuid }), { log });
+    const w = walk.watchOwnIndexFiles(dir, (uuid) => { if (!silent) progress({ index_uuid: uuid }); }, { log });
+    return {
+      stop() {
+        const uuid = w.stop();
+        return { announced: silent ? "" : uuid, learned: uuid };
+      },
+    };
+  }
+
+  // withLeftover adds leftover_index_uuid to a build answer that is not
+  // NATIVE_OK when the build learned its own index uuid and a fresh read of
+  // the head version does not list it: the index directory Lance wrote and
+  // did not commit. A head that cannot be read adds nothing.
+  async function withLeftover(req, result, learned) {
+    if (result.result_code === RC.OK || !ev.isUuid(learned)) return result;
+    let tbl;
+    try {
+      ({ tbl } = await openFresh(req));
+      const uuid = ev.leftoverUuid(learned, await tbl.listIndices());
+      if (!uuid) return result;
+      log(`build: index directory ${uuid} was written and is not listed at the head version`);
+      return { ...result, leftover_index_uuid: uuid };
+    } catch (e) {
+      log(`build: reading the head for a leftover index uuid failed: ${errText(e)}`);
+      return result;
+    } finally {
+      if (tbl) try { tbl.close(); } catch (_) { /* best effort */ }
+    }
   }
 
   const isNotFound = (e) => errKind(e) === KIND.NOT_FOUND;
@@ -169,5 +197,5 @@ module.exports = function commit({ openTable, storageOptions, errKind, errText, 
     }
   }
 
-  return { progress, startUuidWatch, verifyCommit, resolve, resolveFailure };
+  return { progress, startUuidWatch, openFresh, verifyCommit, withLeftover, resolve, resolveFailure };
 };

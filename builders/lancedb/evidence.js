@@ -175,4 +175,69 @@ function checkVerified({ mutation, name, state, before = "", announced = "" }) {
   return { ok: true, uuid: state.uuid };
 }
 
-module.exports = { OUTCOME, MAX_EVIDENCE_BYTES, PROGRESS_PREFIX, UUID_RE, isUuid, progressLine, indexState, decide, checkVerified };
+// ---- OPTIMIZE (docs/builder.md "OPTIMIZE mode") ----
+
+// countsOf is one listIndices() entry as frame.IndexCounts (unknown counts left out).
+function countsOf(ix) {
+  const o = {};
+  if (isUuid(ix.indexUuid)) o.index_uuid = ix.indexUuid;
+  for (const [from, to] of [["numIndexedRows", "indexed_rows"], ["numUnindexedRows", "unindexed_rows"], ["numSegments", "segments"]]) {
+    const n = typeof ix[from] === "bigint" ? Number(ix[from]) : ix[from];
+    if (Number.isSafeInteger(n) && n >= 0) o[to] = n;
+  }
+  return o;
+}
+
+// countsByName maps listIndices() to name → countsOf.
+function countsByName(indexes) {
+  const m = new Map();
+  for (const ix of indexes) m.set(String(ix.name), countsOf(ix));
+  return m;
+}
+
+// judgeOptimize judges an OPTIMIZE from what was read: before (countsByName
+// at the version opened, start), after (countsByName at version, read on a
+// fresh connection). It returns {state, optimized, why}:
+//   "optimized"  version > start and every index of before is current at
+//                version (0 unindexed rows; gone counts as current)
+//   "nothing"    version = start and no index of before had unindexed rows
+//   "behind"     otherwise: some index still has unindexed rows (or an
+//                unknown count), or nothing committed while rows were unindexed
+// optimized lists every index of before or after as frame.OptimizedIndex.
+function judgeOptimize({ start, version, before, after }) {
+  const names = [...new Set([...before.keys(), ...after.keys()])].sort();
+  const optimized = names.map((name) => {
+    const o = { name };
+    if (before.has(name)) o.before = before.get(name);
+    if (after.has(name)) o.after = after.get(name);
+    return o;
+  });
+  const behind = [];
+  for (const name of before.keys()) {
+    const a = after.get(name);
+    if (a && a.unindexed_rows !== 0) behind.push(`${JSON.stringify(name)} has ${a.unindexed_rows === undefined ? "an unknown number of" : a.unindexed_rows} unindexed rows`);
+  }
+  const gone = [...before.keys()].filter((n) => !after.has(n));
+  const goneNote = gone.length ? `; ${listShort(gone.map((n) => JSON.stringify(n)))} gone at version ${version}` : "";
+  const pendingBefore = [...before.values()].filter((c) => c.unindexed_rows !== 0).length;
+  if (version > start && !behind.length) {
+    return { state: "optimized", optimized, why: `version ${start} to ${version}; all ${before.size} indexes current${goneNote}` };
+  }
+  if (version === start && !pendingBefore) {
+    return { state: "nothing", optimized, why: `nothing to optimize: version ${start} unchanged and no index had unindexed rows` };
+  }
+  const why = version > start
+    ? `version ${start} to ${version}, but ${listShort(behind)}`
+    : `version ${version} is not after ${start} although ${pendingBefore} indexes had unindexed rows`;
+  return { state: "behind", optimized, why: cutBytes(why, MAX_EVIDENCE_BYTES) };
+}
+
+// leftoverUuid: the uuid a build that did not commit learned for its own
+// index directory, if the head version does not list it (else "").
+function leftoverUuid(learned, headIndexes) {
+  if (!isUuid(learned)) return "";
+  return headIndexes.some((ix) => ix.indexUuid === learned) ? "" : learned;
+}
+
+module.exports = { OUTCOME, MAX_EVIDENCE_BYTES, PROGRESS_PREFIX, UUID_RE, isUuid, progressLine, indexState, decide, checkVerified,
+  countsOf, countsByName, judgeOptimize, leftoverUuid };

@@ -61,8 +61,9 @@ function tmpDir(prefix) {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-function makeDataset(parent, name, { rows = 2000, dim = 16 } = {}) {
-  const out = execFileSync(process.execPath, [MAKE_DATASET, parent, name, "--rows", String(rows), "--dim", String(dim)], {
+function makeDataset(parent, name, { rows = 2000, dim = 16, extra = false } = {}) {
+  const args = [MAKE_DATASET, parent, name, "--rows", String(rows), "--dim", String(dim), ...(extra ? ["--extra"] : [])];
+  const out = execFileSync(process.execPath, args, {
     encoding: "utf8", stdio: ["ignore", "pipe", "pipe"],
   });
   return JSON.parse(out);

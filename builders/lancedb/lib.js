@@ -48,6 +48,9 @@ class Failure extends Error {
 // Error kinds, what classify() tells. Build and inspect map them to codes.
 const KIND = Object.freeze({
   RESOURCE: "resource",
+  // Lance's (DataFusion's) memory pool refused a reservation: the build ran
+  // out of its configured memory, not the machine.
+  MEMORY_POOL: "memory_pool",
   CREDENTIAL: "credential",
   COMMIT_CONFLICT: "commit_conflict",
   ALREADY_EXISTS: "already_exists",
@@ -127,9 +130,13 @@ function localDatasetDir(uri) {
 // Arrow JS Type ids (apache-arrow 18): the base ids schema fields carry.
 const T = { Null: 1, Int: 2, Float: 3, Binary: 4, Utf8: 5, Bool: 6, Decimal: 7, Date: 8, Time: 9, Timestamp: 10,
   Interval: 11, List: 12, Struct: 13, Union: 14, FixedSizeBinary: 15, FixedSizeList: 16, Map: 17, Duration: 18,
-  LargeBinary: 19, LargeUtf8: 20, Dictionary: -1 };
+  LargeBinary: 19, LargeUtf8: 20, Dictionary: -1,
+  // Not in Arrow JS 18's enum; schema.js decodes them from the flatbuffer
+  // schema with the flatbuffer's own type ids.
+  LargeList: 21, RunEndEncoded: 22, BinaryView: 23, Utf8View: 24, ListView: 25, LargeListView: 26 };
 const OTHER_NAMES = { [T.Null]: "null", [T.Interval]: "interval", [T.Union]: "union", [T.FixedSizeBinary]: "fixed_size_binary",
-  [T.Map]: "map", [T.Duration]: "duration", [T.Dictionary]: "dictionary" };
+  [T.Map]: "map", [T.Duration]: "duration", [T.Dictionary]: "dictionary", [T.RunEndEncoded]: "run_end_encoded",
+  [T.BinaryView]: "binary_view", [T.Utf8View]: "utf8_view", [T.ListView]: "list_view", [T.LargeListView]: "large_list_view" };
 
 // canonicalType names an Arrow JS DataType the way pkg/job does.
 function canonicalType(type) {
@@ -148,6 +155,7 @@ function canonicalType(type) {
     case T.Timestamp: return "timestamp";
     case T.FixedSizeList: return "fixed_size_list";
     case T.List: return "list";
+    case T.LargeList: return "large_list";
     case T.Struct: return "struct";
     case T.Decimal: return `decimal${type.bitWidth || 128}`;
     case T.Time: return `time${type.bitWidth || 32}`;
@@ -158,14 +166,19 @@ function canonicalType(type) {
 }
 
 // canonicalField converts the Arrow field at top-level position pos into the
-// frame.Field shape. The field id is the position (docs/builder.md).
+// frame.Field shape. The field id is the position (docs/builder.md). A
+// fixed_size_list carries its dimension and element; a list or large_list
+// its element (no dimension), so LABEL_LIST can be checked at admission.
 function canonicalField(field, pos) {
   const out = { field_id: pos, name: field.name, data_type: canonicalType(field.type), nullable: !!field.nullable };
-  if (field.type.typeId === T.FixedSizeList) {
+  const id = field.type.typeId;
+  if (id === T.FixedSizeList || id === T.List || id === T.LargeList) {
     const child = field.type.children[0];
-    out.list_dimension = field.type.listSize;
-    out.element_type = canonicalType(child.type);
-    out.element_nullable = !!child.nullable;
+    if (id === T.FixedSizeList) out.list_dimension = field.type.listSize;
+    if (child && child.type) {
+      out.element_type = canonicalType(child.type);
+      out.element_nullable = !!child.nullable;
+    }
   }
   return out;
 }
@@ -246,7 +259,8 @@ function compareContracts(admitted, current) {
 const INDEX_TYPE_NAMES = {
   IvfPq: "IVF_PQ", IvfFlat: "IVF_FLAT", IvfSq: "IVF_SQ", IvfRq: "IVF_RQ", IvfHnswPq: "IVF_HNSW_PQ",
   IvfHnswSq: "IVF_HNSW_SQ", IvfHnswFlat: "IVF_HNSW_FLAT", BTree: "BTREE", Bitmap: "BITMAP",
-  LabelList: "LABEL_LIST", NGram: "NGRAM", FTS: "FTS", Inverted: "INVERTED",
+  LabelList: "LABEL_LIST", NGram: "NGRAM", FTS: "FTS", Inverted: "INVERTED", Fm: "FM", FM: "FM",
+  ZoneMap: "ZONEMAP", BloomFilter: "BLOOMFILTER",
 };
 
 function normalizeIndexType(t) {
@@ -299,29 +313,6 @@ function indexProperties(details, stats) {
   return canonicalJSON(p);
 }
 
-const IVF_PQ_KEYS = { metric: "distanceType", num_partitions: "numPartitions", num_sub_vectors: "numSubVectors", num_bits: "numBits" };
-const METRICS = new Set(["l2", "cosine", "dot"]);
-
-// ivfPqOptions maps canonical properties to Index.ivfPq options. Throws Failure(INVALID).
-function ivfPqOptions(props) {
-  const o = {};
-  for (const [k, v] of Object.entries(props)) {
-    const key = IVF_PQ_KEYS[k];
-    if (!key) throw new Failure(KIND.INVALID, `IVF_PQ does not take property ${JSON.stringify(k.slice(0, 64))}`);
-    if (k === "metric") {
-      const m = String(v).toLowerCase();
-      if (!METRICS.has(m)) throw new Failure(KIND.INVALID, "metric must be one of l2, cosine, dot");
-      o[key] = m;
-    } else {
-      const n = typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v;
-      if (!Number.isSafeInteger(n) || n < 1) throw new Failure(KIND.INVALID, `${k} must be a positive integer`);
-      if (k === "num_bits" && n !== 4 && n !== 8) throw new Failure(KIND.INVALID, "num_bits must be 4 or 8");
-      o[key] = n;
-    }
-  }
-  return o;
-}
-
 // parseProperties parses properties_json ("" = none) into a flat object.
 function parseProperties(json) {
   if (json === undefined || json === null || json === "") return {};
@@ -347,6 +338,11 @@ function parseProperties(json) {
 // Ordered: the first rule that matches wins. Tested against the whole
 // message chain (every "Caused by:"), after redaction.
 const RULES = [
+  // Lance's memory pool (DataFusion's) refusing a reservation, e.g. an
+  // external sort of a scalar or FTS build: "Resources exhausted: …",
+  // "Not enough memory to continue external sort". The build answers
+  // PRE_INVOCATION_RESOURCE_REJECTED only with the dataset seen unchanged.
+  [KIND.MEMORY_POOL, /Resources exhausted|Not enough memory to continue external sort|Failed to allocate additional \d+.* for \S+ with \d+.* already allocated/i],
   // Thread-pool / process / memory exhaustion: rayon or tokio failing to
   // spawn a thread under pids.max answers EAGAIN (os error 11).
   [KIND.RESOURCE, /Resource temporarily unavailable|\bEAGAIN\b|os error 11\b|WouldBlock|Cannot allocate memory|os error 12\b|\bENOMEM\b|failed to spawn thread|ThreadPoolBuildError|memory allocation of \d+ bytes failed|Too many open files|os error 24\b|\bEMFILE\b/i],
@@ -455,6 +451,6 @@ module.exports = {
   PROTOCOL, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, MAX_MESSAGE_BYTES, SCHEMA_CONTRACT_VERSION, MIN_REDACT_LEN,
   RC, IE, KIND, Failure, MUTATIONS,
   splitDatasetURI, localDatasetDir, canonicalType, canonicalField, findColumn, contractOf, parseContract, compareContracts,
-  normalizeIndexType, isVectorIndexType, canonicalJSON, indexProperties, indexStatsOf, ivfPqOptions, parseProperties,
+  normalizeIndexType, isVectorIndexType, canonicalJSON, indexProperties, indexStatsOf, parseProperties,
   classify, makeSanitizer, shortMessage, cutBytes, pidsEventsPaths, parsePidsMax,
 };

@@ -1,14 +1,18 @@
 #!/usr/bin/env node
 // make-dataset.js writes a deterministic sample Lance dataset for demos and tests:
 //
-//   node make-dataset.js <parentDir> <name> [--rows 20000] [--dim 128] [--seed 42] [--overwrite]
+//   node make-dataset.js <parentDir> <name> [--rows 20000] [--dim 128] [--seed 42] [--overwrite] [--extra]
 //
 // creates <parentDir>/<name>.lance with three columns:
 //   id      int32, not nullable            0 .. rows-1
 //   vector  fixed_size_list<float32>[dim]  not nullable (elements nullable, as Arrow lists default)
 //   text    utf8, nullable                 "doc <id> <word> <word>" from a small vocabulary
-// The content depends only on rows, dim and seed (mulberry32 PRNG). On success
-// it prints one JSON line {"uri","version","rows","dim"} to stdout.
+// --extra adds two more (for LABEL_LIST and hamming IVF_FLAT), drawn from a
+// second PRNG (seed+1) so the three columns above keep their values:
+//   labels  list<utf8>, nullable           1..3 words of the vocabulary
+//   bits    fixed_size_list<uint8>[8]      not nullable, random bytes
+// The content depends only on rows, dim, seed and --extra (mulberry32 PRNG). On
+// success it prints one JSON line {"uri","version","rows","dim"} to stdout.
 "use strict";
 
 const path = require("node:path");
@@ -20,16 +24,17 @@ const BATCH_ROWS = 8192;
 
 function usage(msg) {
   if (msg) process.stderr.write(`make-dataset: ${msg}\n`);
-  process.stderr.write("usage: node make-dataset.js <parentDir> <name> [--rows 20000] [--dim 128] [--seed 42] [--overwrite]\n");
+  process.stderr.write("usage: node make-dataset.js <parentDir> <name> [--rows 20000] [--dim 128] [--seed 42] [--overwrite] [--extra]\n");
   process.exit(2);
 }
 
 function parseArgs(argv) {
   const pos = [];
-  const opt = { rows: 20000, dim: 128, seed: 42, overwrite: false };
+  const opt = { rows: 20000, dim: 128, seed: 42, overwrite: false, extra: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--overwrite") { opt.overwrite = true; continue; }
+    if (a === "--extra") { opt.extra = true; continue; }
     const m = /^--(rows|dim|seed)(?:=(.*))?$/.exec(a);
     if (m) {
       const v = m[2] !== undefined ? m[2] : argv[++i];
@@ -62,15 +67,40 @@ function mulberry32(seed) {
   };
 }
 
-function schema(arrow, dim) {
-  return new arrow.Schema([
+const BITS_BYTES = 8;
+
+function schema(arrow, dim, extra) {
+  const fields = [
     new arrow.Field("id", new arrow.Int32(), false),
     new arrow.Field("vector", new arrow.FixedSizeList(dim, new arrow.Field("item", new arrow.Float32(), true)), false),
     new arrow.Field("text", new arrow.Utf8(), true),
-  ]);
+  ];
+  if (extra) {
+    fields.push(new arrow.Field("labels", new arrow.List(new arrow.Field("item", new arrow.Utf8(), true)), true));
+    fields.push(new arrow.Field("bits", new arrow.FixedSizeList(BITS_BYTES, new arrow.Field("item", new arrow.Uint8(), true)), false));
+  }
+  return new arrow.Schema(fields);
 }
 
-function batch(arrow, sch, dim, start, n, rand) {
+// extraColumns makes the --extra columns' data for rows [0, n), from rand2.
+function extraColumns(arrow, sch, n, rand2) {
+  const labels = new Array(n);
+  const bits = new Uint8Array(n * BITS_BYTES);
+  for (let r = 0; r < n; r++) {
+    const k = 1 + Math.floor(rand2() * 3);
+    labels[r] = [];
+    for (let j = 0; j < k; j++) labels[r].push(WORDS[Math.floor(rand2() * WORDS.length)]);
+    for (let b = 0; b < BITS_BYTES; b++) bits[r * BITS_BYTES + b] = Math.floor(rand2() * 256);
+  }
+  const fLabels = sch.fields[3];
+  const fBits = sch.fields[4];
+  const labelsData = arrow.vectorFromArray(labels, fLabels.type).data[0];
+  const bitsElem = arrow.makeData({ type: fBits.type.children[0].type, length: n * BITS_BYTES, nullCount: 0, data: bits });
+  const bitsData = arrow.makeData({ type: fBits.type, length: n, nullCount: 0, child: bitsElem });
+  return [labelsData, bitsData];
+}
+
+function batch(arrow, sch, dim, start, n, rand, rand2) {
   const ids = new Int32Array(n);
   const vec = new Float32Array(n * dim);
   const text = new Array(n);
@@ -85,8 +115,10 @@ function batch(arrow, sch, dim, start, n, rand) {
   const elem = arrow.makeData({ type: fVec.type.children[0].type, length: n * dim, nullCount: 0, data: vec });
   const vecData = arrow.makeData({ type: fVec.type, length: n, nullCount: 0, child: elem });
   const textData = arrow.vectorFromArray(text, fText.type).data[0];
+  const children = [idData, vecData, textData];
+  if (rand2) children.push(...extraColumns(arrow, sch, n, rand2));
   const structData = arrow.makeData({
-    type: new arrow.Struct(sch.fields), length: n, nullCount: 0, children: [idData, vecData, textData],
+    type: new arrow.Struct(sch.fields), length: n, nullCount: 0, children,
   });
   return new arrow.RecordBatch(sch, structData);
 }
@@ -99,11 +131,12 @@ async function main() {
 
   const parent = path.resolve(opt.parent);
   fs.mkdirSync(parent, { recursive: true });
-  const sch = schema(arrow, opt.dim);
+  const sch = schema(arrow, opt.dim, opt.extra);
   const rand = mulberry32(opt.seed);
+  const rand2 = opt.extra ? mulberry32(opt.seed + 1) : null;
   const batches = [];
   for (let start = 0; start < opt.rows; start += BATCH_ROWS) {
-    batches.push(batch(arrow, sch, opt.dim, start, Math.min(BATCH_ROWS, opt.rows - start), rand));
+    batches.push(batch(arrow, sch, opt.dim, start, Math.min(BATCH_ROWS, opt.rows - start), rand, rand2));
   }
   const table = new arrow.Table(sch, batches);
   const db = await lancedb.connect(parent);

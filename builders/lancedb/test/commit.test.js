@@ -157,3 +157,19 @@ test("resolve: a version pruned between listVersions and its checkout counts as 
   assert.equal(r.ok, false);
   assert.equal(r.error_code, "INTERNAL");
 });
+
+test("withLeftover: a non-OK answer names the uuid it learned when the head does not list it", async () => {
+  const fail = { result_code: "NATIVE_COMMIT_CONFLICT", message: "conflict" };
+  // Not listed at the head: a leftover directory.
+  let r = await commitWith(fakeDataset({ 3: [ix("n", U1)], 4: [ix("m", U3)] })).withLeftover({}, fail, U2);
+  assert.deepEqual(r, { ...fail, leftover_index_uuid: U2 });
+  // Listed at the head (it did commit after all): no leftover.
+  r = await commitWith(fakeDataset({ 3: [], 4: [ix("n", U2)] })).withLeftover({}, fail, U2);
+  assert.deepEqual(r, fail);
+  // NATIVE_OK, no uuid learned, or a head that cannot be read: nothing added.
+  const ok = { result_code: "NATIVE_OK", message: "done" };
+  assert.deepEqual(await commitWith(fakeDataset({ 3: [] })).withLeftover({}, ok, U2), ok);
+  assert.deepEqual(await commitWith(fakeDataset({ 3: [] })).withLeftover({}, fail, ""), fail);
+  const broken = fakeDataset({ 3: [] }, { openError: new Error("Table 'x' was not found") });
+  assert.deepEqual(await commitWith(broken).withLeftover({}, fail, U2), fail);
+});

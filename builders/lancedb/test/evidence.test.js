@@ -167,3 +167,43 @@ test("progressLine: one parseable line, uuid checked, phase bounded", () => {
   assert.equal(ev.progressLine({ index_uuid: "nope" }), "lancemaster-progress {}\n");
   assert.ok(ev.progressLine({ phase: "p".repeat(100) }).length < 100);
 });
+
+test("judgeOptimize: optimized, nothing to do, or behind", () => {
+  const c = (uuid, indexed, unindexed) => ({ index_uuid: uuid, indexed_rows: indexed, unindexed_rows: unindexed, segments: 1 });
+  const m = (entries) => new Map(entries);
+  // Advanced, every index current: optimized; before and after listed for each.
+  let j = ev.judgeOptimize({ start: 4, version: 6, before: m([["a", c(U1, 10, 3)], ["b", c(U2, 10, 3)]]),
+    after: m([["a", c(U3, 13, 0)], ["b", c(U2, 13, 0)]]) });
+  assert.equal(j.state, "optimized");
+  assert.deepEqual(j.optimized, [{ name: "a", before: c(U1, 10, 3), after: c(U3, 13, 0) }, { name: "b", before: c(U2, 10, 3), after: c(U2, 13, 0) }]);
+  // An index gone at the new version does not hold it back; one created meanwhile is listed with after only.
+  j = ev.judgeOptimize({ start: 4, version: 5, before: m([["a", c(U1, 10, 3)]]), after: m([["z", c(U2, 13, 0)]]) });
+  assert.equal(j.state, "optimized");
+  assert.match(j.why, /"a" gone at version 5/);
+  assert.deepEqual(j.optimized, [{ name: "a", before: c(U1, 10, 3) }, { name: "z", after: c(U2, 13, 0) }]);
+  // Not advanced, nothing unindexed: nothing to do.
+  j = ev.judgeOptimize({ start: 4, version: 4, before: m([["a", c(U1, 10, 0)]]), after: m([["a", c(U1, 10, 0)]]) });
+  assert.equal(j.state, "nothing");
+  assert.equal(ev.judgeOptimize({ start: 4, version: 4, before: m([]), after: m([]) }).state, "nothing");
+  // Advanced, but an index still has unindexed rows (or an unknown count): behind.
+  j = ev.judgeOptimize({ start: 4, version: 5, before: m([["a", c(U1, 10, 3)]]), after: m([["a", c(U1, 12, 1)]]) });
+  assert.equal(j.state, "behind");
+  assert.match(j.why, /"a" has 1 unindexed rows/);
+  j = ev.judgeOptimize({ start: 4, version: 5, before: m([["a", c(U1, 10, 3)]]), after: m([["a", { index_uuid: U1 }]]) });
+  assert.equal(j.state, "behind");
+  // Not advanced while rows were unindexed: behind.
+  assert.equal(ev.judgeOptimize({ start: 4, version: 4, before: m([["a", c(U1, 10, 3)]]), after: m([["a", c(U1, 10, 3)]]) }).state, "behind");
+});
+
+test("countsOf: frame.IndexCounts of one listIndices() entry, unknown counts left out", () => {
+  assert.deepEqual(ev.countsOf({ name: "a", indexUuid: U1, numIndexedRows: 5, numUnindexedRows: 0, numSegments: 2, sizeBytes: 9 }),
+    { index_uuid: U1, indexed_rows: 5, unindexed_rows: 0, segments: 2 });
+  assert.deepEqual(ev.countsOf({ name: "a" }), {});
+});
+
+test("leftoverUuid: the learned uuid only when the head does not list it", () => {
+  assert.equal(ev.leftoverUuid(U2, [{ name: "n", indexUuid: U1 }]), U2);
+  assert.equal(ev.leftoverUuid(U2, [{ name: "other", indexUuid: U2 }]), "");
+  assert.equal(ev.leftoverUuid("", []), "");
+  assert.equal(ev.leftoverUuid("not-a-uuid", []), "");
+});

@@ -7,6 +7,7 @@ const test = require("node:test");
 const assert = require("node:assert/strict");
 const arrow = require("apache-arrow");
 const lib = require("../lib.js");
+const types = require("../indextypes.js");
 
 test("splitDatasetURI: parent + name for local paths, file:// and object stores", () => {
   const ok = [
@@ -98,11 +99,12 @@ test("index types and properties", () => {
   assert.equal(lib.indexProperties({}, { distanceType: "dot" }), '{"metric":"dot"}');
   assert.equal(lib.indexProperties({}), "");
   assert.equal(lib.indexProperties(undefined), "");
-  assert.deepEqual(lib.ivfPqOptions(lib.parseProperties('{"metric":"L2","num_partitions":64,"num_sub_vectors":16,"num_bits":8}')),
+  const ivfPq = (props) => types.options("IVF_PQ", props).options;
+  assert.deepEqual(ivfPq(lib.parseProperties('{"metric":"L2","num_partitions":64,"num_sub_vectors":16,"num_bits":8}')),
     { distanceType: "l2", numPartitions: 64, numSubVectors: 16, numBits: 8 });
-  assert.deepEqual(lib.ivfPqOptions({}), {});
+  assert.deepEqual(ivfPq({}), {});
   for (const bad of ['{"metric":"hamming"}', '{"num_bits":5}', '{"num_partitions":0}', '{"num_partitions":1.5}', '{"nprobes":2}']) {
-    assert.throws(() => lib.ivfPqOptions(lib.parseProperties(bad)), lib.Failure, bad);
+    assert.throws(() => ivfPq(lib.parseProperties(bad)), lib.Failure, bad);
   }
   for (const bad of ["[]", "1", "{", '{"A":1,"a":2}']) assert.throws(() => lib.parseProperties(bad), lib.Failure, bad);
   assert.deepEqual(lib.parseProperties(""), {});
@@ -140,6 +142,34 @@ test("classify: LanceDB 0.31 messages map to kinds", () => {
     ["", K.INTERNAL],
   ];
   for (const [msg, want] of cases) assert.equal(lib.classify(msg), want, msg);
+});
+
+test("classify: Lance's memory pool exhaustion is its own kind, before I/O", () => {
+  const K = lib.KIND;
+  for (const msg of [
+    "lance error: LanceError(IO): Resources exhausted: Failed to allocate additional 12.0 MB for ExternalSorter[0] with 4.0 MB already allocated for this reservation",
+    "External error: Resources exhausted: Not enough memory to continue external sort. Consider increasing the memory limit",
+    "Not enough memory to continue external sort",
+  ]) assert.equal(lib.classify(msg), K.MEMORY_POOL, msg);
+  // The machine's own allocation failure stays resource.
+  assert.equal(lib.classify("memory allocation of 1048576 bytes failed"), K.RESOURCE);
+});
+
+test("canonicalField: list and large_list carry their element, no dimension; other kinds unchanged", () => {
+  const list = new arrow.Field("Labels", new arrow.List(new arrow.Field("item", new arrow.Utf8(), true)), true);
+  assert.deepEqual(lib.canonicalField(list, 3), { field_id: 3, name: "Labels", data_type: "list", nullable: true, element_type: "utf8", element_nullable: true });
+  // Arrow JS 18 has no LargeList: schema.js hands in this shape (flatbuffer type id 21).
+  const large = { name: "tags", nullable: false, type: { typeId: 21, children: [{ name: "item", nullable: false, type: new arrow.Int64() }] } };
+  assert.equal(lib.canonicalType(large.type), "large_list");
+  assert.deepEqual(lib.canonicalField(large, 0), { field_id: 0, name: "tags", data_type: "large_list", nullable: false, element_type: "int64", element_nullable: false });
+  const c = lib.contractOf(lib.canonicalField(large, 0)).fields[0];
+  assert.deepEqual(c, { id: 0, name: "tags", type: "large_list", nullable: false, dim: 0, elem: "int64", elem_nullable: false });
+  // Scalars and structs keep the shape they always had.
+  assert.deepEqual(lib.canonicalField(new arrow.Field("s", new arrow.Struct([new arrow.Field("a", new arrow.Int32())]), true), 1),
+    { field_id: 1, name: "s", data_type: "struct", nullable: true });
+  assert.equal(lib.normalizeIndexType("Fm"), "FM");
+  assert.equal(lib.normalizeIndexType("LabelList"), "LABEL_LIST");
+  assert.equal(lib.normalizeIndexType("IvfRq"), "IVF_RQ");
 });
 
 test("sanitizer: storage option values, user info, query strings, signed parts", () => {

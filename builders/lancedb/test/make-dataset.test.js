@@ -42,3 +42,26 @@ test("make-dataset: id int32, vector fixed_size_list<float32>[dim], text utf8; s
     fs.rmSync(root, { recursive: true, force: true });
   }
 });
+
+test("make-dataset --extra: adds labels list<utf8> and bits fixed_size_list<uint8>[8]; the first three columns keep their values", async () => {
+  const root = h.tmpDir("lm-make-dataset-extra-");
+  try {
+    h.makeDataset(path.join(root, "a"), "items", { rows: 300, dim: 8 });
+    h.makeDataset(path.join(root, "b"), "items", { rows: 300, dim: 8, extra: true });
+    h.makeDataset(path.join(root, "c"), "items", { rows: 300, dim: 8, extra: true });
+    const plain = await rows(path.join(root, "a"), "items");
+    const extra = await rows(path.join(root, "b"), "items");
+    assert.deepEqual(extra.schema, ["id:Int32:false", "vector:FixedSizeList[8]<Float32>:false", "text:Utf8:true",
+      "labels:List<Utf8>:true", "bits:FixedSizeList[8]<Uint8>:false"]);
+    assert.deepEqual(extra.rows, (await rows(path.join(root, "c"), "items")).rows);
+    for (let i = 0; i < plain.rows.length; i++) {
+      const p = JSON.parse(plain.rows[i]);
+      const e = JSON.parse(extra.rows[i]);
+      assert.deepEqual({ id: e.id, vector: e.vector, text: e.text }, p);
+      assert.ok(e.labels.length >= 1 && e.labels.length <= 3);
+      assert.equal(e.bits.length, 8);
+    }
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});

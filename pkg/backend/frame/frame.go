@@ -54,7 +54,7 @@ type Request struct {
 	MutationType           string `json:"mutation_type,omitempty"` // CREATE | REPLACE | DROP | OPTIMIZE (build only; no index name, column or type)
 	IndexName              string `json:"index_name,omitempty"`
 	ColumnName             string `json:"column_name,omitempty"`
-	IndexType              string `json:"index_type,omitempty"`      // IVF_PQ | BTREE | BITMAP ("" for DROP)
+	IndexType              string `json:"index_type,omitempty"`      // IVF_PQ | IVF_FLAT | IVF_RQ | IVF_HNSW_SQ | IVF_HNSW_PQ | BTREE | BITMAP | LABEL_LIST | FTS | FM ("" for DROP, OPTIMIZE)
 	PropertiesJSON         string `json:"properties_json,omitempty"` // canonical, e.g. {"metric":"l2","num_partitions":64}
 	IfNotExists            bool   `json:"if_not_exists,omitempty"`
 	IfExists               bool   `json:"if_exists,omitempty"`
@@ -71,7 +71,8 @@ type Request struct {
 }
 
 // Field is one schema field as inspect reports it (the canonical types of
-// pkg/job: int32, utf8, fixed_size_list with list_dimension and element_type…).
+// pkg/job: int32, utf8, fixed_size_list with list_dimension and element_type…;
+// list and large_list with element_type and element_nullable, no list_dimension).
 type Field struct {
 	FieldID         int32  `json:"field_id"`
 	Name            string `json:"name"`
@@ -85,7 +86,7 @@ type Field struct {
 // Index is one existing index as inspect reports it.
 type Index struct {
 	Name           string   `json:"name"`
-	IndexType      string   `json:"index_type"` // IVF_PQ | BTREE | BITMAP | other Lance names
+	IndexType      string   `json:"index_type"` // the build types of Request.IndexType | other Lance names (IVF_SQ, NGRAM, …)
 	Columns        []string `json:"columns"`
 	PropertiesJSON string   `json:"properties_json,omitempty"`
 }
