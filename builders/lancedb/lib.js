@@ -353,13 +353,19 @@ const RULES = [
   [KIND.ALREADY_EXISTS, /Index name '.*' already exists|already exists with different fields/is],
   [KIND.INVALID, /Invalid user input|Invalid input|Schema Error|LanceError\(Schema\)|Unprocessable|Invalid table name|cannot be created on the field|Field path .* not found in schema|must divide vector dimension|Table names cannot be empty/is],
   [KIND.NOT_SUPPORTED, /Not supported|NotImplemented|not implemented|Unsupported/i],
-  [KIND.NOT_FOUND, /Lance index not found|Index '.*' was not found|Table '.*' was not found|Dataset at path .* was not found|Not found:|Version not found|\bNoSuchKey\b|\bNoSuchBucket\b|404 Not Found|No such file or directory|os error 2\b/is],
+  [KIND.NOT_FOUND, /Lance index not found|Index '.*' was not found|Table '.*' was not found|Dataset at path .* was not found|Not found:|Version not found|\bNoSuchKey\b|\bNoSuchBucket\b|404 Not Found|\bstatus: 404\b|No such file or directory|os error 2\b/is],
   [KIND.INDEX, /LanceError\(Index\)|KMeans|kmeans|\bcentroid|codebook|index build/i],
-  [KIND.IO, /LanceError\(IO\)|object_store error|Generic \w+ error|\bos error \d+|I\/O error|\bio error|Timeout|timed out|Connection (?:refused|reset|closed)|connect error|dns error|error sending request|Encountered corrupt file|Http error|\b5\d\d (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)\b/i],
+  [KIND.IO, /LanceError\(IO\)|object_store error|Generic \w+ error|\bos error \d+|I\/O error|\bio error|Timeout|timed out|Connection (?:refused|reset|closed)|connect error|dns error|error sending request|Encountered corrupt file|Http error|\b5\d\d (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)\b|\bIO \{ source:|Generic \{ store:|\bstatus: 5\d\d\b/i],
 ];
 
+// LanceDB 0.37 wraps an object-store failure of connect()'s namespace probe
+// as "Invalid input, Failed to connect to namespace: IO { … }". The cause is
+// the store (a 404, a 5xx, a refused connection, a credential), not the
+// request, so the wrapper is dropped and the inner error classified.
+const NAMESPACE_IO_WRAPPER = /Invalid input, Failed to connect to namespace: (?=IO \{)/g;
+
 function classify(message) {
-  const s = String(message || "");
+  const s = String(message || "").replace(NAMESPACE_IO_WRAPPER, "");
   for (const [kind, re] of RULES) if (re.test(s)) return kind;
   return KIND.INTERNAL;
 }
@@ -435,6 +441,8 @@ function makeSanitizer(storageOptions) {
 function shortMessage(s) {
   let m = String(s).split(/\s*Caused by:/)[0];
   m = m.replace(/,?\s*\/[^\s,]*\.rs:\d+:\d+/g, "");
+  // lance-io 10 prints the location as a Debug struct: drop it too.
+  m = m.replace(/,?\s*location: Location \{[^{}]*\}(?:,\s*backtrace: \w+)?/g, "");
   m = m.replace(/[\u0000-\u001f\u007f]+/g, " ").replace(/\s+/g, " ").trim();
   return cutBytes(m, MAX_MESSAGE_BYTES);
 }

@@ -172,6 +172,36 @@ test("canonicalField: list and large_list carry their element, no dimension; oth
   assert.equal(lib.normalizeIndexType("IvfRq"), "IVF_RQ");
 });
 
+// Verbatim (sanitized) LanceDB 0.37.1 answers of connect() against a fake S3
+// endpoint: the namespace probe's wrapper says "Invalid input", but the
+// cause is the store, so the kind is that of the inner IO error.
+test("classify: LanceDB 0.37 namespace-probe failures are classified by their cause", () => {
+  const K = lib.KIND;
+  const wrap = (retries, inner) => "Invalid input, Failed to connect to namespace: IO { source: Generic { store: \"S3\", source: ListRequest { " +
+    `source: RetryError(RetryErrorImpl { method: GET, uri: Some(***/bucket?*** retries: ${retries}, max_retries: 3, elapsed: 2.5ms, ` +
+    `retry_timeout: 180s, inner: ${inner} }) } }, location: Location { file: "/usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-10.0.0/src/object_store.rs", line: 905, column: 92 }, backtrace: MaybeBacktrace }`;
+  const status = (n, code) => `Status { status: ${n}, body: Some("<?xml version=\\"1.0\\"?><Error><Code>${code}</Code><Message>m</Message></Error>") }`;
+  const cases = [
+    [wrap(0, status(403, "ExpiredToken")), K.CREDENTIAL],
+    [wrap(0, status(403, "AccessDenied")), K.CREDENTIAL],
+    [wrap(0, "Status { status: 401, body: None }"), K.CREDENTIAL],
+    [wrap(0, status(404, "NoSuchKey")), K.NOT_FOUND],
+    [wrap(0, status(404, "NoSuchBucket")), K.NOT_FOUND],
+    [wrap(0, "Status { status: 404, body: None }"), K.NOT_FOUND],
+    [wrap(3, status(500, "InternalError")), K.IO],
+    [wrap(3, "Status { status: 503, body: None }"), K.IO],
+    [wrap(3, 'Http(HttpError { kind: Connect, source: reqwest::Error { kind: Request, source: hyper_util::client::legacy::Error(Connect, ' +
+      'ConnectError("tcp connect error", 127.0.0.1:37909, Os { code: 111, kind: ConnectionRefused, message: "Connection refused" })) } })'), K.IO],
+    // Only an IO cause is unwrapped: any other "Invalid input" stays invalid.
+    ["Invalid input, Failed to connect to namespace: unknown namespace implementation", K.INVALID],
+    ["lance error: Invalid input, num_partitions must be positive", K.INVALID],
+  ];
+  for (const [msg, want] of cases) assert.equal(lib.classify(msg), want, msg);
+  const short = lib.shortMessage(wrap(0, status(403, "ExpiredToken")));
+  assert.ok(!short.includes("location") && !short.includes(".rs"), `the Debug-printed source location is dropped: ${short}`);
+  assert.match(short, /status: 403, body: .*ExpiredToken.* \} \}\) \} \} \}$/, "the cause is kept");
+});
+
 test("sanitizer: storage option values, user info, query strings, signed parts", () => {
   const s = lib.makeSanitizer({ secret: "S3CR3T/val+ue=", endpoint: "http://minio:9000/ep", short: "abc", n: "true" });
   const out = s("GET http://minio:9000/ep/bucket?list-type=2&X-Amz-Signature=abcd in 1ms; key S3CR3T/val+ue= or " +
