@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -53,29 +52,6 @@ func myRequest(addr, table string) RefreshRequest {
 		MutationType: "CREATE", Outcome: "COMMITTED", Address: addr, Statement: myTemplate, CredentialsRef: "refresh"}
 }
 
-// myColumns returns the column names of lm.table ("" when it does not exist).
-func myColumns(t *testing.T, db *sql.DB, table string) string {
-	t.Helper()
-	rows, err := db.Query("SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position",
-		mariadbtest.DB, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var cols []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(cols, ",")
-}
-
 // myNoSecret fails when err's text carries the password or a DSN.
 func myNoSecret(t *testing.T, err error, secrets ...string) {
 	t.Helper()
@@ -89,7 +65,6 @@ func myNoSecret(t *testing.T, err error, secrets ...string) {
 
 func TestMySQLRefreshRunsTemplate(t *testing.T) {
 	srv := mariadbtest.Shared(t)
-	root := srv.Root(t)
 	m := NewMySQLRefresher(MySQLOptions{Credentials: myGoodSecrets(t)})
 	// A backtick in a name is quoted, not an end of the identifier.
 	req := myRequest(srv.Addr, "or`ders")
@@ -99,14 +74,14 @@ func TestMySQLRefreshRunsTemplate(t *testing.T) {
 			t.Fatalf("refresh %d: %v", i+1, err)
 		}
 	}
-	if got := myColumns(t, root, "or`ders"); got != "my`lake" {
+	if got := srv.Columns(t, "or`ders"); got != "my`lake" {
 		t.Fatalf("columns of lm.or`ders = %q, want my`lake", got)
 	}
 	req.CredentialsRef, req.Table = "refresh.json", "json_creds" // the JSON form of the file
 	if err := m.Refresh(context.Background(), req); err != nil {
 		t.Fatalf("refresh with JSON credentials: %v", err)
 	}
-	if got := myColumns(t, root, "json_creds"); got != "my`lake" {
+	if got := srv.Columns(t, "json_creds"); got != "my`lake" {
 		t.Fatalf("columns of lm.json_creds = %q", got)
 	}
 }
@@ -123,7 +98,7 @@ func TestMySQLRefreshBadCredentials(t *testing.T) {
 		t.Fatalf("bad password: %v", err)
 	}
 	myNoSecret(t, err, "Wr0ng-Pa55-for-the-test")
-	if got := myColumns(t, srv.Root(t), "never"); got != "" {
+	if got := srv.Columns(t, "never"); got != "" {
 		t.Fatalf("a refused login created a table: %q", got)
 	}
 }
@@ -189,7 +164,7 @@ func TestMySQLRefreshServerDownThenUp(t *testing.T) {
 	if r := f.job(id); r.RefreshState != job.RefreshDone || r.Unresolved() {
 		t.Fatalf("after the server returned: refresh %s, unresolved %t; want DONE (R2)", r.RefreshState, r.Unresolved())
 	}
-	if got := myColumns(t, srv.Root(t), "after_outage"); got != "doris" {
+	if got := srv.Columns(t, "after_outage"); got != "doris" {
 		t.Fatalf("columns of lm.after_outage = %q, want doris", got)
 	}
 }

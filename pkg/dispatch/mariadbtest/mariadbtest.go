@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -86,17 +87,39 @@ func Binaries() (server, installDB string, err error) {
 // the binaries it skips t, or fails it when CI is set.
 func Shared(t testing.TB) *Server {
 	t.Helper()
+	requireBinaries(t)
+	sharedOnce.Do(func() { shared, sharedErr = start() })
+	if sharedErr != nil {
+		t.Fatalf("start MariaDB: %v", sharedErr)
+	}
+	return shared
+}
+
+// New starts a server of t's own, stopped and removed when t ends: for a
+// package with a single MariaDB test (no TestMain needed).
+func New(t testing.TB) *Server {
+	t.Helper()
+	requireBinaries(t)
+	s, err := start()
+	if err != nil {
+		t.Fatalf("start MariaDB: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = s.stop()
+		_ = os.RemoveAll(s.dir)
+	})
+	return s
+}
+
+// requireBinaries skips t without the binaries, or fails it under CI.
+func requireBinaries(t testing.TB) {
+	t.Helper()
 	if _, _, err := Binaries(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI needs a real MariaDB for this test: %v", err)
 		}
 		t.Skipf("no MariaDB on this machine: %v", err)
 	}
-	sharedOnce.Do(func() { shared, sharedErr = start() })
-	if sharedErr != nil {
-		t.Fatalf("start MariaDB: %v", sharedErr)
-	}
-	return shared
 }
 
 // StopShared stops the shared server, if one was started, and removes its
@@ -259,6 +282,42 @@ func (s *Server) Root(t testing.TB) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// Columns returns the column names of table in DB, in order and joined by
+// commas ("" when the table does not exist): how a test sees the effect of
+// a statement that creates a table.
+func (s *Server) Columns(t testing.TB, table string) string {
+	t.Helper()
+	db := s.Root(t)
+	rows, err := db.Query("SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ? "+
+		"ORDER BY ordinal_position", DB, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(cols, ",")
+}
+
+// CredentialsFile writes the test user's credentials file (user and
+// password lines) as dir/name.
+func CredentialsFile(t testing.TB, dir, name string) {
+	t.Helper()
+	content := "# the refresh user\nuser=" + User + "\npassword=" + Password + "\n"
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Stop stops the server (a refresh then finds nothing listening).
