@@ -165,6 +165,12 @@ func driverError(fail func(string, string, error) error, stage string, ctx conte
 	if pass != "" {
 		detail = strings.ReplaceAll(detail, pass, "[redacted]")
 	}
+	detail = strings.Map(func(r rune) rune { // one line, whatever the server sent
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, detail)
 	if len(detail) > maxMySQLDetail {
 		detail = strings.ToValidUTF8(detail[:maxMySQLDetail], "") + "…"
 	}
