@@ -56,8 +56,8 @@ func TestCatalogsListAndRemove(t *testing.T) {
 
 	out := mustOK(t)(cli(t, addr, "catalogs", "list"))
 	want := "" +
-		"ID  NAME  PROVIDER   ROOT         CREDENTIALS  REFRESH  REFRESH URL  UNRESOLVED  UPDATED\n" +
-		"1   lake  DIRECTORY  /data/lance  -            none     -            2           2023-11-14T22:13:20Z\n"
+		"ID  NAME  PROVIDER   ROOT         CREDENTIALS  REFRESH  REFRESH TARGET  OPTIMIZE  UNRESOLVED  UPDATED\n" +
+		"1   lake  DIRECTORY  /data/lance  -            none     -               off       2           2023-11-14T22:13:20Z\n"
 	if out != want {
 		t.Errorf("stdout =\n%s\nwant\n%s", out, want)
 	}

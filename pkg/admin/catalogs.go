@@ -13,10 +13,11 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
-// Refresh kinds a catalog may name (the refresh driver, next issue).
+// Refresh kinds a catalog may name (the refresh driver's refreshers).
 const (
-	RefreshNone    = "none"
-	RefreshWebhook = "webhook"
+	RefreshNone    = raftfsm.RefreshNone
+	RefreshWebhook = raftfsm.RefreshWebhook
+	RefreshMySQL   = raftfsm.RefreshMySQL
 )
 
 // CreateCatalog registers a catalog.
@@ -39,7 +40,9 @@ func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*admi
 	if !c.IsSetRootURI() {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "a catalog needs a root URI (--root)")
 	}
-	if err := applyCatalogFields(rec, c.RootURI, c.CredentialsRef, c.RefreshKind, c.RefreshURL); err != nil {
+	if err := applyCatalogFields(rec, catalogFields{root: c.RootURI, creds: c.CredentialsRef, kind: c.RefreshKind,
+		hook: c.RefreshURL, address: c.RefreshAddress, statement: c.RefreshStatement, refreshCreds: c.RefreshCredentialsRef,
+		optimizeRows: c.OptimizeUnindexedRows, optimizeInterval: c.OptimizeMinIntervalSecond}); err != nil {
 		return nil, toAdminError(err)
 	}
 	if rec.RefreshKind == nil {
@@ -70,7 +73,9 @@ func (s *Server) UpdateCatalog(ctx context.Context, r *adminapi.TUpdateCatalogRe
 		return nil, toAdminError(err)
 	}
 	rec := &journal.TCatalogRecord{Name: r.Name}
-	if err := applyCatalogFields(rec, r.RootURI, r.CredentialsRef, r.RefreshKind, r.RefreshURL); err != nil {
+	if err := applyCatalogFields(rec, catalogFields{root: r.RootURI, creds: r.CredentialsRef, kind: r.RefreshKind,
+		hook: r.RefreshURL, address: r.RefreshAddress, statement: r.RefreshStatement, refreshCreds: r.RefreshCredentialsRef,
+		optimizeRows: r.OptimizeUnindexedRows, optimizeInterval: r.OptimizeMinIntervalSecond}); err != nil {
 		return nil, toAdminError(err)
 	}
 	if err := s.current(ctx); err != nil {
@@ -83,51 +88,112 @@ func (s *Server) UpdateCatalog(ctx context.Context, r *adminapi.TUpdateCatalogRe
 	return s.catalogView(r.Name)
 }
 
+// catalogFields are the optional fields of a create or update request
+// (nil: not given).
+type catalogFields struct {
+	root, creds, kind, hook, address, statement, refreshCreds *string
+	optimizeRows, optimizeInterval                            *int64
+}
+
 // applyCatalogFields validates and copies the optional fields that are set.
-func applyCatalogFields(rec *journal.TCatalogRecord, root, creds, kind, hook *string) error {
-	if root != nil {
-		loc, err := job.NormalizeLocator(*root)
+// Whether the fields fit the refresh kind is the FSM's check (its preview
+// runs before anything is journaled); switching the kind clears the fields
+// of the other kinds that the request does not set.
+func applyCatalogFields(rec *journal.TCatalogRecord, f catalogFields) error {
+	if f.root != nil {
+		loc, err := job.NormalizeLocator(*f.root)
 		if err != nil {
 			return err
 		}
 		rec.RootURI = &loc
 	}
-	if creds != nil && *creds != "" {
-		if err := job.ValidatePathName("credentials reference", *creds); err != nil {
+	if f.creds != nil && *f.creds != "" {
+		if err := job.ValidatePathName("credentials reference", *f.creds); err != nil {
 			return err
 		}
-		rec.CredentialsRef = creds
-	} else if creds != nil {
-		empty := ""
-		rec.CredentialsRef = &empty
 	}
-	if kind != nil {
-		k := strings.ToLower(strings.TrimSpace(*kind))
-		if k != RefreshNone && k != RefreshWebhook {
-			return job.Errorf(job.CodeInvalid, "refresh kind must be none or webhook")
+	rec.CredentialsRef = f.creds
+	if f.kind != nil {
+		k := strings.ToLower(strings.TrimSpace(*f.kind))
+		if k != RefreshNone && k != RefreshWebhook && k != RefreshMySQL {
+			return job.Errorf(job.CodeInvalid, "refresh kind must be none, webhook or mysql")
 		}
 		rec.RefreshKind = &k
 	}
-	if hook != nil {
-		if err := job.CheckBytes("refresh URL", *hook, job.MaxURIBytes); err != nil {
+	if f.hook != nil {
+		if err := checkRefreshURL(*f.hook); err != nil {
 			return err
 		}
-		if *hook != "" {
-			u, err := url.Parse(*hook)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return job.Errorf(job.CodeInvalid, "refresh URL must be an http or https URL")
-			}
-			if u.User != nil {
-				return job.Errorf(job.CodeInvalid, "refresh URL may not carry user information")
+		rec.RefreshURL = f.hook
+	}
+	if err := applyMySQLRefreshFields(rec, f); err != nil {
+		return err
+	}
+	if rec.RefreshKind != nil {
+		k, empty := *rec.RefreshKind, ""
+		if k != RefreshWebhook && rec.RefreshURL == nil {
+			rec.RefreshURL = &empty
+		}
+		if k != RefreshMySQL {
+			for _, p := range []**string{&rec.RefreshAddress, &rec.RefreshStatement, &rec.RefreshCredentialsRef} {
+				if *p == nil {
+					*p = &empty
+				}
 			}
 		}
-		rec.RefreshURL = hook
 	}
-	if rec.RefreshKind != nil && *rec.RefreshKind == RefreshNone && hook == nil {
-		// Switching a webhook catalog to none drops its URL too.
-		empty := ""
-		rec.RefreshURL = &empty
+	if f.optimizeRows != nil || f.optimizeInterval != nil {
+		var rows, interval int64
+		if f.optimizeRows != nil {
+			rows = *f.optimizeRows
+		}
+		if f.optimizeInterval != nil {
+			interval = *f.optimizeInterval
+		}
+		if err := raftfsm.ValidateOptimizePolicy(rows, interval); err != nil {
+			return err
+		}
+		rec.OptimizeUnindexedRows, rec.OptimizeMinIntervalSecond = f.optimizeRows, f.optimizeInterval
 	}
+	return nil
+}
+
+func checkRefreshURL(hook string) error {
+	if err := job.CheckBytes("refresh URL", hook, job.MaxURIBytes); err != nil {
+		return err
+	}
+	if hook == "" {
+		return nil
+	}
+	u, err := url.Parse(hook)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return job.Errorf(job.CodeInvalid, "refresh URL must be an http or https URL")
+	}
+	if u.User != nil {
+		return job.Errorf(job.CodeInvalid, "refresh URL may not carry user information")
+	}
+	return nil
+}
+
+// applyMySQLRefreshFields checks the fields of refresh kind mysql that are
+// set and not empty (an empty one clears the field).
+func applyMySQLRefreshFields(rec *journal.TCatalogRecord, f catalogFields) error {
+	if f.address != nil && *f.address != "" {
+		if err := raftfsm.ValidateRefreshAddress(*f.address); err != nil {
+			return err
+		}
+	}
+	if f.statement != nil && *f.statement != "" {
+		if err := raftfsm.ValidateRefreshStatement(*f.statement); err != nil {
+			return err
+		}
+	}
+	if f.refreshCreds != nil && *f.refreshCreds != "" {
+		if err := raftfsm.ValidateRefreshCredentialsRef(*f.refreshCreds); err != nil {
+			return err
+		}
+	}
+	rec.RefreshAddress, rec.RefreshStatement, rec.RefreshCredentialsRef = f.address, f.statement, f.refreshCreds
 	return nil
 }
 
@@ -169,6 +235,10 @@ func catalogToView(st *raftfsm.State, c *raftfsm.Catalog) *adminapi.TCatalog {
 	id, n := c.ID, int32(st.UnresolvedInCatalog(c.ID))
 	provider, root, creds, kind, hook := c.Provider, c.RootURI, c.CredentialsRef, c.RefreshKind, c.RefreshURL
 	ct, ut := c.CreateTimeMs, c.UpdateTimeMs
+	addr, stmt, rcreds := c.RefreshAddress, c.RefreshStatement, c.RefreshCredentialsRef
+	rows, interval := c.OptimizeUnindexedRows, c.OptimizeMinIntervalSecond
 	return &adminapi.TCatalog{CatalogID: &id, Name: c.Name, Provider: &provider, RootURI: &root,
-		CredentialsRef: &creds, RefreshKind: &kind, RefreshURL: &hook, CreateTimeMs: &ct, UpdateTimeMs: &ut, UnresolvedJobs: &n}
+		CredentialsRef: &creds, RefreshKind: &kind, RefreshURL: &hook, CreateTimeMs: &ct, UpdateTimeMs: &ut, UnresolvedJobs: &n,
+		RefreshAddress: &addr, RefreshStatement: &stmt, RefreshCredentialsRef: &rcreds,
+		OptimizeUnindexedRows: &rows, OptimizeMinIntervalSecond: &interval}
 }

@@ -372,6 +372,12 @@ func fuzzAdminSeeds(t *testing.T) map[string][]byte {
 		// CI's fuzzer found this one journaled and then refused by the FSM.
 		"createCatalogURLWithoutWebhook": call("createCatalog", &adminapi.LanceMasterServiceCreateCatalogArgs{Catalog: &adminapi.TCatalog{
 			Name: "sea", RootURI: str("s3://bucket/sea"), RefreshURL: str("https://hook.example/x")}}),
+		"createCatalogMySQL": call("createCatalog", &adminapi.LanceMasterServiceCreateCatalogArgs{Catalog: &adminapi.TCatalog{
+			Name: "doris", RootURI: str("s3://bucket/doris"), RefreshKind: str("mysql"), RefreshAddress: str("127.0.0.1:9030"),
+			RefreshCredentialsRef: str("doris-refresh"), RefreshStatement: str("REFRESH TABLE {catalog}.{db}.{table}"),
+			OptimizeUnindexedRows: thrift.Int64Ptr(1000)}}),
+		"updateCatalogOptimize": call("updateCatalog", &adminapi.LanceMasterServiceUpdateCatalogArgs{Request: &adminapi.TUpdateCatalogRequest{
+			Name: "lake", OptimizeUnindexedRows: thrift.Int64Ptr(5), OptimizeMinIntervalSecond: thrift.Int64Ptr(60)}}),
 		"listCatalogs": call("listCatalogs", &adminapi.LanceMasterServiceListCatalogsArgs{}),
 		"updateCatalog": call("updateCatalog", &adminapi.LanceMasterServiceUpdateCatalogArgs{Request: &adminapi.TUpdateCatalogRequest{
 			Name: "lake", CredentialsRef: str("rotated")}}),

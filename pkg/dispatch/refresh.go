@@ -206,6 +206,7 @@ func (d *RefreshDriver) startRefresh(ctx context.Context, due []*job.Record) ([]
 		}}
 		if c, ok := st.CatalogByID(cur.CatalogID); ok {
 			t.found, t.kind, t.req.Catalog, t.req.URL = true, c.RefreshKind, c.Name, c.RefreshURL
+			t.req.Address, t.req.Statement, t.req.CredentialsRef = c.RefreshAddress, c.RefreshStatement, c.RefreshCredentialsRef
 		}
 		tasks = append(tasks, t)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -396,3 +397,15 @@ func (f *rfFixture) driver(rec Refresher, tune func(d *RefreshDeps)) *RefreshDri
 }
 
 func rfPtr[T any](v T) *T { return &v }
+
+// rfDeadAddress returns a loopback address nothing listens on.
+func rfDeadAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}

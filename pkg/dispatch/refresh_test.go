@@ -413,7 +413,7 @@ func TestRefreshNoneRefresherResolves(t *testing.T) {
 	f := rfNew(t)
 	cat := f.catalog("lake", raftfsm.RefreshNone, "")
 	id := f.committed(cat, "a")
-	d := NewRefreshDriver(RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk, Refreshers: DefaultRefreshers(nil)})
+	d := NewRefreshDriver(RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk, Refreshers: DefaultRefreshers(nil, nil)})
 	mark := f.p.count()
 	rfStep(t, d)
 	if n := len(f.p.since(mark)); n != 2 {
@@ -425,8 +425,8 @@ func TestRefreshNoneRefresherResolves(t *testing.T) {
 }
 
 func TestRefreshersLookup(t *testing.T) {
-	rs := DefaultRefreshers(nil)
-	for _, kind := range []string{"", raftfsm.RefreshNone, raftfsm.RefreshWebhook} {
+	rs := DefaultRefreshers(nil, nil)
+	for _, kind := range []string{"", raftfsm.RefreshNone, raftfsm.RefreshWebhook, raftfsm.RefreshMySQL} {
 		if _, err := rs.Lookup(kind); err != nil {
 			t.Fatalf("Lookup(%q) = %v", kind, err)
 		}

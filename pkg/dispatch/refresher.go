@@ -40,9 +40,14 @@ type RefreshRequest struct {
 	IndexName    string // the user's spelling (display name)
 	MutationType string // CREATE, REPLACE or DROP
 	Outcome      string // COMMITTED, NOT_COMMITTED or UNKNOWN
-	// URL is the catalog's refresh target ("" for kind none). It may carry
-	// a token in its query string: never log it.
+	// URL is the catalog's refresh target of kind webhook ("" otherwise).
+	// It may carry a token in its query string: never log it.
 	URL string
+	// Address, Statement and CredentialsRef are the catalog's fields of
+	// kind mysql ("" otherwise): HOST:PORT, the statement template (""
+	// means raftfsm.DefaultRefreshStatement) and the name of the
+	// credentials file under the secrets directory (never the secret).
+	Address, Statement, CredentialsRef string
 }
 
 // NoneRefresher is refresh kind "none": nothing outside lancemaster caches
@@ -58,17 +63,22 @@ func (NoneRefresher) Refresh(context.Context, RefreshRequest) error { return nil
 var ErrUnknownRefreshKind = errors.New("unknown refresh kind")
 
 // Refreshers maps a catalog refresh kind (raftfsm.RefreshNone,
-// raftfsm.RefreshWebhook) to its Refresher. It is read-only once the driver
-// runs.
+// raftfsm.RefreshWebhook, raftfsm.RefreshMySQL) to its Refresher. It is
+// read-only once the driver runs.
 type Refreshers map[string]Refresher
 
-// DefaultRefreshers is kind none plus kind webhook through w (a default
-// WebhookRefresher when w is nil).
-func DefaultRefreshers(w *WebhookRefresher) Refreshers {
+// DefaultRefreshers is kind none, kind webhook through w (a default
+// WebhookRefresher when w is nil) and kind mysql through m (when nil, a
+// MySQLRefresher without credentials, whose every refresh fails with a
+// clear error: the master passes one over its secrets directory).
+func DefaultRefreshers(w *WebhookRefresher, m *MySQLRefresher) Refreshers {
 	if w == nil {
 		w = NewWebhookRefresher(WebhookOptions{})
 	}
-	return Refreshers{raftfsm.RefreshNone: NoneRefresher{}, raftfsm.RefreshWebhook: w}
+	if m == nil {
+		m = NewMySQLRefresher(MySQLOptions{})
+	}
+	return Refreshers{raftfsm.RefreshNone: NoneRefresher{}, raftfsm.RefreshWebhook: w, raftfsm.RefreshMySQL: m}
 }
 
 // Lookup returns the Refresher of kind. An unknown kind is an error rather

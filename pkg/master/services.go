@@ -42,8 +42,11 @@ func wireLeaderServices(node *cluster.Node, fsm *raftfsm.FSM, s leaderServices) 
 		MasterAddresses: func() []string { return s.masterAddrs }, HeartbeatInterval: s.heartbeat,
 	})
 	refresh := dispatch.NewRefreshDriver(dispatch.RefreshDeps{
-		Proposer: s.proposer, Reader: fsm, Refreshers: dispatch.DefaultRefreshers(nil), Clock: s.clock,
-		Logger: s.log.Named("refresh"),
+		Proposer: s.proposer, Reader: fsm, Clock: s.clock,
+		// The mysql refresher reads its user and password where the
+		// dispatcher reads storage credentials: the node's secrets_dir.
+		Refreshers: dispatch.DefaultRefreshers(nil, dispatch.NewMySQLRefresher(dispatch.MySQLOptions{Credentials: s.creds})),
+		Logger:     s.log.Named("refresh"),
 	})
 	disp := dispatch.New(dispatch.Deps{
 		Proposer: s.proposer, Reader: fsm, Backends: s.backends, Credentials: s.creds, Pool: pool, Refresh: refresh,

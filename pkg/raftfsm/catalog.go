@@ -73,6 +73,21 @@ func applyUpdateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyRespo
 	if in.IsSetRefreshURL() {
 		n.RefreshURL = in.GetRefreshURL()
 	}
+	if in.IsSetRefreshAddress() {
+		n.RefreshAddress = in.GetRefreshAddress()
+	}
+	if in.IsSetRefreshStatement() {
+		n.RefreshStatement = in.GetRefreshStatement()
+	}
+	if in.IsSetRefreshCredentialsRef() {
+		n.RefreshCredentialsRef = in.GetRefreshCredentialsRef()
+	}
+	if in.IsSetOptimizeUnindexedRows() {
+		n.OptimizeUnindexedRows = in.GetOptimizeUnindexedRows()
+	}
+	if in.IsSetOptimizeMinIntervalSecond() {
+		n.OptimizeMinIntervalSecond = in.GetOptimizeMinIntervalSecond()
+	}
 	if err := normalizeCatalog(&n); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}
@@ -104,7 +119,8 @@ func applyRemoveCatalog(t *tx, c *journal.TRemoveCatalogCommand) (*journal.TAppl
 }
 
 // normalizeCatalog checks a catalog's fields and puts them in stored form:
-// provider DIRECTORY, root normalized, refresh kind none|webhook.
+// provider DIRECTORY, root normalized, refresh kind none|webhook|mysql with
+// the fields of that kind (catalog_refresh.go), the OPTIMIZE policy checked.
 func normalizeCatalog(c *Catalog) error {
 	if c.Provider == "" {
 		c.Provider = job.ProviderDirectory
@@ -127,19 +143,12 @@ func normalizeCatalog(c *Catalog) error {
 		c.RefreshKind = RefreshNone
 	}
 	switch c.RefreshKind {
-	case RefreshNone:
-		if c.RefreshURL != "" {
-			return job.Errorf(job.CodeInvalid, "a refresh URL needs refresh kind %q", RefreshWebhook)
-		}
-	case RefreshWebhook:
-		if c.RefreshURL == "" {
-			return job.Errorf(job.CodeInvalid, "refresh kind %q needs a refresh URL", RefreshWebhook)
-		}
-		if err := job.CheckBytes("refresh URL", c.RefreshURL, job.MaxURIBytes); err != nil {
-			return err
-		}
+	case RefreshNone, RefreshWebhook, RefreshMySQL:
 	default:
-		return job.Errorf(job.CodeInvalid, "refresh kind %q is not %q or %q", c.RefreshKind, RefreshNone, RefreshWebhook)
+		return job.Errorf(job.CodeInvalid, "refresh kind %q is not %q, %q or %q", c.RefreshKind, RefreshNone, RefreshWebhook, RefreshMySQL)
 	}
-	return nil
+	if err := normalizeCatalogRefresh(c); err != nil {
+		return err
+	}
+	return normalizeOptimizePolicy(c)
 }

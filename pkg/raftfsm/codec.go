@@ -289,6 +289,12 @@ func CatalogToThrift(c *Catalog) *journal.TCatalogRecord {
 		RefreshURL:     optString(&cp.RefreshURL),
 		CreateTimeMs:   optInt64(&cp.CreateTimeMs),
 		UpdateTimeMs:   optInt64(&cp.UpdateTimeMs),
+
+		RefreshAddress:            optString(&cp.RefreshAddress),
+		RefreshStatement:          optString(&cp.RefreshStatement),
+		RefreshCredentialsRef:     optString(&cp.RefreshCredentialsRef),
+		OptimizeUnindexedRows:     optInt64(&cp.OptimizeUnindexedRows),
+		OptimizeMinIntervalSecond: optInt64(&cp.OptimizeMinIntervalSecond),
 	}
 }
 
@@ -304,6 +310,12 @@ func CatalogFromThrift(t *journal.TCatalogRecord) *Catalog {
 		RefreshURL:     t.GetRefreshURL(),
 		CreateTimeMs:   t.GetCreateTimeMs(),
 		UpdateTimeMs:   t.GetUpdateTimeMs(),
+
+		RefreshAddress:            t.GetRefreshAddress(),
+		RefreshStatement:          t.GetRefreshStatement(),
+		RefreshCredentialsRef:     t.GetRefreshCredentialsRef(),
+		OptimizeUnindexedRows:     t.GetOptimizeUnindexedRows(),
+		OptimizeMinIntervalSecond: t.GetOptimizeMinIntervalSecond(),
 	}
 }
 

@@ -79,7 +79,8 @@ func TestMissingStatesReadFailClosed(t *testing.T) {
 
 func TestCatalogAndBackendRoundTrip(t *testing.T) {
 	c := &Catalog{ID: 1, Name: "n", Provider: "DIRECTORY", RootURI: "/r", CredentialsRef: "k", RefreshKind: "webhook",
-		RefreshURL: "http://x", CreateTimeMs: 2, UpdateTimeMs: 3}
+		RefreshURL: "http://x", CreateTimeMs: 2, UpdateTimeMs: 3, RefreshAddress: "fe:9030", RefreshStatement: "REFRESH TABLE {table}",
+		RefreshCredentialsRef: "doris", OptimizeUnindexedRows: 5000, OptimizeMinIntervalSecond: 60}
 	if got := CatalogFromThrift(CatalogToThrift(c)); *got != *c {
 		t.Fatalf("catalog %+v", got)
 	}

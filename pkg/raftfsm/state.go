@@ -17,16 +17,32 @@ type Catalog struct {
 	Provider       string // job.ProviderDirectory
 	RootURI        string // normalized (job.NormalizeLocator)
 	CredentialsRef string
-	RefreshKind    string // RefreshNone or RefreshWebhook
-	RefreshURL     string
+	RefreshKind    string // RefreshNone, RefreshWebhook or RefreshMySQL
+	RefreshURL     string // webhook: the URL POSTed to
 	CreateTimeMs   int64
 	UpdateTimeMs   int64
+
+	// Refresh kind mysql (catalog_refresh.go): the HOST:PORT of a
+	// MySQL-protocol endpoint, the statement template ("" is
+	// DefaultRefreshStatement) and a credentials reference under the
+	// secrets directory (keys user and password), never the secret.
+	RefreshAddress        string
+	RefreshStatement      string
+	RefreshCredentialsRef string
+	// The OPTIMIZE policy: admit an OPTIMIZE of a dataset when an index has
+	// more than OptimizeUnindexedRows unindexed rows (0: the policy is off),
+	// at most once per OptimizeMinIntervalSecond (stored as
+	// DefaultOptimizeMinIntervalSecond when the policy is on and none was
+	// given).
+	OptimizeUnindexedRows     int64
+	OptimizeMinIntervalSecond int64
 }
 
 // Refresh kinds of a catalog.
 const (
 	RefreshNone    = "none"
 	RefreshWebhook = "webhook"
+	RefreshMySQL   = "mysql"
 )
 
 // Backend is a registered agent (DESIGN.md §1).

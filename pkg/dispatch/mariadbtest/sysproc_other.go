@@ -1,0 +1,7 @@
+//go:build !linux
+
+package mariadbtest
+
+import "syscall"
+
+func setParentDeathSignal(*syscall.SysProcAttr) {}
