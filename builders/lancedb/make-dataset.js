@@ -13,6 +13,13 @@
 //   bits    fixed_size_list<uint8>[8]      not nullable, random bytes
 // The content depends only on rows, dim, seed and --extra (mulberry32 PRNG). On
 // success it prints one JSON line {"uri","version","rows","dim"} to stdout.
+//
+//   node make-dataset.js <parentDir> <name> --append [--rows 2000] [--seed 42]
+//
+// appends rows to the existing dataset instead (one new version): ids go on
+// from its row count, the PRNGs are seeded with seed + that count, and the
+// columns (--extra or not, the dimension) are the dataset's own. Indexes
+// then have unindexed rows until an OPTIMIZE (or a rebuild) covers them.
 "use strict";
 
 const path = require("node:path");
@@ -24,17 +31,18 @@ const BATCH_ROWS = 8192;
 
 function usage(msg) {
   if (msg) process.stderr.write(`make-dataset: ${msg}\n`);
-  process.stderr.write("usage: node make-dataset.js <parentDir> <name> [--rows 20000] [--dim 128] [--seed 42] [--overwrite] [--extra]\n");
+  process.stderr.write("usage: node make-dataset.js <parentDir> <name> [--rows 20000] [--dim 128] [--seed 42] [--overwrite] [--extra] | --append [--rows N] [--seed S]\n");
   process.exit(2);
 }
 
 function parseArgs(argv) {
   const pos = [];
-  const opt = { rows: 20000, dim: 128, seed: 42, overwrite: false, extra: false };
+  const opt = { rows: 20000, dim: 128, seed: 42, overwrite: false, extra: false, append: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--overwrite") { opt.overwrite = true; continue; }
     if (a === "--extra") { opt.extra = true; continue; }
+    if (a === "--append") { opt.append = true; continue; }
     const m = /^--(rows|dim|seed)(?:=(.*))?$/.exec(a);
     if (m) {
       const v = m[2] !== undefined ? m[2] : argv[++i];
@@ -130,6 +138,7 @@ async function main() {
   const arrow = require("apache-arrow");
 
   const parent = path.resolve(opt.parent);
+  if (opt.append) return append(lancedb, arrow, parent, opt);
   fs.mkdirSync(parent, { recursive: true });
   const sch = schema(arrow, opt.dim, opt.extra);
   const rand = mulberry32(opt.seed);
@@ -142,6 +151,29 @@ async function main() {
   const db = await lancedb.connect(parent);
   const tbl = await db.createTable(opt.name, table, { mode: opt.overwrite ? "overwrite" : "create" });
   const out = { uri: path.join(parent, `${opt.name}.lance`), version: await tbl.version(), rows: opt.rows, dim: opt.dim };
+  tbl.close();
+  process.stdout.write(JSON.stringify(out) + "\n");
+}
+
+// append adds opt.rows rows to the existing dataset, in its own shape.
+async function append(lancedb, arrow, parent, opt) {
+  const db = await lancedb.connect(parent);
+  const tbl = await db.openTable(opt.name);
+  const have = await tbl.schema();
+  const vec = have.fields.find((f) => f.name === "vector");
+  if (!vec || !vec.type || !vec.type.listSize) throw new Error("the dataset has no vector column of make-dataset.js's shape");
+  const extra = have.fields.some((f) => f.name === "labels");
+  const dim = vec.type.listSize;
+  const from = await tbl.countRows();
+  const sch = schema(arrow, dim, extra);
+  const rand = mulberry32((opt.seed + from) >>> 0);
+  const rand2 = extra ? mulberry32((opt.seed + from + 1) >>> 0) : null;
+  const batches = [];
+  for (let start = from; start < from + opt.rows; start += BATCH_ROWS) {
+    batches.push(batch(arrow, sch, dim, start, Math.min(BATCH_ROWS, from + opt.rows - start), rand, rand2));
+  }
+  await tbl.add(new arrow.Table(sch, batches));
+  const out = { uri: path.join(parent, `${opt.name}.lance`), version: await tbl.version(), rows: from + opt.rows, dim, appended: opt.rows };
   tbl.close();
   process.stdout.write(JSON.stringify(out) + "\n");
 }

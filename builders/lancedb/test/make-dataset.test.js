@@ -65,3 +65,24 @@ test("make-dataset --extra: adds labels list<utf8> and bits fixed_size_list<uint
     fs.rmSync(root, { recursive: true, force: true });
   }
 });
+
+test("make-dataset --append: one new version of the dataset's own shape, ids going on, deterministic", async () => {
+  const root = h.tmpDir("lm-make-dataset-append-");
+  const md = path.join(h.DIR, "make-dataset.js");
+  try {
+    for (const d of ["a", "b"]) {
+      h.makeDataset(path.join(root, d), "items", { rows: 200, dim: 8, extra: true });
+      const r = spawnSync(process.execPath, [md, path.join(root, d), "items", "--append", "--rows", "50"]);
+      assert.equal(r.status, 0, String(r.stderr));
+      assert.deepEqual(JSON.parse(String(r.stdout)), { uri: path.join(root, d, "items.lance"), version: 2, rows: 250, dim: 8, appended: 50 });
+    }
+    const a = await rows(path.join(root, "a"), "items");
+    assert.equal(a.rows.length, 250);
+    assert.deepEqual(a.rows, (await rows(path.join(root, "b"), "items")).rows);
+    assert.deepEqual(a.rows.map((r) => JSON.parse(r).id), [...Array(250).keys()]);
+    const missing = spawnSync(process.execPath, [md, path.join(root, "none"), "items", "--append", "--rows", "5"]);
+    assert.equal(missing.status, 1);
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});
