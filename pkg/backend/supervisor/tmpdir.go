@@ -97,17 +97,8 @@ func (s *Supervisor) removeStaleTmp() {
 		return
 	}
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), tmpPrefix)
-		pidStr, _, ok2 := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if !e.IsDir() || !ok || !ok2 || err != nil || pid <= 0 {
+		if !e.IsDir() || !leftByDeadAgent(e.Name(), tmpPrefix, first) {
 			continue
-		}
-		if pid == os.Getpid() && !first {
-			continue // another Supervisor of this process may be using it
-		}
-		if pid != os.Getpid() && !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-			continue // its agent may still be running
 		}
 		d := filepath.Join(s.cfg.TempRoot, e.Name())
 		if err := removeTmpDir(d); err != nil {
@@ -116,4 +107,21 @@ func (s *Supervisor) removeStaleTmp() {
 			s.log.Info("removed stale worker TMPDIR", zap.String("dir", d))
 		}
 	}
+}
+
+// leftByDeadAgent reports whether name, prefix + "<pid>-<seq>", was made by
+// an agent that is no longer running: another pid that is gone, or this
+// pid when first is set (this process has made nothing there yet, so it is
+// an earlier process's). Run by New, before any run of this process.
+func leftByDeadAgent(name, prefix string, first bool) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
+	pidStr, _, ok2 := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidStr)
+	switch {
+	case !ok || !ok2 || err != nil || pid <= 0:
+		return false
+	case pid == os.Getpid():
+		return first // else another Supervisor of this process
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) // else its agent may still be running
 }
