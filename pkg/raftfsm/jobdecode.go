@@ -363,6 +363,18 @@ func (r *compactReader) jobRecord(in *interner) *job.Record {
 			rec.BuildPhase = str()
 		case 45:
 			rec.ResolveAfterMs = r.i64()
+		case 46:
+			rec.LeftoverIndexUUID = own()
+		case 47:
+			rec.Resources = r.resources(in)
+		case 48:
+			rec.LogTail = own()
+		case 49:
+			rec.DispatchTimeMs = r.i64()
+		case 50:
+			rec.BuildElapsedMs = r.i64()
+		case 51:
+			rec.ProgressTimeMs = r.i64()
 		}
 	}
 	if r.err == nil && !haveID {
@@ -398,6 +410,37 @@ func (r *compactReader) jobResult(in *interner) job.Result {
 	return res
 }
 
+// resources reads a TResources struct.
+func (r *compactReader) resources(in *interner) job.Resources {
+	var res job.Resources
+	var last int16
+	for r.err == nil {
+		typ, id := r.field(&last)
+		if typ == ctStop {
+			break
+		}
+		switch {
+		case id >= 1 && id <= 4 && typ == ctI64:
+			v := r.i64()
+			switch id {
+			case 1:
+				res.StartTimeMs = v
+			case 2:
+				res.FinishTimeMs = v
+			case 3:
+				res.WallMs = v
+			case 4:
+				res.PeakMemoryBytes = v
+			}
+		case id == 5 && typ == ctBinary:
+			res.PeakMemorySource = in.bytes(r.binary())
+		default:
+			r.skip(typ, true, 0)
+		}
+	}
+	return res
+}
+
 // jobFieldTypes is TJobRecord's field id → wire type (idl/journal.thrift).
 // A test checks it against the generated struct tags.
 var jobFieldTypes = [...]byte{
@@ -409,6 +452,7 @@ var jobFieldTypes = [...]byte{
 	31: ctBoolType, 32: ctI32, 33: ctBoolType, 34: ctBinary, 35: ctI64, 36: ctBinary,
 	37: ctBinary, 38: ctI64, 39: ctBinary, 40: ctI32, 41: ctBinary, 42: ctBinary,
 	43: ctBinary, 44: ctBinary, 45: ctI64,
+	46: ctBinary, 47: ctStruct, 48: ctBinary, 49: ctI64, 50: ctI64, 51: ctI64,
 }
 
 // decodeCatalogBytes and decodeBackendBytes decode a struct's byte range

@@ -161,7 +161,12 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 	res, reason, why := parseResult(r)
 	var parsed *parsedResult
 	uuidDropped := false
+	var buildDropped []string
 	if why == "" {
+		res.build, buildDropped = parseBuildInfo(r.Resources, r.LogTail, r.LeftoverIndexUUID)
+		for _, d := range buildDropped {
+			h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, d+" is malformed"))
+		}
 		// The verified index's uuid (§13.7) is evidence beside a trusted
 		// result: a malformed one is dropped, the result is not.
 		if u, ok := indexUUID(r.IndexUUID); !ok {
@@ -172,7 +177,7 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 		}
 		parsed = &res
 	}
-	proofSt, resultSt := h.journal(ctx, rec, id, proof, nil, parsed)
+	proofSt, resultSt := h.journal(ctx, rec, id, proof, nil, buildInfo{}, parsed)
 	switch {
 	case proofSt != nil:
 		return proofSt
@@ -182,6 +187,8 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 		return invalid(id.jobID, "the result was accepted; the termination proof is not one a backend may send and was dropped")
 	case uuidDropped && resultSt.StatusCode == wire.TStatusCode_OK:
 		return invalid(id.jobID, "the result was accepted; the index uuid is not a uuid and was dropped")
+	case len(buildDropped) > 0 && resultSt.StatusCode == wire.TStatusCode_OK:
+		return invalid(id.jobID, "the result was accepted; "+strings.Join(buildDropped, " and ")+" was malformed and dropped")
 	}
 	return resultSt
 }
@@ -231,7 +238,12 @@ func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobT
 		}
 		term.resolveAfterMs = h.resolveAfterMs(rec)
 	}
-	if st, _ := h.journal(ctx, rec, id, p, term, nil); st != nil {
+	pb, bad := parseBuildInfo(r.Resources, r.LogTail, nil)
+	for _, d := range bad {
+		h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, d+" is malformed"))
+	}
+	dropped = append(dropped, bad...)
+	if st, _ := h.journal(ctx, rec, id, p, term, pb, nil); st != nil {
 		return st
 	}
 	if len(dropped) > 0 {
