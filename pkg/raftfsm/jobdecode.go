@@ -388,12 +388,7 @@ func (r *compactReader) jobRecord(in *interner) *job.Record {
 
 func (r *compactReader) jobResult(in *interner) job.Result {
 	var res job.Result
-	var last int16
-	for r.err == nil {
-		typ, id := r.field(&last)
-		if typ == ctStop {
-			break
-		}
+	r.structFields(func(typ byte, id int16) bool {
 		switch {
 		case id == 1 && typ == ctI32:
 			res.Code = job.ResultCode(r.i32())
@@ -404,41 +399,53 @@ func (r *compactReader) jobResult(in *interner) job.Result {
 		case id == 4 && (typ == ctTrue || typ == ctFalse):
 			res.ExternalMetadataAdvanced = typ == ctTrue
 		default:
-			r.skip(typ, true, 0)
+			return false
 		}
-	}
+		return true
+	})
 	return res
 }
 
 // resources reads a TResources struct.
 func (r *compactReader) resources(in *interner) job.Resources {
 	var res job.Resources
+	r.structFields(func(typ byte, id int16) bool {
+		var dst *int64
+		switch {
+		case id == 1 && typ == ctI64:
+			dst = &res.StartTimeMs
+		case id == 2 && typ == ctI64:
+			dst = &res.FinishTimeMs
+		case id == 3 && typ == ctI64:
+			dst = &res.WallMs
+		case id == 4 && typ == ctI64:
+			dst = &res.PeakMemoryBytes
+		case id == 5 && typ == ctBinary:
+			res.PeakMemorySource = in.bytes(r.binary())
+			return true
+		default:
+			return false
+		}
+		*dst = r.i64()
+		return true
+	})
+	return res
+}
+
+// structFields calls fn with each field header of the struct being read,
+// up to its stop; fn reads the value and answers true, or answers false to
+// have the value skipped (an unknown field, or a known one of another type).
+func (r *compactReader) structFields(fn func(typ byte, id int16) bool) {
 	var last int16
 	for r.err == nil {
 		typ, id := r.field(&last)
 		if typ == ctStop {
-			break
+			return
 		}
-		switch {
-		case id >= 1 && id <= 4 && typ == ctI64:
-			v := r.i64()
-			switch id {
-			case 1:
-				res.StartTimeMs = v
-			case 2:
-				res.FinishTimeMs = v
-			case 3:
-				res.WallMs = v
-			case 4:
-				res.PeakMemoryBytes = v
-			}
-		case id == 5 && typ == ctBinary:
-			res.PeakMemorySource = in.bytes(r.binary())
-		default:
+		if !fn(typ, id) {
 			r.skip(typ, true, 0)
 		}
 	}
-	return res
 }
 
 // jobFieldTypes is TJobRecord's field id → wire type (idl/journal.thrift).

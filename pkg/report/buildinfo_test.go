@@ -49,9 +49,11 @@ func TestMalformedBuildInfoIsDropped(t *testing.T) {
 		"negative wall":  func(r *wire.TLanceIndexJobReport) { r.Resources.WallMs = thrift.Int64Ptr(-1) },
 		"unknown source": func(r *wire.TLanceIndexJobReport) { r.Resources.PeakMemorySource = thrift.StringPtr("guess") },
 		"finish first":   func(r *wire.TLanceIndexJobReport) { r.Resources.FinishTimeMs = thrift.Int64Ptr(1) },
-		"long tail":      func(r *wire.TLanceIndexJobReport) { r.LogTail = thrift.StringPtr(strings.Repeat("x", job.MaxLogTailBytes+1)) },
-		"bad utf-8":      func(r *wire.TLanceIndexJobReport) { r.LogTail = thrift.StringPtr("\xff") },
-		"bad leftover":   func(r *wire.TLanceIndexJobReport) { r.LeftoverIndexUUID = thrift.StringPtr("../../etc") },
+		"long tail": func(r *wire.TLanceIndexJobReport) {
+			r.LogTail = thrift.StringPtr(strings.Repeat("x", job.MaxLogTailBytes+1))
+		},
+		"bad utf-8":    func(r *wire.TLanceIndexJobReport) { r.LogTail = thrift.StringPtr("\xff") },
+		"bad leftover": func(r *wire.TLanceIndexJobReport) { r.LeftoverIndexUUID = thrift.StringPtr("../../etc") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
