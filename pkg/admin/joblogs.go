@@ -10,6 +10,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 // Sources of a job's log (TJobLogs.source).
@@ -87,12 +88,31 @@ func (s *Server) JobLogs(ctx context.Context, jobID int64, maxBytes int32) (*adm
 		}
 		return journalLog(rec, int(maxBytes), note), nil
 	}
-	out := &adminapi.TJobLogs{Log: resp.GetLog(), Source: LogSourceBackend, Truncated: resp.Truncated,
+	// The backend redacted the log; the catalog's credentials are removed
+	// again here (never shown unredacted, even by a backend that failed to).
+	opts, err := s.catalogCredentials(st, rec)
+	if err != nil {
+		s.d.Logger.Warn("job logs: the catalog's credentials cannot be read to redact the backend's log", zap.Int64("job_id", jobID),
+			zap.Error(err))
+		return journalLog(rec, int(maxBytes), "the catalog's credentials could not be read to redact the backend's log"), nil
+	}
+	text := job.RedactLog(resp.GetLog(), opts, 0)
+	out := &adminapi.TJobLogs{Log: tailBytes(text, int(maxBytes)), Source: LogSourceBackend, Truncated: resp.Truncated,
 		Phase: resp.Phase, ElapsedMs: resp.ElapsedMs}
-	if len(out.Log) > int(maxBytes) { // a backend that ignored max_bytes
-		out.Log, out.Truncated = tailBytes(out.Log, int(maxBytes)), boolPtr(true)
+	if len(out.Log) < len(text) { // a backend that ignored max_bytes, or the redaction made it longer
+		out.Truncated = boolPtr(true)
 	}
 	return out, nil
+}
+
+// catalogCredentials are the storage options of the job's catalog (none
+// without a reference).
+func (s *Server) catalogCredentials(st *raftfsm.State, rec *job.Record) (map[string]string, error) {
+	c, ok := st.CatalogByID(rec.CatalogID)
+	if !ok || c.CredentialsRef == "" {
+		return nil, nil
+	}
+	return s.d.Credentials.Resolve(c.CredentialsRef)
 }
 
 // backendLogNote says why the backend's answer is not used ("" = it is).

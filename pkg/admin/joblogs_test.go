@@ -49,12 +49,13 @@ func TestJobLogsBackendThenJournal(t *testing.T) {
 		mu.Unlock()
 		running := wire.TLanceInvocationState_RUNNING
 		return &wire.TJobLogResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, State: &running,
-			Log: thrift.StringPtr("line 1\nline 2\n"), Truncated: thrift.BoolPtr(false),
+			Log: thrift.StringPtr("line 1\nline 2 " + canarySecret + "\n"), Truncated: thrift.BoolPtr(false),
 			Phase: thrift.StringPtr("shuffling"), ElapsedMs: thrift.Int64Ptr(900)}
 	})
 	ctx := context.Background()
 	got, err := h.srv.JobLogs(ctx, rec.JobID, 0)
-	if err != nil || got.Source != LogSourceBackend || got.Log != "line 1\nline 2\n" || got.GetPhase() != "shuffling" ||
+	// The catalog's credential is removed again, even if the backend failed to.
+	if err != nil || got.Source != LogSourceBackend || got.Log != "line 1\nline 2 [redacted]\n" || got.GetPhase() != "shuffling" ||
 		got.GetElapsedMs() != 900 || got.IsSetNote() {
 		t.Fatalf("backend: %+v %v", got, err)
 	}

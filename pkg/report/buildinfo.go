@@ -3,6 +3,8 @@ package report
 import (
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
@@ -76,3 +78,24 @@ func (b buildInfo) onCompletion(c *journal.TCompletion) {
 }
 
 func (b buildInfo) onProof(p *journal.TProof) { p.Resources, p.LogTail = b.resources, b.logTail }
+
+// redactTail removes the job's catalog credentials from a log tail
+// (Deps.Credentials); nil when there is no tail, or its credentials cannot
+// be read (fail closed: the tail is dropped, the report applies).
+func (h *Handler) redactTail(rec *job.Record, tail *string) *string {
+	if tail == nil || h.d.Credentials == nil {
+		return tail
+	}
+	var opts map[string]string
+	if c, ok := h.d.Reader.State().CatalogByID(rec.CatalogID); ok && c.CredentialsRef != "" {
+		var err error
+		if opts, err = h.d.Credentials.Resolve(c.CredentialsRef); err != nil {
+			// The error names the reference, never the content.
+			h.log.Warn("report: the catalog's credentials cannot be read to redact the log tail; the tail is dropped",
+				zap.Int64("job_id", rec.JobID), zap.Error(err))
+			return nil
+		}
+	}
+	t := job.RedactLog(*tail, opts, job.MaxLogTailBytes)
+	return &t
+}

@@ -1,14 +1,18 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
 
 	"github.com/apache/thrift/lib/go/thrift"
 
+	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 const leftUUID = "0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f"
@@ -84,5 +88,37 @@ func TestProgressElapsedIsJournaled(t *testing.T) {
 	got := f.job(rec.JobID)
 	if got.BuildPhase != "shuffling" || got.BuildElapsedMs != 4200 || got.ProgressTimeMs == 0 {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// With Deps.Credentials the masters redact a log tail of the job's catalog
+// credentials again before it is journaled (a backend that failed to is
+// not trusted), and drop a tail whose credentials cannot be read.
+func TestLogTailRedactedOfTheCatalogCredentials(t *testing.T) {
+	const canary = "STORAGE-CANARY-report-5e1f"
+	f := newFixture(t, func(d *Deps) {
+		d.Credentials = config.StaticCredentials{"vault-creds": {"aws_secret_access_key": canary}}
+	})
+	f.catalogID = f.apply(raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: f.now, Catalog: &journal.TCatalogRecord{
+		Name: "vault", RootURI: thrift.StringPtr(testRoot), CredentialsRef: thrift.StringPtr("vault-creds")}}).GetID()
+	rec := f.running("t1")
+	r := validReport(rec, job.NativeCommitConflict)
+	r.LogTail = thrift.StringPtr("opening with " + canary + "\n")
+	wantStatus(t, f.result(r), wire.TStatusCode_OK)
+	if got := f.job(rec.JobID); got.LogTail != "opening with [redacted]\n" {
+		t.Fatalf("journaled tail %q", got.LogTail)
+	}
+	if bytes.Contains(f.snapshot(), []byte(canary)) {
+		t.Fatal("the journal holds the credential")
+	}
+
+	f.catalogID = f.apply(raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: f.now, Catalog: &journal.TCatalogRecord{
+		Name: "gone", RootURI: thrift.StringPtr(testRoot), CredentialsRef: thrift.StringPtr("missing-creds")}}).GetID()
+	rec2 := f.running("t2")
+	term := validTermination(rec2, wire.TLanceIndexTerminationProof_CHILD_REAPED)
+	term.NoResult_, term.LogTail = thrift.BoolPtr(true), thrift.StringPtr("whatever\n")
+	wantStatus(t, f.termination(term), wire.TStatusCode_OK)
+	if got := f.job(rec2.JobID); got.MutationState != job.Resolving || got.LogTail != "" {
+		t.Fatalf("a tail whose credentials cannot be read was kept: %+v", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/groupcommit"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
@@ -60,6 +61,11 @@ type Deps struct {
 	// may miss the newer leader's entries. When it fails the answer is
 	// NOT_LEADER and the backend retries. nil skips it (tests; a single node).
 	VerifyLeader func(ctx context.Context) error
+	// Credentials, when set, redact a report's log tail again before it is
+	// journaled: every key and value of the job's catalog credentials is
+	// removed (the backend removes them first; this is the masters not
+	// trusting that). A tail whose credentials cannot be read is dropped.
+	Credentials config.CredentialSource
 	// ForwardTimeout bounds one forwarded call (default 10 s).
 	ForwardTimeout time.Duration
 	// ApplyTimeout bounds one proposed batch (default 10 s).
@@ -164,6 +170,7 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 	var buildDropped []string
 	if why == "" {
 		res.build, buildDropped = parseBuildInfo(r.Resources, r.LogTail, r.LeftoverIndexUUID)
+		res.build.logTail = h.redactTail(rec, res.build.logTail)
 		for _, d := range buildDropped {
 			h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, d+" is malformed"))
 		}
@@ -239,6 +246,7 @@ func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobT
 		term.resolveAfterMs = h.resolveAfterMs(rec)
 	}
 	pb, bad := parseBuildInfo(r.Resources, r.LogTail, nil)
+	pb.logTail = h.redactTail(rec, pb.logTail)
 	for _, d := range bad {
 		h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, d+" is malformed"))
 	}
