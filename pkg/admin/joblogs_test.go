@@ -2,8 +2,10 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/thrift/lib/go/thrift"
@@ -131,5 +133,26 @@ func TestViewCarriesBuildInfo(t *testing.T) {
 		v.GetFinishTimeMs() != 1900 || v.GetWallMs() != 550 || v.GetPeakMemoryBytes() != 64<<20 || v.GetPeakMemorySource() != "rusage" ||
 		!v.IsSetBuildElapsedMs() || v.GetBuildElapsedMs() != 0 || v.GetProgressTimeMs() != 1500 {
 		t.Fatalf("%+v", v)
+	}
+}
+
+// A follower never asks a backend: it forwards to the leader and, when the
+// leader cannot be asked, answers from its own journal and says why.
+func TestJobLogsOnAFollower(t *testing.T) {
+	h := newHarness(t)
+	rec := h.dispatched("items")
+	var asked atomic.Int32
+	h.backend.SetJobLogHook(func(*wire.TJobLogRequest) *wire.TJobLogResponse { asked.Add(1); return nil })
+	forwarded := 0
+	follower := New(Deps{Proposer: followerProposer{h.prop}, Reader: h.fsm, Cluster: fakeCluster{h.prop},
+		Backends: h.srv.d.Backends, Credentials: h.srv.d.Credentials,
+		LeaderCall: func(context.Context, string, func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
+			forwarded++
+			return errors.New("leader unreachable")
+		}})
+	got, err := follower.JobLogs(context.Background(), rec.JobID, 0)
+	if err != nil || got.Source != LogSourceNone || forwarded != 1 || asked.Load() != 0 ||
+		!strings.Contains(got.GetNote(), "the leader could not be asked") {
+		t.Fatalf("%+v %v (forwarded %d, backend asked %d)", got, err, forwarded, asked.Load())
 	}
 }
