@@ -158,11 +158,12 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		limit                     int32
 		after                     int64
 		all, consistent, restored bool
+		unresolved                bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs in id order",
-		Example: "  lancemaster jobs list --state UNKNOWN\n" +
+		Example: "  lancemaster jobs list --state UNKNOWN --unresolved   # the ones that still need an operator\n" +
 			"  lancemaster jobs list --restored --all    # after an operator snapshot restore\n" +
 			"  lancemaster jobs list --catalog lake --db sales --table items --all -o json",
 		Args: cobra.NoArgs,
@@ -191,6 +192,9 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			if consistent {
 				req.Consistent = &consistent
 			}
+			if unresolved {
+				req.Unresolved = &unresolved
+			}
 			// --restored: RUNNING jobs not dispatched in the current term.
 			var term int64
 			if restored {
@@ -207,6 +211,7 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			}
 			jobs := []*adminapi.TJobView{}
 			var next *int64
+			warned := false
 			for {
 				if after > 0 {
 					req.AfterJobID = &after
@@ -217,6 +222,10 @@ func newJobsListCmd(g *globals) *cobra.Command {
 					return err
 				}); err != nil {
 					return err
+				}
+				if w := resp.GetStaleWarning(); w != "" && !warned {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
+					warned = true
 				}
 				for _, j := range resp.GetJobs() {
 					if !restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term {
@@ -246,6 +255,8 @@ func newJobsListCmd(g *globals) *cobra.Command {
 	f.StringVar(&db, "db", "", "only jobs of this database")
 	f.StringVar(&table, "table", "", "only jobs of this table")
 	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, RESOLVING, FAILED)")
+	f.BoolVar(&unresolved, "unresolved", false,
+		"only jobs that still hold their fence or need an operator (leaves out force-released UNKNOWN jobs and resolved outcomes)")
 	f.BoolVar(&restored, "restored", false,
 		"only RUNNING jobs dispatched under an earlier leadership than the current raft term (after a snapshot restore: what it brought back as RUNNING)")
 	f.Int32Var(&limit, "limit", 0, fmt.Sprintf("jobs per page, 1..%d (server default 100)", maxListLimit))
@@ -300,6 +311,9 @@ func newJobsShowCmd(g *globals) *cobra.Command {
 				return err
 			}); err != nil {
 				return err
+			}
+			if w := view.GetStaleWarning(); w != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
 			}
 			if g.jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), view)
@@ -469,7 +483,7 @@ func jobFields(v *adminapi.TJobView) [][2]string {
 	for i := 0; i < rt.NumField(); i++ {
 		f := rt.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "" || name == "-" || isHiddenJobField(name) {
+		if !f.IsExported() || name == "" || name == "-" || isHiddenJobField(name) || name == "stale_warning" {
 			continue
 		}
 		fv := rv.Field(i)
@@ -479,8 +493,9 @@ func jobFields(v *adminapi.TJobView) [][2]string {
 			}
 			fv = fv.Elem()
 		}
-		if fv.Kind() == reflect.Slice && fv.Len() == 0 {
-			continue // unset (a list field is not a pointer)
+		if fv.Kind() == reflect.Slice {
+			// Lists (an OPTIMIZE's indexes) are printed by their own section.
+			continue
 		}
 		switch {
 		case fv.Kind() == reflect.Int64 && (strings.HasSuffix(name, "_time_ms") || name == "deadline_ms" || name == "resolve_after_ms"):
