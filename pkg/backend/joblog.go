@@ -161,19 +161,20 @@ func (s *service) GetLanceIndexJobLog(_ context.Context, r *wire.TJobLogRequest)
 		a.mu.Unlock()
 		return &wire.TJobLogResponse{Status: st}, nil
 	}
-	st := a.table.status(r.InvocationID)
 	inv, held := a.table.get(r.InvocationID)
+	var state wire.TLanceInvocationState
 	var l *jobLog
 	var phase string
 	var elapsedMs int64
-	if held {
-		l, phase = inv.log, inv.phase
+	if !held {
+		state = a.table.status(r.InvocationID).State // UNKNOWN_INVOCATION or FORGOTTEN
+	} else {
+		state, l, phase = inv.state, inv.log, inv.phase
 		if inv.state == wire.TLanceInvocationState_RUNNING && !inv.startedAt.IsZero() {
 			elapsedMs = a.cfg.Clock().Sub(inv.startedAt).Milliseconds()
 		}
 	}
 	a.mu.Unlock()
-	state := st.State
 	resp := &wire.TJobLogResponse{Status: okStatus(), State: &state}
 	if !held {
 		return resp, nil
