@@ -11,10 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
 // maxJobLogBytes is the largest --max-bytes (the masters' and backends' bound).
-const maxJobLogBytes = 256 << 10
+const maxJobLogBytes = job.MaxJobLogBytes
 
 func newJobsLogsCmd(g *globals) *cobra.Command {
 	var maxBytes int

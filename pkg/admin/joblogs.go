@@ -23,7 +23,7 @@ const (
 // Bounds of jobs logs: the default and the largest max_bytes (the backend's
 // own bound), and how long the backend is given to answer.
 const (
-	MaxJobLogBytes = 256 << 10
+	MaxJobLogBytes = job.MaxJobLogBytes
 	jobLogTimeout  = 10 * time.Second
 )
 

@@ -16,14 +16,14 @@ import (
 const (
 	// MaxJobLogBytes bounds one get_lance_index_job_log answer, and is the
 	// default when the request asks for none (max_bytes ≤ 0).
-	MaxJobLogBytes = 256 << 10
+	MaxJobLogBytes = job.MaxJobLogBytes
 	// runningLogBytes is what an invocation keeps of its worker's stderr
 	// while it runs; finishedLogBytes what it keeps once finished, until
 	// its entry is forgotten (many finished invocations are held at once).
 	runningLogBytes  = MaxJobLogBytes
 	finishedLogBytes = 64 << 10
 	// MaxLogTailBytes bounds the log tail a report carries (log_tail).
-	MaxLogTailBytes = 4 << 10
+	MaxLogTailBytes = job.MaxLogTailBytes
 )
 
 // jobLog is one invocation's redacted worker stderr, line by line: every

@@ -93,8 +93,13 @@ const (
 	PeakFromRusage = "rusage"
 )
 
-// MaxLogTailBytes bounds a log tail a backend reports and the journal keeps.
-const MaxLogTailBytes = 4 << 10
+// Bounds of a worker's log: MaxLogTailBytes a log tail a backend reports
+// and the journal keeps, MaxJobLogBytes one jobs logs answer (a backend's
+// and a master's; also the default).
+const (
+	MaxLogTailBytes = 4 << 10
+	MaxJobLogBytes  = 256 << 10
+)
 
 // Clone returns a copy to transition. Record holds no reference types, so a
 // shallow copy is a deep copy.
