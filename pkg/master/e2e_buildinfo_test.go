@@ -24,15 +24,7 @@ func TestEndToEndBuildLogsPhasesAndResources(t *testing.T) {
 	r := newEvidenceRig(t)
 	r.holdAt("before-commit")
 	id := r.createIVFPQ("vec", false)
-	r.waitReached("before-commit")
-	pidText, err := os.ReadFile(filepath.Join(r.hold, "before-commit.reached"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	if _, err := fmt.Sscan(string(pidText), &pid); err != nil || pid <= 1 {
-		t.Fatalf("worker pid %q: %v", pidText, err)
-	}
+	pid := r.heldWorker("before-commit")
 	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
 		t.Fatal(err)
@@ -98,4 +90,19 @@ func TestEndToEndBuildLogsPhasesAndResources(t *testing.T) {
 	}
 	t.Logf("figure: IVF_PQ build wall %d ms, peak memory %d bytes (%s), last phase %s at %d ms",
 		rec2.Resources.WallMs, rec2.Resources.PeakMemoryBytes, rec2.Resources.PeakMemorySource, rec2.BuildPhase, rec2.BuildElapsedMs)
+}
+
+// heldWorker waits until the builder holds at point and returns its pid.
+func (r *evidenceRig) heldWorker(point string) int {
+	r.t.Helper()
+	r.waitReached(point)
+	pidText, err := os.ReadFile(filepath.Join(r.hold, point+".reached"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(pidText), &pid); err != nil || pid <= 1 {
+		r.t.Fatalf("worker pid %q: %v", pidText, err)
+	}
+	return pid
 }
