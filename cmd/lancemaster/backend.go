@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -140,6 +141,7 @@ func runBackend(cmd *cobra.Command, fc *backend.FileConfig, log *zap.Logger) err
 		Command: fc.Worker, Env: fc.WorkerEnviron(os.Getenv("PATH")), Dir: fc.WorkerDir,
 		MemoryLimitBytes: int64(fc.MemoryLimit), PidsLimit: fc.PidsLimit, Isolation: supervisor.Isolation(fc.Isolation),
 		KillGrace: fc.KillGrace, CgroupParent: fc.CgroupParent, Logger: log,
+		TempRoot: filepath.Join(fc.DataDir, "worker-tmp"), // each worker's own TMPDIR is made here
 	})
 	if err != nil {
 		log.Error("backend: supervisor", zap.Error(err))

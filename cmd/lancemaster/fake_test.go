@@ -95,7 +95,7 @@ func (f *fakeMaster) OptimizeDataset(_ context.Context, r *adminapi.TOptimizeReq
 }
 
 func (f *fakeMaster) JobLogs(_ context.Context, id int64, maxBytes int32) (*adminapi.TJobLogs, error) {
-	return f.logs, f.record("JobLogs", id)
+	return f.logs, f.record("JobLogs", [2]any{id, maxBytes})
 }
 
 func (f *fakeMaster) ListJobs(_ context.Context, r *adminapi.TListJobsRequest) (*adminapi.TListJobsResponse, error) {

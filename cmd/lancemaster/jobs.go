@@ -25,6 +25,7 @@ func newJobsCmd(g *globals) *cobra.Command {
 		newJobsResolveCmd(g),
 		newJobsCancelCmd(g),
 		newJobsWatchCmd(g),
+		newJobsLogsCmd(g),
 	)
 }
 
@@ -473,7 +474,8 @@ func optString(s string) *string {
 var hiddenJobFields = []string{"locator", "secret", "credential", "storage_option", "dataset_uri"}
 
 // jobFields lists every set field of a job view in field-id order, keyed by
-// its JSON name. Times are shown in UTC; their "_ms" suffix is dropped.
+// its JSON name. Times are shown in UTC and durations as durations, their
+// "_ms" suffix dropped; the peak memory in binary units.
 func jobFields(v *adminapi.TJobView) [][2]string {
 	rv := reflect.ValueOf(v).Elem()
 	rt := rv.Type()
@@ -498,6 +500,12 @@ func jobFields(v *adminapi.TJobView) [][2]string {
 		switch {
 		case fv.Kind() == reflect.Int64 && (strings.HasSuffix(name, "_time_ms") || name == "deadline_ms" || name == "resolve_after_ms"):
 			kvs = append(kvs, [2]string{strings.TrimSuffix(name, "_ms"), timeMsExact(fv.Int())})
+		case fv.Kind() == reflect.Int64 && (name == "wall_ms" || name == "build_elapsed_ms"):
+			kvs = append(kvs, [2]string{strings.TrimSuffix(name, "_ms"), durationMs(fv.Int())})
+		case name == "peak_memory_bytes":
+			kvs = append(kvs, [2]string{"peak_memory", byteSize(fv.Int())})
+		case name == "leftover_index_uuid":
+			kvs = append(kvs, [2]string{name, "left behind index directory " + sanitize(fv.String())})
 		default:
 			kvs = append(kvs, [2]string{name, fmt.Sprint(fv.Interface())})
 		}
@@ -512,4 +520,18 @@ func isHiddenJobField(name string) bool {
 		}
 	}
 	return false
+}
+
+// byteSize shows a byte count in binary units, with the exact count.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB (%d bytes)", float64(n)/float64(div), "KMGTP"[exp], n)
 }

@@ -313,6 +313,13 @@ func (w *watcher) table() string {
 			continue
 		}
 		state := str(v.MutationState)
+		if p := v.GetBuildPhase(); p != "" && state == "RUNNING" {
+			// The worker's last phase, and its elapsed time when it entered it.
+			if v.IsSetBuildElapsedMs() {
+				p += " at " + durationMs(v.GetBuildElapsedMs())
+			}
+			state += " (" + sanitize(p) + ")"
+		}
 		if v.GetForceReleased() {
 			state += " (released)"
 		}

@@ -193,18 +193,7 @@ func actorOr(a string) string {
 // view is what an operator sees of a job: never the locator or the secret.
 func view(st *raftfsm.State, r *job.Record) *adminapi.TJobView {
 	v := &adminapi.TJobView{JobID: r.JobID}
-	str := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
-	i64 := func(x int64) *int64 {
-		if x == 0 {
-			return nil
-		}
-		return &x
-	}
+	str, i64 := nonEmpty, nonZero
 	b := func(x bool) *bool { return &x }
 	v.Creator, v.Rev, v.CreateTimeMs, v.UpdateTimeMs = str(r.Creator), &r.Rev, i64(r.CreateTimeMs), i64(r.UpdateTimeMs)
 	v.CatalogID, v.Db, v.Table = i64(r.CatalogID), str(r.DB), str(r.Table)
@@ -243,8 +232,41 @@ func view(st *raftfsm.State, r *job.Record) *adminapi.TJobView {
 	v.IndexUUID, v.AdmittedIndexUUID = str(r.IndexUUID), str(r.AdmittedIndexUUID)
 	v.TerminationMessage, v.BuildPhase = str(r.TerminationMessage), str(r.BuildPhase)
 	v.ResolveAfterMs = i64(r.ResolveAfterMs)
+	buildView(v, r)
 	return v
+}
+
+// buildView fills what the current dispatch's build cost and said: the
+// index directory a NOT_COMMITTED build left behind, the dispatch time
+// (master clock), the worker's start and finish times, wall time and peak
+// memory (backend clock) and its elapsed time at the last progress report.
+func buildView(v *adminapi.TJobView, r *job.Record) {
+	str, i64 := nonEmpty, nonZero
+	v.LeftoverIndexUUID = str(r.LeftoverIndexUUID)
+	v.DispatchTimeMs = i64(r.DispatchTimeMs)
+	res := r.Resources
+	v.StartTimeMs, v.FinishTimeMs, v.WallMs = i64(res.StartTimeMs), i64(res.FinishTimeMs), i64(res.WallMs)
+	v.PeakMemoryBytes, v.PeakMemorySource = i64(res.PeakMemoryBytes), str(res.PeakMemorySource)
+	if r.ProgressTimeMs != 0 {
+		e := r.BuildElapsedMs
+		v.BuildElapsedMs, v.ProgressTimeMs = &e, i64(r.ProgressTimeMs)
+	}
 }
 
 func quote(s string) string { return strconv.Quote(s) }
 func itoa(i int64) string   { return strconv.FormatInt(i, 10) }
+
+// nonEmpty and nonZero leave a zero value unset in a view.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nonZero(x int64) *int64 {
+	if x == 0 {
+		return nil
+	}
+	return &x
+}

@@ -25,7 +25,10 @@ func TestCanaryStorageOptionGoesNowhereButTheWorker(t *testing.T) {
 	m := newFakeMaster(t)
 	h := newHarness(t, func(c *Config) { c.Masters = []string{closedAddr(t)} })
 	echo := fmt.Sprintf("failed with %s=%s and secret %s", canaryKey, canaryValue, testSecret)
-	h.runner.setScript(func(_ context.Context, req *frame.Request) Outcome {
+	h.runner.setScript(func(ctx context.Context, req *frame.Request) Outcome {
+		if req.Mode == frame.ModeBuild {
+			playStderr(ctx, "stderr line: "+echo, canaryValue, "key "+canaryKey+" alone")
+		}
 		if req.Mode == frame.ModeInspect { // an inspect has no invocation secret to echo
 			msg := fmt.Sprintf("failed with %s=%s", canaryKey, canaryValue)
 			return Outcome{Proof: ProofChildReaped, Stderr: []byte(msg),
@@ -39,7 +42,7 @@ func TestCanaryStorageOptionGoesNowhereButTheWorker(t *testing.T) {
 	h.ready(1)
 	opts := map[string]string{canaryKey: "plain", "aws_secret_access_key": canaryValue}
 
-	var answers []string
+	var answers, secretFree []string // secretFree: answers without the invocation secret either
 	for _, id := range []string{"build", "crash"} {
 		d := h.dispatch(id, 1)
 		d.StorageOptions = opts
@@ -52,6 +55,13 @@ func TestCanaryStorageOptionGoesNowhereButTheWorker(t *testing.T) {
 		if !strings.Contains(string(b), testSecret) {
 			t.Fatalf("the query answer should carry the invocation secret (it authenticates the stored result)")
 		}
+		lr := h.jobLog(id, 1, 0)
+		if !strings.Contains(lr.GetLog(), "stderr line: failed with [redacted]") {
+			t.Fatalf("the job log should hold the scrubbed line (the scan would prove nothing): %q", lr.GetLog())
+		}
+		b, _ = json.Marshal(lr)
+		answers = append(answers, string(b))
+		secretFree = append(secretFree, string(b), st.GetResult_().GetLogTail())
 	}
 	req, _ := h.runner.lastRequest()
 	if req.StorageOptions["aws_secret_access_key"] != canaryValue {
@@ -76,10 +86,20 @@ func TestCanaryStorageOptionGoesNowhereButTheWorker(t *testing.T) {
 	for _, r := range results {
 		b, _ := json.Marshal(r)
 		answers = append(answers, string(b))
+		secretFree = append(secretFree, r.GetLogTail())
 	}
 	for _, r := range terms {
 		b, _ := json.Marshal(r)
 		answers = append(answers, string(b))
+		secretFree = append(secretFree, r.GetLogTail())
+	}
+	if len(results) == 0 || !strings.Contains(results[0].GetLogTail(), "[redacted]") {
+		t.Fatal("the result report should carry the scrubbed log tail (the scan would prove nothing)")
+	}
+	for _, a := range secretFree {
+		if strings.Contains(a, testSecret) {
+			t.Errorf("a job log or log tail holds the invocation secret: %s", a)
+		}
 	}
 	path := h.a.OutboxPath()
 	// Put a report back in the outbox file so the scan covers stored bytes.

@@ -438,7 +438,7 @@ func terminationReport(r *wire.TLanceIndexJobReport, announcedUUID string) *wire
 	t := &wire.TLanceIndexJobTerminationReport{
 		JobID: r.JobID, DispatchRevision: r.DispatchRevision, InvocationID: r.InvocationID,
 		BeProcessEpoch: r.BeProcessEpoch, Proof: r.GetTerminationProof(), InvocationSecret: r.InvocationSecret,
-		SanitizedMessage: r.SanitizedMessage,
+		SanitizedMessage: r.SanitizedMessage, Resources: r.Resources, LogTail: r.LogTail,
 	}
 	if r.ResultCode == nil {
 		noResult := true

@@ -27,6 +27,7 @@ func (a *Agent) execute(inv *invocation) {
 	expired := !a.cfg.Clock().Before(inv.deadline)
 	if !shutting && !expired {
 		a.table.markRunning(inv)
+		inv.startedAt = a.cfg.Clock()
 	}
 	a.mu.Unlock()
 	switch {
@@ -46,6 +47,9 @@ func (a *Agent) execute(inv *invocation) {
 	out := a.runner.Run(ctx, buildRequest(d), inv.deadline)
 	a.metrics.workerExited(out)
 	rep := reportFromOutcome(d, a.epoch, out, scrub)
+	if t := logTail(inv.log, out.Stderr, scrub); t != "" {
+		rep.LogTail = &t
+	}
 
 	fields := []zap.Field{zap.Stringer("termination_proof", rep.GetTerminationProof()),
 		zap.Duration("duration", out.Duration), zap.Int64("peak_memory_bytes", out.PeakMemoryBytes)}
@@ -188,11 +192,36 @@ func reportFromOutcome(d *wire.TLanceIndexJobDispatch, epoch int64, out Outcome,
 		rep.ResultCode, rep.ExternalMetadataAdvanced = &code, &ema
 		msg = r.Message
 		frame.ApplyVerifiedCommit(rep, r) // §13.7: the verified index uuid and dataset version (fields 12, 13)
+		if code != wire.TLanceIndexJobResultCode_NATIVE_OK && frame.IsUUID(r.LeftoverIndexUUID) {
+			u := r.LeftoverIndexUUID // not committed: the index directory the build left behind (field 16)
+			rep.LeftoverIndexUUID = &u
+		}
 	}
 	if m := scrub.message(msg); m != "" {
 		rep.SanitizedMessage = &m
 	}
+	rep.Resources = resourcesOf(out)
 	return rep
+}
+
+// resourcesOf is what the Runner measured of the worker (nil when it never
+// started): its start and reap times and wall time on this process's clock,
+// and its peak memory with where that figure comes from (cgroup or rusage).
+func resourcesOf(out Outcome) *wire.TBuildResources {
+	if out.StartTime.IsZero() {
+		return nil
+	}
+	start, wall := out.StartTime.UnixMilli(), out.Duration.Milliseconds()
+	r := &wire.TBuildResources{StartTimeMs: &start, WallMs: &wall}
+	if !out.FinishTime.IsZero() {
+		f := out.FinishTime.UnixMilli()
+		r.FinishTimeMs = &f
+	}
+	if out.PeakMemoryBytes > 0 && out.PeakMemorySource != "" {
+		p, src := out.PeakMemoryBytes, out.PeakMemorySource
+		r.PeakMemoryBytes, r.PeakMemorySource = &p, &src
+	}
+	return r
 }
 
 // neverLaunchedCause says why a worker never started.

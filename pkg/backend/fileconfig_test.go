@@ -50,7 +50,7 @@ log_format: console
 // they build (the agent reads it from stderr).
 func TestDefaultWorkerEnvAnnouncesTheIndexUUID(t *testing.T) {
 	env := DefaultFileConfig().WorkerEnviron("/usr/bin")
-	if !slices.Contains(env, "LANCEDB_LOG=error,lance::index::vector=debug") {
+	if !slices.Contains(env, "LANCEDB_LOG=error,lance::index::vector=debug,lance::file_audit=info") {
 		t.Fatalf("worker env %v", env)
 	}
 	if c := DefaultFileConfig(); c.ClusterRebindAfter != DefaultClusterRebindAfter {

@@ -47,7 +47,13 @@ func (t *table) announce(inv *invocation, uuid, phase string) (changed, conflict
 // supervisor's stderr reader, in order). An announcement that changes what
 // is known is stored in the outbox, fsynced, and delivered; an outbox write
 // failure is logged and the report goes from memory.
+//
+// Every line also goes to the invocation's log (jobs logs), redacted. A
+// report is made only when what is known changes (the uuid, or the phase:
+// the builder's own phases and Lance's stage lines, frame.ParseProgressLine),
+// never per line; it carries the time since the worker started.
 func (a *Agent) onWorkerLine(inv *invocation, d *wire.TLanceIndexJobDispatch, line []byte) {
+	inv.log.add(line) // set at accept, never replaced: no agent lock needed
 	uuid, phase, ok := frame.ParseProgressLine(string(line))
 	if !ok {
 		return
@@ -55,6 +61,7 @@ func (a *Agent) onWorkerLine(inv *invocation, d *wire.TLanceIndexJobDispatch, li
 	a.mu.Lock()
 	changed, conflict := a.table.announce(inv, uuid, phase)
 	uuid, phase = inv.indexUUID, inv.phase
+	elapsed := a.cfg.Clock().Sub(inv.startedAt).Milliseconds()
 	a.mu.Unlock()
 	log := a.log.With(zap.Int64("job_id", d.JobID), zap.String("invocation_id", clipForLog(inv.id)))
 	if conflict {
@@ -65,6 +72,7 @@ func (a *Agent) onWorkerLine(inv *invocation, d *wire.TLanceIndexJobDispatch, li
 	}
 	log.Info("the worker announced its index", zap.String("index_uuid", uuid), zap.String("phase", phase))
 	p := progressReport(d, a.epoch, uuid, phase)
+	p.ElapsedMs = &elapsed
 	a.dlv.putProgress(outbox.Entry{ID: inv.id, Kind: outbox.KindProgress, Progress: p, Deadline: inv.deadline})
 }
 

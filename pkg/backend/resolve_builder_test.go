@@ -44,7 +44,7 @@ func realBuilder(t *testing.T) string {
 
 // realSupervisor runs the real builder with the worker environment the
 // agent uses, and LANCEDB_LOG = frame.LanceLogEnv.
-func realSupervisor(t *testing.T, builder string) *supervisor.Supervisor {
+func realSupervisor(t *testing.T, builder string, tune ...func(*supervisor.Config)) *supervisor.Supervisor {
 	t.Helper()
 	env := []string{"PATH=" + os.Getenv("PATH"), "LANCEDB_LOG=" + frame.LanceLogEnv}
 	for k, v := range DefaultWorkerEnv(os.Getenv("PATH")) {
@@ -52,12 +52,33 @@ func realSupervisor(t *testing.T, builder string) *supervisor.Supervisor {
 			env = append(env, k+"="+v)
 		}
 	}
-	sup, err := supervisor.New(supervisor.Config{Command: []string{"node", filepath.Join(builder, "builder.js")}, Env: env,
-		MemoryLimitBytes: 2 << 30, PidsLimit: 512, Isolation: "best-effort", Logger: zap.NewNop()})
+	cfg := supervisor.Config{Command: []string{"node", filepath.Join(builder, "builder.js")}, Env: env,
+		MemoryLimitBytes: 2 << 30, PidsLimit: 512, Isolation: "best-effort", Logger: zap.NewNop(), TempRoot: t.TempDir()}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	sup, err := supervisor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sup
+}
+
+// builderContract is the schema contract admission computes (pkg/job),
+// from a real inspect through run.
+func builderContract(t *testing.T, run func(*frame.Request) Outcome, uri, column, indexType string) string {
+	t.Helper()
+	ins := run(&frame.Request{Protocol: 1, Mode: frame.ModeInspect, DatasetURI: uri}).Result
+	resp := inspectResponse(Outcome{Result: ins}, newScrubber(nil), false)
+	f, err := jobwire.Snapshot(resp).FindColumn(column)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := job.SchemaContract(f, indexType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // progressOf parses every progress line of a worker's stderr.
@@ -100,21 +121,7 @@ func TestResolveWithTheRealBuilder(t *testing.T) {
 		}
 		return out
 	}
-	// The schema contract admission computes (pkg/job), from a real inspect.
-	contract := func(column, indexType string) string {
-		t.Helper()
-		ins := run(&frame.Request{Protocol: 1, Mode: frame.ModeInspect, DatasetURI: uri}).Result
-		resp := inspectResponse(Outcome{Result: ins}, newScrubber(nil), false)
-		f, err := jobwire.Snapshot(resp).FindColumn(column)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := job.SchemaContract(f, indexType)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	contract := func(column, indexType string) string { return builderContract(t, run, uri, column, indexType) }
 
 	// 1. IVF_PQ CREATE at version 1 → 2: Lance's own line announces the uuid.
 	out := run(&frame.Request{Protocol: 1, Mode: frame.ModeBuild, DatasetURI: uri, JobID: 1, InvocationID: "inv-1",

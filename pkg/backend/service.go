@@ -116,7 +116,8 @@ func (a *Agent) submit(d *wire.TLanceIndexJobDispatch) (st *wire.TStatus, accept
 	if a.shutting {
 		return statusf(wire.TStatusCode_SHUTTING_DOWN, "the backend is shutting down"), false
 	}
-	inv := &invocation{id: d.InvocationID, jobID: d.JobID, deadline: time.UnixMilli(d.DeadlineMs), dispatch: d}
+	inv := &invocation{id: d.InvocationID, jobID: d.JobID, deadline: time.UnixMilli(d.DeadlineMs), dispatch: d,
+		log: newJobLog(newScrubber(d.StorageOptions, d.GetInvocationSecret()))}
 	a.table.add(inv)
 	a.work <- inv // cannot block: checked above, and sends happen only under mu
 	return okStatus(), true

@@ -33,6 +33,11 @@ type invocation struct {
 	// indexUUID and phase are what the worker announced (progress).
 	indexUUID, phase string
 	announcements    int // progress updates stored, bounded by maxAnnouncements
+	// log is the worker's redacted stderr (jobs logs), set at accept and
+	// never replaced; it has its own lock. startedAt is when the worker was
+	// started (RUNNING), on the agent's clock.
+	log       *jobLog
+	startedAt time.Time
 }
 
 // table is the invocations this process accepted, by invocation id. It is
@@ -138,6 +143,9 @@ func (t *table) markFinished(inv *invocation, rep *wire.TLanceIndexJobReport, he
 	inv.report = rep
 	inv.held = held
 	inv.dispatch = nil
+	if inv.log != nil {
+		inv.log.shrink()
+	}
 }
 
 // settled records that the report of id left the outbox (delivered, refused
@@ -223,6 +231,9 @@ func copyReport(r *wire.TLanceIndexJobReport) *wire.TLanceIndexJobReport {
 	c.Forwarded = clonePtr(r.Forwarded)
 	c.IndexUUID = clonePtr(r.IndexUUID)
 	c.DatasetVersion = clonePtr(r.DatasetVersion)
+	c.Resources = clonePtr(r.Resources)
+	c.LogTail = clonePtr(r.LogTail)
+	c.LeftoverIndexUUID = clonePtr(r.LeftoverIndexUUID)
 	return &c
 }
 

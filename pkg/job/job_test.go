@@ -258,3 +258,14 @@ func TestBounds(t *testing.T) {
 		t.Fatal("TruncateMessage broke a rune or the bound")
 	}
 }
+
+func TestRedactLog(t *testing.T) {
+	opts := map[string]string{"aws_secret_access_key": "SECRET-abcdef", "region": "us", "token": "SECRET-abc"}
+	got := RedactLog("key aws_secret_access_key=SECRET-abcdef token=SECRET-abc region=us\xff", opts, 0)
+	if got != "key [redacted]=[redacted] [redacted]=[redacted] [redacted]=us?" { // keys too, as the backend; "us" is too short
+		t.Fatalf("%q", got)
+	}
+	if got := RedactLog("ééé"+"SECRET-abc", opts, 12); got != "é"+Redacted {
+		t.Fatalf("bounded: %q", got)
+	}
+}

@@ -66,7 +66,40 @@ type Record struct {
 	TerminationMessage string // why the worker ended, from the backend (§13.3)
 	BuildPhase         string // the worker's last announced phase
 	ResolveAfterMs     int64  // RESOLVING: the dataset is not read before this time
+
+	// What the current dispatch's build cost and said (jobs show, jobs logs).
+	LeftoverIndexUUID string    // not committed: the index directory the build left behind
+	Resources         Resources // the worker, as its backend's supervisor measured it
+	LogTail           string    // the last part of the worker's redacted stderr (≤ 4 KiB)
+	DispatchTimeMs    int64     // M1 of the current dispatch (master clock)
+	BuildElapsedMs    int64     // the worker's elapsed time at its last progress report
+	ProgressTimeMs    int64     // when that report was applied (master clock)
 }
+
+// Resources is what a build cost, as the backend's supervisor measured it
+// (the backend's clock). PeakMemorySource is "cgroup" (the worker's own
+// cgroup's peak) or "rusage" (the worker's max RSS).
+type Resources struct {
+	StartTimeMs      int64
+	FinishTimeMs     int64
+	WallMs           int64
+	PeakMemoryBytes  int64
+	PeakMemorySource string
+}
+
+// Peak memory sources (Resources.PeakMemorySource).
+const (
+	PeakFromCgroup = "cgroup"
+	PeakFromRusage = "rusage"
+)
+
+// Bounds of a worker's log: MaxLogTailBytes a log tail a backend reports
+// and the journal keeps, MaxJobLogBytes one jobs logs answer (a backend's
+// and a master's; also the default).
+const (
+	MaxLogTailBytes = 4 << 10
+	MaxJobLogBytes  = 256 << 10
+)
 
 // Clone returns a copy to transition. Record holds no reference types, so a
 // shallow copy is a deep copy.

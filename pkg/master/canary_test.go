@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
@@ -39,7 +41,15 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 		return Options{Logger: zap.New(core), HeartbeatInterval: 50 * time.Millisecond,
 			Credentials: config.DirCredentials{Dir: secrets}}
 	})
-	newWorker(c)
+	w := newWorker(c)
+	// A backend that failed to redact: its log tails and its job log carry
+	// the credential; the masters journal and show neither.
+	w.logTail = "opening s3 with aws_secret_access_key=" + storageCanary + "\n"
+	c.backend.SetJobLogHook(func(r *wire.TJobLogRequest) *wire.TJobLogResponse {
+		st := wire.TLanceInvocationState_FINISHED
+		return &wire.TJobLogResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, State: &st,
+			Log: thrift.StringPtr("line with " + storageCanary + "\n")}
+	})
 	l := c.leader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -86,7 +96,22 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, v := range []any{list, cats, show} {
+		fromBackend, err := a.JobLogs(ctx, ids[0], 0)
+		if err != nil {
+			return err
+		}
+		if fromBackend.Source != "backend" || !strings.Contains(fromBackend.Log, "line with [redacted]") {
+			t.Errorf("jobs logs should answer the backend's log, redacted (the scan would prove nothing): %+v", fromBackend)
+		}
+		c.backend.SetJobLogHook(nil) // an older backend: the journal's tail
+		fromJournal, err := a.JobLogs(ctx, ids[0], 0)
+		if err != nil {
+			return err
+		}
+		if fromJournal.Source != "journal" || !strings.Contains(fromJournal.Log, "opening s3 with [redacted]=[redacted]") {
+			t.Errorf("jobs logs should answer the journal's tail, redacted (the scan would prove nothing): %+v", fromJournal)
+		}
+		for _, v := range []any{list, cats, show, fromBackend, fromJournal} {
 			b, _ := json.Marshal(v)
 			if bytes.Contains(b, []byte(storageCanary)) {
 				t.Errorf("admin output carries the credential: %s", b)

@@ -369,15 +369,7 @@ func TestEndToEndWorkerKilledWithoutResult(t *testing.T) {
 	r := newEvidenceRig(t)
 	r.holdAt("before-commit")
 	id := r.createIVFPQ("vec", false)
-	r.waitReached("before-commit")
-	pidText, err := os.ReadFile(filepath.Join(r.hold, "before-commit.reached"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	if _, err := fmt.Sscan(string(pidText), &pid); err != nil || pid <= 1 {
-		t.Fatalf("worker pid %q: %v", pidText, err)
-	}
+	pid := r.heldWorker("before-commit")
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ type worker struct {
 	accepted map[string]bool
 	suppress bool
 	finished map[int64]bool // job ids the backend finished
+	logTail  string         // when set, every report carries it as its log tail
 	wg       sync.WaitGroup
 	stop     chan struct{}
 }
@@ -53,6 +54,10 @@ func (w *worker) submit(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wir
 	code, proof := wire.TLanceIndexJobResultCode_NATIVE_OK, wire.TLanceIndexTerminationProof_CHILD_REAPED
 	rep := &wire.TLanceIndexJobReport{JobID: d.JobID, DispatchRevision: d.DispatchRevision, InvocationID: d.InvocationID,
 		BeProcessEpoch: d.BeProcessEpoch, ResultCode: &code, TerminationProof: &proof, InvocationSecret: d.InvocationSecret}
+	if w.logTail != "" {
+		tail := w.logTail
+		rep.LogTail = &tail
+	}
 	w.c.backend.SetInvocation(&wire.TInvocationStatus{InvocationID: d.InvocationID,
 		State: wire.TLanceInvocationState_FINISHED, Result_: rep, TerminationProof: &proof})
 	if !w.suppress {

@@ -146,6 +146,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	reports := report.New(report.Deps{
 		Proposer: timed, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
 		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead, VerifyLeader: node.VerifyLeader,
+		Credentials: creds, // log tails are redacted of the catalog's credentials again before they are journaled
 	})
 	if err := node.Start(ctx); err != nil {
 		return nil, fmt.Errorf("master: %w", err)

@@ -163,6 +163,14 @@ func (w *jobWire) load(r *job.Record) *journal.TJobRecord {
 		TerminationMessage:     optString(&c.TerminationMessage),
 		BuildPhase:             optString(&c.BuildPhase),
 		ResolveAfterMs:         optInt64(&c.ResolveAfterMs),
+		LeftoverIndexUUID:      optString(&c.LeftoverIndexUUID),
+		LogTail:                optString(&c.LogTail),
+		DispatchTimeMs:         optInt64(&c.DispatchTimeMs),
+		BuildElapsedMs:         optInt64(&c.BuildElapsedMs),
+		ProgressTimeMs:         optInt64(&c.ProgressTimeMs),
+	}
+	if c.Resources != (job.Resources{}) {
+		w.t.Resources = ResourcesToThrift(&c.Resources)
 	}
 	if c.MutationType != 0 {
 		w.t.MutationType = &w.mt
@@ -241,6 +249,12 @@ func RecordFromThrift(t *journal.TJobRecord) *job.Record {
 		TerminationMessage:     t.GetTerminationMessage(),
 		BuildPhase:             t.GetBuildPhase(),
 		ResolveAfterMs:         t.GetResolveAfterMs(),
+		LeftoverIndexUUID:      t.GetLeftoverIndexUUID(),
+		Resources:              ResourcesFromThrift(t.Resources),
+		LogTail:                t.GetLogTail(),
+		DispatchTimeMs:         t.GetDispatchTimeMs(),
+		BuildElapsedMs:         t.GetBuildElapsedMs(),
+		ProgressTimeMs:         t.GetProgressTimeMs(),
 	}
 	if t.IsSetMutationState() && validMutationState(job.MutationState(*t.MutationState)) {
 		r.MutationState = job.MutationState(*t.MutationState)
@@ -428,4 +442,21 @@ func (p *strPool) get(s string) string {
 	p.cur[s] = s
 	p.bytes += len(s)
 	return s
+}
+
+// ResourcesToThrift is r's journal form (zero fields unset); it does not
+// alias r.
+func ResourcesToThrift(r *job.Resources) *journal.TResources {
+	c := *r
+	return &journal.TResources{StartTimeMs: optInt64(&c.StartTimeMs), FinishTimeMs: optInt64(&c.FinishTimeMs),
+		WallMs: optInt64(&c.WallMs), PeakMemoryBytes: optInt64(&c.PeakMemoryBytes), PeakMemorySource: optString(&c.PeakMemorySource)}
+}
+
+// ResourcesFromThrift reads the journal form (nil reads as zero).
+func ResourcesFromThrift(t *journal.TResources) job.Resources {
+	if t == nil {
+		return job.Resources{}
+	}
+	return job.Resources{StartTimeMs: t.GetStartTimeMs(), FinishTimeMs: t.GetFinishTimeMs(), WallMs: t.GetWallMs(),
+		PeakMemoryBytes: t.GetPeakMemoryBytes(), PeakMemorySource: t.GetPeakMemorySource()}
 }

@@ -23,6 +23,8 @@ func fullRecord() *job.Record {
 		DeadlineMs: 8, LeaderTerm: 10, PossibleLiveOwned: true, TerminationProof: job.ProofChildReaped,
 		ForceReleased: true, ForceActor: "ops", ForceTimeMs: 11, ForceNote: "n", ForceWarning: "w",
 		RefreshFailureTimeMs: 12, CancelActor: "c",
+		LeftoverIndexUUID: "0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f", LogTail: "tail\n", DispatchTimeMs: 13, BuildElapsedMs: 14, ProgressTimeMs: 15,
+		Resources: job.Resources{StartTimeMs: 16, FinishTimeMs: 17, WallMs: 1, PeakMemoryBytes: 18, PeakMemorySource: job.PeakFromCgroup},
 	}
 }
 

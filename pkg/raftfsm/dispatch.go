@@ -82,6 +82,8 @@ func markRunning(t *tx, m *journal.TMarkRunning) (*journal.TItemResult_, error) 
 		// dispatch (an M2″ return); the attempt count and the last refusal
 		// stay for the operator.
 		n.IndexUUID, n.BuildPhase, n.ResolveAfterMs = "", "", 0
+		n.DispatchTimeMs = t.now
+		n.LeftoverIndexUUID, n.Resources, n.LogTail, n.BuildElapsedMs, n.ProgressTimeMs = "", job.Resources{}, "", 0, 0
 	})
 	if err != nil {
 		return nil, err
@@ -118,7 +120,7 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 		return itemFail(c.JobID, journal.TApplyCode_CAS_FAILED,
 			"job %d is %s and its dispatch identity does not match (a stale or mismatched result)", c.JobID, r.MutationState), nil
 	}
-	if err := job.CheckBytes("index uuid", c.GetIndexUUID(), job.MaxIndexUUIDBytes); err != nil {
+	if err := checkEvidence(c.GetIndexUUID(), c.GetLeftoverIndexUUID(), c.GetLogTail()); err != nil {
 		return itemFail(c.JobID, journal.TApplyCode_INVALID, "job %d: %s", c.JobID, errMessage(err)), nil
 	}
 	res := c.Result_
@@ -154,6 +156,8 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 		if u := c.GetIndexUUID(); u != "" && code == job.NativeOK {
 			n.IndexUUID = u
 		}
+		applyBuildEvidence(n, c.Resources, c.LogTail)
+		n.LeftoverIndexUUID = leftover(n, c.GetLeftoverIndexUUID())
 		if neverEnqueued && n.PossibleLiveOwned && n.TerminationProof == job.ProofNone {
 			n.PossibleLiveOwned = false
 			n.TerminationProof = job.ProofNotEnqueued
@@ -212,7 +216,7 @@ func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, er
 	if finished && proof == job.ProofNotEnqueued {
 		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: NOT_ENQUEUED cannot say a worker finished", p.JobID), nil
 	}
-	if err := job.CheckBytes("index uuid", p.GetIndexUUID(), job.MaxIndexUUIDBytes); err != nil {
+	if err := checkEvidence(p.GetIndexUUID(), "", p.GetLogTail()); err != nil {
 		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: %s", p.JobID, errMessage(err)), nil
 	}
 	if err := job.CheckBytes("termination message", p.GetMessage(), job.MaxMessageBytes); err != nil {
@@ -234,6 +238,7 @@ func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, er
 			"job %d: the slot is already released (%s)", p.JobID, r.TerminationProof), nil
 	}
 	err := t.transition(r, func(n *job.Record) {
+		applyBuildEvidence(n, p.Resources, p.LogTail)
 		if releases {
 			n.TerminationProof = proof
 			n.PossibleLiveOwned = false
@@ -287,6 +292,9 @@ func recordProgress(t *tx, p *journal.TProgress) (*journal.TItemResult_, error) 
 		}
 		if setPhase {
 			n.BuildPhase = t.strs.get(phase)
+		}
+		if e := p.GetElapsedMs(); p.IsSetElapsedMs() && e >= 0 {
+			n.BuildElapsedMs, n.ProgressTimeMs = e, t.now
 		}
 	})
 	if err != nil {

@@ -30,6 +30,7 @@ func TestMarkRunning(t *testing.T) {
 	want.Rev, want.UpdateTimeMs, want.MutationState = 1, 2000, job.Running
 	want.BackendID, want.ProcessEpoch, want.InvocationID, want.InvocationSecret = be, 42, cmd.InvocationID, testSecret
 	want.DeadlineMs, want.LeaderTerm, want.PossibleLiveOwned, want.DispatchRevision = cmd.DeadlineMs, 3, true, 1
+	want.DispatchTimeMs = 2000 // M1 stamps the batch's now_ms
 	if *got != *want {
 		t.Fatalf("\n got %+v\nwant %+v", got, want)
 	}

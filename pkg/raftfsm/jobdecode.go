@@ -363,6 +363,18 @@ func (r *compactReader) jobRecord(in *interner) *job.Record {
 			rec.BuildPhase = str()
 		case 45:
 			rec.ResolveAfterMs = r.i64()
+		case 46:
+			rec.LeftoverIndexUUID = own()
+		case 47:
+			rec.Resources = r.resources(in)
+		case 48:
+			rec.LogTail = own()
+		case 49:
+			rec.DispatchTimeMs = r.i64()
+		case 50:
+			rec.BuildElapsedMs = r.i64()
+		case 51:
+			rec.ProgressTimeMs = r.i64()
 		}
 	}
 	if r.err == nil && !haveID {
@@ -376,12 +388,7 @@ func (r *compactReader) jobRecord(in *interner) *job.Record {
 
 func (r *compactReader) jobResult(in *interner) job.Result {
 	var res job.Result
-	var last int16
-	for r.err == nil {
-		typ, id := r.field(&last)
-		if typ == ctStop {
-			break
-		}
+	r.structFields(func(typ byte, id int16) bool {
 		switch {
 		case id == 1 && typ == ctI32:
 			res.Code = job.ResultCode(r.i32())
@@ -392,10 +399,53 @@ func (r *compactReader) jobResult(in *interner) job.Result {
 		case id == 4 && (typ == ctTrue || typ == ctFalse):
 			res.ExternalMetadataAdvanced = typ == ctTrue
 		default:
+			return false
+		}
+		return true
+	})
+	return res
+}
+
+// resources reads a TResources struct.
+func (r *compactReader) resources(in *interner) job.Resources {
+	var res job.Resources
+	r.structFields(func(typ byte, id int16) bool {
+		var dst *int64
+		switch {
+		case id == 1 && typ == ctI64:
+			dst = &res.StartTimeMs
+		case id == 2 && typ == ctI64:
+			dst = &res.FinishTimeMs
+		case id == 3 && typ == ctI64:
+			dst = &res.WallMs
+		case id == 4 && typ == ctI64:
+			dst = &res.PeakMemoryBytes
+		case id == 5 && typ == ctBinary:
+			res.PeakMemorySource = in.bytes(r.binary())
+			return true
+		default:
+			return false
+		}
+		*dst = r.i64()
+		return true
+	})
+	return res
+}
+
+// structFields calls fn with each field header of the struct being read,
+// up to its stop; fn reads the value and answers true, or answers false to
+// have the value skipped (an unknown field, or a known one of another type).
+func (r *compactReader) structFields(fn func(typ byte, id int16) bool) {
+	var last int16
+	for r.err == nil {
+		typ, id := r.field(&last)
+		if typ == ctStop {
+			return
+		}
+		if !fn(typ, id) {
 			r.skip(typ, true, 0)
 		}
 	}
-	return res
 }
 
 // jobFieldTypes is TJobRecord's field id → wire type (idl/journal.thrift).
@@ -409,6 +459,7 @@ var jobFieldTypes = [...]byte{
 	31: ctBoolType, 32: ctI32, 33: ctBoolType, 34: ctBinary, 35: ctI64, 36: ctBinary,
 	37: ctBinary, 38: ctI64, 39: ctBinary, 40: ctI32, 41: ctBinary, 42: ctBinary,
 	43: ctBinary, 44: ctBinary, 45: ctI64,
+	46: ctBinary, 47: ctStruct, 48: ctBinary, 49: ctI64, 50: ctI64, 51: ctI64,
 }
 
 // decodeCatalogBytes and decodeBackendBytes decode a struct's byte range

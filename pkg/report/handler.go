@@ -15,6 +15,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/groupcommit"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
@@ -60,6 +61,11 @@ type Deps struct {
 	// may miss the newer leader's entries. When it fails the answer is
 	// NOT_LEADER and the backend retries. nil skips it (tests; a single node).
 	VerifyLeader func(ctx context.Context) error
+	// Credentials, when set, redact a report's log tail again before it is
+	// journaled: every key and value of the job's catalog credentials is
+	// removed (the backend removes them first; this is the masters not
+	// trusting that). A tail whose credentials cannot be read is dropped.
+	Credentials config.CredentialSource
 	// ForwardTimeout bounds one forwarded call (default 10 s).
 	ForwardTimeout time.Duration
 	// ApplyTimeout bounds one proposed batch (default 10 s).
@@ -161,7 +167,13 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 	res, reason, why := parseResult(r)
 	var parsed *parsedResult
 	uuidDropped := false
+	var buildDropped []string
 	if why == "" {
+		res.build, buildDropped = parseBuildInfo(r.Resources, r.LogTail, r.LeftoverIndexUUID)
+		res.build.logTail = h.redactTail(rec, res.build.logTail)
+		for _, d := range buildDropped {
+			h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, d+" is malformed"))
+		}
 		// The verified index's uuid (§13.7) is evidence beside a trusted
 		// result: a malformed one is dropped, the result is not.
 		if u, ok := indexUUID(r.IndexUUID); !ok {
@@ -172,7 +184,7 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 		}
 		parsed = &res
 	}
-	proofSt, resultSt := h.journal(ctx, rec, id, proof, nil, parsed)
+	proofSt, resultSt := h.journal(ctx, rec, id, proof, nil, buildInfo{}, parsed)
 	switch {
 	case proofSt != nil:
 		return proofSt
@@ -182,6 +194,8 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 		return invalid(id.jobID, "the result was accepted; the termination proof is not one a backend may send and was dropped")
 	case uuidDropped && resultSt.StatusCode == wire.TStatusCode_OK:
 		return invalid(id.jobID, "the result was accepted; the index uuid is not a uuid and was dropped")
+	case len(buildDropped) > 0 && resultSt.StatusCode == wire.TStatusCode_OK:
+		return invalid(id.jobID, "the result was accepted; "+strings.Join(buildDropped, " and ")+" was malformed and dropped")
 	}
 	return resultSt
 }
@@ -231,7 +245,13 @@ func (h *Handler) HandleTermination(ctx context.Context, r *wire.TLanceIndexJobT
 		}
 		term.resolveAfterMs = h.resolveAfterMs(rec)
 	}
-	if st, _ := h.journal(ctx, rec, id, p, term, nil); st != nil {
+	pb, bad := parseBuildInfo(r.Resources, r.LogTail, nil)
+	pb.logTail = h.redactTail(rec, pb.logTail)
+	for _, d := range bad {
+		h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, d+" is malformed"))
+	}
+	dropped = append(dropped, bad...)
+	if st, _ := h.journal(ctx, rec, id, p, term, pb, nil); st != nil {
 		return st
 	}
 	if len(dropped) > 0 {

@@ -341,7 +341,7 @@ func TestCASLossIsAcknowledged(t *testing.T) {
 	res := parsedResult{code: job.NativeOK}
 	id := identity{rec.JobID, rec.DispatchRevision, rec.InvocationID, rec.ProcessEpoch}
 	f.apply(raftfsm.CmdCompleteBatch, deadlineSweep(rec)) // rec (RUNNING) is now stale
-	if _, st := f.h.journal(context.Background(), rec, id, job.ProofNone, nil, &res); st.StatusCode != wire.TStatusCode_OK {
+	if _, st := f.h.journal(context.Background(), rec, id, job.ProofNone, nil, buildInfo{}, &res); st.StatusCode != wire.TStatusCode_OK {
 		t.Fatalf("status %v", st)
 	}
 	wantCounts(t, f.h, map[string]int64{"late_result": 1, "applied_result": 0})

@@ -85,11 +85,13 @@ func (h *Handler) catchUp(ctx context.Context) *wire.TStatus {
 // result through M2 (when res is set and the job is RUNNING or RESOLVING for
 // this dispatch) go into one item of a report batch,
 // which the FSM applies P first, each half on its own guard (DESIGN.md §9).
+// pb is what a termination report says of the build (resources, log tail),
+// carried by P.
 // One entry instead of two halves a report's journal latency. The answers
 // are proofSt for P and resultSt for M2: nil means applied or acknowledged
 // (resultSt is then statusOK when a result was given).
 func (h *Handler) journal(ctx context.Context, rec *job.Record, id identity, proof job.TerminationProof,
-	term *termination, res *parsedResult) (proofSt, resultSt *wire.TStatus) {
+	term *termination, pb buildInfo, res *parsedResult) (proofSt, resultSt *wire.TStatus) {
 	item := &journal.TReportItem{}
 	if proof != job.ProofNone {
 		resolves := term != nil && rec.MutationState == job.Running
@@ -99,6 +101,7 @@ func (h *Handler) journal(ctx context.Context, rec *job.Record, id identity, pro
 			item.Proof = &journal.TProof{JobID: rec.JobID, DispatchRevision: rec.DispatchRevision,
 				InvocationID: rec.InvocationID, ProcessEpoch: rec.ProcessEpoch, BackendID: rec.BackendID,
 				Proof: journal.TTerminationProof(proof)}
+			pb.onProof(item.Proof)
 			if term != nil {
 				item.Proof.FinishedWithoutResult_ = thrift.BoolPtr(true)
 				item.Proof.ResolveAfterMs = thrift.Int64Ptr(term.resolveAfterMs)

@@ -38,6 +38,7 @@ type parsedResult struct {
 	message   string
 	ema       bool
 	indexUUID string // NATIVE_OK: the verified index's uuid ("" when not reported)
+	build     buildInfo
 }
 
 // termination is what a termination report that says the worker ended
@@ -107,6 +108,7 @@ func completion(id identity, res parsedResult) *journal.TCompletion {
 	if res.indexUUID != "" && res.code == job.NativeOK {
 		c.IndexUUID = thrift.StringPtr(res.indexUUID)
 	}
+	res.build.onCompletion(c)
 	return c
 }
 

@@ -58,6 +58,9 @@ func (h *Handler) HandleProgress(ctx context.Context, r *wire.TLanceIndexJobProg
 	}
 	p := &journal.TProgress{JobID: id.jobID, DispatchRevision: id.dispatchRevision, InvocationID: id.invocationID,
 		ProcessEpoch: id.epoch}
+	if e := r.GetElapsedMs(); r.IsSetElapsedMs() && e >= 0 {
+		p.ElapsedMs = thrift.Int64Ptr(e) // the worker's time so far; a negative one is left out
+	}
 	if uuid != "" {
 		p.IndexUUID = thrift.StringPtr(uuid)
 	}

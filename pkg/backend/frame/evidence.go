@@ -19,8 +19,14 @@ import (
 // at the start of a vector build. That uuid is the indexUuid the build
 // commits (verified with IVF_PQ and IVF_HNSW_SQ, Lance 8). The level also
 // lets through Lance's INFO lines of lance::index::vector::{ivf,builder,
-// utils} (a dozen per build), which ParseProgressLine reads as phases.
-const LanceLogEnv = "error,lance::index::vector=debug"
+// utils} (a dozen per build), which ParseProgressLine reads as phases, and
+// Lance's file audit at info level, whose
+//
+//	[<time> INFO  lance::file_audit] mode="create" type="manifest" path="…"
+//
+// line marks the commit of a new dataset version (one per commit; the
+// other audit lines name data and index files and are not phases).
+const LanceLogEnv = "error,lance::index::vector=debug,lance::file_audit=info"
 
 // ProgressPrefix starts the builder's own announcement line on stderr:
 //
@@ -68,7 +74,8 @@ var lancePhases = []struct{ prefix, phase string }{
 //     uuid;
 //   - Lance's INFO lines of lance::index::vector… that start a phase: the
 //     phase only ("ivf_training", "quantizer_training", "shuffling",
-//     "merging").
+//     "merging");
+//   - Lance's file audit line of a new manifest: "committing".
 //
 // Anything else answers ok false. A line that starts with neither prefix
 // is refused after a prefix check, so the agent may run it on every stderr
@@ -79,6 +86,13 @@ func ParseProgressLine(line string) (uuid, phase string, ok bool) {
 		return parseOwnLine(rest)
 	}
 	target, msg, found := lanceLogLine(line)
+	if found && target == "lance::file_audit" {
+		// mode and type come first; the path, which may hold anything, after.
+		if strings.HasPrefix(msg, `mode="create" type="manifest" `) {
+			return "", "committing", true
+		}
+		return "", "", false
+	}
 	if !found || !strings.HasPrefix(target, "lance::index::vector") {
 		return "", "", false
 	}

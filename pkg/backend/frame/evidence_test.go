@@ -33,6 +33,9 @@ func TestParseProgressLine(t *testing.T) {
 		{`[2026-12-01T19:58:40Z INFO  lance::index::vector::builder] shuffle column vector over dataset`, "", "shuffling", true},
 		{`[2026-12-01T19:58:40Z INFO  lance::index::vector::builder] merging 2 partitions`, "", "merging", true},
 		{`[2026-12-01T19:58:40Z INFO  lance::index::vector::builder] merging 2 partitions done`, "", "", false},
+		{`[2026-12-01T22:28:21Z INFO  lance::file_audit] mode="create" type="manifest" path="dummy"`, "", "committing", true},
+		{`[2026-12-01T22:28:21Z INFO  lance::file_audit] mode="create" type="data" path="x type=\"manifest\""`, "", "", false},
+		{`[2026-12-01T22:28:21Z INFO  other::file_audit] mode="create" type="manifest" path="dummy"`, "", "", false},
 		{`[2026-12-01T19:58:40Z INFO  lance::index::vector::utils] Sample training data: scanning all 2000 rows`, "", "", false},
 
 		// Refused: malformed, foreign, forged.
@@ -71,7 +74,7 @@ func TestParseProgressLine(t *testing.T) {
 }
 
 func TestLanceLogEnv(t *testing.T) {
-	if LanceLogEnv != "error,lance::index::vector=debug" {
+	if LanceLogEnv != "error,lance::index::vector=debug,lance::file_audit=info" {
 		t.Fatalf("LanceLogEnv = %q; builder.js's lanceAnnouncesVectorUuid matches this value", LanceLogEnv)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -279,17 +278,8 @@ func (s *Supervisor) removeStale(b *cgroupBackend) {
 			continue
 		}
 		for _, e := range ents {
-			rest, ok := strings.CutPrefix(e.Name(), cgroupPrefix)
-			pidStr, _, ok2 := strings.Cut(rest, "-")
-			pid, err := strconv.Atoi(pidStr)
-			if !e.IsDir() || !ok || !ok2 || err != nil || pid <= 0 {
+			if !e.IsDir() || !leftByDeadAgent(e.Name(), cgroupPrefix, first) {
 				continue
-			}
-			if pid == os.Getpid() && !first {
-				continue // another Supervisor of this process
-			}
-			if pid != os.Getpid() && !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-				continue // its agent may still be running
 			}
 			d := filepath.Join(parent, e.Name())
 			if err := unix.Rmdir(d); err != nil {

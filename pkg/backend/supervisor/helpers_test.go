@@ -40,6 +40,7 @@ func baseConfig(t *testing.T) Config {
 		// GORACE: a race-built worker would otherwise sleep 1 s at exit.
 		Env:              []string{workerEnv + "=1", tokenEnv + "=" + token, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"},
 		Dir:              t.TempDir(),
+		TempRoot:         t.TempDir(),
 		MemoryLimitBytes: 512 << 20,
 		PidsLimit:        256,
 		Isolation:        IsolationRequired,

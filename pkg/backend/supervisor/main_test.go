@@ -161,6 +161,11 @@ func worker() int {
 	case "hang-ready":
 		ready(dir)
 		time.Sleep(time.Hour)
+	case "tmpfiles":
+		tmpFiles(dir)
+		signal.Ignore(syscall.SIGTERM)
+		ready(dir)
+		time.Sleep(time.Hour)
 	case "ignore-term":
 		signal.Ignore(syscall.SIGTERM)
 		ready(dir)
@@ -184,6 +189,19 @@ func worker() int {
 		return 12
 	}
 	return 0
+}
+
+// tmpFiles writes what Lance leaves after a kill into $TMPDIR (shuffle
+// files, one in a directory it then makes read-only) and tells the test
+// which TMPDIR, TMP and TEMP it was given.
+func tmpFiles(dir string) {
+	tmp := os.Getenv("TMPDIR")
+	_ = os.WriteFile(filepath.Join(dir, "tmpdir"), []byte(tmp+"\n"+os.Getenv("TMP")+"\n"+os.Getenv("TEMP")), 0o644)
+	_ = os.WriteFile(filepath.Join(tmp, "shuffle-0.arrow"), make([]byte, 4096), 0o644)
+	sub := filepath.Join(tmp, "partition-merge")
+	_ = os.Mkdir(sub, 0o755)
+	_ = os.WriteFile(filepath.Join(sub, "part-1.arrow"), make([]byte, 4096), 0o444)
+	_ = os.Chmod(sub, 0o500)
 }
 
 // whereami reports the worker's own cgroups and the limits it finds there.

@@ -192,6 +192,19 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 		s.log.Warn("worker executable not found", zap.Error(err))
 		return never("spawn failed")
 	}
+	tmp, env, err := s.makeTmpDir(s.cfg.Env)
+	if err != nil {
+		s.log.Error("worker TMPDIR setup failed", zap.Error(err))
+		return never("tmpdir setup failed")
+	}
+	// The TMPDIR goes once nothing of the worker can write there any more:
+	// here, or after the late cleanup when processes outlive Run.
+	tmpLater := false
+	defer func() {
+		if !tmpLater {
+			s.cleanTmp(tmp)
+		}
+	}()
 	var cg *invCgroup
 	if s.cg != nil {
 		for i := 0; ; i++ {
@@ -241,7 +254,7 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 		defer dir.Close()
 		cgroupFD = int(dir.Fd())
 	}
-	c, err := s.spawn(argv0, argv, s.cfg.Env, s.cfg.Dir, files, cgroupFD)
+	c, err := s.spawn(argv0, argv, env, s.cfg.Dir, files, cgroupFD)
 	w.closeChildEnds()
 	closeAll(join)
 	if err != nil {
@@ -259,7 +272,7 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 		statusCh <- ""
 	}
 
-	out := Outcome{PID: c.pid, ExitCode: -1}
+	out := Outcome{PID: c.pid, ExitCode: -1, StartTime: start}
 	killedBy, exited := s.await(ctx, c, cg, deadline)
 	if !exited {
 		// The leader survived SIGKILL (uninterruptible sleep): nothing can be
@@ -268,7 +281,8 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 		out.Stderr = s.stderrTail(w, secrets)
 		out.Duration = time.Since(start)
 		w.lines.stop() // the drain below outlives Run: no observer call after it
-		s.finishLater(c, cg, func() { w.drain(0) })
+		tmpLater = true
+		s.finishLater(c, cg, func() { w.drain(0); s.cleanTmp(tmp) })
 		return out
 	}
 	out.Duration = c.exitedAt.Sub(start)
@@ -278,10 +292,18 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 		if cg != nil {
 			out.OOMKilled, out.PeakMemoryBytes = cg.oomKilled(), cg.peakMemory()
 		}
-		s.finishLater(c, cg, nil)
+		tmpLater = true
+		s.finishLater(c, cg, func() { s.cleanTmp(tmp) })
 	}
-	if res.reaped && out.PeakMemoryBytes == 0 {
-		out.PeakMemoryBytes = res.ru.Maxrss << 10 // KiB; the leader only
+	if out.PeakMemoryBytes > 0 {
+		out.PeakMemorySource = PeakFromCgroup
+	}
+	if res.reaped {
+		out.FinishTime = time.Now()
+		if out.PeakMemoryBytes == 0 && res.ru.Maxrss > 0 {
+			// KiB; the leader and the descendants it waited for.
+			out.PeakMemoryBytes, out.PeakMemorySource = res.ru.Maxrss<<10, PeakFromRusage
+		}
 	}
 	var status string
 	select {

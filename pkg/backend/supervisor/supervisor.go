@@ -86,6 +86,12 @@ type Config struct {
 	// mount (the same relative path is used in both v1 hierarchies). Missing
 	// directories are created. Default: auto-detect (docs/isolation.md).
 	CgroupParent string
+	// TempRoot is where each Run makes the worker's own fresh TMPDIR
+	// (also given as TMP and TEMP, replacing any in Env), removed with
+	// everything in it once the worker and all it started are gone,
+	// however it ended. Default: os.TempDir(). TMPDIRs a crashed agent
+	// left there are removed at New.
+	TempRoot string
 	// Logger receives one line per Run and the isolation report of New.
 	Logger *zap.Logger
 
@@ -137,10 +143,23 @@ type Outcome struct {
 	// Duration is the worker's wall time, from spawn to its exit.
 	Duration time.Duration
 	// PeakMemoryBytes is the cgroup's peak usage (memory.peak /
-	// memory.max_usage_in_bytes); in process-group mode the worker's own
-	// peak RSS.
+	// memory.max_usage_in_bytes); without a cgroup, or when the kernel does
+	// not keep the peak, the worker's own peak RSS (wait4's rusage).
 	PeakMemoryBytes int64
+	// PeakMemorySource says where PeakMemoryBytes comes from:
+	// PeakFromCgroup, PeakFromRusage, or "" when it is not known.
+	PeakMemorySource string
+	// StartTime is when the worker was spawned, FinishTime when it was
+	// reaped (zero when it never started, or was not reaped by the time
+	// Run returned).
+	StartTime, FinishTime time.Time
 }
+
+// Sources of Outcome.PeakMemoryBytes.
+const (
+	PeakFromCgroup = "cgroup"
+	PeakFromRusage = "rusage"
+)
 
 // Supervisor runs workers. Run is safe for concurrent use.
 type Supervisor struct {
@@ -206,6 +225,9 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.TempRoot == "" {
+		cfg.TempRoot = os.TempDir()
+	}
 	subreaper.once.Do(func() {
 		subreaper.err = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	})
@@ -213,6 +235,7 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, fmt.Errorf("supervisor: PR_SET_CHILD_SUBREAPER: %w", subreaper.err)
 	}
 	s := &Supervisor{cfg: cfg, log: cfg.Logger.Named("supervisor")}
+	s.removeStaleTmp()
 	s.detect()
 	return s, nil
 }
