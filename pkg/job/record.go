@@ -20,6 +20,8 @@ type Record struct {
 	Provider  string
 	Locator   string // normalized dataset URI; never shown in lists or logged
 
+	// An OPTIMIZE has no index name ("") and the fence name
+	// OptimizeFenceName: its fence is the dataset.
 	DisplayIndexName    string
 	NormalizedIndexName string
 
@@ -27,8 +29,8 @@ type Record struct {
 	IfNotExists  bool
 	IfExists     bool
 
-	IndexType      string // "" for DROP
-	Column         string // "" for DROP
+	IndexType      string // "" for DROP and OPTIMIZE
+	Column         string // "" for DROP and OPTIMIZE
 	PropertiesJSON string // canonical (CanonicalProperties)
 
 	AdmittedDatasetVersion int64
@@ -66,6 +68,12 @@ type Record struct {
 	TerminationMessage string // why the worker ended, from the backend (§13.3)
 	BuildPhase         string // the worker's last announced phase
 	ResolveAfterMs     int64  // RESOLVING: the dataset is not read before this time
+
+	// Results a NATIVE_OK brings (M2): the dataset version the builder
+	// verified, and an OPTIMIZE's per-index before/after in the canonical
+	// form of EncodeOptimized ("" for none).
+	ResultDatasetVersion int64
+	OptimizedIndexes     string
 }
 
 // Clone returns a copy to transition. Record holds no reference types, so a

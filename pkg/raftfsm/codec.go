@@ -163,6 +163,8 @@ func (w *jobWire) load(r *job.Record) *journal.TJobRecord {
 		TerminationMessage:     optString(&c.TerminationMessage),
 		BuildPhase:             optString(&c.BuildPhase),
 		ResolveAfterMs:         optInt64(&c.ResolveAfterMs),
+		OptimizedIndexes:       optimizedOfRecord(c.OptimizedIndexes),
+		ResultDatasetVersion:   optInt64(&c.ResultDatasetVersion),
 	}
 	if c.MutationType != 0 {
 		w.t.MutationType = &w.mt
@@ -241,6 +243,8 @@ func RecordFromThrift(t *journal.TJobRecord) *job.Record {
 		TerminationMessage:     t.GetTerminationMessage(),
 		BuildPhase:             t.GetBuildPhase(),
 		ResolveAfterMs:         t.GetResolveAfterMs(),
+		OptimizedIndexes:       optimizedOfThrift(t.OptimizedIndexes),
+		ResultDatasetVersion:   t.GetResultDatasetVersion(),
 	}
 	if t.IsSetMutationState() && validMutationState(job.MutationState(*t.MutationState)) {
 		r.MutationState = job.MutationState(*t.MutationState)

@@ -363,6 +363,10 @@ func (r *compactReader) jobRecord(in *interner) *job.Record {
 			rec.BuildPhase = str()
 		case 45:
 			rec.ResolveAfterMs = r.i64()
+		case 52:
+			rec.OptimizedIndexes = r.optimizedIndexes()
+		case 53:
+			rec.ResultDatasetVersion = r.i64()
 		}
 	}
 	if r.err == nil && !haveID {
@@ -409,6 +413,7 @@ var jobFieldTypes = [...]byte{
 	31: ctBoolType, 32: ctI32, 33: ctBoolType, 34: ctBinary, 35: ctI64, 36: ctBinary,
 	37: ctBinary, 38: ctI64, 39: ctBinary, 40: ctI32, 41: ctBinary, 42: ctBinary,
 	43: ctBinary, 44: ctBinary, 45: ctI64,
+	52: ctList, 53: ctI64,
 }
 
 // decodeCatalogBytes and decodeBackendBytes decode a struct's byte range
