@@ -10,6 +10,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -236,6 +237,9 @@ func view(st *raftfsm.State, r *job.Record) *adminapi.TJobView {
 	v.IndexUUID, v.AdmittedIndexUUID = str(r.IndexUUID), str(r.AdmittedIndexUUID)
 	v.TerminationMessage, v.BuildPhase = str(r.TerminationMessage), str(r.BuildPhase)
 	v.ResolveAfterMs = i64(r.ResolveAfterMs)
+	// OPTIMIZE's result: every index before and after, and the version.
+	v.OptimizedIndexes = jobwire.OptimizedToWire(job.DecodeOptimized(r.OptimizedIndexes))
+	v.ResultDatasetVersion = i64(r.ResultDatasetVersion)
 	return v
 }
 
