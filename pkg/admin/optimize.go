@@ -75,10 +75,7 @@ func optimizeRecord(st *raftfsm.State, r *adminapi.TOptimizeRequest) (*job.Recor
 	if err != nil {
 		return nil, nil, err
 	}
-	return &job.Record{
-		Creator: creator, CatalogID: cat.ID, DB: r.Db, Table: r.Table, Provider: job.ProviderDirectory, Locator: loc,
-		NormalizedIndexName: job.OptimizeFenceName, MutationType: job.Optimize,
-	}, cat, nil
+	return job.NewOptimize(cat.ID, r.Db, r.Table, loc, creator), cat, nil
 }
 
 // fenceHolderMessage is the FENCE_CONFLICT message of an index admission

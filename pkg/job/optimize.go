@@ -103,3 +103,12 @@ func DecodeOptimized(s string) []OptimizedIndex {
 	}
 	return out
 }
+
+// NewOptimize is the record a leader admits for OPTIMIZE of db.table of a
+// catalog whose dataset is at locator: no index name (its fence name is
+// OptimizeFenceName), column, type or properties. The admitted dataset
+// version is the caller's to set from its snapshot.
+func NewOptimize(catalogID int64, db, table, locator, creator string) *Record {
+	return &Record{Creator: creator, CatalogID: catalogID, DB: db, Table: table, Provider: ProviderDirectory,
+		Locator: locator, NormalizedIndexName: OptimizeFenceName, MutationType: Optimize}
+}

@@ -6,7 +6,9 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 )
 
 // OPTIMIZE (DESIGN.md §14) in the journal.
@@ -119,6 +121,26 @@ func completionResult(r *job.Record, c *journal.TCompletion) (version int64, opt
 		optimized, err = job.EncodeOptimized(OptimizedFromThrift(c.OptimizedIndexes))
 	}
 	return version, optimized, err
+}
+
+// RelayResult copies what a backend's NATIVE_OK report brings beyond the
+// outcome into its M2 c: the dataset version the builder verified, and for
+// an OPTIMIZE job rec its per-index before/after. The report path and
+// reconcile (a stored report) share it. A list that breaks the bounds
+// (job.EncodeOptimized) is dropped, not the result: dropped says so.
+func RelayResult(c *journal.TCompletion, rec *job.Record, version *int64, ixs []*wire.TOptimizedIndex) (dropped bool) {
+	if version != nil && *version > 0 {
+		c.DatasetVersion = thrift.Int64Ptr(*version)
+	}
+	if !rec.IsOptimize() || len(ixs) == 0 {
+		return false
+	}
+	l := jobwire.OptimizedFromWire(ixs)
+	if _, err := job.EncodeOptimized(l); err != nil {
+		return true
+	}
+	c.OptimizedIndexes = OptimizedToThrift(l)
+	return false
 }
 
 // OptimizedFromThrift converts the journal's per-index list.

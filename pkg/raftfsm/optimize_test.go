@@ -14,9 +14,12 @@ import (
 
 // optimizeJob is what a leader proposes for OPTIMIZE of db.table.
 func optimizeJob(catalogID int64, db, table string) *job.Record {
-	r := newJob(catalogID, testRoot, db, table, "", job.Optimize)
-	r.DisplayIndexName, r.NormalizedIndexName = "", job.OptimizeFenceName
-	r.IndexType, r.Column, r.PropertiesJSON, r.SchemaContract = "", "", "", ""
+	loc, err := job.DatasetLocator(testRoot, db, table)
+	if err != nil {
+		panic(err)
+	}
+	r := job.NewOptimize(catalogID, db, table, loc, "alice")
+	r.AdmittedDatasetVersion = 7
 	return r
 }
 

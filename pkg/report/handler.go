@@ -160,7 +160,7 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 	}
 	res, reason, why := parseResult(r)
 	var parsed *parsedResult
-	uuidDropped := false
+	uuidDropped, optimizedDropped := false, false
 	if why == "" {
 		// The verified index's uuid (§13.7) is evidence beside a trusted
 		// result: a malformed one is dropped, the result is not.
@@ -169,6 +169,14 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 			h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the index uuid is not a uuid"))
 		} else if res.code == job.NativeOK {
 			res.indexUUID = u
+		}
+		if res.code == job.NativeOK {
+			relayed := &journal.TCompletion{}
+			if raftfsm.RelayResult(relayed, rec, r.DatasetVersion, r.OptimizedIndexes) {
+				optimizedDropped = true
+				h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the optimized indexes break their bounds"))
+			}
+			res.datasetVersion, res.optimized = relayed.DatasetVersion, relayed.OptimizedIndexes
 		}
 		parsed = &res
 	}
@@ -182,6 +190,8 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 		return invalid(id.jobID, "the result was accepted; the termination proof is not one a backend may send and was dropped")
 	case uuidDropped && resultSt.StatusCode == wire.TStatusCode_OK:
 		return invalid(id.jobID, "the result was accepted; the index uuid is not a uuid and was dropped")
+	case optimizedDropped && resultSt.StatusCode == wire.TStatusCode_OK:
+		return invalid(id.jobID, "the result was accepted; the optimized indexes break their bounds and were dropped")
 	}
 	return resultSt
 }

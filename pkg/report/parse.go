@@ -38,6 +38,10 @@ type parsedResult struct {
 	message   string
 	ema       bool
 	indexUUID string // NATIVE_OK: the verified index's uuid ("" when not reported)
+	// NATIVE_OK: the dataset version the builder verified, and an
+	// OPTIMIZE's per-index before/after (raftfsm.RelayResult).
+	datasetVersion *int64
+	optimized      []*journal.TOptimizedIndexRecord
 }
 
 // termination is what a termination report that says the worker ended
@@ -107,6 +111,7 @@ func completion(id identity, res parsedResult) *journal.TCompletion {
 	if res.indexUUID != "" && res.code == job.NativeOK {
 		c.IndexUUID = thrift.StringPtr(res.indexUUID)
 	}
+	c.DatasetVersion, c.OptimizedIndexes = res.datasetVersion, res.optimized
 	return c
 }
 
