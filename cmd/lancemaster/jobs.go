@@ -20,6 +20,7 @@ func newJobsCmd(g *globals) *cobra.Command {
 	return groupCmd("jobs", "Admit, inspect and resolve index jobs",
 		newCreateIndexCmd(g),
 		newDropIndexCmd(g),
+		newOptimizeCmd(g),
 		newJobsListCmd(g),
 		newJobsShowCmd(g),
 		newJobsResolveCmd(g),
@@ -268,7 +269,7 @@ func (g *globals) printJobs(cmd *cobra.Command, jobs []*adminapi.TJobView) error
 			strconv.FormatInt(j.JobID, 10),
 			str(j.Catalog),
 			str(j.Db) + "." + str(j.Table),
-			str(j.IndexName),
+			indexCell(j),
 			str(j.IndexType),
 			str(j.MutationType),
 			st,
@@ -478,6 +479,8 @@ func jobFields(v *adminapi.TJobView) [][2]string {
 			fv = fv.Elem()
 		}
 		switch {
+		case name == "optimized_indexes":
+			kvs = append(kvs, optimizedFields(v.OptimizedIndexes)...)
 		case fv.Kind() == reflect.Int64 && (strings.HasSuffix(name, "_time_ms") || name == "deadline_ms" || name == "resolve_after_ms"):
 			kvs = append(kvs, [2]string{strings.TrimSuffix(name, "_ms"), timeMsExact(fv.Int())})
 		default:
