@@ -167,3 +167,22 @@ func TestOptimizeDeadlineProvesNothing(t *testing.T) {
 		t.Fatalf("after the deadline: %+v", got)
 	}
 }
+
+// The refresh a COMMITTED OPTIMIZE owes says OPTIMIZE, with no index name.
+func TestOptimizeRefreshRequestSaysOptimize(t *testing.T) {
+	f := rfNew(t)
+	cat := f.catalog("lake", raftfsm.RefreshWebhook, "https://hook.example/r")
+	loc, err := job.DatasetLocator(rfRoot, "db", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := f.apply(raftfsm.CmdAdmit, &journal.TAdmitCommand{NowMs: f.nowMs(),
+		Job: raftfsm.RecordToThrift(job.NewOptimize(cat, "db", "t1", loc, "alice"))}).GetID()
+	f.finish(job.NativeOK, false, id)
+	rec := &rfRefresher{}
+	rfStep(t, f.driver(rec, nil))
+	calls := rec.called()
+	if len(calls) != 1 || calls[0].MutationType != "OPTIMIZE" || calls[0].IndexName != "" || calls[0].Outcome != "COMMITTED" {
+		t.Fatalf("refresh requests %+v", calls)
+	}
+}
