@@ -9,6 +9,7 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
@@ -297,4 +298,18 @@ func TestMarkOptimizeProof(t *testing.T) {
 	if MarkOptimizeProof(p, idx, 3) || p.ReturnToPending != nil || p.GetIndexUUID() != "u" {
 		t.Fatalf("an index job's proof changed: %+v", p)
 	}
+}
+
+// admit_rules 2: the mutation gate is re-checked at apply time for an
+// OPTIMIZE as for any admission.
+func TestOptimizeAdmissionRechecksTheGate(t *testing.T) {
+	h := newHarness(t)
+	cat := h.createCatalog("lake", testRoot)
+	h.setOption(config.OptEnableMutation, "false")
+	rules := thrift.Int32Ptr(AdmitRulesRecheck)
+	wantCode(t, h.apply(CmdAdmit, &journal.TAdmitCommand{NowMs: h.now, Job: RecordToThrift(optimizeJob(cat, "db", "t")), AdmitRules: rules}),
+		journal.TApplyCode_MUTATION_DISABLED)
+	h.setOption(config.OptEnableMutation, "true")
+	wantCode(t, h.apply(CmdAdmit, &journal.TAdmitCommand{NowMs: h.now, Job: RecordToThrift(optimizeJob(cat, "db", "t")), AdmitRules: rules}),
+		journal.TApplyCode_OK)
 }
