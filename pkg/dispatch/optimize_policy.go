@@ -203,7 +203,9 @@ func (p *OptimizePolicy) consider(ctx context.Context, cat *raftfsm.Catalog, ds 
 
 // policyDatasets lists the datasets of a catalog that have index jobs in
 // the journal, with their last OPTIMIZE; oldest last OPTIMIZE first (never
-// optimized first), then by name.
+// optimized first), then by name. It walks the catalog's retained jobs
+// (the jobs-by-catalog index) once per pass: O(jobs of the catalog), on the
+// leader only, once per interval.
 func policyDatasets(st *raftfsm.State, catalogID int64) []policyDataset {
 	type key struct{ db, table string }
 	byKey := map[key]*policyDataset{}
