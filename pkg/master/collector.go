@@ -53,7 +53,7 @@ var (
 	descIsLeader    = desc("lancemaster_is_leader", "1 if raft considers this master the leader.")
 	descLeaderTerm  = desc("lancemaster_leader_term", "The term of this master's leadership once its barrier completed (the dispatch fencing token), else 0.")
 	descLeaderKnown = desc("lancemaster_leader_known", "1 if this master knows a leader.")
-	descServices    = desc("lancemaster_leader_services_running", "Leader services (pool, dispatcher, GC) running on this master.")
+	descServices    = desc("lancemaster_leader_services_running", "Leader services (pool, dispatcher, GC, OPTIMIZE policy) running on this master.")
 	descFSMApplied  = desc("lancemaster_fsm_applied_index", "The log index of the last command the journal replica applied.")
 
 	descJobsMutation = desc("lancemaster_jobs_by_mutation_state",
