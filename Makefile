@@ -14,8 +14,17 @@ GO_SOURCES = $(shell find . -name '*.go' -not -path './gen-go/*' -not -path './.
 
 .PHONY: build test fuzz gen bench setup demo demo-down certs vet fmt fmt-check clean builder-modules
 
+# What `lancemaster version`, lancemaster_build_info and backend heartbeats
+# say (pkg/version). -buildvcs=auto also stamps the commit into the build
+# info (`go version -m bin/lancemaster`), whatever GOFLAGS says.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+LDFLAGS    := -X $(MODULE)/pkg/version.version=$(VERSION) -X $(MODULE)/pkg/version.revision=$(REVISION) \
+              -X $(MODULE)/pkg/version.buildDate=$(BUILD_DATE)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/lancemaster
+	$(GO) build -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lancemaster
 
 gen:
 	rm -rf gen-go/wire gen-go/adminapi gen-go/journal

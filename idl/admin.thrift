@@ -137,6 +137,7 @@ struct TJobView {
   55: optional i64 progress_time_ms,
   56: optional list<wire.TOptimizedIndex> optimized_indexes,
   57: optional i64 result_dataset_version,
+  58: optional string stale_warning,      // showJob: as TListJobsResponse.stale_warning
 }
 
 // jobs logs: the worker's redacted stderr, from the backend while it has
@@ -158,11 +159,13 @@ struct TListJobsRequest {
   5: optional i64 after_job_id,     // paging: jobs with a larger id
   6: optional i32 limit,            // default 100, at most 1000 (a page fits one frame)
   7: optional bool consistent,      // read through the leader
+  8: optional bool unresolved,      // only jobs that still hold their fence or need an operator
 }
 
 struct TListJobsResponse {
   1: required list<TJobView> jobs,
   2: optional i64 next_after_job_id,  // set when more jobs match
+  3: optional string stale_warning,   // a follower's answer that may be stale: why (no known leader, no recent contact)
 }
 
 struct TResolveRequest {
@@ -220,6 +223,9 @@ struct TBackend {
   4: optional bool alive,             // leader-local view; unset when unknown
   5: optional i64 process_epoch,      // latest heartbeat, leader-local
   6: optional i32 held_slots,
+  7: optional i64 last_heard_ms,      // leader-local: the latest OK heartbeat's answer (unset: not heard this term)
+  8: optional string warning,         // backends add: the address did not answer the probe (registered anyway)
+  9: optional string version,         // leader-local: what its latest OK heartbeat said it runs
 }
 
 // What an operator sees of a dataset: its version, schema and indexes, as a
@@ -245,6 +251,9 @@ struct TRaftPeer {
   3: optional string rpc_address,
   4: optional string suffrage,
   5: optional bool is_leader,
+  6: optional string health,          // healthy | unreachable | unknown: the answering leader's contact with it
+  7: optional i64 last_contact_ms,    // the answering leader's latest answered AppendEntries to it
+  8: optional string last_error,      // unreachable: the latest failure
 }
 
 struct TRaftPeersResponse {
@@ -253,6 +262,7 @@ struct TRaftPeersResponse {
   3: optional i64 term,
   4: optional i64 commit_index,
   5: optional i64 applied_index,
+  6: optional string answered_by,     // the node id of the master that answered (its view, its footer)
 }
 
 // ---- operator snapshots and membership (docs/operations.md) ---------------

@@ -79,8 +79,10 @@ func TestBackends(t *testing.T) {
 	f := &fakeMaster{
 		backend: &adminapi.TBackend{BackendID: 3, Address: "10.0.0.21:7301"},
 		backends: []*adminapi.TBackend{
-			{BackendID: 3, Address: "10.0.0.21:7301", Alive: thrift.BoolPtr(true), ProcessEpoch: thrift.Int64Ptr(1700000000000000000), HeldSlots: thrift.Int32Ptr(1)},
+			{BackendID: 3, Address: "10.0.0.21:7301", Alive: thrift.BoolPtr(true), ProcessEpoch: thrift.Int64Ptr(1700000000000000000), HeldSlots: thrift.Int32Ptr(1),
+				LastHeardMs: thrift.Int64Ptr(1700000000000), Version: thrift.StringPtr("v0.3.0 (d4eb1c96e706)")},
 			{BackendID: 4, Address: "10.0.0.22:7301", HeldSlots: thrift.Int32Ptr(0)},
+			{BackendID: 5, Address: "127.0.0.1:22003", Alive: thrift.BoolPtr(false), HeldSlots: thrift.Int32Ptr(0)},
 		},
 	}
 	addr := serve(t, f)
@@ -90,18 +92,19 @@ func TestBackends(t *testing.T) {
 	}
 	out := mustOK(t)(cli(t, addr, "backends", "list"))
 	want := "" +
-		"ID  ADDRESS         ALIVE  EPOCH                HELD SLOTS\n" +
-		"3   10.0.0.21:7301  yes    1700000000000000000  1\n" +
-		"4   10.0.0.22:7301  -      -                    0\n"
+		"ID  ADDRESS          ALIVE  EPOCH                LAST HEARD            HELD SLOTS  VERSION\n" +
+		"3   10.0.0.21:7301   yes    1700000000000000000  2023-11-14T22:13:20Z  1           v0.3.0 (d4eb1c96e706)\n" +
+		"4   10.0.0.22:7301   -      -                    -                     0           -\n" +
+		"5   127.0.0.1:22003  no     -                    never                 0           -\n"
 	if out != want {
 		t.Errorf("list stdout =\n%s\nwant\n%s", out, want)
 	}
 	out = mustOK(t)(cli(t, addr, "-o", "json", "backends", "list"))
 	var got []map[string]any
-	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 2 {
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 3 {
 		t.Fatalf("json = %s (%v)", out, err)
 	}
-	if _, ok := got[1]["alive"]; ok || got[0]["alive"] != true || got[0]["held_slots"] != 1.0 {
+	if _, ok := got[1]["alive"]; ok || got[0]["alive"] != true || got[0]["held_slots"] != 1.0 || got[2]["alive"] != false {
 		t.Errorf("json = %v", got)
 	}
 	mustOK(t)(cli(t, addr, "backends", "remove", "4"))
@@ -162,23 +165,30 @@ func TestOperatorRaft(t *testing.T) {
 	f := &fakeMaster{
 		peers: &adminapi.TRaftPeersResponse{
 			Peers: []*adminapi.TRaftPeer{
-				{ID: "m1", RaftAddress: "10.0.0.1:7202", RPCAddress: thrift.StringPtr("10.0.0.1:7201"), Suffrage: thrift.StringPtr("Voter"), IsLeader: thrift.BoolPtr(true)},
-				{ID: "m2", RaftAddress: "10.0.0.2:7202", Suffrage: thrift.StringPtr("Voter")},
+				{ID: "m1", RaftAddress: "10.0.0.1:7202", RPCAddress: thrift.StringPtr("10.0.0.1:7201"), Suffrage: thrift.StringPtr("Voter"), IsLeader: thrift.BoolPtr(true),
+					Health: thrift.StringPtr("healthy"), LastContactMs: thrift.Int64Ptr(1700000000000)},
+				{ID: "m2", RaftAddress: "10.0.0.2:7202", Suffrage: thrift.StringPtr("Voter"),
+					Health: thrift.StringPtr("unreachable"), LastContactMs: thrift.Int64Ptr(1699999990000), LastError: thrift.StringPtr("dial tcp 10.0.0.2:7202: i/o timeout")},
 			},
 			LeaderID: thrift.StringPtr("m1"), Term: thrift.Int64Ptr(4), CommitIndex: thrift.Int64Ptr(120), AppliedIndex: thrift.Int64Ptr(119),
+			AnsweredBy: thrift.StringPtr("m1"),
 		},
 		leader: "m2",
 	}
 	addr := serve(t, f)
 
-	out := mustOK(t)(cli(t, addr, "operator", "raft", "list-peers"))
+	out, errOut, code := cli(t, addr, "operator", "raft", "list-peers")
+	out = mustOK(t)(out, errOut, code)
 	want := "" +
-		"ID  RAFT ADDRESS   RPC ADDRESS    SUFFRAGE  LEADER\n" +
-		"m1  10.0.0.1:7202  10.0.0.1:7201  Voter     *\n" +
-		"m2  10.0.0.2:7202  -              Voter     \n" +
-		"\nterm 4, commit index 120, applied index 119\n"
+		"ID  RAFT ADDRESS   RPC ADDRESS    SUFFRAGE  LEADER  HEALTH       LAST CONTACT\n" +
+		"m1  10.0.0.1:7202  10.0.0.1:7201  Voter     *       healthy      2023-11-14T22:13:20Z\n" +
+		"m2  10.0.0.2:7202  -              Voter             unreachable  2023-11-14T22:13:10Z\n" +
+		"\nas seen by m1 (the leader), term 4, commit index 120, applied index 119\n"
 	if out != want {
 		t.Errorf("stdout =\n%q\nwant\n%q", out, want)
+	}
+	if !strings.Contains(errOut, "warning: m2 is unreachable from the leader: dial tcp 10.0.0.2:7202: i/o timeout") {
+		t.Errorf("stderr = %q", errOut)
 	}
 	out = mustOK(t)(cli(t, addr, "-o", "json", "operator", "raft", "list-peers"))
 	if !strings.Contains(out, `"leader_id": "m1"`) || !strings.Contains(out, `"raft_address": "10.0.0.2:7202"`) {

@@ -39,6 +39,9 @@ func newBackendsAddCmd(g *globals) *cobra.Command {
 			}); err != nil {
 				return err
 			}
+			if w := be.GetWarning(); w != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
+			}
 			if g.jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), be)
 			}
@@ -52,8 +55,9 @@ func newBackendsListCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List backends with the leader's view of their liveness",
-		Long: "List backends. ALIVE and EPOCH are the leader's latest heartbeat view; they are \"-\" when\n" +
-			"unknown (for example right after a leader change). HELD SLOTS counts possible-live workers.",
+		Long: "List backends. ALIVE, EPOCH and LAST HEARD are the leader's heartbeat view: ALIVE is \"no\" for a\n" +
+			"backend the leader heartbeats without an OK answer (LAST HEARD \"never\" if none came this term), and\n" +
+			"\"-\" only when the leader could not be asked. HELD SLOTS counts possible-live workers.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var bes []*adminapi.TBackend
@@ -71,11 +75,17 @@ func newBackendsListCmd(g *globals) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(bes))
 			for _, b := range bes {
+				heard := "-"
+				if b.IsSetLastHeardMs() {
+					heard = timeMs(b.LastHeardMs)
+				} else if b.IsSetAlive() {
+					heard = "never"
+				}
 				rows = append(rows, []string{
-					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), i32(b.HeldSlots),
+					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), heard, i32(b.HeldSlots), str(b.Version),
 				})
 			}
-			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "HELD SLOTS"}, rows)
+			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "LAST HEARD", "HELD SLOTS", "VERSION"}, rows)
 		},
 	}
 }

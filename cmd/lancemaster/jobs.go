@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -158,11 +157,12 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		limit                     int32
 		after                     int64
 		all, consistent, restored bool
+		unresolved                bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs in id order",
-		Example: "  lancemaster jobs list --state UNKNOWN\n" +
+		Example: "  lancemaster jobs list --state UNKNOWN --unresolved   # the ones that still need an operator\n" +
 			"  lancemaster jobs list --restored --all    # after an operator snapshot restore\n" +
 			"  lancemaster jobs list --catalog lake --db sales --table items --all -o json",
 		Args: cobra.NoArgs,
@@ -191,6 +191,9 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			if consistent {
 				req.Consistent = &consistent
 			}
+			if unresolved {
+				req.Unresolved = &unresolved
+			}
 			// --restored: RUNNING jobs not dispatched in the current term.
 			var term int64
 			if restored {
@@ -207,6 +210,7 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			}
 			jobs := []*adminapi.TJobView{}
 			var next *int64
+			warned := false
 			for {
 				if after > 0 {
 					req.AfterJobID = &after
@@ -217,6 +221,10 @@ func newJobsListCmd(g *globals) *cobra.Command {
 					return err
 				}); err != nil {
 					return err
+				}
+				if w := resp.GetStaleWarning(); w != "" && !warned {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
+					warned = true
 				}
 				for _, j := range resp.GetJobs() {
 					if !restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term {
@@ -246,6 +254,8 @@ func newJobsListCmd(g *globals) *cobra.Command {
 	f.StringVar(&db, "db", "", "only jobs of this database")
 	f.StringVar(&table, "table", "", "only jobs of this table")
 	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, RESOLVING, FAILED)")
+	f.BoolVar(&unresolved, "unresolved", false,
+		"only jobs that still hold their fence or need an operator (leaves out force-released UNKNOWN jobs and resolved outcomes)")
 	f.BoolVar(&restored, "restored", false,
 		"only RUNNING jobs dispatched under an earlier leadership than the current raft term (after a snapshot restore: what it brought back as RUNNING)")
 	f.Int32Var(&limit, "limit", 0, fmt.Sprintf("jobs per page, 1..%d (server default 100)", maxListLimit))
@@ -300,6 +310,9 @@ func newJobsShowCmd(g *globals) *cobra.Command {
 				return err
 			}); err != nil {
 				return err
+			}
+			if w := view.GetStaleWarning(); w != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
 			}
 			if g.jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), view)
@@ -452,49 +465,4 @@ func optString(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-// hiddenJobFields are name fragments a job listing never prints, even if a
-// future TJobView grew such a field: locators and secrets stay on the
-// masters (DESIGN.md §1, §2). The view has none today.
-var hiddenJobFields = []string{"locator", "secret", "credential", "storage_option", "dataset_uri"}
-
-// jobFields lists every set field of a job view in field-id order, keyed by
-// its JSON name. Times are shown in UTC; their "_ms" suffix is dropped.
-func jobFields(v *adminapi.TJobView) [][2]string {
-	rv := reflect.ValueOf(v).Elem()
-	rt := rv.Type()
-	kvs := make([][2]string, 0, rt.NumField())
-	for i := 0; i < rt.NumField(); i++ {
-		f := rt.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "" || name == "-" || isHiddenJobField(name) {
-			continue
-		}
-		fv := rv.Field(i)
-		if fv.Kind() == reflect.Pointer {
-			if fv.IsNil() {
-				continue
-			}
-			fv = fv.Elem()
-		}
-		switch {
-		case name == "optimized_indexes":
-			kvs = append(kvs, optimizedFields(v.OptimizedIndexes)...)
-		case fv.Kind() == reflect.Int64 && (strings.HasSuffix(name, "_time_ms") || name == "deadline_ms" || name == "resolve_after_ms"):
-			kvs = append(kvs, [2]string{strings.TrimSuffix(name, "_ms"), timeMsExact(fv.Int())})
-		default:
-			kvs = append(kvs, [2]string{name, fmt.Sprint(fv.Interface())})
-		}
-	}
-	return kvs
-}
-
-func isHiddenJobField(name string) bool {
-	for _, h := range hiddenJobFields {
-		if strings.Contains(name, h) {
-			return true
-		}
-	}
-	return false
 }

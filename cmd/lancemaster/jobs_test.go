@@ -328,3 +328,30 @@ func TestJobsCancel(t *testing.T) {
 		t.Errorf("request = %s", req)
 	}
 }
+
+// --unresolved asks the master for the jobs that still need someone: the
+// runbook's list after a force-release no longer shows the released job.
+func TestJobsListUnresolvedIsSent(t *testing.T) {
+	t.Parallel()
+	f := &fakeMaster{}
+	addr := serve(t, f)
+	mustOK(t)(cli(t, addr, "jobs", "list", "--state", "UNKNOWN", "--unresolved"))
+	req := f.onlyCall(t, "ListJobs").(*adminapi.TListJobsRequest)
+	if !req.GetUnresolved() || req.GetState() != "UNKNOWN" {
+		t.Errorf("request = %s", req)
+	}
+}
+
+// A master's stale-read warning reaches stderr once; stdout keeps the table.
+func TestJobsListPrintsTheStaleWarningOnStderr(t *testing.T) {
+	t.Parallel()
+	f := &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{
+		0: {Jobs: testJobs(), StaleWarning: thrift.StringPtr("master m2 knows no leader")},
+	}}
+	addr := serve(t, f)
+	out, errOut, code := cli(t, addr, "jobs", "list")
+	mustOK(t)(out, errOut, code)
+	if strings.Count(errOut, "warning: master m2 knows no leader\n") != 1 || strings.Contains(out, "knows no leader") {
+		t.Errorf("stdout = %q, stderr = %q", out, errOut)
+	}
+}

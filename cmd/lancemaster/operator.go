@@ -55,12 +55,32 @@ func printPeers(cmd *cobra.Command, g *globals, resp *adminapi.TRaftPeersRespons
 		if p.GetIsLeader() || (resp.LeaderID != nil && p.ID == *resp.LeaderID) {
 			leader = "*"
 		}
-		rows = append(rows, []string{p.ID, p.RaftAddress, str(p.RPCAddress), str(p.Suffrage), leader})
+		health := p.GetHealth()
+		if health == "" {
+			health = "-"
+		}
+		contact := "-"
+		if p.IsSetLastContactMs() {
+			contact = timeMs(p.LastContactMs)
+		}
+		rows = append(rows, []string{p.ID, p.RaftAddress, str(p.RPCAddress), str(p.Suffrage), leader, health, contact})
 	}
-	if err := printTable(out, []string{"ID", "RAFT ADDRESS", "RPC ADDRESS", "SUFFRAGE", "LEADER"}, rows); err != nil {
+	if err := printTable(out, []string{"ID", "RAFT ADDRESS", "RPC ADDRESS", "SUFFRAGE", "LEADER", "HEALTH", "LAST CONTACT"}, rows); err != nil {
 		return err
 	}
+	for _, p := range resp.Peers {
+		if p.GetHealth() == "unreachable" && p.GetLastError() != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is unreachable from the leader: %s\n", sanitize(p.ID), sanitize(p.GetLastError()))
+		}
+	}
 	var facts []string
+	if by := resp.GetAnsweredBy(); by != "" {
+		role := "a follower: only the leader knows the other members' health"
+		if resp.GetLeaderID() == by {
+			role = "the leader"
+		}
+		facts = append(facts, fmt.Sprintf("as seen by %s (%s)", sanitize(by), role))
+	}
 	for _, f := range []struct {
 		name  string
 		value *int64

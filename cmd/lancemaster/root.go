@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/version"
 )
 
 // Exit codes. Scripts may rely on them; never renumber.
@@ -72,6 +73,8 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.Version = version.Get().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 
 	addr := getenv(envAddress)
 	if strings.TrimSpace(addr) == "" {
@@ -96,6 +99,7 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 		newConfigCmd(g),
 		newOperatorCmd(g),
 		newDatasetsCmd(g),
+		newVersionCmd(g),
 	)
 	// Daemon commands. They inherit the persistent flags above: do not reuse
 	// the -o shorthand.
@@ -126,7 +130,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	// wrong argument count, a missing required flag) is a usage error.
 	var ue *usageError
 	if !started || errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "Error: %s\n", oneLine(err.Error()))
+		printUsageError(stderr, err)
 		if cmd != nil {
 			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
@@ -217,4 +221,23 @@ func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 	}
 	c.AddCommand(subs...)
 	return c
+}
+
+// printUsageError prints a usage error on one line, or, when it lists
+// several problems (a configuration file's), one problem per line.
+func printUsageError(w io.Writer, err error) {
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = oneLine(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) <= 1 {
+		fmt.Fprintf(w, "Error: %s\n", strings.Join(lines, ""))
+		return
+	}
+	fmt.Fprintf(w, "Error: %d problems:\n", len(lines))
+	for _, l := range lines {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 }

@@ -2202,6 +2202,7 @@ func (p *TAdmitResponse) String() string {
 //   - ProgressTimeMs
 //   - OptimizedIndexes
 //   - ResultDatasetVersion
+//   - StaleWarning
 type TJobView struct {
 	JobID                    int64                   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                  *string                 `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -2260,6 +2261,7 @@ type TJobView struct {
 	ProgressTimeMs           *int64                  `thrift:"progress_time_ms,55" db:"progress_time_ms" json:"progress_time_ms,omitempty"`
 	OptimizedIndexes         []*wire.TOptimizedIndex `thrift:"optimized_indexes,56" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
 	ResultDatasetVersion     *int64                  `thrift:"result_dataset_version,57" db:"result_dataset_version" json:"result_dataset_version,omitempty"`
+	StaleWarning             *string                 `thrift:"stale_warning,58" db:"stale_warning" json:"stale_warning,omitempty"`
 }
 
 func NewTJobView() *TJobView {
@@ -2770,6 +2772,15 @@ func (p *TJobView) GetResultDatasetVersion() int64 {
 	}
 	return *p.ResultDatasetVersion
 }
+
+var TJobView_StaleWarning_DEFAULT string
+
+func (p *TJobView) GetStaleWarning() string {
+	if !p.IsSetStaleWarning() {
+		return TJobView_StaleWarning_DEFAULT
+	}
+	return *p.StaleWarning
+}
 func (p *TJobView) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -2992,6 +3003,10 @@ func (p *TJobView) IsSetOptimizedIndexes() bool {
 
 func (p *TJobView) IsSetResultDatasetVersion() bool {
 	return p.ResultDatasetVersion != nil
+}
+
+func (p *TJobView) IsSetStaleWarning() bool {
+	return p.StaleWarning != nil
 }
 
 func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3581,6 +3596,16 @@ func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 58:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField58(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -4123,6 +4148,15 @@ func (p *TJobView) ReadField57(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TJobView) ReadField58(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 58: ", err)
+	} else {
+		p.StaleWarning = &v
+	}
+	return nil
+}
+
 func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobView"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4297,6 +4331,9 @@ func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField57(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField58(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5170,6 +5207,21 @@ func (p *TJobView) writeField57(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TJobView) writeField58(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStaleWarning() {
+		if err := oprot.WriteFieldBegin(ctx, "stale_warning", thrift.STRING, 58); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 58:stale_warning: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.StaleWarning)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.stale_warning (58) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 58:stale_warning: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobView) Equals(other *TJobView) bool {
 	if p == other {
 		return true
@@ -5628,6 +5680,14 @@ func (p *TJobView) Equals(other *TJobView) bool {
 			return false
 		}
 	}
+	if p.StaleWarning != other.StaleWarning {
+		if p.StaleWarning == nil || other.StaleWarning == nil {
+			return false
+		}
+		if (*p.StaleWarning) != (*other.StaleWarning) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -6052,6 +6112,7 @@ func (p *TJobLogs) String() string {
 //   - AfterJobID
 //   - Limit
 //   - Consistent
+//   - Unresolved
 type TListJobsRequest struct {
 	Catalog    *string `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
 	Db         *string `thrift:"db,2" db:"db" json:"db,omitempty"`
@@ -6060,6 +6121,7 @@ type TListJobsRequest struct {
 	AfterJobID *int64  `thrift:"after_job_id,5" db:"after_job_id" json:"after_job_id,omitempty"`
 	Limit      *int32  `thrift:"limit,6" db:"limit" json:"limit,omitempty"`
 	Consistent *bool   `thrift:"consistent,7" db:"consistent" json:"consistent,omitempty"`
+	Unresolved *bool   `thrift:"unresolved,8" db:"unresolved" json:"unresolved,omitempty"`
 }
 
 func NewTListJobsRequest() *TListJobsRequest {
@@ -6128,6 +6190,15 @@ func (p *TListJobsRequest) GetConsistent() bool {
 	}
 	return *p.Consistent
 }
+
+var TListJobsRequest_Unresolved_DEFAULT bool
+
+func (p *TListJobsRequest) GetUnresolved() bool {
+	if !p.IsSetUnresolved() {
+		return TListJobsRequest_Unresolved_DEFAULT
+	}
+	return *p.Unresolved
+}
 func (p *TListJobsRequest) IsSetCatalog() bool {
 	return p.Catalog != nil
 }
@@ -6154,6 +6225,10 @@ func (p *TListJobsRequest) IsSetLimit() bool {
 
 func (p *TListJobsRequest) IsSetConsistent() bool {
 	return p.Consistent != nil
+}
+
+func (p *TListJobsRequest) IsSetUnresolved() bool {
+	return p.Unresolved != nil
 }
 
 func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6240,6 +6315,16 @@ func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) err
 					return err
 				}
 			}
+		case 8:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -6318,6 +6403,15 @@ func (p *TListJobsRequest) ReadField7(ctx context.Context, iprot thrift.TProtoco
 	return nil
 }
 
+func (p *TListJobsRequest) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.Unresolved = &v
+	}
+	return nil
+}
+
 func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TListJobsRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6342,6 +6436,9 @@ func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) er
 			return err
 		}
 		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6459,6 +6556,21 @@ func (p *TListJobsRequest) writeField7(ctx context.Context, oprot thrift.TProtoc
 	return err
 }
 
+func (p *TListJobsRequest) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetUnresolved() {
+		if err := oprot.WriteFieldBegin(ctx, "unresolved", thrift.BOOL, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:unresolved: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Unresolved)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.unresolved (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:unresolved: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 	if p == other {
 		return true
@@ -6521,6 +6633,14 @@ func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 			return false
 		}
 	}
+	if p.Unresolved != other.Unresolved {
+		if p.Unresolved == nil || other.Unresolved == nil {
+			return false
+		}
+		if (*p.Unresolved) != (*other.Unresolved) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -6534,9 +6654,11 @@ func (p *TListJobsRequest) String() string {
 // Attributes:
 //   - Jobs
 //   - NextAfterJobID
+//   - StaleWarning
 type TListJobsResponse struct {
 	Jobs           []*TJobView `thrift:"jobs,1,required" db:"jobs" json:"jobs"`
 	NextAfterJobID *int64      `thrift:"next_after_job_id,2" db:"next_after_job_id" json:"next_after_job_id,omitempty"`
+	StaleWarning   *string     `thrift:"stale_warning,3" db:"stale_warning" json:"stale_warning,omitempty"`
 }
 
 func NewTListJobsResponse() *TListJobsResponse {
@@ -6555,8 +6677,21 @@ func (p *TListJobsResponse) GetNextAfterJobID() int64 {
 	}
 	return *p.NextAfterJobID
 }
+
+var TListJobsResponse_StaleWarning_DEFAULT string
+
+func (p *TListJobsResponse) GetStaleWarning() string {
+	if !p.IsSetStaleWarning() {
+		return TListJobsResponse_StaleWarning_DEFAULT
+	}
+	return *p.StaleWarning
+}
 func (p *TListJobsResponse) IsSetNextAfterJobID() bool {
 	return p.NextAfterJobID != nil
+}
+
+func (p *TListJobsResponse) IsSetStaleWarning() bool {
+	return p.StaleWarning != nil
 }
 
 func (p *TListJobsResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6589,6 +6724,16 @@ func (p *TListJobsResponse) Read(ctx context.Context, iprot thrift.TProtocol) er
 		case 2:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -6643,6 +6788,15 @@ func (p *TListJobsResponse) ReadField2(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
+func (p *TListJobsResponse) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.StaleWarning = &v
+	}
+	return nil
+}
+
 func (p *TListJobsResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TListJobsResponse"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6652,6 +6806,9 @@ func (p *TListJobsResponse) Write(ctx context.Context, oprot thrift.TProtocol) e
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6700,6 +6857,21 @@ func (p *TListJobsResponse) writeField2(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
+func (p *TListJobsResponse) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStaleWarning() {
+		if err := oprot.WriteFieldBegin(ctx, "stale_warning", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:stale_warning: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.StaleWarning)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.stale_warning (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:stale_warning: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TListJobsResponse) Equals(other *TListJobsResponse) bool {
 	if p == other {
 		return true
@@ -6720,6 +6892,14 @@ func (p *TListJobsResponse) Equals(other *TListJobsResponse) bool {
 			return false
 		}
 		if (*p.NextAfterJobID) != (*other.NextAfterJobID) {
+			return false
+		}
+	}
+	if p.StaleWarning != other.StaleWarning {
+		if p.StaleWarning == nil || other.StaleWarning == nil {
+			return false
+		}
+		if (*p.StaleWarning) != (*other.StaleWarning) {
 			return false
 		}
 	}
@@ -8980,13 +9160,19 @@ func (p *TUpdateCatalogRequest) String() string {
 //   - Alive
 //   - ProcessEpoch
 //   - HeldSlots
+//   - LastHeardMs
+//   - Warning
+//   - Version
 type TBackend struct {
-	BackendID    int64  `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
-	Address      string `thrift:"address,2,required" db:"address" json:"address"`
-	AddTimeMs    *int64 `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
-	Alive        *bool  `thrift:"alive,4" db:"alive" json:"alive,omitempty"`
-	ProcessEpoch *int64 `thrift:"process_epoch,5" db:"process_epoch" json:"process_epoch,omitempty"`
-	HeldSlots    *int32 `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
+	BackendID    int64   `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
+	Address      string  `thrift:"address,2,required" db:"address" json:"address"`
+	AddTimeMs    *int64  `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
+	Alive        *bool   `thrift:"alive,4" db:"alive" json:"alive,omitempty"`
+	ProcessEpoch *int64  `thrift:"process_epoch,5" db:"process_epoch" json:"process_epoch,omitempty"`
+	HeldSlots    *int32  `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
+	LastHeardMs  *int64  `thrift:"last_heard_ms,7" db:"last_heard_ms" json:"last_heard_ms,omitempty"`
+	Warning      *string `thrift:"warning,8" db:"warning" json:"warning,omitempty"`
+	Version      *string `thrift:"version,9" db:"version" json:"version,omitempty"`
 }
 
 func NewTBackend() *TBackend {
@@ -9036,6 +9222,33 @@ func (p *TBackend) GetHeldSlots() int32 {
 	}
 	return *p.HeldSlots
 }
+
+var TBackend_LastHeardMs_DEFAULT int64
+
+func (p *TBackend) GetLastHeardMs() int64 {
+	if !p.IsSetLastHeardMs() {
+		return TBackend_LastHeardMs_DEFAULT
+	}
+	return *p.LastHeardMs
+}
+
+var TBackend_Warning_DEFAULT string
+
+func (p *TBackend) GetWarning() string {
+	if !p.IsSetWarning() {
+		return TBackend_Warning_DEFAULT
+	}
+	return *p.Warning
+}
+
+var TBackend_Version_DEFAULT string
+
+func (p *TBackend) GetVersion() string {
+	if !p.IsSetVersion() {
+		return TBackend_Version_DEFAULT
+	}
+	return *p.Version
+}
 func (p *TBackend) IsSetAddTimeMs() bool {
 	return p.AddTimeMs != nil
 }
@@ -9050,6 +9263,18 @@ func (p *TBackend) IsSetProcessEpoch() bool {
 
 func (p *TBackend) IsSetHeldSlots() bool {
 	return p.HeldSlots != nil
+}
+
+func (p *TBackend) IsSetLastHeardMs() bool {
+	return p.LastHeardMs != nil
+}
+
+func (p *TBackend) IsSetWarning() bool {
+	return p.Warning != nil
+}
+
+func (p *TBackend) IsSetVersion() bool {
+	return p.Version != nil
 }
 
 func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -9124,6 +9349,36 @@ func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 6:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -9206,6 +9461,33 @@ func (p *TBackend) ReadField6(ctx context.Context, iprot thrift.TProtocol) error
 	return nil
 }
 
+func (p *TBackend) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.LastHeardMs = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.Warning = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.Version = &v
+	}
+	return nil
+}
+
 func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TBackend"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -9227,6 +9509,15 @@ func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -9325,6 +9616,51 @@ func (p *TBackend) writeField6(ctx context.Context, oprot thrift.TProtocol) (err
 	return err
 }
 
+func (p *TBackend) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastHeardMs() {
+		if err := oprot.WriteFieldBegin(ctx, "last_heard_ms", thrift.I64, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:last_heard_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LastHeardMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_heard_ms (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:last_heard_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetWarning() {
+		if err := oprot.WriteFieldBegin(ctx, "warning", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:warning: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Warning)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.warning (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:warning: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetVersion() {
+		if err := oprot.WriteFieldBegin(ctx, "version", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:version: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Version)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.version (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:version: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TBackend) Equals(other *TBackend) bool {
 	if p == other {
 		return true
@@ -9366,6 +9702,30 @@ func (p *TBackend) Equals(other *TBackend) bool {
 			return false
 		}
 		if (*p.HeldSlots) != (*other.HeldSlots) {
+			return false
+		}
+	}
+	if p.LastHeardMs != other.LastHeardMs {
+		if p.LastHeardMs == nil || other.LastHeardMs == nil {
+			return false
+		}
+		if (*p.LastHeardMs) != (*other.LastHeardMs) {
+			return false
+		}
+	}
+	if p.Warning != other.Warning {
+		if p.Warning == nil || other.Warning == nil {
+			return false
+		}
+		if (*p.Warning) != (*other.Warning) {
+			return false
+		}
+	}
+	if p.Version != other.Version {
+		if p.Version == nil || other.Version == nil {
+			return false
+		}
+		if (*p.Version) != (*other.Version) {
 			return false
 		}
 	}
@@ -10034,12 +10394,18 @@ func (p *TOption) String() string {
 //   - RPCAddress
 //   - Suffrage
 //   - IsLeader
+//   - Health
+//   - LastContactMs
+//   - LastError
 type TRaftPeer struct {
-	ID          string  `thrift:"id,1,required" db:"id" json:"id"`
-	RaftAddress string  `thrift:"raft_address,2,required" db:"raft_address" json:"raft_address"`
-	RPCAddress  *string `thrift:"rpc_address,3" db:"rpc_address" json:"rpc_address,omitempty"`
-	Suffrage    *string `thrift:"suffrage,4" db:"suffrage" json:"suffrage,omitempty"`
-	IsLeader    *bool   `thrift:"is_leader,5" db:"is_leader" json:"is_leader,omitempty"`
+	ID            string  `thrift:"id,1,required" db:"id" json:"id"`
+	RaftAddress   string  `thrift:"raft_address,2,required" db:"raft_address" json:"raft_address"`
+	RPCAddress    *string `thrift:"rpc_address,3" db:"rpc_address" json:"rpc_address,omitempty"`
+	Suffrage      *string `thrift:"suffrage,4" db:"suffrage" json:"suffrage,omitempty"`
+	IsLeader      *bool   `thrift:"is_leader,5" db:"is_leader" json:"is_leader,omitempty"`
+	Health        *string `thrift:"health,6" db:"health" json:"health,omitempty"`
+	LastContactMs *int64  `thrift:"last_contact_ms,7" db:"last_contact_ms" json:"last_contact_ms,omitempty"`
+	LastError     *string `thrift:"last_error,8" db:"last_error" json:"last_error,omitempty"`
 }
 
 func NewTRaftPeer() *TRaftPeer {
@@ -10080,6 +10446,33 @@ func (p *TRaftPeer) GetIsLeader() bool {
 	}
 	return *p.IsLeader
 }
+
+var TRaftPeer_Health_DEFAULT string
+
+func (p *TRaftPeer) GetHealth() string {
+	if !p.IsSetHealth() {
+		return TRaftPeer_Health_DEFAULT
+	}
+	return *p.Health
+}
+
+var TRaftPeer_LastContactMs_DEFAULT int64
+
+func (p *TRaftPeer) GetLastContactMs() int64 {
+	if !p.IsSetLastContactMs() {
+		return TRaftPeer_LastContactMs_DEFAULT
+	}
+	return *p.LastContactMs
+}
+
+var TRaftPeer_LastError_DEFAULT string
+
+func (p *TRaftPeer) GetLastError() string {
+	if !p.IsSetLastError() {
+		return TRaftPeer_LastError_DEFAULT
+	}
+	return *p.LastError
+}
 func (p *TRaftPeer) IsSetRPCAddress() bool {
 	return p.RPCAddress != nil
 }
@@ -10090,6 +10483,18 @@ func (p *TRaftPeer) IsSetSuffrage() bool {
 
 func (p *TRaftPeer) IsSetIsLeader() bool {
 	return p.IsLeader != nil
+}
+
+func (p *TRaftPeer) IsSetHealth() bool {
+	return p.Health != nil
+}
+
+func (p *TRaftPeer) IsSetLastContactMs() bool {
+	return p.LastContactMs != nil
+}
+
+func (p *TRaftPeer) IsSetLastError() bool {
+	return p.LastError != nil
 }
 
 func (p *TRaftPeer) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -10154,6 +10559,36 @@ func (p *TRaftPeer) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 5:
 			if fieldTypeId == thrift.BOOL {
 				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -10227,6 +10662,33 @@ func (p *TRaftPeer) ReadField5(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TRaftPeer) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.Health = &v
+	}
+	return nil
+}
+
+func (p *TRaftPeer) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.LastContactMs = &v
+	}
+	return nil
+}
+
+func (p *TRaftPeer) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.LastError = &v
+	}
+	return nil
+}
+
 func (p *TRaftPeer) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TRaftPeer"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -10245,6 +10707,15 @@ func (p *TRaftPeer) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -10328,6 +10799,51 @@ func (p *TRaftPeer) writeField5(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TRaftPeer) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHealth() {
+		if err := oprot.WriteFieldBegin(ctx, "health", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:health: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Health)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.health (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:health: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftPeer) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastContactMs() {
+		if err := oprot.WriteFieldBegin(ctx, "last_contact_ms", thrift.I64, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:last_contact_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LastContactMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_contact_ms (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:last_contact_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftPeer) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastError() {
+		if err := oprot.WriteFieldBegin(ctx, "last_error", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:last_error: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LastError)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_error (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:last_error: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TRaftPeer) Equals(other *TRaftPeer) bool {
 	if p == other {
 		return true
@@ -10364,6 +10880,30 @@ func (p *TRaftPeer) Equals(other *TRaftPeer) bool {
 			return false
 		}
 	}
+	if p.Health != other.Health {
+		if p.Health == nil || other.Health == nil {
+			return false
+		}
+		if (*p.Health) != (*other.Health) {
+			return false
+		}
+	}
+	if p.LastContactMs != other.LastContactMs {
+		if p.LastContactMs == nil || other.LastContactMs == nil {
+			return false
+		}
+		if (*p.LastContactMs) != (*other.LastContactMs) {
+			return false
+		}
+	}
+	if p.LastError != other.LastError {
+		if p.LastError == nil || other.LastError == nil {
+			return false
+		}
+		if (*p.LastError) != (*other.LastError) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -10380,12 +10920,14 @@ func (p *TRaftPeer) String() string {
 //   - Term
 //   - CommitIndex
 //   - AppliedIndex
+//   - AnsweredBy
 type TRaftPeersResponse struct {
 	Peers        []*TRaftPeer `thrift:"peers,1,required" db:"peers" json:"peers"`
 	LeaderID     *string      `thrift:"leader_id,2" db:"leader_id" json:"leader_id,omitempty"`
 	Term         *int64       `thrift:"term,3" db:"term" json:"term,omitempty"`
 	CommitIndex  *int64       `thrift:"commit_index,4" db:"commit_index" json:"commit_index,omitempty"`
 	AppliedIndex *int64       `thrift:"applied_index,5" db:"applied_index" json:"applied_index,omitempty"`
+	AnsweredBy   *string      `thrift:"answered_by,6" db:"answered_by" json:"answered_by,omitempty"`
 }
 
 func NewTRaftPeersResponse() *TRaftPeersResponse {
@@ -10431,6 +10973,15 @@ func (p *TRaftPeersResponse) GetAppliedIndex() int64 {
 	}
 	return *p.AppliedIndex
 }
+
+var TRaftPeersResponse_AnsweredBy_DEFAULT string
+
+func (p *TRaftPeersResponse) GetAnsweredBy() string {
+	if !p.IsSetAnsweredBy() {
+		return TRaftPeersResponse_AnsweredBy_DEFAULT
+	}
+	return *p.AnsweredBy
+}
 func (p *TRaftPeersResponse) IsSetLeaderID() bool {
 	return p.LeaderID != nil
 }
@@ -10445,6 +10996,10 @@ func (p *TRaftPeersResponse) IsSetCommitIndex() bool {
 
 func (p *TRaftPeersResponse) IsSetAppliedIndex() bool {
 	return p.AppliedIndex != nil
+}
+
+func (p *TRaftPeersResponse) IsSetAnsweredBy() bool {
+	return p.AnsweredBy != nil
 }
 
 func (p *TRaftPeersResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -10507,6 +11062,16 @@ func (p *TRaftPeersResponse) Read(ctx context.Context, iprot thrift.TProtocol) e
 		case 5:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -10588,6 +11153,15 @@ func (p *TRaftPeersResponse) ReadField5(ctx context.Context, iprot thrift.TProto
 	return nil
 }
 
+func (p *TRaftPeersResponse) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.AnsweredBy = &v
+	}
+	return nil
+}
+
 func (p *TRaftPeersResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TRaftPeersResponse"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -10606,6 +11180,9 @@ func (p *TRaftPeersResponse) Write(ctx context.Context, oprot thrift.TProtocol) 
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -10699,6 +11276,21 @@ func (p *TRaftPeersResponse) writeField5(ctx context.Context, oprot thrift.TProt
 	return err
 }
 
+func (p *TRaftPeersResponse) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAnsweredBy() {
+		if err := oprot.WriteFieldBegin(ctx, "answered_by", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:answered_by: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.AnsweredBy)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.answered_by (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:answered_by: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 	if p == other {
 		return true
@@ -10743,6 +11335,14 @@ func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 			return false
 		}
 		if (*p.AppliedIndex) != (*other.AppliedIndex) {
+			return false
+		}
+	}
+	if p.AnsweredBy != other.AnsweredBy {
+		if p.AnsweredBy == nil || other.AnsweredBy == nil {
+			return false
+		}
+		if (*p.AnsweredBy) != (*other.AnsweredBy) {
 			return false
 		}
 	}

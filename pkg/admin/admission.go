@@ -105,7 +105,7 @@ func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitRespo
 		if err != nil {
 			return nil, toAdminError(err)
 		}
-		if rec.SchemaContract, err = job.SchemaContract(f, rec.IndexType); err != nil {
+		if rec.SchemaContract, err = job.ColumnContract(f, rec.IndexType, rec.PropertiesJSON); err != nil {
 			return nil, toAdminError(err)
 		}
 		rec.Column = f.Name
@@ -294,8 +294,7 @@ func (s *Server) validateStatic(st *raftfsm.State, a *admission, opts config.Opt
 		if err != nil {
 			return nil, nil, err
 		}
-		pj, err := job.CanonicalProperties(it, a.props, job.Limits{
-			MaxNumPartitions: opts.MaxNumPartitions, MaxNumSubVectors: opts.MaxNumSubVectors})
+		pj, err := job.CanonicalProperties(it, a.props, job.Limits(opts.IndexLimits()))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -2,8 +2,12 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
+	"time"
+
+	"github.com/apache/thrift/lib/go/thrift"
 
 	"go.uber.org/zap"
 
@@ -30,7 +34,31 @@ func (s *Server) AddBackend(ctx context.Context, address string) (*adminapi.TBac
 	if !ok {
 		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "backend %d does not exist", resp.GetID())
 	}
-	return s.backendView(st, b), nil
+	v := s.backendView(st, b)
+	if w := s.probeBackend(ctx, address); w != "" {
+		v.Warning = &w
+		s.d.Logger.Warn("added backend did not answer the probe", zap.Int64("backend_id", b.ID), zap.String("address", address), zap.String("warning", w))
+	}
+	return v, nil
+}
+
+// probeBackendTimeout bounds the connection attempt of backends add.
+const probeBackendTimeout = 2 * time.Second
+
+// probeBackend tries the address once, after the backend is registered: an
+// operator who typed the wrong port hears it now rather than from a job
+// that never runs. It never refuses: a backend may be added before it
+// starts. The warning is "" when something answered.
+func (s *Server) probeBackend(ctx context.Context, address string) string {
+	if s.d.ProbeBackend == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeBackendTimeout)
+	defer cancel()
+	if err := s.d.ProbeBackend(ctx, address); err != nil {
+		return fmt.Sprintf("nothing answered at %s (%v); the backend is registered, and is dispatchable once it answers the leader's heartbeat", address, err)
+	}
+	return ""
 }
 
 // ListBackends lists backends by id with their held slots and, where the
@@ -92,6 +120,20 @@ func (s *Server) backendView(st *raftfsm.State, b *raftfsm.Backend) *adminapi.TB
 	if s.d.BackendView != nil {
 		if alive, epoch, known := s.d.BackendView(b.ID); known {
 			v.Alive, v.ProcessEpoch = &alive, &epoch
+		}
+	}
+	if s.d.BackendHeard != nil {
+		last, version, leading := s.d.BackendHeard(b.ID)
+		if version != "" {
+			v.Version = &version
+		}
+		if leading && v.Alive == nil {
+			// The leader heartbeats it and has no answer: not alive, never "unknown".
+			v.Alive = thrift.BoolPtr(false)
+		}
+		if !last.IsZero() {
+			ms := last.UnixMilli()
+			v.LastHeardMs = &ms
 		}
 	}
 	return v

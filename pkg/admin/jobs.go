@@ -39,7 +39,7 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 	if limit > maxListLimit {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "limit %d is above %d", limit, maxListLimit)
 	}
-	f := raftfsm.JobFilter{DB: r.GetDb(), Table: r.GetTable()}
+	f := raftfsm.JobFilter{DB: r.GetDb(), Table: r.GetTable(), Unresolved: r.GetUnresolved()}
 	for _, field := range []struct{ name, v string }{{"catalog", r.GetCatalog()}, {"db", r.GetDb()}, {"table", r.GetTable()}, {"state", r.GetState()}} {
 		if err := job.CheckBytes(field.name, field.v, job.MaxNameBytes); err != nil {
 			return nil, toAdminError(err)
@@ -59,6 +59,9 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 	}
 	recs, more := st.ListJobs(f, r.GetAfterJobID(), limit)
 	out := &adminapi.TListJobsResponse{Jobs: make([]*adminapi.TJobView, 0, len(recs))}
+	if w := s.staleWarning(r.GetConsistent()); w != "" {
+		out.StaleWarning = &w
+	}
 	for _, rec := range recs {
 		out.Jobs = append(out.Jobs, view(st, rec))
 	}
@@ -103,7 +106,11 @@ func (s *Server) ShowJob(ctx context.Context, id int64, consistent bool) (*admin
 	if !ok {
 		return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "job %d does not exist", id)
 	}
-	return view(st, rec), nil
+	v := view(st, rec)
+	if w := s.staleWarning(consistent); w != "" {
+		v.StaleWarning = &w
+	}
+	return v, nil
 }
 
 // ResolveJob force-releases an UNKNOWN job (DESIGN.md §9). Retrying an

@@ -26,7 +26,20 @@ func (s *Server) ListPeers(ctx context.Context) (*adminapi.TRaftPeersResponse, e
 		if p.Suffrage != "" {
 			tp.Suffrage = &p.Suffrage
 		}
+		if p.Health != "" {
+			tp.Health = &p.Health
+		}
+		if !p.LastContact.IsZero() {
+			ms := p.LastContact.UnixMilli()
+			tp.LastContactMs = &ms
+		}
+		if p.LastError != "" {
+			tp.LastError = &p.LastError
+		}
 		out.Peers = append(out.Peers, tp)
+	}
+	if s.d.NodeID != "" {
+		out.AnsweredBy = &s.d.NodeID
 	}
 	if id, _ := s.d.Cluster.Leader(); id != "" {
 		out.LeaderID = &id

@@ -43,6 +43,11 @@ type Cluster interface {
 type Peer struct {
 	ID, RaftAddress, RPCAddress, Suffrage string
 	IsLeader                              bool
+	// Health, LastContact and LastError are the leader's contact with the
+	// member (pkg/cluster's PeerHealthy, PeerUnreachable, PeerUnknown).
+	Health      string
+	LastContact time.Time
+	LastError   string
 }
 
 // ReportHandler handles the backends' reports (DESIGN.md §9). The dispatcher
@@ -57,6 +62,11 @@ type ReportHandler interface {
 // the dispatcher issue). known is false when nothing has been heard yet.
 type BackendView func(backendID int64) (alive bool, epoch int64, known bool)
 
+// BackendHeard is when the leader last heard a backend (zero: not this
+// term), the version it said it runs, and whether this node runs the
+// heartbeats at all (leading).
+type BackendHeard func(backendID int64) (lastHeard time.Time, version string, leading bool)
+
 // Deps are the Server's collaborators. Proposer, Reader, Cluster, Backends
 // and Credentials are required.
 type Deps struct {
@@ -67,6 +77,16 @@ type Deps struct {
 	Credentials config.CredentialSource
 	Reports     ReportHandler // optional
 	BackendView BackendView   // optional
+	// LastContact is when this node last heard from a leader (zero: never,
+	// or it leads); optional. Reads answered from this replica say they
+	// may be stale when it is old or no leader is known.
+	LastContact func() time.Time
+	// BackendHeard lets the leader say "not alive, never heard" of a
+	// backend it heartbeats without an answer; optional.
+	BackendHeard BackendHeard
+	// ProbeBackend checks that something answers at a backend's address
+	// when it is added (a warning, not a refusal); optional.
+	ProbeBackend func(ctx context.Context, address string) error
 	// LeaderCall runs fn against the master at addr (the leader); optional.
 	// Followers use it for what only the leader knows (backend liveness).
 	LeaderCall func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error

@@ -25,11 +25,12 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/backend/outbox"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/version"
 )
 
-// Version is reported in heartbeats; set at build time with
-// -ldflags "-X github.com/lancemaster/lancemaster/pkg/backend.Version=...".
-var Version = "dev"
+// Version is reported in heartbeats: this binary's version and commit
+// (pkg/version, set by the Makefile from git).
+var Version = version.Get().Short()
 
 // Isolation modes.
 const (

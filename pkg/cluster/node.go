@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
@@ -49,6 +50,7 @@ type Node struct {
 	bg       sync.WaitGroup        // monitor
 	pumpDone sync.WaitGroup        // pump
 
+	contacts     *contactBook  // the leader's AppendEntries answers per follower (contact.go)
 	leaderChange signal        // broadcast on every leader change
 	term         atomic.Uint64 // term of the leadership whose barrier is done
 	activeSvcs   atomic.Int64  // leader services currently inside Run
@@ -85,6 +87,7 @@ func New(cfg Config, fsm raft.FSM, fwd Forwarder) (*Node, error) {
 		wake:     make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
 		pumpStop: make(chan struct{}),
+		contacts: newContactBook(nil),
 	}
 	for _, p := range cfg.Peers {
 		n.rpcAddrs[p.ID] = p.RPCAddress
@@ -179,7 +182,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(err, st.close())
 	}
-	r, err := raft.NewRaft(n.raftConf, n.fsm, st.logs, st.bolt, st.snapshots, st.transport)
+	r, err := raft.NewRaft(n.raftConf, n.fsm, st.logs, st.bolt, st.snapshots, &contactTransport{st.transport, n.contacts})
 	if err != nil {
 		return errors.Join(fmt.Errorf("cluster: start raft: %w", err), st.close())
 	}
@@ -260,6 +263,15 @@ func (n *Node) AppliedIndex() uint64 {
 		return r.AppliedIndex()
 	}
 	return 0
+}
+
+// LastContact is when this node last heard from a leader (raft's
+// follower view); zero before it ever did, or before Start.
+func (n *Node) LastContact() time.Time {
+	if r := n.r.Load(); r != nil {
+		return r.LastContact()
+	}
+	return time.Time{}
 }
 
 // Stats returns raft's stats (state, term, indexes, last contact, ...) plus

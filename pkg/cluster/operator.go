@@ -25,6 +25,15 @@ type PeerStatus struct {
 	Leader bool
 	// Self: this member is this node.
 	Self bool
+	// Health is PeerHealthy, PeerUnreachable or PeerUnknown: the leader's
+	// contact with a follower (contact.go). Only a leader knows it; a
+	// follower says PeerUnknown for the others and healthy for itself
+	// only while it hears the leader.
+	Health string
+	// LastContact: the leader's latest answered AppendEntries to it (zero:
+	// none known); LastError the latest failure while unreachable.
+	LastContact time.Time
+	LastError   string
 }
 
 // Peers lists the Raft configuration (the replicated membership, which on a
@@ -39,17 +48,32 @@ func (n *Node) Peers() ([]PeerStatus, error) {
 		return nil, fmt.Errorf("cluster: read raft configuration: %w", err)
 	}
 	_, leader := r.LeaderWithID()
+	leading := r.State() == raft.Leader
+	window := contactWindows * n.raftConf.HeartbeatTimeout
 	servers := f.Configuration().Servers
 	out := make([]PeerStatus, 0, len(servers))
 	for _, s := range servers {
-		out = append(out, PeerStatus{
+		p := PeerStatus{
 			ID:          string(s.ID),
 			RaftAddress: string(s.Address),
 			RPCAddress:  n.rpcAddress(string(s.ID)),
 			Suffrage:    s.Suffrage.String(),
 			Leader:      s.ID == leader,
 			Self:        string(s.ID) == n.cfg.NodeID,
-		})
+			Health:      PeerUnknown,
+		}
+		switch {
+		case p.Self && leading:
+			p.Health, p.LastContact = PeerHealthy, time.Now()
+		case p.Self:
+			// A follower vouches for itself only while it hears a leader.
+			if last := r.LastContact(); !last.IsZero() && time.Since(last) <= window {
+				p.Health, p.LastContact = PeerHealthy, last
+			}
+		case leading:
+			p.Health, p.LastContact, p.LastError = n.contacts.health(s.ID, window)
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

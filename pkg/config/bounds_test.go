@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/lancemaster/lancemaster/pkg/config"
@@ -14,5 +15,44 @@ func TestStorageOptionBoundsMatchDesign(t *testing.T) {
 		config.MaxStorageOptionKeyBytes != job.MaxStorageOptionKeyBytes ||
 		config.MaxStorageOptionValueBytes != job.MaxStorageOptionValBytes {
 		t.Fatal("storage option bounds differ from pkg/job (DESIGN.md §10)")
+	}
+}
+
+// pkg/job names the options that bound index properties by their keys; they
+// are this package's keys, and a property over its bound is refused naming
+// the option set.
+func TestPropertyBoundOptionsAreOptions(t *testing.T) {
+	keys, options := job.PropertyBounds()
+	if len(keys) == 0 {
+		t.Fatal("no bounded properties")
+	}
+	for i, opt := range options {
+		if _, ok := config.LookupOption(opt); !ok {
+			t.Errorf("property %s is bounded by %s, which is no option", keys[i], opt)
+			continue
+		}
+		lim := job.Limits(config.ResolveOptions(map[string]string{opt: "3"}).IndexLimits())
+		if err := job.CheckPropertyBounds(`{"`+keys[i]+`":4}`, lim); err == nil || !strings.Contains(err.Error(), opt+" is now 3") {
+			t.Errorf("%s=4 with %s=3: %v", keys[i], opt, err)
+		}
+	}
+}
+
+// ExecuteDeadlineSecondOf chooses the HNSW deadline for exactly the types
+// pkg/job calls HNSW.
+func TestExecuteDeadlineOfEveryIndexType(t *testing.T) {
+	o := config.ResolveOptions(map[string]string{config.OptExecuteDeadlineSecond: "100", config.OptHNSWExecuteDeadlineSecond: "900"})
+	hnsw := 0
+	for _, typ := range append(job.SupportedIndexTypes, "") { // "": a DROP
+		want := int64(100)
+		if job.IsHNSWIndex(typ) {
+			want, hnsw = 900, hnsw+1
+		}
+		if got := o.ExecuteDeadlineSecondOf(typ); got != want {
+			t.Errorf("%q: deadline %d; want %d", typ, got, want)
+		}
+	}
+	if hnsw != 2 || !job.IsHNSWIndex(job.IndexIVFHNSWSQ) || !job.IsHNSWIndex(job.IndexIVFHNSWPQ) {
+		t.Errorf("%d HNSW types; want IVF_HNSW_SQ and IVF_HNSW_PQ", hnsw)
 	}
 }

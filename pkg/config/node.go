@@ -131,7 +131,7 @@ func ParseNode(data []byte) (*Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(n); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+		return nil, YAMLError(err, n)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {

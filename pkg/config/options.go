@@ -28,6 +28,15 @@ const (
 	OptMaxDispatchAttempts     = "lance_index_job_max_dispatch_attempts"
 	OptTrustExclusiveWriter    = "lance_index_job_trust_exclusive_writer"
 	OptResolveGraceSecond      = "lance_index_job_resolve_grace_second"
+
+	// Bounds of the index parameters that cost a backend memory or CPU
+	// (docs/index-types.md), and the deadline of HNSW builds.
+	OptMaxHNSWM                  = "lance_index_max_hnsw_m"
+	OptMaxHNSWEfConstruction     = "lance_index_max_hnsw_ef_construction"
+	OptMaxSampleRate             = "lance_index_max_sample_rate"
+	OptMaxMaxIterations          = "lance_index_max_max_iterations"
+	OptMaxFTSTokenLength         = "lance_index_max_fts_token_length"
+	OptHNSWExecuteDeadlineSecond = "lance_index_job_hnsw_execute_deadline_second"
 )
 
 // OptionKind is how an option's value is parsed.
@@ -61,8 +70,19 @@ var specs = []OptionSpec{
 	{OptMaxUnresolvedPerTable, KindPositiveInt, "8", "unresolved jobs allowed per table"},
 	{OptMaxUnresolvedPerCatalog, KindPositiveInt, "64", "unresolved jobs allowed per catalog"},
 	{OptMaxUnresolvedGlobal, KindPositiveInt, "256", "unresolved jobs allowed in the cluster"},
-	{OptMaxNumPartitions, KindPositiveInt, "4096", "upper bound of IVF_PQ num_partitions"},
-	{OptMaxNumSubVectors, KindPositiveInt, "256", "upper bound of IVF_PQ num_sub_vectors"},
+	{OptMaxNumPartitions, KindPositiveInt, "4096", "upper bound of num_partitions (every IVF_* type)"},
+	{OptMaxNumSubVectors, KindPositiveInt, "256", "upper bound of num_sub_vectors (IVF_PQ, IVF_HNSW_PQ)"},
+	// The defaults below are a few times the library's own defaults (m 20,
+	// ef_construction 300, sample_rate 256, max_iterations 50, token length
+	// 40): room to tune, but no request can make one build take a backend's
+	// memory (m, sample_rate x num_partitions vectors held for training) or
+	// its CPU for hours (ef_construction, max_iterations).
+	{OptMaxHNSWM, KindPositiveInt, "64", "upper bound of m, the HNSW graph's neighbours per node (IVF_HNSW_SQ, IVF_HNSW_PQ)"},
+	{OptMaxHNSWEfConstruction, KindPositiveInt, "1000", "upper bound of ef_construction, the HNSW build's candidate list (IVF_HNSW_SQ, IVF_HNSW_PQ)"},
+	{OptMaxSampleRate, KindPositiveInt, "1024", "upper bound of sample_rate, vectors per partition sampled to train IVF (every IVF_* type)"},
+	{OptMaxMaxIterations, KindPositiveInt, "200", "upper bound of max_iterations of IVF k-means training (every IVF_* type)"},
+	{OptMaxFTSTokenLength, KindPositiveInt, "256", "upper bound of FTS max_token_length, ngram_min_length and ngram_max_length"},
+	{OptHNSWExecuteDeadlineSecond, KindPositiveInt, "14400", "seconds a dispatched IVF_HNSW_SQ or IVF_HNSW_PQ job may run before it is given up as UNKNOWN (HNSW builds are many times slower than IVF_PQ)"},
 	{OptKeepMaxSecond, KindPositiveInt, "604800", "seconds a resolved job is kept before retention GC removes it"},
 	{OptCleanIntervalSecond, KindPositiveInt, "3600", "seconds between retention GC passes"},
 	{OptMaxDispatchAttempts, KindPositiveInt, "5", "dispatches proven never enqueued (refused, unreachable) before a job ends NOT_COMMITTED; each earlier one returns it to PENDING"},
@@ -179,6 +199,47 @@ type Options struct {
 	MaxDispatchAttempts     int64
 	TrustExclusiveWriter    bool
 	ResolveGraceSecond      int64
+	MaxHNSWM                int64
+	MaxHNSWEfConstruction   int64
+	MaxSampleRate           int64
+	MaxMaxIterations        int64
+	MaxFTSTokenLength       int64
+	// HNSWExecuteDeadlineSecond replaces ExecuteDeadlineSecond for the
+	// IVF_HNSW_* types (ExecuteDeadlineSecondOf chooses).
+	HNSWExecuteDeadlineSecond int64
+}
+
+// IndexLimits are the options that bound index parameters. Its fields are
+// job.Limits' (same names, types and order), so job.Limits(o.IndexLimits())
+// converts without this leaf importing pkg/job.
+type IndexLimits struct {
+	MaxNumPartitions      int64
+	MaxNumSubVectors      int64
+	MaxHNSWM              int64
+	MaxHNSWEfConstruction int64
+	MaxSampleRate         int64
+	MaxMaxIterations      int64
+	MaxFTSTokenLength     int64
+}
+
+// IndexLimits returns the bounds of index parameters in force.
+func (o Options) IndexLimits() IndexLimits {
+	return IndexLimits{
+		MaxNumPartitions: o.MaxNumPartitions, MaxNumSubVectors: o.MaxNumSubVectors,
+		MaxHNSWM: o.MaxHNSWM, MaxHNSWEfConstruction: o.MaxHNSWEfConstruction,
+		MaxSampleRate: o.MaxSampleRate, MaxMaxIterations: o.MaxMaxIterations, MaxFTSTokenLength: o.MaxFTSTokenLength,
+	}
+}
+
+// ExecuteDeadlineSecondOf is how long a dispatched job of indexType (a
+// canonical type, "" for a DROP) may run before it is given up:
+// HNSWExecuteDeadlineSecond for IVF_HNSW_SQ and IVF_HNSW_PQ, whose builds
+// are 10-40x slower than IVF_PQ's, ExecuteDeadlineSecond for every other.
+func (o Options) ExecuteDeadlineSecondOf(indexType string) int64 {
+	if strings.HasPrefix(indexType, "IVF_HNSW_") { // job.IsHNSWIndex (pinned by a test)
+		return o.HNSWExecuteDeadlineSecond
+	}
+	return o.ExecuteDeadlineSecond
 }
 
 // ResolveOptions reads stored values (only those set; missing keys take
@@ -220,6 +281,13 @@ func ResolveOptions(stored map[string]string) Options {
 		MaxDispatchAttempts:     n(OptMaxDispatchAttempts),
 		TrustExclusiveWriter:    b(OptTrustExclusiveWriter),
 		ResolveGraceSecond:      n(OptResolveGraceSecond),
+		MaxHNSWM:                n(OptMaxHNSWM),
+		MaxHNSWEfConstruction:   n(OptMaxHNSWEfConstruction),
+		MaxSampleRate:           n(OptMaxSampleRate),
+		MaxMaxIterations:        n(OptMaxMaxIterations),
+		MaxFTSTokenLength:       n(OptMaxFTSTokenLength),
+
+		HNSWExecuteDeadlineSecond: n(OptHNSWExecuteDeadlineSecond),
 	}
 }
 

@@ -145,8 +145,9 @@ func (f *fakeBackends) Heartbeat(_ context.Context, addr string, req *wire.THear
 	if !ok {
 		return nil, notSentErr(addr)
 	}
-	capacity := int32(4)
-	resp := &wire.THeartbeatResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, BeProcessEpoch: epoch, Capacity: &capacity}
+	capacity, version := int32(4), "v1.2.3 (abcdef012345)"
+	resp := &wire.THeartbeatResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, BeProcessEpoch: epoch, Capacity: &capacity,
+		Version: &version}
 	if tweak := f.hbTweak[addr]; tweak != nil {
 		tweak(resp)
 	}

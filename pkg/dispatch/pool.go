@@ -51,6 +51,7 @@ type BackendStatus struct {
 	Alive     bool      // an OK heartbeat of this cluster within 3 intervals
 	Epoch     int64     // the latest process epoch heard
 	Capacity  int32     // workers it says it can run at once (0: not said)
+	Version   string    // what its latest OK heartbeat said it runs ("" when not said)
 	LastHeard time.Time // when the latest OK heartbeat was answered (Clock)
 	// Accepting: the latest answered heartbeat was OK and said the backend
 	// accepts dispatches now (an old backend that does not say counts as
@@ -117,6 +118,7 @@ type backendState struct {
 	lastOK          time.Time // zero until an OK answer of this cluster
 	epoch           int64
 	capacity        int32
+	version         string
 	alive           bool // as of the last evaluation: an alive flip wakes the dispatcher
 	accepting       bool // the latest answered heartbeat: OK and accepting
 	notAccepting    string
@@ -175,6 +177,23 @@ func (p *Pool) View(backendID int64) (alive bool, epoch int64, known bool) {
 	return s.Alive, s.Epoch, ok
 }
 
+// Heard is the admin API's BackendHeard: leading is false when this node
+// runs no pool (it is not the leader), and lastHeard is zero until the
+// backend has answered an OK heartbeat of this cluster during the current
+// term (version: what that heartbeat said it runs). A leading pool that has
+// not heard a backend says so: not alive.
+func (p *Pool) Heard(backendID int64) (lastHeard time.Time, version string, leading bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		return time.Time{}, "", false
+	}
+	if b, ok := p.backends[backendID]; ok {
+		return b.lastOK, b.version, true
+	}
+	return time.Time{}, "", true
+}
+
 // Status returns what this term has heard from a backend; ok is false
 // until its epoch has been heard this term (the status may still say
 // OtherCluster).
@@ -190,7 +209,7 @@ func (p *Pool) Status(backendID int64) (BackendStatus, bool) {
 }
 
 func (p *Pool) statusLocked(b *backendState, now time.Time) BackendStatus {
-	return BackendStatus{Alive: p.aliveAt(b, now), Epoch: b.epoch, Capacity: b.capacity, LastHeard: b.lastOK,
+	return BackendStatus{Alive: p.aliveAt(b, now), Epoch: b.epoch, Capacity: b.capacity, Version: b.version, LastHeard: b.lastOK,
 		Accepting: b.accepting, NotAcceptingReason: b.notAccepting, Refused: b.refused,
 		OtherCluster: b.otherCluster, ClusterID: b.theirs, OutboxDelivered: b.outboxDelivered}
 }

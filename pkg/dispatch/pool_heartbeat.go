@@ -119,6 +119,7 @@ func (p *Pool) recordHeartbeat(gen uint64, backendID int64, seq uint64, ours str
 	default:
 		epochChanged = b.epoch != 0 && b.epoch != resp.BeProcessEpoch
 		b.lastOK, b.epoch, b.capacity = now, resp.BeProcessEpoch, resp.GetCapacity()
+		b.version = clip(resp.GetVersion(), maxVersionLen)
 		b.outboxDelivered = resp.GetOutboxDelivered()
 		b.otherCluster, b.theirs = false, theirs
 		b.accepting = !resp.IsSetAccepting() || resp.GetAccepting()
@@ -201,4 +202,15 @@ func (p *Pool) finishPass(gen uint64, registered []*raftfsm.Backend) {
 	if len(died) > 0 && p.d.Waker != nil {
 		p.d.Waker.Wake()
 	}
+}
+
+// maxVersionLen bounds the version string a backend reports (shown, never
+// interpreted).
+const maxVersionLen = 128
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

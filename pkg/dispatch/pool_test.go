@@ -50,8 +50,11 @@ func TestPoolViewAliveAndEpoch(t *testing.T) {
 	if !alive || epoch != 11 || !known {
 		t.Fatalf("view %v %d %v", alive, epoch, known)
 	}
-	if s, _ := e.pool.Status(b1); s.Capacity != 4 {
-		t.Fatalf("capacity %d", s.Capacity)
+	if s, _ := e.pool.Status(b1); s.Capacity != 4 || s.Version != "v1.2.3 (abcdef012345)" {
+		t.Fatalf("capacity %d, version %q", s.Capacity, s.Version)
+	}
+	if last, version, leading := e.pool.Heard(b1); last.IsZero() || version != "v1.2.3 (abcdef012345)" || !leading {
+		t.Fatalf("heard %v %q %v", last, version, leading)
 	}
 	e.heartbeat()
 	if woken(e.waker) {

@@ -194,7 +194,7 @@ func (pr *preparer) prepare(rec *job.Record, b *backendSlot) (*dispatchPlan, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errInvocation, err)
 	}
-	deadlineMs := pr.r.d.d.Clock.Now().UnixMilli() + pr.opts.ExecuteDeadlineSecond*1000
+	deadlineMs := pr.r.d.d.Clock.Now().UnixMilli() + pr.opts.ExecuteDeadlineSecondOf(rec.IndexType)*1000
 	mark := &journal.TMarkRunning{
 		JobID:            rec.JobID,
 		ExpectedRev:      rec.Rev,

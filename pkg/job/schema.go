@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -15,7 +16,7 @@ type Field struct {
 	Type            string // canonical type: int32, utf8, fixed_size_list, ...
 	Nullable        bool
 	ListDimension   int32  // fixed-size-list dimension, 0 otherwise
-	ElementType     string // vector element type, "" otherwise
+	ElementType     string // element type of a fixed-size list or a list, "" otherwise
 	ElementNullable bool
 }
 
@@ -72,19 +73,21 @@ func (s *Snapshot) FindColumn(column string) (Field, error) {
 }
 
 // SchemaContract computes schema contract v1 of the indexed column
-// (DESIGN.md §5 step 5): field id, normalized name, canonical type, nullable,
-// fixed-size-list dimension and vector element type/nullable. A vector index
-// needs a fixed-size list of float16 or float32.
+// (DESIGN.md §5 step 5) for an index of indexType with its default
+// properties; ColumnContract is the same with the admitted properties.
 func SchemaContract(f Field, indexType string) (string, error) {
-	if IsVectorIndex(indexType) {
-		if f.Type != "fixed_size_list" || f.ListDimension <= 0 {
-			return "", Errorf(CodeInvalid, "column %q is %s; %s needs a fixed-size list of float16 or float32", f.Name, f.Type, indexType)
-		}
-		if f.ElementType != "float16" && f.ElementType != "float32" {
-			return "", Errorf(CodeInvalid, "column %q has %s elements; %s needs float16 or float32", f.Name, f.ElementType, indexType)
-		}
-	} else if f.Type == "fixed_size_list" || f.Type == "list" || f.Type == "struct" {
-		return "", Errorf(CodeInvalid, "column %q is %s; %s needs a scalar column", f.Name, f.Type, indexType)
+	return ColumnContract(f, indexType, "")
+}
+
+// ColumnContract checks that column f can carry an index of indexType with
+// the canonical properties propertiesJSON ("" or "{}": the defaults) and
+// computes schema contract v1 of it: field id, normalized name, canonical
+// type, nullable, fixed-size-list dimension and element type/nullable (of a
+// vector or a list). The bytes of the contract do not depend on the index
+// type. A column of the wrong type is INVALID, and the error names its type.
+func ColumnContract(f Field, indexType, propertiesJSON string) (string, error) {
+	if err := checkColumnType(f, indexType, propertiesJSON); err != nil {
+		return "", err
 	}
 	c := contract{Version: SchemaContractVersion, Fields: []contractField{{
 		ID: f.ID, Name: strings.ToLower(f.Name), Type: f.Type, Nullable: f.Nullable,
@@ -95,6 +98,91 @@ func SchemaContract(f Field, indexType string) (string, error) {
 		return "", Errorf(CodeInternal, "schema contract cannot be encoded: %v", err)
 	}
 	return string(b), nil
+}
+
+// Canonical types (as inspect spells them) that a scalar index cannot be
+// built on, nor a label list's element be: the nested types, and dictionary
+// (which the builder refuses as well).
+var nestedTypes = map[string]bool{"fixed_size_list": true, "list": true, "large_list": true,
+	"struct": true, "map": true, "union": true, "dictionary": true}
+
+var (
+	floatElements = map[string]bool{"float16": true, "float32": true, "float64": true}
+	textTypes     = map[string]bool{"utf8": true, "large_utf8": true}
+)
+
+// describeType spells a field's type for an error: fixed_size_list<float32>[8], list<utf8>, int64.
+func describeType(f Field) string {
+	t := f.Type
+	if f.ElementType != "" {
+		t += "<" + f.ElementType + ">"
+	}
+	if f.ListDimension > 0 {
+		t += "[" + strconv.Itoa(int(f.ListDimension)) + "]"
+	}
+	return t
+}
+
+func checkColumnType(f Field, indexType, propertiesJSON string) error {
+	bad := func(needs string) error {
+		return Errorf(CodeInvalid, "column %q is %s; %s needs %s", f.Name, describeType(f), indexType, needs)
+	}
+	switch {
+	case IsVectorIndex(indexType):
+		p := vectorPropsOf(propertiesJSON)
+		if p.Metric == "hamming" {
+			// IVF_FLAT only: CanonicalProperties refuses hamming for the others.
+			if f.Type != "fixed_size_list" || f.ListDimension <= 0 || f.ElementType != "uint8" {
+				return Errorf(CodeInvalid, "column %q is %s; metric hamming needs a fixed-size list of uint8", f.Name, describeType(f))
+			}
+			return nil
+		}
+		if f.Type != "fixed_size_list" || f.ListDimension <= 0 || !floatElements[f.ElementType] {
+			needs := "a fixed-size list of float16, float32 or float64"
+			if indexType == IndexIVFFlat && f.ElementType == "uint8" {
+				needs += " (a list of uint8 only with metric=hamming)"
+			}
+			return bad(needs)
+		}
+		// The library refuses it ("num_sub_vectors must divide vector dimension").
+		if p.NumSubVectors > 0 && int64(f.ListDimension)%p.NumSubVectors != 0 {
+			return Errorf(CodeInvalid, "num_sub_vectors %d does not divide the dimension %d of column %q", p.NumSubVectors, f.ListDimension, f.Name)
+		}
+	case indexType == IndexLabelList:
+		if f.Type != "list" && f.Type != "large_list" {
+			return bad("a list or large_list of a scalar type")
+		}
+		if f.ElementType == "" {
+			return Errorf(CodeInvalid, "column %q is %s, but the backend did not report its element type (an older backend?); LABEL_LIST needs a list of a scalar type", f.Name, f.Type)
+		}
+		if nestedTypes[f.ElementType] {
+			return bad("a list or large_list of a scalar type")
+		}
+	case indexType == IndexFTS || indexType == IndexFM:
+		if !textTypes[f.Type] {
+			return bad("a utf8 or large_utf8 column")
+		}
+	default: // BTREE, BITMAP
+		if nestedTypes[f.Type] {
+			return bad("a scalar column")
+		}
+	}
+	return nil
+}
+
+// vectorProps are the properties of a vector index the column check reads.
+type vectorProps struct {
+	Metric        string `json:"metric"`
+	NumSubVectors int64  `json:"num_sub_vectors"`
+}
+
+// vectorPropsOf reads canonical properties (zero values when unset).
+func vectorPropsOf(propertiesJSON string) vectorProps {
+	var p vectorProps
+	if propertiesJSON != "" {
+		_ = json.Unmarshal([]byte(propertiesJSON), &p) // canonical: an object; a bad one sets nothing
+	}
+	return p
 }
 
 // FindIndex looks an index name up case-insensitively. It returns the match,

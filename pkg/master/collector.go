@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
@@ -32,6 +33,8 @@ type stateCollector struct {
 	fsm     raftfsm.Reader
 	reports func() map[string]int64 // report.Handler.Counts; nil = none
 	pool    func(backendID int64) (dispatch.BackendStatus, bool)
+	heard   func(backendID int64) (time.Time, string, bool) // dispatch.Pool.Heard; nil = none
+	peers   func() ([]cluster.PeerStatus, error)            // cluster.Node.Peers; nil = none
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -52,6 +55,7 @@ var (
 		"Seconds since this master last heard from the leader: 0 on the leader, +Inf if it never has.")
 	descIsLeader    = desc("lancemaster_is_leader", "1 if raft considers this master the leader.")
 	descLeaderTerm  = desc("lancemaster_leader_term", "The term of this master's leadership once its barrier completed (the dispatch fencing token), else 0.")
+	descPeerHealthy = desc("lancemaster_raft_peer_healthy", "Leader only: 1 if the member answered the leader's AppendEntries (heartbeats) within 3 heartbeat timeouts, 0 if it did not (or it is too early to say). lancemaster_raft_peers counts the configuration, this the members that answer.", "peer_id")
 	descLeaderKnown = desc("lancemaster_leader_known", "1 if this master knows a leader.")
 	descServices    = desc("lancemaster_leader_services_running", "Leader services (pool, dispatcher, GC, OPTIMIZE policy) running on this master.")
 	descFSMApplied  = desc("lancemaster_fsm_applied_index", "The log index of the last command the journal replica applied.")
@@ -60,13 +64,16 @@ var (
 		"Jobs in the journal by mutation state (PENDING, RUNNING, COMMITTED, NOT_COMMITTED, UNKNOWN, CANCELLED; OTHER for an unknown value).", "mutation_state")
 	descJobsRefresh = desc("lancemaster_jobs_by_refresh_state",
 		"Jobs in the journal by refresh state (NOT_REQUIRED, REQUIRED, RUNNING, DONE, FAILED; OTHER for an unknown value).", "refresh_state")
-	descJobsUnknown = desc("lancemaster_jobs_unknown", "Jobs whose mutation outcome is UNKNOWN (need an operator: docs/operations.md).")
+	descJobsUnknown           = desc("lancemaster_jobs_unknown", "Jobs whose mutation outcome is UNKNOWN (need an operator: docs/operations.md).")
+	descJobsUnknownUnresolved = desc("lancemaster_jobs_unknown_unresolved",
+		"UNKNOWN jobs nobody has force-released yet: each needs an operator (docs/operations.md). A released job stays UNKNOWN until retention collects it, so alert on this one.")
 	descJobsCorrupt = desc("lancemaster_jobs_corrupt_unresolved", "Unresolved jobs without a fence identity; any blocks admission.")
 
 	descBackends    = desc("lancemaster_backends", "Registered backends.")
 	descHeldSlots   = desc("lancemaster_backend_held_slots", "Possible-live slots a backend holds (the slot book).", "backend_id", "address")
 	descMaxInflight = desc("lancemaster_max_inflight_per_backend", "The max_inflight_per_backend option: the slots a backend may hold.")
 	descAlive       = desc("lancemaster_backend_alive", "1 if the backend answered a heartbeat of this leader's term within 3 intervals (leader only).", "backend_id", "address")
+	descLastHeard   = desc("lancemaster_backend_last_heard_timestamp_seconds", "When the leader last had an OK heartbeat answer from the backend, as a Unix time (leader only; absent until heard this term).", "backend_id", "address")
 	descCapacity    = desc("lancemaster_backend_capacity", "Workers the backend says it runs at once, from its heartbeat (leader only).", "backend_id", "address")
 
 	descReports = desc("lancemaster_reports_total",
@@ -76,8 +83,8 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLastLog,
 		descRaftSnapshot, descRaftFSMPending, descRaftPeers, descRaftLastContact, descIsLeader, descLeaderTerm,
-		descLeaderKnown, descServices, descFSMApplied, descJobsMutation, descJobsRefresh, descJobsUnknown,
-		descJobsCorrupt, descBackends, descHeldSlots, descMaxInflight, descAlive, descCapacity, descReports} {
+		descLeaderKnown, descPeerHealthy, descServices, descFSMApplied, descJobsMutation, descJobsRefresh, descJobsUnknown,
+		descJobsUnknownUnresolved, descJobsCorrupt, descBackends, descHeldSlots, descMaxInflight, descAlive, descLastHeard, descCapacity, descReports} {
 		ch <- d
 	}
 }
@@ -124,6 +131,13 @@ func (c *stateCollector) collectRaft(ch chan<- prometheus.Metric) {
 	gauge(ch, descLeaderTerm, float64(c.raft.LeaderTerm()))
 	id, _ := c.raft.Leader()
 	gauge(ch, descLeaderKnown, metrics.Bool(id != ""))
+	if c.peers != nil && c.raft.IsLeader() {
+		if ps, err := c.peers(); err == nil {
+			for _, p := range ps {
+				gauge(ch, descPeerHealthy, metrics.Bool(p.Health == cluster.PeerHealthy), p.ID)
+			}
+		}
+	}
 }
 
 // lastContact parses raft's last_contact stat: "0" on the leader, "never",
@@ -157,6 +171,7 @@ func (c *stateCollector) collectJournal(ch chan<- prometheus.Metric) {
 	}
 	gauge(ch, descJobsRefresh, float64(counts.OtherRefresh), "OTHER")
 	gauge(ch, descJobsUnknown, float64(counts.Mutation[job.Unknown]))
+	gauge(ch, descJobsUnknownUnresolved, float64(counts.UnknownUnresolved))
 	gauge(ch, descJobsCorrupt, float64(st.CorruptUnresolved()))
 	gauge(ch, descMaxInflight, float64(st.Options().MaxInflightPerBackend))
 
@@ -172,6 +187,16 @@ func (c *stateCollector) collectJournal(ch chan<- prometheus.Metric) {
 			gauge(ch, descAlive, metrics.Bool(s.Alive), id, b.Address)
 			if s.Capacity > 0 {
 				gauge(ch, descCapacity, float64(s.Capacity), id, b.Address)
+			}
+		} else if c.heard != nil {
+			if _, _, leading := c.heard(b.ID); leading {
+				// Heartbeated, never answered: dead, not absent.
+				gauge(ch, descAlive, 0, id, b.Address)
+			}
+		}
+		if c.heard != nil {
+			if last, _, _ := c.heard(b.ID); !last.IsZero() {
+				gauge(ch, descLastHeard, float64(last.UnixMilli())/1000, id, b.Address)
 			}
 		}
 	}

@@ -156,6 +156,7 @@ func TestMetricsOfACluster(t *testing.T) {
 			t.Errorf("m%d last contact %v s", i+1, got)
 		}
 		if value(t, fams, "lancemaster_jobs_by_refresh_state") != 7 || value(t, fams, "lancemaster_jobs_unknown") != 0 ||
+			value(t, fams, "lancemaster_jobs_unknown_unresolved") != 0 ||
 			value(t, fams, "lancemaster_max_inflight_per_backend") != 2 || value(t, fams, "lancemaster_backends") != 1 {
 			t.Errorf("m%d: implausible job or backend gauges", i+1)
 		}

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -150,10 +151,11 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if err := node.Start(ctx); err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	mm.reg.MustRegister(&stateCollector{raft: node, fsm: fsm, reports: reports.Counts, pool: pool.Status})
+	mm.reg.MustRegister(&stateCollector{raft: node, fsm: fsm, reports: reports.Counts, pool: pool.Status, heard: pool.Heard, peers: node.Peers})
 	adm := admin.New(admin.Deps{
 		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
-		Reports: reports, BackendView: pool.View, LeaderCall: leaderCall,
+		Reports: reports, BackendView: pool.View, BackendHeard: pool.Heard, ProbeBackend: dialProbe,
+		LastContact: node.LastContact, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 		// Writes are decided on current state (DESIGN.md §13.8).
 		ReadIndex:    node.ReadIndex,
@@ -252,7 +254,8 @@ func (c clusterAdapter) Peers() ([]admin.Peer, error) {
 	}
 	out := make([]admin.Peer, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, admin.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress, Suffrage: p.Suffrage, IsLeader: p.Leader})
+		out = append(out, admin.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress, Suffrage: p.Suffrage, IsLeader: p.Leader,
+			Health: p.Health, LastContact: p.LastContact, LastError: p.LastError})
 	}
 	return out, nil
 }
@@ -325,4 +328,20 @@ func operatorErr(err error) error {
 		return fmt.Errorf("%w: %w", admin.ErrNotApplied, err)
 	}
 	return err
+}
+
+// dialProbe is backends add's probe: one TCP connection to the address,
+// closed at once. It proves only that something listens there; the
+// heartbeat that follows proves it is a backend of this cluster.
+func dialProbe(ctx context.Context, address string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", address)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			return op.Err
+		}
+		return err
+	}
+	return c.Close()
 }

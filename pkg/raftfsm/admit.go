@@ -117,7 +117,7 @@ func recheckOptions(t *tx, r *job.Record) *journal.TApplyResponse {
 	if r.MutationType == job.Drop || r.IsOptimize() {
 		return nil
 	}
-	lim := job.Limits{MaxNumPartitions: o.MaxNumPartitions, MaxNumSubVectors: o.MaxNumSubVectors}
+	lim := job.Limits(o.IndexLimits())
 	if err := job.CheckPropertyBounds(r.PropertiesJSON, lim); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err))
 	}

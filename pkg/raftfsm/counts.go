@@ -11,6 +11,10 @@ type JobCounts struct {
 	// Other counts records whose state is outside the known enums (a newer
 	// master's); 0 normally, since record reads fail closed to known states.
 	OtherMutation, OtherRefresh int64
+	// UnknownUnresolved counts UNKNOWN jobs an operator has not
+	// force-released yet: the ones that still need someone (a released
+	// UNKNOWN job stays UNKNOWN in the journal until retention collects it).
+	UnknownUnresolved int64
 }
 
 // stateSlots bounds the enum values counted in place; slot 0 holds any value
@@ -26,8 +30,9 @@ const stateSlots = 8
 // loader.load (Restore), which call move, so the counts cannot drift from
 // the records.
 type stateCounts struct {
-	mutation [stateSlots]int64
-	refresh  [stateSlots]int64
+	mutation          [stateSlots]int64
+	refresh           [stateSlots]int64
+	unknownUnresolved int64
 }
 
 func stateSlot[T ~int32](v T) int {
@@ -42,12 +47,21 @@ func (c *stateCounts) move(old, new *job.Record) {
 	if old != nil {
 		c.mutation[stateSlot(old.MutationState)]--
 		c.refresh[stateSlot(old.RefreshState)]--
+		if unknownUnresolved(old) {
+			c.unknownUnresolved--
+		}
 	}
 	if new != nil {
 		c.mutation[stateSlot(new.MutationState)]++
 		c.refresh[stateSlot(new.RefreshState)]++
+		if unknownUnresolved(new) {
+			c.unknownUnresolved++
+		}
 	}
 }
+
+// unknownUnresolved: an UNKNOWN job nobody has force-released.
+func unknownUnresolved(r *job.Record) bool { return r.MutationState == job.Unknown && !r.ForceReleased }
 
 var (
 	mutationStates = []job.MutationState{job.Pending, job.Running, job.Committed, job.NotCommitted, job.Unknown, job.Cancelled, job.Resolving}
@@ -61,6 +75,8 @@ func (s *State) JobCounts() JobCounts {
 	out := JobCounts{
 		Mutation: make(map[job.MutationState]int64, len(mutationStates)),
 		Refresh:  make(map[job.RefreshState]int64, len(refreshStates)),
+
+		UnknownUnresolved: c.unknownUnresolved,
 	}
 	for i := range stateSlots {
 		out.OtherMutation += c.mutation[i]

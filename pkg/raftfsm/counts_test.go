@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
@@ -22,6 +23,9 @@ func bruteCounts(s *State) JobCounts {
 			out.Mutation[r.MutationState]++
 		} else {
 			out.OtherMutation++
+		}
+		if r.MutationState == job.Unknown && !r.ForceReleased {
+			out.UnknownUnresolved++
 		}
 		if _, ok := out.Refresh[r.RefreshState]; ok {
 			out.Refresh[r.RefreshState]++
@@ -68,5 +72,35 @@ func TestJobCountsEmpty(t *testing.T) {
 		if n != 0 {
 			t.Fatalf("%v = %d", m, n)
 		}
+	}
+}
+
+// A force-released UNKNOWN job stays UNKNOWN in the journal until retention
+// collects it, but nobody needs to act on it any more: the unresolved count
+// (what the documented alert watches) drops, and the Unresolved list filter
+// leaves it out.
+func TestUnknownUnresolvedDropsOnForceRelease(t *testing.T) {
+	h, id, _ := unknownFixture(t)
+	c := h.st().JobCounts()
+	if c.Mutation[job.Unknown] != 1 || c.UnknownUnresolved != 1 {
+		t.Fatalf("before: %+v", c)
+	}
+	if got, _ := h.st().ListJobs(JobFilter{MutationState: job.Unknown, Unresolved: true}, 0, 0); len(got) != 1 {
+		t.Fatalf("unresolved UNKNOWN list before: %d jobs", len(got))
+	}
+	wantCode(t, h.forceRelease(id, "checked by hand"), journal.TApplyCode_OK)
+	c = h.st().JobCounts()
+	if c.Mutation[job.Unknown] != 1 || c.UnknownUnresolved != 0 {
+		t.Fatalf("after force-release: %+v", c)
+	}
+	if got, _ := h.st().ListJobs(JobFilter{MutationState: job.Unknown, Unresolved: true}, 0, 0); len(got) != 0 {
+		t.Fatalf("unresolved UNKNOWN list after: %d jobs", len(got))
+	}
+	if got, _ := h.st().ListJobs(JobFilter{MutationState: job.Unknown}, 0, 0); len(got) != 1 {
+		t.Fatalf("UNKNOWN list after: %d jobs", len(got))
+	}
+	r := restored(t, snapshotBytes(t, h.st()))
+	if got := r.State().JobCounts().UnknownUnresolved; got != 0 {
+		t.Fatalf("restored: %d", got)
 	}
 }

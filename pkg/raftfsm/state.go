@@ -42,10 +42,15 @@ type JobFilter struct {
 	DB, Table     string
 	MutationState job.MutationState
 	RefreshState  job.RefreshState
+	// Unresolved keeps only jobs that still hold their fence or need an
+	// operator (job.Record.Unresolved): a force-released UNKNOWN job, or a
+	// resolved COMMITTED one, is left out.
+	Unresolved bool
 }
 
 func (f JobFilter) match(r *job.Record) bool {
-	return (f.CatalogID == 0 || r.CatalogID == f.CatalogID) &&
+	return (!f.Unresolved || r.Unresolved()) &&
+		(f.CatalogID == 0 || r.CatalogID == f.CatalogID) &&
 		(f.DB == "" || r.DB == f.DB) &&
 		(f.Table == "" || r.Table == f.Table) &&
 		(f.MutationState == 0 || r.MutationState == f.MutationState) &&

@@ -15,6 +15,7 @@ func testSnapshot() *job.Snapshot {
 			{ID: 0, Name: "id", Type: "int32"},
 			{ID: 1, Name: "vector", Type: "fixed_size_list", ListDimension: 8, ElementType: "float32", ElementNullable: true},
 			{ID: 2, Name: "text", Type: "utf8", Nullable: true},
+			{ID: 3, Name: "tags", Type: "list", ElementType: "utf8", ElementNullable: true},
 		},
 		Indexes: []job.IndexInfo{
 			{Name: "id_idx", IndexType: "BTREE", Columns: []string{"id"}},
@@ -35,6 +36,10 @@ func TestInspectResponseSetsOnlyWhatTheSnapshotHas(t *testing.T) {
 	}
 	if vec.GetListDimension() != 8 || vec.GetElementType() != "float32" || !vec.GetElementNullable() {
 		t.Errorf("vector field: %v", vec)
+	}
+	// A list's element travels like a vector's (LABEL_LIST is checked against it).
+	if tags := r.Fields[3]; tags.IsSetListDimension() || tags.GetElementType() != "utf8" || !tags.GetElementNullable() {
+		t.Errorf("list field: %v", tags)
 	}
 	if r.Indexes[0].IsSetPropertiesJSON() || r.Indexes[1].GetPropertiesJSON() != `{"metric":"l2"}` {
 		t.Errorf("indexes: %v", r.Indexes)

@@ -1,0 +1,53 @@
+package master
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+)
+
+// A backend that never answered is dead, not unknown: backends add warns
+// that nothing answered, the leader lists it not alive with no LAST HEARD,
+// and lancemaster_backend_alive is 0 for it (before, the series was absent
+// and ALIVE "-" forever).
+func TestBackendThatNeverAnsweredIsShownDead(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens here any more
+
+	c := newCluster3With(t, withHTTP(t, nil), func(int) Options { return Options{HeartbeatInterval: 50 * time.Millisecond} })
+	ld := c.leader()
+	var added *adminapi.TBackend
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.client(ld).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
+		added, err = a.AddBackend(ctx, addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if w := added.GetWarning(); !strings.Contains(w, "nothing answered at "+addr) {
+		t.Fatalf("add warning = %q", w)
+	}
+	eventually(t, 30*time.Second, "the leader to list the backend not alive", func() bool {
+		var bs []*adminapi.TBackend
+		_ = c.client(ld).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
+			bs, err = a.ListBackends(ctx)
+			return err
+		})
+		return len(bs) == 1 && bs[0].IsSetAlive() && !bs[0].GetAlive() && !bs[0].IsSetLastHeardMs()
+	})
+	eventually(t, 30*time.Second, "lancemaster_backend_alive 0 on the leader", func() bool {
+		_, fams := scrape(t, c.masters[ld])
+		v, ok := fams.Value("lancemaster_backend_alive", "backend_id", "1", "address", addr)
+		_, heard := fams.Value("lancemaster_backend_last_heard_timestamp_seconds", "backend_id", "1", "address", addr)
+		return ok && v == 0 && !heard
+	})
+}
