@@ -327,7 +327,7 @@ func (w *watcher) table() string {
 		if r := v.GetCompletionReason(); r != "" && r != "NONE" {
 			result += " (" + r + ")"
 		}
-		rows = append(rows, []string{id, str(v.IndexName), str(v.MutationType), state,
+		rows = append(rows, []string{id, indexCell(v), str(v.MutationType), state,
 			str(v.RefreshState), result, i64(v.BackendID), timeMs(v.UpdateTimeMs)})
 	}
 	var b strings.Builder

@@ -116,23 +116,34 @@ func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitRespo
 	if ix, err := snap.FindIndex(a.indexName); err == nil && ix != nil {
 		rec.AdmittedIndexUUID = ix.UUID
 	}
-	// 7. Quota limits positive (re-checked although set-time validation exists).
+	return s.journalAdmission(ctx, st, rec, func(jobID int64) string {
+		return fenceHolderMessage(s.d.Reader.State(), rec.DisplayIndexName, jobID)
+	})
+}
+
+// journalAdmission is §5 steps 7 and 8 of every admission (an index job or
+// an OPTIMIZE): the quota limits positive (re-checked although set-time
+// validation exists), then the group commit; the FSM checks fence and
+// quotas and allocates the id. A FENCE_CONFLICT's message is conflict's,
+// given the fencing job id.
+func (s *Server) journalAdmission(ctx context.Context, st *raftfsm.State, rec *job.Record,
+	conflict func(jobID int64) string) (*adminapi.TAdmitResponse, error) {
 	if err := checkQuotaLimits(st); err != nil {
 		return nil, toAdminError(err)
 	}
-	// 8. Propose; the FSM checks fence and quotas and allocates the id.
 	id, err := s.proposeAdmission(ctx, rec)
 	if err != nil {
 		var ae *adminapi.TAdminError
 		if errors.As(err, &ae) && ae.Code == adminapi.TErrorCode_FENCE_CONFLICT {
-			ae.Message = fenceConflictMessage(rec.DisplayIndexName, ae.GetJobID())
+			ae.Message = conflict(ae.GetJobID())
 		}
 		return nil, err
 	}
 	msg := "job admitted"
 	s.d.Logger.Info("job admitted", zap.Int64("job_id", id), zap.String("mutation", rec.MutationType.String()),
 		zap.Int64("catalog_id", rec.CatalogID), zap.String("db", rec.DB), zap.String("table", rec.Table),
-		zap.String("index", rec.DisplayIndexName), zap.String("creator", rec.Creator))
+		zap.String("index", rec.DisplayIndexName), zap.Int64("admitted_dataset_version", rec.AdmittedDatasetVersion),
+		zap.String("creator", rec.Creator))
 	return &adminapi.TAdmitResponse{JobID: &id, Message: &msg}, nil
 }
 

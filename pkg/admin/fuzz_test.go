@@ -360,6 +360,8 @@ func fuzzAdminSeeds(t *testing.T) map[string][]byte {
 		}()}),
 		"dropIndex": call("dropIndex", &adminapi.LanceMasterServiceDropIndexArgs{Request: &adminapi.TDropIndexRequest{
 			Catalog: "lake", Db: "db", Table: "items", IndexName: "id_idx", IfExists: thrift.BoolPtr(true)}}),
+		"optimizeDataset": call("optimizeDataset", &adminapi.LanceMasterServiceOptimizeDatasetArgs{Request: &adminapi.TOptimizeRequest{
+			Catalog: "lake", Db: "db", Table: "items", Creator: str("alice")}}),
 		"listJobs": call("listJobs", &adminapi.LanceMasterServiceListJobsArgs{Request: &adminapi.TListJobsRequest{
 			Catalog: str("lake"), State: str("PENDING"), Limit: &limit}}),
 		"showJob":   call("showJob", &adminapi.LanceMasterServiceShowJobArgs{JobID: 1, Consistent: true}),

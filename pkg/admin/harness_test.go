@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,4 +134,20 @@ func errCode(t *testing.T, err error) adminapi.TErrorCode {
 		t.Fatalf("want a *TAdminError, got %T %v", err, err)
 	}
 	return ae.Code
+}
+
+// wantRefused checks a rejected admission: its typed code, no entry
+// journaled since before (h.prop.Entries()), and neither a credential nor
+// the locator in the error.
+func (h *harness) wantRefused(err error, want adminapi.TErrorCode, before int) {
+	h.t.Helper()
+	if got := errCode(h.t, err); got != want {
+		h.t.Fatalf("code %s (%v); want %s", got, err, want)
+	}
+	if h.prop.Entries() != before {
+		h.t.Fatalf("a rejected admission journaled %d entries", h.prop.Entries()-before)
+	}
+	if strings.Contains(err.Error(), canarySecret) || strings.Contains(err.Error(), "/data/lake") {
+		h.t.Fatalf("error leaks a credential or the locator: %v", err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -233,6 +234,9 @@ func view(st *raftfsm.State, r *job.Record) *adminapi.TJobView {
 	v.TerminationMessage, v.BuildPhase = str(r.TerminationMessage), str(r.BuildPhase)
 	v.ResolveAfterMs = i64(r.ResolveAfterMs)
 	buildView(v, r)
+	// OPTIMIZE's result: every index before and after, and the version.
+	v.OptimizedIndexes = jobwire.OptimizedToWire(job.DecodeOptimized(r.OptimizedIndexes))
+	v.ResultDatasetVersion = i64(r.ResultDatasetVersion)
 	return v
 }
 

@@ -29,7 +29,9 @@ import (
 //   - FINISHED without a result (no_result) with such a proof: the worker
 //     is provably gone without a trusted result (§13.3) → P with
 //     finished_without_result: the job moves to RESOLVING in that item, its
-//     outcome is then read from the dataset (the resolve step).
+//     outcome is then read from the dataset (the resolve step). An OPTIMIZE
+//     never goes to RESOLVING: it returns to PENDING (return_to_pending)
+//     while attempts are left, else ends UNKNOWN.
 //   - UNKNOWN_INVOCATION: the backend, at the job's epoch (the request names
 //     it and the backend answers STALE_EPOCH otherwise), never accepted the
 //     dispatch, and being asked after the fence it never will → M2″ (back
@@ -197,7 +199,7 @@ func (d *Dispatcher) planFromAnswer(plan *reconcilePlan, a answerCtx, g queryGro
 			if st.GetNoResult_() && st.Result_ == nil {
 				finishedWithoutResult(p, rec, st, a)
 				plan.settled[rec.JobID] = true
-				d.log.Info("reconcile: the worker ended without a result; RESOLVING (the outcome is read from the dataset)",
+				d.log.Info("reconcile: the worker ended without a result; "+afterNoResult(rec, p),
 					append(fields, zap.Stringer("proof", proof))...)
 			}
 			plan.proofs = append(plan.proofs, p)
@@ -233,6 +235,7 @@ func finishedWithoutResult(p *journal.TProof, rec *job.Record, st *wire.TInvocat
 	if u, ok := job.CanonicalUUID(st.GetIndexUUID()); ok && rec.IndexUUID == "" {
 		p.IndexUUID = &u
 	}
+	raftfsm.MarkOptimizeProof(p, rec, maxDispatchAttempts(a.opts))
 }
 
 // reconciledProof returns a wire termination proof of a finished
@@ -277,6 +280,9 @@ func (d *Dispatcher) reconciledResult(rec *job.Record, rep *wire.TLanceIndexJobR
 		InvocationID: rep.InvocationID, ProcessEpoch: rep.BeProcessEpoch, Result_: res}
 	if u, ok := job.CanonicalUUID(rep.GetIndexUUID()); ok && job.ResultCode(code) == job.NativeOK {
 		c.IndexUUID = &u
+	}
+	if job.ResultCode(code) == job.NativeOK {
+		raftfsm.RelayResult(c, rec, rep.DatasetVersion, rep.OptimizedIndexes)
 	}
 	return c
 }

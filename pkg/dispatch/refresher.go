@@ -37,8 +37,8 @@ type RefreshRequest struct {
 	JobID        int64
 	Catalog      string // the catalog's name
 	DB, Table    string
-	IndexName    string // the user's spelling (display name)
-	MutationType string // CREATE, REPLACE or DROP
+	IndexName    string // the user's spelling (display name); "" for OPTIMIZE
+	MutationType string // CREATE, REPLACE, DROP or OPTIMIZE (dataset-scoped: no index name)
 	Outcome      string // COMMITTED, NOT_COMMITTED or UNKNOWN
 	// URL is the catalog's refresh target of kind webhook ("" otherwise).
 	// It may carry a token in its query string: never log it.

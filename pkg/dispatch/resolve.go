@@ -29,6 +29,8 @@ const (
 	msgResolvedCommitted = "resolved from the dataset"
 	msgNoDatasetProof    = "no proof from the dataset: "
 	msgNoBackendRead     = "no backend could read the dataset"
+	// An OPTIMIZE has no index uuid to look for in the dataset.
+	msgOptimizeUnresolvable = "an OPTIMIZE cannot be resolved from the dataset"
 )
 
 // resolveStep is step 3 of the round (DESIGN.md §13.4): every RESOLVING job
@@ -71,6 +73,12 @@ func (r *round) resolveStep() error {
 	started := 0
 	for _, rec := range recs {
 		if rec.MutationState != job.Resolving || r.work.busy(rec.JobID) || nowMs < rec.ResolveAfterMs {
+			continue
+		}
+		if rec.IsOptimize() {
+			// The FSM never moves an OPTIMIZE to RESOLVING (a record restored
+			// from an edited snapshot might be): there is no uuid to resolve.
+			giveUps = append(giveUps, recordIdentity(rec).completion(job.NoTrustedResult, msgOptimizeUnresolvable, false))
 			continue
 		}
 		if nowMs-rec.ResolveAfterMs > giveUpMs && r.work.resolveTriesOf(rec.JobID) >= minResolveTries {

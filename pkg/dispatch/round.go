@@ -263,6 +263,13 @@ func buildRequest(rec *job.Record, m *journal.TMarkRunning, storage map[string]s
 		p := rec.PropertiesJSON
 		d.PropertiesJSON = &p
 	}
+	if rec.IsOptimize() {
+		// OPTIMIZE is a dataset-scoped job: the dispatch carries
+		// mutation_type OPTIMIZE and empty index fields (never the fence
+		// name), no IF condition and no properties.
+		d.IndexName, d.ColumnName, d.IndexType, d.SchemaContractJSON, d.PropertiesJSON = "", "", "", "", nil
+		d.IfNotExists, d.IfExists = nil, nil
+	}
 	return d
 }
 

@@ -133,7 +133,7 @@ func (r *round) epochSweep() error {
 			}
 			p := recordIdentity(rec).proof(b.ID, job.ProofProcessEpochGone)
 			r.epochGoneFinished(p, rec, v.Epoch, opts, nowMs)
-			r.d.log.Info("the backend's new process delivered its outbox without a result for the job; RESOLVING",
+			r.d.log.Info("the backend's new process delivered its outbox without a result for the job; "+afterNoResult(rec, p),
 				zap.Int64("job_id", rec.JobID), zap.Int64("backend_id", b.ID),
 				zap.Int64("job_epoch", rec.ProcessEpoch), zap.Int64("epoch", v.Epoch))
 			proofs = append(proofs, p)
@@ -149,6 +149,20 @@ func (r *round) epochGoneFinished(p *journal.TProof, rec *job.Record, epoch int6
 	msg := fmt.Sprintf("the backend process that ran the worker is gone (epoch %d → %d) and its outbox is delivered", rec.ProcessEpoch, epoch)
 	after := resolveAfterMs(rec, opts, nowMs)
 	p.FinishedWithoutResult_, p.Message, p.ResolveAfterMs = &t, &msg, &after
+	raftfsm.MarkOptimizeProof(p, rec, maxDispatchAttempts(opts))
+}
+
+// afterNoResult names where a proof with finished_without_result takes
+// rec: RESOLVING, or for an OPTIMIZE (never RESOLVING: a crashed OPTIMIZE
+// is safe to run again) PENDING while attempts are left, else UNKNOWN.
+func afterNoResult(rec *job.Record, p *journal.TProof) string {
+	switch {
+	case !rec.IsOptimize():
+		return "RESOLVING"
+	case p.GetReturnToPending():
+		return "OPTIMIZE back to PENDING"
+	}
+	return "OPTIMIZE UNKNOWN (its dispatch attempts are used up)"
 }
 
 // resolveAfterMs is when a job whose worker ended now may be read from its

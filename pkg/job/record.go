@@ -20,6 +20,8 @@ type Record struct {
 	Provider  string
 	Locator   string // normalized dataset URI; never shown in lists or logged
 
+	// An OPTIMIZE has no index name ("") and the fence name
+	// OptimizeFenceName: its fence is the dataset.
 	DisplayIndexName    string
 	NormalizedIndexName string
 
@@ -27,8 +29,8 @@ type Record struct {
 	IfNotExists  bool
 	IfExists     bool
 
-	IndexType      string // "" for DROP
-	Column         string // "" for DROP
+	IndexType      string // "" for DROP and OPTIMIZE
+	Column         string // "" for DROP and OPTIMIZE
 	PropertiesJSON string // canonical (CanonicalProperties)
 
 	AdmittedDatasetVersion int64
@@ -74,6 +76,11 @@ type Record struct {
 	DispatchTimeMs    int64     // M1 of the current dispatch (master clock)
 	BuildElapsedMs    int64     // the worker's elapsed time at its last progress report
 	ProgressTimeMs    int64     // when that report was applied (master clock)
+	// Results a NATIVE_OK brings (M2): the dataset version the builder
+	// verified, and an OPTIMIZE's per-index before/after in the canonical
+	// form of EncodeOptimized ("" for none).
+	ResultDatasetVersion int64
+	OptimizedIndexes     string
 }
 
 // Resources is what a build cost, as the backend's supervisor measured it

@@ -57,7 +57,7 @@ var (
 	descLeaderTerm  = desc("lancemaster_leader_term", "The term of this master's leadership once its barrier completed (the dispatch fencing token), else 0.")
 	descPeerHealthy = desc("lancemaster_raft_peer_healthy", "Leader only: 1 if the member answered the leader's AppendEntries (heartbeats) within 3 heartbeat timeouts, 0 if it did not (or it is too early to say). lancemaster_raft_peers counts the configuration, this the members that answer.", "peer_id")
 	descLeaderKnown = desc("lancemaster_leader_known", "1 if this master knows a leader.")
-	descServices    = desc("lancemaster_leader_services_running", "Leader services (pool, dispatcher, GC) running on this master.")
+	descServices    = desc("lancemaster_leader_services_running", "Leader services (pool, dispatcher, GC, OPTIMIZE policy) running on this master.")
 	descFSMApplied  = desc("lancemaster_fsm_applied_index", "The log index of the last command the journal replica applied.")
 
 	descJobsMutation = desc("lancemaster_jobs_by_mutation_state",

@@ -143,6 +143,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		masterAddrs: rpcAddresses(n.Peers), hooks: o.DispatchHooks, heartbeat: o.HeartbeatInterval,
 		proposer: timed, observer: mm,
 	})
+	optimizeAdmin := addOptimizePolicy(node, fsm, dclock, log.Named("optimize-policy"))
 	reports := report.New(report.Deps{
 		Proposer: timed, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
 		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead, VerifyLeader: node.VerifyLeader,
@@ -162,6 +163,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		HoldDispatch: disp.Hold,
 		CaughtUp:     func(index uint64) bool { return node.CaughtUp(index, fsm.State().AppliedIndex()) },
 	})
+	optimizeAdmin.Store(adm)
 	server, err := rpc.NewServer(n.RPCBind, thrift.WrapProcessor(adm.Processor(), mm.adminMiddleware), rcfg, log.Named("rpc"),
 		rpc.WithPolicy(rpc.MasterPolicy()))
 	if err == nil {

@@ -3,8 +3,6 @@ package raftfsm
 import (
 	"errors"
 
-	"github.com/apache/thrift/lib/go/thrift"
-
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
@@ -116,7 +114,7 @@ func recheckOptions(t *tx, r *job.Record) *journal.TApplyResponse {
 		return respFail(journal.TApplyCode_MUTATION_DISABLED,
 			"index mutation is disabled (enable_lance_index_mutation is false); nothing was admitted")
 	}
-	if r.MutationType == job.Drop {
+	if r.MutationType == job.Drop || r.IsOptimize() {
 		return nil
 	}
 	lim := job.Limits(o.IndexLimits())
@@ -204,11 +202,23 @@ func validateAdmission(r *job.Record) error {
 			return job.Errorf(job.CodeInvalid, "%s needs an index type and a column", r.MutationType)
 		}
 	case job.Drop:
+	case job.Optimize:
+		if err := validateOptimize(r); err != nil {
+			return err
+		}
 	default:
-		return job.Errorf(job.CodeInvalid, "mutation type %d is not CREATE, REPLACE or DROP", int32(r.MutationType))
+		return job.Errorf(job.CodeInvalid, "mutation type %d is not CREATE, REPLACE, DROP or OPTIMIZE", int32(r.MutationType))
 	}
 	if !r.HasFenceIdentity() {
 		return job.Errorf(job.CodeInvalid, "the job has no fence identity (catalog, provider, dataset and index name are all required)")
+	}
+	if r.IsOptimize() {
+		return nil
+	}
+	// The dataset fence name is OPTIMIZE's alone (no leader ever admitted
+	// an index under the reserved prefix, so no journaled entry fails this).
+	if r.NormalizedIndexName == job.OptimizeFenceName {
+		return job.Errorf(job.CodeInvalid, "index name %q is reserved", r.DisplayIndexName)
 	}
 	// Only what cannot drift between releases (job.NormalizedNameConsistent):
 	// the leader normalized the name once, with the pinned mapping.
@@ -219,19 +229,15 @@ func validateAdmission(r *job.Record) error {
 }
 
 // checkFenceAndQuota returns the rejection of an admission, or nil: a corrupt
-// unresolved record blocks everything (fail-closed), then the same-name
-// fence, then the per-table, per-catalog and global quotas (DESIGN.md §4).
+// unresolved record blocks everything (fail-closed), then the fence (the
+// same-name fence, and the dataset fence of OPTIMIZE: checkFence), then the per-table, per-catalog and global quotas (DESIGN.md §4).
 func checkFenceAndQuota(t *tx, r *job.Record, cat *Catalog) *journal.TApplyResponse {
 	b, o := t.books(), t.m.resolved
 	if b.corrupts > 0 {
 		return respFail(journal.TApplyCode_ADMISSION_BLOCKED,
 			"admission is blocked: %d unresolved job(s) have no fence identity; resolve, cancel or force-release them (jobs list --state UNKNOWN)", b.corrupts)
 	}
-	if ids := b.fenceHolders(r.Fence()); len(ids) > 0 {
-		resp := respFail(journal.TApplyCode_FENCE_CONFLICT,
-			"index %q of %s.%s in catalog %q is fenced by unresolved job %d; wait for it to finish, cancel it while PENDING, or force-release it if UNKNOWN",
-			r.DisplayIndexName, r.DB, r.Table, cat.Name, ids[0])
-		resp.ConflictJobID = thrift.Int64Ptr(ids[0])
+	if resp := checkFence(b, r, cat); resp != nil {
 		return resp
 	}
 	if n := b.tableCount(r.TableQuotaKey()); int64(n) >= o.MaxUnresolvedPerTable {

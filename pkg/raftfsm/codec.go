@@ -168,6 +168,8 @@ func (w *jobWire) load(r *job.Record) *journal.TJobRecord {
 		DispatchTimeMs:         optInt64(&c.DispatchTimeMs),
 		BuildElapsedMs:         optInt64(&c.BuildElapsedMs),
 		ProgressTimeMs:         optInt64(&c.ProgressTimeMs),
+		OptimizedIndexes:       optimizedOfRecord(c.OptimizedIndexes),
+		ResultDatasetVersion:   optInt64(&c.ResultDatasetVersion),
 	}
 	if c.Resources != (job.Resources{}) {
 		w.t.Resources = ResourcesToThrift(&c.Resources)
@@ -255,6 +257,8 @@ func RecordFromThrift(t *journal.TJobRecord) *job.Record {
 		DispatchTimeMs:         t.GetDispatchTimeMs(),
 		BuildElapsedMs:         t.GetBuildElapsedMs(),
 		ProgressTimeMs:         t.GetProgressTimeMs(),
+		OptimizedIndexes:       optimizedOfThrift(t.OptimizedIndexes),
+		ResultDatasetVersion:   t.GetResultDatasetVersion(),
 	}
 	if t.IsSetMutationState() && validMutationState(job.MutationState(*t.MutationState)) {
 		r.MutationState = job.MutationState(*t.MutationState)

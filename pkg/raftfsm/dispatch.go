@@ -84,6 +84,7 @@ func markRunning(t *tx, m *journal.TMarkRunning) (*journal.TItemResult_, error) 
 		n.IndexUUID, n.BuildPhase, n.ResolveAfterMs = "", "", 0
 		n.DispatchTimeMs = t.now
 		n.LeftoverIndexUUID, n.Resources, n.LogTail, n.BuildElapsedMs, n.ProgressTimeMs = "", job.Resources{}, "", 0, 0
+		n.ResultDatasetVersion, n.OptimizedIndexes = 0, ""
 	})
 	if err != nil {
 		return nil, err
@@ -130,6 +131,10 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 	if neverEnqueued && c.GetReturnToPending() {
 		return returnToPending(t, r, res.GetMessage())
 	}
+	version, optimized, err := completionResult(r, c)
+	if err != nil {
+		return itemFail(c.JobID, journal.TApplyCode_INVALID, "job %d: %s", c.JobID, errMessage(err)), nil
+	}
 	code := job.NoTrustedResult
 	if res.IsSetCode() {
 		code = job.ResultCode(res.GetCode())
@@ -144,7 +149,7 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 	if neverEnqueued && cls.State != job.NotCommitted {
 		cls = job.Classification{State: job.NotCommitted, Refresh: job.RefreshNotRequired, Reason: job.ReasonNone}
 	}
-	err := t.transition(r, func(n *job.Record) {
+	err = t.transition(r, func(n *job.Record) {
 		n.MutationState = cls.State
 		n.RefreshState = cls.Refresh
 		n.Result = job.Result{
@@ -158,6 +163,9 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 		}
 		applyBuildEvidence(n, c.Resources, c.LogTail)
 		n.LeftoverIndexUUID = leftover(n, c.GetLeftoverIndexUUID())
+		if code == job.NativeOK && cls.State == job.Committed {
+			n.ResultDatasetVersion, n.OptimizedIndexes = version, optimized
+		}
 		if neverEnqueued && n.PossibleLiveOwned && n.TerminationProof == job.ProofNone {
 			n.PossibleLiveOwned = false
 			n.TerminationProof = job.ProofNotEnqueued
@@ -207,6 +215,11 @@ func applyRecordProofBatch(t *tx, c *journal.TRecordProofBatch) (*journal.TApply
 // the cause and the uuid the worker announced. That part applies even when
 // the slot was already released by an earlier proof (the epoch sweep may
 // have released it before the new process delivered its outbox).
+//
+// An OPTIMIZE never goes to RESOLVING (there is no uuid to resolve): with
+// return_to_pending it returns to PENDING, attempts + 1, else it ends
+// UNKNOWN with NO_TRUSTED_RESULT (optimize.go). return_to_pending on any
+// other job is refused (INVALID).
 func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, error) {
 	proof := job.TerminationProof(p.Proof)
 	if proof == job.ProofNone || !validProof(proof) {
@@ -226,6 +239,9 @@ func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, er
 	if r == nil {
 		return itemFail(p.JobID, journal.TApplyCode_NOT_FOUND, "job %d does not exist", p.JobID), nil
 	}
+	if it := checkReturnToPending(p, r); it != nil {
+		return it, nil
+	}
 	if !r.MatchesIdentity(p.DispatchRevision, p.InvocationID, p.ProcessEpoch) || r.BackendID != p.BackendID {
 		return itemFail(p.JobID, journal.TApplyCode_CAS_FAILED,
 			"job %d: the proof names another dispatch (stale or mismatched)", p.JobID), nil
@@ -243,7 +259,9 @@ func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, er
 			n.TerminationProof = proof
 			n.PossibleLiveOwned = false
 		}
-		if resolves {
+		if resolves && r.IsOptimize() {
+			optimizeFinished(n, p, t.strs.get(p.GetMessage()))
+		} else if resolves {
 			n.MutationState = job.Resolving
 			n.TerminationMessage = t.strs.get(p.GetMessage())
 			n.ResolveAfterMs = p.GetResolveAfterMs()

@@ -45,10 +45,15 @@ func TestJobFieldTypesMatchIDL(t *testing.T) {
 			want = ctI64
 		case ft.Kind() == reflect.Int32:
 			want = ctI32
+		case ft.Kind() == reflect.Slice:
+			want = ctList
 		default:
 			t.Fatalf("%s: unexpected type %s", f.Name, ft)
 		}
-		if id >= len(jobFieldTypes) || jobFieldTypes[id] != want {
+		if id >= len(jobFieldTypes) {
+			t.Fatalf("field %d (%s): the decoder does not know it", id, f.Name)
+		}
+		if jobFieldTypes[id] != want {
 			t.Fatalf("field %d (%s): decoder expects %d, IDL has %d", id, f.Name, jobFieldTypes[id], want)
 		}
 		seen[id] = true
@@ -90,6 +95,21 @@ func randomRecord(rng *rand.Rand) *job.Record {
 	}
 	if b() {
 		r.Result = job.Result{Code: job.ResultCode(rng.IntN(13)), Reason: job.CompletionReason(rng.IntN(3)), Message: s(), ExternalMetadataAdvanced: b()}
+	}
+	if rng.IntN(4) == 0 {
+		r.ResultDatasetVersion = i()
+		var ixs []job.OptimizedIndex
+		for range rng.IntN(4) {
+			ix := job.OptimizedIndex{Name: "ix" + s()}
+			if b() {
+				ix.Before = &job.IndexCounts{IndexUUID: s(), IndexedRows: rng.Int64N(1 << 40), UnindexedRows: rng.Int64N(100), Segments: rng.Int32N(9)}
+			}
+			if b() {
+				ix.After = &job.IndexCounts{IndexedRows: rng.Int64N(1 << 40)}
+			}
+			ixs = append(ixs, ix)
+		}
+		r.OptimizedIndexes, _ = job.EncodeOptimized(ixs)
 	}
 	return r
 }

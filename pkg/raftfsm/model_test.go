@@ -36,6 +36,16 @@ func newWalker(t testing.TB, seed uint64) *walker {
 	return w
 }
 
+func runningOptimizes(s *State) []*job.Record {
+	var out []*job.Record
+	for _, r := range s.RunningByDeadline(math.MaxInt64, 0) {
+		if r.IsOptimize() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func (w *walker) pick(rs []*job.Record) *job.Record {
 	if len(rs) == 0 || w.rng.IntN(10) == 0 {
 		all, _ := w.h.st().ListJobs(JobFilter{}, 0, 0)
@@ -72,7 +82,13 @@ func (w *walker) step() {
 		for i := range rs {
 			c := cat[rng.IntN(len(cat))]
 			name := []string{"idx", "IDX", "vec", "b"}[rng.IntN(4)]
-			rs[i] = newJob(c.ID, c.RootURI, "db", "t"+itoa(rng.Int64N(4)), name, job.MutationType(1+rng.IntN(3)))
+			table := "t" + itoa(rng.Int64N(4))
+			rs[i] = newJob(c.ID, c.RootURI, "db", table, name, job.MutationType(1+rng.IntN(3)))
+			if rng.IntN(4) == 0 { // an OPTIMIZE (t4 has no index jobs): the dataset fence
+				table = "t" + itoa(rng.Int64N(5))
+				loc, _ := job.DatasetLocator(c.RootURI, "db", table)
+				rs[i] = job.NewOptimize(c.ID, "db", table, loc, "alice")
+			}
 			if rng.IntN(20) == 0 {
 				rs[i].CatalogID = 9
 			}
@@ -110,8 +126,17 @@ func (w *walker) step() {
 		h.complete(c)
 	case 7: // P
 		r := w.pick(s.SlotHolders(1 + rng.Int64N(2)))
+		finished := rng.IntN(3) == 0
+		if rng.IntN(2) == 0 { // a RUNNING OPTIMIZE, its slot held or not
+			r, finished = w.pick(runningOptimizes(s)), rng.IntN(4) != 0
+		}
 		p := proofCmd(r, job.TerminationProof(2+rng.IntN(4)))
 		p.ProcessEpoch = w.stale(p.ProcessEpoch)
+		if finished { // the worker ended without a result (an OPTIMIZE may go back to PENDING)
+			p.Proof = journal.TTerminationProof(2 + rng.IntN(3)) // not NOT_ENQUEUED
+			p.FinishedWithoutResult_ = thrift.BoolPtr(true)
+			p.ReturnToPending = thrift.BoolPtr(rng.IntN(2) == 0)
+		}
 		if rng.IntN(3) == 0 {
 			h.report(&journal.TReportItem{Proof: p})
 			return
@@ -217,6 +242,23 @@ func checkAgainstBruteForce(t testing.TB, s *State) {
 	for k, ids := range s.Books().Fence {
 		if len(ids) > 1 {
 			t.Fatalf("fence %v held by %v: admission let two through", k.NormalizedIndexName, ids)
+		}
+	}
+	// An unresolved OPTIMIZE is the only unresolved job on its dataset.
+	holders := map[job.TableKey][]*job.Record{}
+	for _, r := range all {
+		if r.Unresolved() && r.HasFenceIdentity() {
+			holders[r.TableQuotaKey()] = append(holders[r.TableQuotaKey()], r)
+		}
+	}
+	for _, rs := range holders {
+		for _, r := range rs {
+			if r.IsOptimize() && len(rs) > 1 {
+				t.Fatalf("OPTIMIZE %d shares its dataset with %d other unresolved jobs", r.JobID, len(rs)-1)
+			}
+			if r.IsOptimize() && r.MutationState == job.Resolving {
+				t.Fatalf("OPTIMIZE %d is RESOLVING", r.JobID)
+			}
 		}
 	}
 }

@@ -166,7 +166,7 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 	}
 	res, reason, why := parseResult(r)
 	var parsed *parsedResult
-	uuidDropped := false
+	uuidDropped, optimizedDropped := false, false
 	var buildDropped []string
 	if why == "" {
 		res.build, buildDropped = parseBuildInfo(r.Resources, r.LogTail, r.LeftoverIndexUUID)
@@ -182,6 +182,14 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 		} else if res.code == job.NativeOK {
 			res.indexUUID = u
 		}
+		if res.code == job.NativeOK {
+			relayed := &journal.TCompletion{}
+			if raftfsm.RelayResult(relayed, rec, r.DatasetVersion, r.OptimizedIndexes) {
+				optimizedDropped = true
+				h.drop(id.jobID, ReasonInvalidField, invalid(id.jobID, "the optimized indexes break their bounds"))
+			}
+			res.datasetVersion, res.optimized = relayed.DatasetVersion, relayed.OptimizedIndexes
+		}
 		parsed = &res
 	}
 	proofSt, resultSt := h.journal(ctx, rec, id, proof, nil, buildInfo{}, parsed)
@@ -196,6 +204,8 @@ func (h *Handler) HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport
 		return invalid(id.jobID, "the result was accepted; the index uuid is not a uuid and was dropped")
 	case len(buildDropped) > 0 && resultSt.StatusCode == wire.TStatusCode_OK:
 		return invalid(id.jobID, "the result was accepted; "+strings.Join(buildDropped, " and ")+" was malformed and dropped")
+	case optimizedDropped && resultSt.StatusCode == wire.TStatusCode_OK:
+		return invalid(id.jobID, "the result was accepted; the optimized indexes break their bounds and were dropped")
 	}
 	return resultSt
 }

@@ -194,7 +194,12 @@ func (f *fixture) admit(table string) int64 {
 // running admits a job and dispatches it (M1) with testSecret.
 func (f *fixture) running(table string) *job.Record {
 	f.t.Helper()
-	id := f.admit(table)
+	return f.dispatch(f.admit(table))
+}
+
+// dispatch makes the PENDING job id RUNNING (M1) with testSecret.
+func (f *fixture) dispatch(id int64) *job.Record {
+	f.t.Helper()
 	r := f.job(id)
 	f.apply(raftfsm.CmdMarkRunningBatch, &journal.TMarkRunningBatch{NowMs: f.now, Jobs: []*journal.TMarkRunning{{
 		JobID: id, ExpectedRev: r.Rev, BackendID: f.backendID, ProcessEpoch: testEpoch,

@@ -111,6 +111,10 @@ func (h *Handler) journal(ctx context.Context, rec *job.Record, id identity, pro
 				if term.indexUUID != "" {
 					item.Proof.IndexUUID = thrift.StringPtr(term.indexUUID)
 				}
+				// An OPTIMIZE never goes to RESOLVING: a crashed OPTIMIZE
+				// is safe to run again, back to PENDING while attempts are
+				// left (return_to_pending), else UNKNOWN.
+				raftfsm.MarkOptimizeProof(item.Proof, rec, h.d.Reader.State().Options().MaxDispatchAttempts)
 			}
 		}
 	}

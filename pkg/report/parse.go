@@ -39,6 +39,10 @@ type parsedResult struct {
 	ema       bool
 	indexUUID string // NATIVE_OK: the verified index's uuid ("" when not reported)
 	build     buildInfo
+	// NATIVE_OK: the dataset version the builder verified, and an
+	// OPTIMIZE's per-index before/after (raftfsm.RelayResult).
+	datasetVersion *int64
+	optimized      []*journal.TOptimizedIndexRecord
 }
 
 // termination is what a termination report that says the worker ended
@@ -109,6 +113,7 @@ func completion(id identity, res parsedResult) *journal.TCompletion {
 		c.IndexUUID = thrift.StringPtr(res.indexUUID)
 	}
 	res.build.onCompletion(c)
+	c.DatasetVersion, c.OptimizedIndexes = res.datasetVersion, res.optimized
 	return c
 }
 
