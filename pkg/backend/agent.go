@@ -24,6 +24,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/outbox"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
+	"github.com/lancemaster/lancemaster/pkg/objstore"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -213,7 +214,8 @@ type Agent struct {
 	closed      bool
 
 	inspectSem chan struct{}
-	runCtx     context.Context // cancelled when Close gives up waiting for workers
+	stores     objstore.Checker // conditional-PUT verdicts per (endpoint, bucket) (probestore.go)
+	runCtx     context.Context  // cancelled when Close gives up waiting for workers
 	runCancel  context.CancelFunc
 	workers    sync.WaitGroup
 	inspects   sync.WaitGroup
