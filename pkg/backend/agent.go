@@ -128,6 +128,10 @@ type Config struct {
 	// With Certs (mutual TLS), only masters may call the server
 	// (rpc.BackendPolicy) and reports go to masters only.
 	RPC rpc.Config
+	// StoreProbe replaces the conditional-PUT probe of s3:// stores
+	// (objstore.ProbeS3) for tests whose datasets are on no real store;
+	// nil probes for real (probestore.go).
+	StoreProbe func(ctx context.Context, t objstore.Target, timeout time.Duration) (objstore.Result, error)
 	// Logger; nil discards logs.
 	Logger *zap.Logger
 	// Clock replaces time.Now (tests).
@@ -253,6 +257,7 @@ func New(cfg Config, runner Runner) (*Agent, error) {
 		inspectSem: make(chan struct{}, cfg.InspectConcurrency),
 		stopJan:    make(chan struct{}),
 	}
+	a.stores.Probe = cfg.StoreProbe
 	a.runCtx, a.runCancel = context.WithCancel(context.Background())
 	a.dlv = newDeliverer(a)
 	a.metrics = newAgentMetrics(a)
