@@ -152,3 +152,33 @@ func TestCheckWithoutProbe(t *testing.T) {
 		}
 	}
 }
+
+// S3Target reads the bucket, the probe's directory (a dataset's parent),
+// the endpoint and the addressing style from the URI and the options.
+func TestS3Target(t *testing.T) {
+	for _, tc := range []struct {
+		uri             string
+		opts            map[string]string
+		bucket, dir, ep string
+		pathStyle       bool
+	}{
+		{"s3://b/p/db/t.lance", nil, "b", "p/db", "https://s3.us-east-1.amazonaws.com", true},
+		{"s3://b/t.lance/", map[string]string{"REGION": "eu-west-1"}, "b", "", "https://s3.eu-west-1.amazonaws.com", true},
+		{"s3://b/.hidden/t.lance", map[string]string{"endpoint": "http://minio:9000/", "allow_http": "TRUE"}, "b", ".hidden", "http://minio:9000", true},
+		{"s3://b/root/", map[string]string{"aws_virtual_hosted_style_request": "true"}, "b", "root", "https://s3.us-east-1.amazonaws.com", false},
+	} {
+		tg, err := S3Target(tc.uri, tc.opts)
+		if err != nil || tg.Bucket != tc.bucket || tg.Dir != tc.dir || tg.Endpoint != tc.ep || tg.PathStyle != tc.pathStyle {
+			t.Errorf("%s: %+v %v", tc.uri, tg, err)
+		}
+	}
+	for _, uri := range []string{"s3://", "s3:///p", "s3://user@b/p", "gs://b/p"} {
+		if _, err := S3Target(uri, nil); err == nil {
+			t.Errorf("%s: accepted", uri)
+		}
+	}
+	if _, err := S3Target("s3://b/p", map[string]string{"aws_endpoint": "http://u:" + canary + "@h:1", "allow_http": "true"}); err == nil ||
+		strings.Contains(err.Error(), canary) {
+		t.Errorf("an endpoint with user information: %v", err)
+	}
+}

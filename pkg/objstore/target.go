@@ -135,7 +135,9 @@ func S3Target(uri string, opts map[string]string) (Target, error) {
 	}
 	key = strings.Trim(key, "/")
 	if strings.HasSuffix(key, ".lance") {
-		key = strings.Trim(path.Dir(key), "./")
+		if key = path.Dir(key); key == "." {
+			key = ""
+		}
 	}
 	t := Target{Bucket: bucket, Dir: key, PathStyle: true}
 	t.Region, _ = option(opts, "aws_region", "region", "aws_default_region")
