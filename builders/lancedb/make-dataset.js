@@ -9,9 +9,6 @@
 //   text    utf8, nullable                 "doc <id> <word> <word>" from a small vocabulary
 // The content depends only on rows, dim and seed (mulberry32 PRNG). On success
 // it prints one JSON line {"uri","version","rows","dim"} to stdout.
-// <parentDir> may also be an object-store URI (s3://bucket/prefix, gs://, az://);
-// its storage options are read as a JSON object of strings from the
-// environment variable LANCEMASTER_STORAGE_OPTIONS (never from the command line).
 "use strict";
 
 const path = require("node:path");
@@ -100,10 +97,8 @@ async function main() {
   const lancedb = require("@lancedb/lancedb");
   const arrow = require("apache-arrow");
 
-  const remote = /^(s3|gs|az):\/\//i.test(opt.parent);
-  const parent = remote ? opt.parent.replace(/\/+$/, "") : path.resolve(opt.parent);
-  if (!remote) fs.mkdirSync(parent, { recursive: true });
-  const storageOptions = remote && process.env.LANCEMASTER_STORAGE_OPTIONS ? JSON.parse(process.env.LANCEMASTER_STORAGE_OPTIONS) : undefined;
+  const parent = path.resolve(opt.parent);
+  fs.mkdirSync(parent, { recursive: true });
   const sch = schema(arrow, opt.dim);
   const rand = mulberry32(opt.seed);
   const batches = [];
@@ -111,9 +106,9 @@ async function main() {
     batches.push(batch(arrow, sch, opt.dim, start, Math.min(BATCH_ROWS, opt.rows - start), rand));
   }
   const table = new arrow.Table(sch, batches);
-  const db = await lancedb.connect(parent, storageOptions ? { storageOptions } : undefined);
+  const db = await lancedb.connect(parent);
   const tbl = await db.createTable(opt.name, table, { mode: opt.overwrite ? "overwrite" : "create" });
-  const out = { uri: remote ? `${parent}/${opt.name}.lance` : path.join(parent, `${opt.name}.lance`), version: await tbl.version(), rows: opt.rows, dim: opt.dim };
+  const out = { uri: path.join(parent, `${opt.name}.lance`), version: await tbl.version(), rows: opt.rows, dim: opt.dim };
   tbl.close();
   process.stdout.write(JSON.stringify(out) + "\n");
 }

@@ -56,16 +56,16 @@ func writeS3Credentials(t *testing.T, dir, ref string, store *s3test.Server) {
 	}
 }
 
-// makeS3Dataset writes db/items.lance under store's prefix with the
-// builder's make-dataset.js (its options from the environment, never the
-// command line).
+// makeS3Dataset writes db/items.lance under store's prefix: the builder's
+// make-dataset.js writes it locally, and it is uploaded file for file.
 func makeS3Dataset(t *testing.T, builder string, store *s3test.Server) {
 	t.Helper()
-	opts, _ := json.Marshal(store.StorageOptions(s3Canary))
-	cmd := exec.Command("node", filepath.Join(builder, "make-dataset.js"), store.Root("prefix/db"), "items", "--rows", "1000", "--dim", "16")
-	cmd.Env = append(os.Environ(), "LANCEMASTER_STORAGE_OPTIONS="+string(opts))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make-dataset on S3: %v\n%s", err, out)
+	local := t.TempDir()
+	if out, err := exec.Command("node", filepath.Join(builder, "make-dataset.js"), local, "items", "--rows", "1000", "--dim", "16").CombinedOutput(); err != nil {
+		t.Fatalf("make-dataset: %v\n%s", err, out)
+	}
+	if n := store.Upload(t, filepath.Join(local, "items.lance"), "prefix/db/items.lance"); n < 3 {
+		t.Fatalf("uploaded %d files of the dataset", n)
 	}
 }
 

@@ -9,7 +9,11 @@
 package s3test
 
 import (
+	"bytes"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"net/http"
 	"strings"
 	"sync"
@@ -175,4 +179,36 @@ func StartForbidden(t testing.TB) (endpoint string, requests func() int) {
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + l.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// Upload copies the local directory dir, recursively, to the bucket under
+// prefix (no slash at its ends): a Lance dataset written locally (by
+// builders/lancedb/make-dataset.js) becomes one on the store, file for
+// file, as Lance reads either. It returns how many objects it wrote.
+func (s *Server) Upload(t testing.TB, dir, prefix string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		key := strings.Trim(prefix, "/") + "/" + filepath.ToSlash(rel)
+		if _, err := s.mem.PutObject(s.Bucket, key, map[string]string{}, bytes.NewReader(b), int64(len(b)), nil); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
