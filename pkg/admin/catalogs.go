@@ -54,6 +54,9 @@ func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*admi
 	if err := s.current(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.checkCatalogStore(ctx, rec, false); err != nil { // storeprobe.go
+		return nil, err
+	}
 	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec})
 	if err != nil {
 		return nil, err
@@ -79,6 +82,9 @@ func (s *Server) UpdateCatalog(ctx context.Context, r *adminapi.TUpdateCatalogRe
 		return nil, toAdminError(err)
 	}
 	if err := s.current(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkCatalogStore(ctx, rec, true); err != nil { // storeprobe.go
 		return nil, err
 	}
 	if _, err := s.propose(ctx, raftfsm.CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec}); err != nil {

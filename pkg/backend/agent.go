@@ -24,6 +24,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/outbox"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
+	"github.com/lancemaster/lancemaster/pkg/objstore"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/version"
 )
@@ -128,6 +129,10 @@ type Config struct {
 	// With Certs (mutual TLS), only masters may call the server
 	// (rpc.BackendPolicy) and reports go to masters only.
 	RPC rpc.Config
+	// StoreProbe replaces the conditional-PUT probe of s3:// stores
+	// (objstore.ProbeS3) for tests whose datasets are on no real store;
+	// nil probes for real (probestore.go).
+	StoreProbe func(ctx context.Context, t objstore.Target, timeout time.Duration) (objstore.Result, error)
 	// Logger; nil discards logs.
 	Logger *zap.Logger
 	// Clock replaces time.Now (tests).
@@ -214,7 +219,8 @@ type Agent struct {
 	closed      bool
 
 	inspectSem chan struct{}
-	runCtx     context.Context // cancelled when Close gives up waiting for workers
+	stores     objstore.Checker // conditional-PUT verdicts per (endpoint, bucket) (probestore.go)
+	runCtx     context.Context  // cancelled when Close gives up waiting for workers
 	runCancel  context.CancelFunc
 	workers    sync.WaitGroup
 	inspects   sync.WaitGroup
@@ -252,6 +258,7 @@ func New(cfg Config, runner Runner) (*Agent, error) {
 		inspectSem: make(chan struct{}, cfg.InspectConcurrency),
 		stopJan:    make(chan struct{}),
 	}
+	a.stores.Probe = cfg.StoreProbe
 	a.runCtx, a.runCancel = context.WithCancel(context.Background())
 	a.dlv = newDeliverer(a)
 	a.metrics = newAgentMetrics(a)

@@ -56,6 +56,9 @@ func (s *service) InspectLanceDataset(ctx context.Context, r *wire.TInspectDatas
 	if !isolated {
 		return fail(wire.TStatusCode_NOT_READY, "worker isolation is required but could not be verified")
 	}
+	if st := a.storeGate(ctx, r.DatasetURI, r.StorageOptions); st != nil {
+		return &wire.TInspectDatasetResponse{Status: st}, nil
+	}
 
 	timeout := a.cfg.InspectTimeout
 	if ms := r.GetTimeoutMs(); ms > 0 && time.Duration(ms)*time.Millisecond < timeout {

@@ -47,6 +47,9 @@ func (s *service) ResolveLanceIndexJob(ctx context.Context, r *wire.TResolveJobR
 	if fenced != nil {
 		return &wire.TResolveJobResponse{Status: fenced}, nil
 	}
+	if st := a.storeGate(ctx, r.DatasetURI, r.StorageOptions); st != nil {
+		return &wire.TResolveJobResponse{Status: st}, nil
+	}
 	scrub := newScrubber(r.StorageOptions)
 	run, st := a.runReadOnly(ctx, req, r.GetTimeoutMs())
 	if st != nil {

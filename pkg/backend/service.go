@@ -56,6 +56,9 @@ func statusf(code wire.TStatusCode, format string, args ...any) *wire.TStatus {
 //  5. an invocation id this process already accepted (even one whose
 //     entry was forgotten: its tombstone) → OK, and nothing else happens
 //     (it never runs twice);
+//     then a dataset on an s3:// store that is not vouched for (the
+//     conditional-PUT probe, probestore.go, run before the lock) →
+//     INVALID_ARGUMENT or RUNTIME_ERROR;
 //  6. the queue is full → QUEUE_FULL;
 //  7. the agent is shutting down → SHUTTING_DOWN.
 //
@@ -70,12 +73,12 @@ func statusf(code wire.TStatusCode, format string, args ...any) *wire.TStatus {
 // and shutdown checks, so an accepted dispatch is never denied by them:
 // saying "not enqueued" about an enqueued dispatch would let the master
 // release a slot whose worker may be running.
-func (s *service) SubmitLanceIndexJob(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+func (s *service) SubmitLanceIndexJob(ctx context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 	a := s.a
 	if d == nil {
 		return statusf(wire.TStatusCode_INVALID_ARGUMENT, "no dispatch"), nil
 	}
-	st, accepted := a.submit(d)
+	st, accepted := a.submit(d, a.storeGate(ctx, d.DatasetURI, d.StorageOptions))
 	a.metrics.dispatched(st.StatusCode)
 	fields := []zap.Field{zap.Int64("job_id", d.JobID), zap.String("invocation_id", clipForLog(d.InvocationID)),
 		zap.Int64("leader_term", d.GetLeaderTerm()), zap.Stringer("status", st.StatusCode)}
@@ -91,8 +94,10 @@ func (s *service) SubmitLanceIndexJob(_ context.Context, d *wire.TLanceIndexJobD
 }
 
 // submit runs the guards and enqueues; accepted is true only for a new
-// invocation.
-func (a *Agent) submit(d *wire.TLanceIndexJobDispatch) (st *wire.TStatus, accepted bool) {
+// invocation. storeRefusal, when not nil, is the status of an object store
+// not vouched for (storeGate): it refuses a new invocation right after the
+// duplicate check, so a redelivery of an accepted one still answers OK.
+func (a *Agent) submit(d *wire.TLanceIndexJobDispatch, storeRefusal *wire.TStatus) (st *wire.TStatus, accepted bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.heartbeaten {
@@ -109,6 +114,9 @@ func (a *Agent) submit(d *wire.TLanceIndexJobDispatch) (st *wire.TStatus, accept
 	}
 	if a.table.duplicate(d.InvocationID, time.UnixMilli(d.DeadlineMs), a.cfg.Clock(), a.cfg.Grace) {
 		return okStatus(), false
+	}
+	if storeRefusal != nil {
+		return storeRefusal, false
 	}
 	if len(a.work) >= cap(a.work) {
 		return statusf(wire.TStatusCode_QUEUE_FULL, "the queue is full (%d waiting)", cap(a.work)), false

@@ -26,7 +26,7 @@ func TestSubmitGuardsInOrder(t *testing.T) {
 	if got := h.submit(bad); got != wire.TStatusCode_NOT_READY {
 		t.Fatalf("isolation not verified: %s, want NOT_READY", got)
 	}
-	if st, _ := h.a.submit(bad); len(st.ErrorMsgs) != 1 || !strings.Contains(st.ErrorMsgs[0], "isolation") {
+	if st, _ := h.a.submit(bad, nil); len(st.ErrorMsgs) != 1 || !strings.Contains(st.ErrorMsgs[0], "isolation") {
 		t.Fatalf("the NOT_READY after the heartbeat should name isolation: %v", st.ErrorMsgs)
 	}
 	h.runner.verified.Store(true)

@@ -15,6 +15,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend"
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
+	"github.com/lancemaster/lancemaster/pkg/objstore"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -238,7 +239,7 @@ func (s *backendSlot) start(dir int, forgetful bool) error {
 			Concurrency: 4, QueueSize: 8, Isolation: backend.IsolationRequired, Grace: grace,
 			ShutdownTimeout: 50 * time.Millisecond, FlushTimeout: 20 * time.Millisecond,
 			ReportTimeout: 3 * time.Second, BackoffMin: 10 * time.Millisecond, BackoffMax: 150 * time.Millisecond,
-			Logger: s.w.logger("b" + fmt.Sprint(s.idx)), Clock: s.w.clock.now,
+			Logger: s.w.logger("b" + fmt.Sprint(s.idx)), Clock: s.w.clock.now, StoreProbe: vouchedStore,
 		}, r)
 		if err != nil {
 			return err
@@ -377,3 +378,9 @@ var _ rpc.BackendClient = (*masterBackends)(nil)
 
 // silence the linter about zap in this file's imports when logging is off.
 var _ = zap.NewNop
+
+// vouchedStore answers the backends' conditional-PUT probe: the world's
+// s3:// datasets are on no real store (the runner is scripted).
+func vouchedStore(context.Context, objstore.Target, time.Duration) (objstore.Result, error) {
+	return objstore.Result{ConditionalPut: true, Detail: "the fault world's store is vouched for"}, nil
+}

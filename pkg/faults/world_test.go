@@ -340,12 +340,7 @@ func (w *world) setup() {
 	// (NOT_LEADER, UNAVAILABLE, an unknown outcome, a transport error); a
 	// repeated one is harmless or answers "already exists".
 	root := "s3://lake/root"
-	writes := []func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error{
-		func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root})
-			return err
-		},
-	}
+	var writes []func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error
 	for _, b := range w.backends {
 		writes = append(writes, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
 			_, err := c.AddBackend(ctx, b.addr)
@@ -358,7 +353,7 @@ func (w *world) setup() {
 			return err
 		})
 	}
-	for _, write := range writes {
+	do := func(write func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error) {
 		var err error
 		for attempt := 0; attempt < 50; attempt++ {
 			if l = w.awaitLeader(10 * time.Second); l < 0 {
@@ -380,9 +375,17 @@ func (w *world) setup() {
 			t.Fatalf("setup: %v", err)
 		}
 	}
+	for _, write := range writes {
+		do(write)
+	}
 	if !await(20*time.Second, func() bool { return w.allBackendsAlive() }) {
 		t.Fatal("the leader never heard every backend")
 	}
+	// The catalog last: its object store is vouched for by a live backend.
+	do(func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+		_, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root})
+		return err
+	})
 }
 
 // allBackendsAlive: the current leader's pool has an OK heartbeat from
