@@ -52,6 +52,7 @@ const (
 
 	buildReps        = 5 // each demo build, supervised and bare
 	buildRepsQuick   = 1
+	typeReps         = 2 // each other index type, supervised and bare (HNSW_PQ takes ~20 s)
 	agentRounds      = 2 // rounds of the two demo builds sent to the agent
 	agentRoundsQuick = 1
 
@@ -201,7 +202,7 @@ func writeDemoDataset(env *backendEnv, parent string) (string, error) {
 	defer cancel()
 	script := filepath.Join(filepath.Dir(env.builder), "make-dataset.js")
 	cmd := exec.CommandContext(ctx, env.node, script, parent, "items",
-		"--rows", strconv.Itoa(demoRows), "--dim", strconv.Itoa(demoDim), "--overwrite")
+		"--rows", strconv.Itoa(demoRows), "--dim", strconv.Itoa(demoDim), "--extra", "--overwrite")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -17,17 +17,45 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
-// demoBuild is one of the two builds deploy/local/demo.sh admits.
+// demoBuild is one build of the sequence: the two deploy/local/demo.sh
+// admits, then one of every other index type (on make-dataset.js --extra's
+// columns), with the library's default parameters unless said.
 type demoBuild struct {
 	Index, Column, Type string
 	Props               []job.Property
+	// Step names the figure ("" = Type); Extra: one of the other types, run
+	// in the first typeReps reps only.
+	Step, What string
+	Extra      bool
+}
+
+func (b demoBuild) step() string {
+	if b.Step != "" {
+		return b.Step
+	}
+	return b.Type
 }
 
 var demoBuilds = []demoBuild{
 	{Index: "vec_ivfpq", Column: "vector", Type: job.IndexIVFPQ, Props: []job.Property{
 		{Key: "metric", Value: "l2"}, {Key: "num_partitions", Value: "32"},
-		{Key: "num_sub_vectors", Value: "16"}, {Key: "num_bits", Value: "4"}}},
-	{Index: "id_btree", Column: "id", Type: job.IndexBTree},
+		{Key: "num_sub_vectors", Value: "16"}, {Key: "num_bits", Value: "4"}},
+		What: " (l2, 32 partitions, 16 sub-vectors, 4 bits)"},
+	{Index: "id_btree", Column: "id", Type: job.IndexBTree, What: " on id"},
+	{Index: "vec_ivfflat", Column: "vector", Type: "IVF_FLAT", Props: []job.Property{{Key: "num_partitions", Value: "32"}},
+		What: " (l2, 32 partitions)", Extra: true},
+	{Index: "bits_hamming", Column: "bits", Type: "IVF_FLAT", Props: []job.Property{{Key: "metric", Value: "hamming"},
+		{Key: "num_partitions", Value: "32"}}, Step: "IVF_FLAT hamming", What: " (hamming on uint8[8], 32 partitions)", Extra: true},
+	{Index: "vec_ivfrq", Column: "vector", Type: "IVF_RQ", Props: []job.Property{{Key: "num_partitions", Value: "32"}},
+		What: " (l2, 32 partitions, 1 bit)", Extra: true},
+	{Index: "vec_hnswsq", Column: "vector", Type: "IVF_HNSW_SQ", Props: []job.Property{{Key: "num_partitions", Value: "32"}},
+		What: " (l2, 32 partitions, m 20, ef_construction 300)", Extra: true},
+	{Index: "vec_hnswpq", Column: "vector", Type: "IVF_HNSW_PQ", Props: []job.Property{{Key: "num_partitions", Value: "32"},
+		{Key: "num_sub_vectors", Value: "16"}}, What: " (l2, 32 partitions, 16 sub-vectors, m 20, ef_construction 300)", Extra: true},
+	{Index: "id_bitmap", Column: "id", Type: "BITMAP", What: " on id", Extra: true},
+	{Index: "labels_ll", Column: "labels", Type: "LABEL_LIST", What: " on labels (list<utf8>)", Extra: true},
+	{Index: "text_fts", Column: "text", Type: "FTS", What: " on text (simple tokenizer)", Extra: true},
+	{Index: "text_fm", Column: "text", Type: "FM", What: " on text", Extra: true},
 }
 
 // buildsResult is part 3.
@@ -203,9 +231,12 @@ func runDemoBuilds(o *options, env *backendEnv, dir, pristineURI string) (*build
 // the build frames it sent.
 func demoSequence(run stepRunner, rep int, uri string, deadlineMs int64, res *buildsResult) ([][]byte, error) {
 	opts := config.ResolveOptions(nil)
-	lim := job.Limits{MaxNumPartitions: opts.MaxNumPartitions, MaxNumSubVectors: opts.MaxNumSubVectors}
+	lim := job.Limits(opts.IndexLimits())
 	var frames [][]byte
 	for i, b := range demoBuilds {
+		if b.Extra && rep >= typeReps {
+			continue
+		}
 		ir, s, err := run(&frame.Request{Protocol: frame.Protocol, Mode: frame.ModeInspect, DatasetURI: uri})
 		s.Rep, s.Step = rep+1, "inspect"
 		if err != nil {
@@ -231,7 +262,7 @@ func demoSequence(run stepRunner, rep int, uri string, deadlineMs int64, res *bu
 		}
 		frames = append(frames, fb.Bytes())
 		br, s, err := run(req)
-		s.Rep, s.Step = rep+1, b.Type
+		s.Rep, s.Step = rep+1, b.step()
 		if err != nil {
 			return nil, fmt.Errorf("%s build: %w", b.Type, err)
 		}
@@ -251,11 +282,11 @@ func demoBuildRequest(b demoBuild, snap *job.Snapshot, uri string, lim job.Limit
 	if err != nil {
 		return nil, err
 	}
-	contract, err := job.SchemaContract(f, b.Type)
+	props, err := job.CanonicalProperties(b.Type, b.Props, lim)
 	if err != nil {
 		return nil, err
 	}
-	props, err := job.CanonicalProperties(b.Type, b.Props, lim)
+	contract, err := job.ColumnContract(f, b.Type, props)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +301,11 @@ func demoBuildRequest(b demoBuild, snap *job.Snapshot, uri string, lim job.Limit
 
 func summarizeBuilds(samples []buildSample) []buildKind {
 	var kinds []buildKind
-	for _, step := range []string{job.IndexIVFPQ, job.IndexBTree, "inspect"} {
+	steps := []string{}
+	for _, b := range demoBuilds {
+		steps = append(steps, b.step())
+	}
+	for _, step := range append(steps, "inspect") {
 		k := buildKind{Name: step}
 		for _, supervised := range []bool{true, false} {
 			var wall, peak, anon, file, exit, outcome []float64
@@ -318,12 +353,12 @@ func buildRows(bs *buildsResult, mode string) []row {
 			continue
 		}
 		what := "demo " + k.Name + " build"
-		switch k.Name {
-		case job.IndexIVFPQ:
-			what += " (l2, 32 partitions, 16 sub-vectors, 4 bits)"
-		case job.IndexBTree:
-			what += " on id"
-		case "inspect":
+		for _, b := range demoBuilds {
+			if b.step() == k.Name {
+				what += b.What
+			}
+		}
+		if k.Name == "inspect" {
 			what = "demo inspect (before each build)"
 		}
 		n := fmt.Sprintf(", n=%d", len(k.Sup.WallMs.Values))
@@ -349,6 +384,30 @@ func buildRows(bs *buildsResult, mode string) []row {
 		if k.Name != "inspect" {
 			rows = append(rows, peak.withRatio())
 		}
+	}
+	return append(rows, relativeToIVFPQ(bs)...)
+}
+
+// relativeToIVFPQ: each index type's supervised wall against IVF_PQ's, as
+// a ratio of medians measured in the same reps.
+func relativeToIVFPQ(bs *buildsResult) []row {
+	var base float64
+	for _, k := range bs.Kinds {
+		if k.Name == job.IndexIVFPQ && len(k.Sup.WallMs.Values) > 0 {
+			base = k.Sup.WallMs.Median
+		}
+	}
+	if base == 0 {
+		return nil
+	}
+	var rows []row
+	for _, k := range bs.Kinds {
+		if k.Name == "inspect" || k.Name == job.IndexIVFPQ || len(k.Sup.WallMs.Values) == 0 {
+			continue
+		}
+		rows = append(rows, row{Section: secBackend, Figure: "demo " + k.Name + " build wall relative to IVF_PQ", Unit: "ms",
+			LM: f64(k.Sup.WallMs.Median), Raw: f64(base),
+			Note: "supervised medians; the 'raw' column is the IVF_PQ build of the same sequence"}.withRatio())
 	}
 	return rows
 }
