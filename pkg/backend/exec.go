@@ -192,6 +192,7 @@ func reportFromOutcome(d *wire.TLanceIndexJobDispatch, epoch int64, out Outcome,
 		rep.ResultCode, rep.ExternalMetadataAdvanced = &code, &ema
 		msg = r.Message
 		frame.ApplyVerifiedCommit(rep, r) // §13.7: the verified index uuid and dataset version (fields 12, 13)
+		frame.ApplyOptimized(rep, r)      // §14: an OPTIMIZE's verified per-index before/after (field 17)
 		if code != wire.TLanceIndexJobResultCode_NATIVE_OK && frame.IsUUID(r.LeftoverIndexUUID) {
 			u := r.LeftoverIndexUUID // not committed: the index directory the build left behind (field 16)
 			rep.LeftoverIndexUUID = &u

@@ -147,17 +147,23 @@ func checkDispatch(d *wire.TLanceIndexJobDispatch) error {
 		return errors.New("deadline_ms must be positive")
 	case d.DatasetURI == "":
 		return errors.New("dataset_uri is required")
-	case d.IndexName == "":
-		return errors.New("index_name is required")
 	}
 	switch d.MutationType {
 	case wire.TLanceIndexMutationType_CREATE, wire.TLanceIndexMutationType_REPLACE:
-		if d.ColumnName == "" || d.IndexType == "" {
-			return errors.New("column_name and index_type are required for CREATE and REPLACE")
+		if d.IndexName == "" || d.ColumnName == "" || d.IndexType == "" {
+			return errors.New("index_name, column_name and index_type are required for CREATE and REPLACE")
 		}
 	case wire.TLanceIndexMutationType_DROP:
+		if d.IndexName == "" {
+			return errors.New("index_name is required for DROP")
+		}
+	case wire.TLanceIndexMutationType_OPTIMIZE:
+		// Dataset-scoped: it names no index (DESIGN.md §14).
+		if d.IndexName != "" || d.ColumnName != "" || d.IndexType != "" {
+			return errors.New("an OPTIMIZE names no index_name, column_name or index_type")
+		}
 	default:
-		return errors.New("mutation_type is not CREATE, REPLACE or DROP")
+		return errors.New("mutation_type is not CREATE, REPLACE, DROP or OPTIMIZE")
 	}
 	for _, f := range []struct {
 		name string

@@ -234,6 +234,14 @@ func copyReport(r *wire.TLanceIndexJobReport) *wire.TLanceIndexJobReport {
 	c.Resources = clonePtr(r.Resources)
 	c.LogTail = clonePtr(r.LogTail)
 	c.LeftoverIndexUUID = clonePtr(r.LeftoverIndexUUID)
+	if r.OptimizedIndexes != nil {
+		c.OptimizedIndexes = make([]*wire.TOptimizedIndex, len(r.OptimizedIndexes))
+		for i, ix := range r.OptimizedIndexes {
+			d := *ix
+			d.Before, d.After = clonePtr(ix.Before), clonePtr(ix.After)
+			c.OptimizedIndexes[i] = &d
+		}
+	}
 	return &c
 }
 

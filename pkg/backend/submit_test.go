@@ -82,6 +82,13 @@ func TestSubmitPayloadBounds(t *testing.T) {
 		"no dataset uri":        func(d *wire.TLanceIndexJobDispatch) { d.DatasetURI = "" },
 		"CREATE without column": func(d *wire.TLanceIndexJobDispatch) { d.ColumnName = "" },
 		"no deadline":           func(d *wire.TLanceIndexJobDispatch) { d.DeadlineMs = 0 },
+		"DROP without index": func(d *wire.TLanceIndexJobDispatch) {
+			d.MutationType = wire.TLanceIndexMutationType_DROP
+			d.IndexName = ""
+		},
+		"OPTIMIZE with an index": func(d *wire.TLanceIndexJobDispatch) {
+			d.MutationType, d.ColumnName, d.IndexType = wire.TLanceIndexMutationType_OPTIMIZE, "", ""
+		},
 	}
 	for name, mutate := range cases {
 		d := h.dispatch("inv-"+name, 1)
@@ -314,5 +321,17 @@ func TestDeadlinePassedInQueue(t *testing.T) {
 	if h.runner.runCount("short") != 0 || st.GetTerminationProof() != wire.TLanceIndexTerminationProof_NEVER_LAUNCHED ||
 		st.Result_.GetResultCode() != wire.TLanceIndexJobResultCode_PRE_INVOCATION_RESOURCE_REJECTED {
 		t.Fatalf("an expired queued dispatch: runs %d, status %+v", h.runner.runCount("short"), st)
+	}
+}
+
+// An OPTIMIZE names no index: the backend accepts it as it is (before, a
+// dispatch without index_name was refused, so no OPTIMIZE could run).
+func TestSubmitAcceptsAnOptimize(t *testing.T) {
+	h := newHarness(t, nil)
+	h.ready(1)
+	d := h.dispatch("inv-optimize", 1)
+	d.MutationType, d.IndexName, d.ColumnName, d.IndexType, d.PropertiesJSON = wire.TLanceIndexMutationType_OPTIMIZE, "", "", "", nil
+	if got := h.submit(d); got != wire.TStatusCode_OK {
+		t.Fatalf("OPTIMIZE dispatch: %s", got)
 	}
 }

@@ -85,7 +85,9 @@ func newEvidenceRig(t *testing.T) *evidenceRig {
 	}
 	r := &evidenceRig{t: t, builder: builder, lake: t.TempDir(), hold: t.TempDir(), bin: bin, logs: &lockedBuffer{}}
 	r.makeDataset()
-	r.c = newCluster3With(t, nil, func(int) Options { return Options{HeartbeatInterval: 100 * time.Millisecond} })
+	r.c = newCluster3With(t, nil, func(int) Options {
+		return Options{HeartbeatInterval: 100 * time.Millisecond, OptimizePolicyInterval: testPolicyInterval}
+	})
 	r.l = r.c.leader()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -51,6 +51,9 @@ type Options struct {
 	DispatchHooks dispatch.Hooks
 	// HeartbeatInterval overrides the pool's default (tests).
 	HeartbeatInterval time.Duration
+	// OptimizePolicyInterval overrides the OPTIMIZE policy's pass period
+	// (tests; default dispatch.DefaultOptimizePolicyInterval).
+	OptimizePolicyInterval time.Duration
 	// ReadyMaxApplyLag is /readyz's allowance of committed entries not yet
 	// applied; 0 = DefaultReadyMaxApplyLag.
 	ReadyMaxApplyLag uint64
@@ -143,7 +146,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		masterAddrs: rpcAddresses(n.Peers), hooks: o.DispatchHooks, heartbeat: o.HeartbeatInterval,
 		proposer: timed, observer: mm,
 	})
-	optimizeAdmin := addOptimizePolicy(node, fsm, dclock, log.Named("optimize-policy"))
+	optimizeAdmin := addOptimizePolicy(node, fsm, dclock, o.OptimizePolicyInterval, log.Named("optimize-policy"))
 	reports := report.New(report.Deps{
 		Proposer: timed, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
 		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead, VerifyLeader: node.VerifyLeader,

@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -18,11 +19,11 @@ import (
 // InspectDataset and OptimizeDataset, and the admin server is built after
 // the node starts: the caller stores it in the returned pointer once it
 // exists. Until then a pass ends at once (NOT_LEADER: not ready).
-func addOptimizePolicy(node *cluster.Node, fsm *raftfsm.FSM, clock dispatch.Clock, log *zap.Logger) *atomic.Pointer[admin.Server] {
+func addOptimizePolicy(node *cluster.Node, fsm *raftfsm.FSM, clock dispatch.Clock, every time.Duration, log *zap.Logger) *atomic.Pointer[admin.Server] {
 	var ref atomic.Pointer[admin.Server]
 	notReady := &adminapi.TAdminError{Code: adminapi.TErrorCode_NOT_LEADER, Message: "the admin API is not ready yet"}
 	node.AddLeaderService("optimize-policy", dispatch.NewOptimizePolicy(dispatch.OptimizePolicyDeps{
-		Reader: fsm, Clock: clock, Logger: log,
+		Reader: fsm, Clock: clock, Logger: log, Interval: every,
 		Inspect: func(ctx context.Context, catalog, db, table string) (*adminapi.TDatasetView, error) {
 			if a := ref.Load(); a != nil {
 				return a.InspectDataset(ctx, catalog, db, table)

@@ -266,3 +266,48 @@ func ApplyVerifiedCommit(rep *wire.TLanceIndexJobReport, r *Result) {
 		rep.DatasetVersion = &v
 	}
 }
+
+// ApplyOptimized copies an OPTIMIZE's verified per-index before/after into
+// its report (field 17): only on a NATIVE_OK of mode build, at most 64
+// indexes, names within the name bound, uuids only when uuid-shaped, counts
+// only when not negative. What does not fit is left out, not guessed.
+func ApplyOptimized(rep *wire.TLanceIndexJobReport, r *Result) {
+	if rep == nil || r == nil || r.Mode != ModeBuild || r.ResultCode != "NATIVE_OK" || len(r.OptimizedIndexes) == 0 {
+		return
+	}
+	out := make([]*wire.TOptimizedIndex, 0, min(len(r.OptimizedIndexes), job.MaxOptimizedIndexes))
+	for _, ix := range r.OptimizedIndexes {
+		if len(out) == job.MaxOptimizedIndexes {
+			break
+		}
+		if ix.Name == "" || len(ix.Name) > job.MaxNameBytes {
+			continue
+		}
+		out = append(out, &wire.TOptimizedIndex{Name: ix.Name, Before: countsToWire(ix.Before), After: countsToWire(ix.After)})
+	}
+	rep.OptimizedIndexes = out
+}
+
+func countsToWire(c *IndexCounts) *wire.TIndexCounts {
+	if c == nil {
+		return nil
+	}
+	w := &wire.TIndexCounts{}
+	if IsUUID(c.IndexUUID) {
+		u := c.IndexUUID
+		w.IndexUUID = &u
+	}
+	if c.IndexedRows != nil && *c.IndexedRows >= 0 {
+		w.IndexedRows = thriftInt64(*c.IndexedRows)
+	}
+	if c.UnindexedRows != nil && *c.UnindexedRows >= 0 {
+		w.UnindexedRows = thriftInt64(*c.UnindexedRows)
+	}
+	if c.Segments != nil && *c.Segments >= 0 {
+		s := *c.Segments
+		w.Segments = &s
+	}
+	return w
+}
+
+func thriftInt64(v int64) *int64 { return &v }

@@ -164,3 +164,34 @@ func TestResultDecodesTheBuilderFrames(t *testing.T) {
 		}
 	}
 }
+
+// An OPTIMIZE's per-index before/after reaches the report only from a
+// NATIVE_OK build, within its bounds: malformed uuids and negative counts
+// are left out, not passed on.
+func TestApplyOptimized(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	seg := int32(1)
+	good := "0f8e2a4c-1b3d-4e5f-8a9b-0c1d2e3f4a5b"
+	r := &Result{Mode: ModeBuild, ResultCode: "NATIVE_OK", OptimizedIndexes: []OptimizedIndex{
+		{Name: "vec", Before: &IndexCounts{IndexUUID: good, IndexedRows: n(2000), UnindexedRows: n(6000), Segments: &seg},
+			After: &IndexCounts{IndexUUID: "not-a-uuid", IndexedRows: n(8000), UnindexedRows: n(-1)}},
+		{Name: ""},
+	}}
+	rep := &wire.TLanceIndexJobReport{}
+	ApplyOptimized(rep, r)
+	if len(rep.OptimizedIndexes) != 1 {
+		t.Fatalf("relayed %d indexes", len(rep.OptimizedIndexes))
+	}
+	ix := rep.OptimizedIndexes[0]
+	if ix.Name != "vec" || ix.Before.GetIndexUUID() != good || ix.Before.GetUnindexedRows() != 6000 || ix.Before.GetSegments() != 1 ||
+		ix.After.IsSetIndexUUID() || ix.After.GetIndexedRows() != 8000 || ix.After.IsSetUnindexedRows() {
+		t.Fatalf("relayed %+v before %+v after %+v", ix, ix.Before, ix.After)
+	}
+	for _, code := range []string{"NATIVE_INDEX", "NATIVE_COMMIT_CONFLICT"} {
+		rep := &wire.TLanceIndexJobReport{}
+		ApplyOptimized(rep, &Result{Mode: ModeBuild, ResultCode: code, OptimizedIndexes: r.OptimizedIndexes})
+		if rep.OptimizedIndexes != nil {
+			t.Errorf("%s relayed indexes", code)
+		}
+	}
+}
