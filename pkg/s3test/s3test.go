@@ -68,9 +68,22 @@ func StartIgnoringConditionalPut(t testing.TB) *Server { return start(t, true) }
 
 func start(t testing.TB, ignoreINM bool) *Server {
 	t.Helper()
+	s, err := newServer(ignoreINM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New runs a fake that honours If-None-Match outside a test (benchmarks);
+// the caller closes it.
+func New() (*Server, error) { return newServer(false) }
+
+func newServer(ignoreINM bool) (*Server, error) {
 	mem := s3mem.New()
 	if err := mem.CreateBucket(Bucket); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	fake := gofakes3.New(mem, gofakes3.WithLogger(gofakes3.DiscardLog()), gofakes3.WithTimeSkewLimit(0))
 	s := &Server{Bucket: Bucket, mem: mem, ignoresINM: ignoreINM}
@@ -87,14 +100,16 @@ func start(t testing.TB, ignoreINM bool) *Server {
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s.Endpoint = "http://" + l.Addr().String()
 	s.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(l) }()
-	t.Cleanup(func() { _ = s.srv.Close() })
-	return s
+	return s, nil
 }
+
+// Close stops the fake. Idempotent.
+func (s *Server) Close() { _ = s.srv.Close() }
 
 // IgnoresConditionalPut tells which variant this is.
 func (s *Server) IgnoresConditionalPut() bool { return s.ignoresINM }
@@ -187,6 +202,16 @@ func StartForbidden(t testing.TB) (endpoint string, requests func() int) {
 // file, as Lance reads either. It returns how many objects it wrote.
 func (s *Server) Upload(t testing.TB, dir, prefix string) int {
 	t.Helper()
+	n, err := s.UploadDir(dir, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// UploadDir is Upload outside a test: the number of objects written, or
+// the first error.
+func (s *Server) UploadDir(dir, prefix string) (int, error) {
 	n := 0
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -207,8 +232,5 @@ func (s *Server) Upload(t testing.TB, dir, prefix string) int {
 		n++
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return n, err
 }
