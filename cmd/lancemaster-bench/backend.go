@@ -154,6 +154,16 @@ func runBackendSection(o *options, rep *report) {
 		}
 		rep.add(buildRows(bs, res.Mode)...)
 	}
+
+	t = time.Now()
+	more, err := runMoreBuilds(o, env, dir, uri)
+	rep.Sections["backend_more"] = time.Since(t).Seconds()
+	if err != nil {
+		rep.fail(secBackend, fmt.Errorf("S3 and OPTIMIZE builds: %w", err))
+	}
+	if more != nil {
+		rep.add(moreRows(more)...)
+	}
 }
 
 func modeNote(r *backendResult) string {
