@@ -77,16 +77,23 @@ func checkBind(field, addr string) error {
 // checks of the host (directories, listen addresses).
 func masterPreflight(n *config.Node, dry bool) error {
 	errs := []error{checkTLS(rpc.TLSFiles(n.TLS), certs.RoleMaster)}
-	if n.SecretsDir != "" {
-		if st, err := os.Stat(n.SecretsDir); err != nil || !st.IsDir() {
-			errs = append(errs, fmt.Errorf("secrets_dir %s is not a readable directory", n.SecretsDir))
-		}
-	}
 	if dry {
 		errs = append(errs, checkDataDir("data_dir", n.DataDir),
 			checkBind("rpc_bind", n.RPCBind), checkBind("raft_bind", n.RaftBind), checkBind("http_bind", n.HTTPBind))
 	}
 	return errors.Join(errs...)
+}
+
+// secretsWarning: a start does not need the secrets directory (it is read
+// at every send), but a catalog's credentials will not resolve without it.
+func secretsWarning(n *config.Node) string {
+	if n.SecretsDir == "" {
+		return ""
+	}
+	if st, err := os.Stat(n.SecretsDir); err != nil || !st.IsDir() {
+		return fmt.Sprintf("warning: secrets_dir %s is not a readable directory yet: credentials references will not resolve until it is", n.SecretsDir)
+	}
+	return ""
 }
 
 // backendPreflight is masterPreflight for a backend file.
@@ -142,6 +149,9 @@ func newConfigValidateCmd() *cobra.Command {
 					return usagef("%v", err)
 				}
 				what = fmt.Sprintf("master configuration %s is valid (node %s, %d peers)", args[0], n.NodeID, len(n.Peers))
+				if w := secretsWarning(n); w != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), w)
+				}
 			}
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), what)
 			return err

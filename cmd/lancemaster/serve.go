@@ -48,6 +48,9 @@ func newServeCmd() *cobra.Command {
 			if err := masterPreflight(n, true); err != nil {
 				return usagef("%v", err)
 			}
+			if w := secretsWarning(n); w != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), w)
+			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "master %s: ready to start (%d peers, data_dir %s)\n", n.NodeID, len(n.Peers), n.DataDir)
 			return err
 		}
