@@ -138,6 +138,7 @@ struct TJobView {
   56: optional list<wire.TOptimizedIndex> optimized_indexes,
   57: optional i64 result_dataset_version,
   58: optional string stale_warning,      // showJob: as TListJobsResponse.stale_warning
+  59: optional string claimed_creator,    // the name the client claimed (--as); creator is then its certificate's identity
 }
 
 // jobs logs: the worker's redacted stderr, from the backend while it has

@@ -149,6 +149,7 @@ struct TJobRecord {
   51: optional i64 progress_time_ms,       // when that report was applied (master clock)
   52: optional list<TOptimizedIndexRecord> optimized_indexes, // OPTIMIZE's result
   53: optional i64 result_dataset_version, // NATIVE_OK: the version the builder verified
+  54: optional string claimed_creator,     // the name the client claimed (--as) when creator is its verified certificate identity
 }
 
 struct TCatalogRecord {

@@ -416,6 +416,7 @@ var pinnedStructs = []pinnedStruct{
 		{"progress_time_ms", 51, "i64", opt},
 		{"optimized_indexes", 52, "list<TOptimizedIndexRecord>", opt},
 		{"result_dataset_version", 53, "i64", opt},
+		{"claimed_creator", 54, "string", opt},
 	}},
 	{"TCatalogRecord", func() thrift.TStruct { return journal.NewTCatalogRecord() }, []pin{
 		{"catalog_id", 1, "i64", req},

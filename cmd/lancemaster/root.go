@@ -89,7 +89,7 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 		"comma-separated master addresses HOST:PORT; tried in order, following leader hints (env "+envAddress+")")
 	pf.StringVarP(&g.output, "output", "o", outputTable, "output format: table|json")
 	pf.DurationVar(&g.timeout, "timeout", defaultTimeout, "deadline for the whole command, failover included")
-	pf.StringVar(&g.as, "as", as, "identity recorded as the job creator or actor ($USER when set)")
+	pf.StringVar(&g.as, "as", as, "the name recorded as the job creator or actor ($USER when set); under mutual TLS the certificate's identity is recorded, and this name as a claim beside it")
 	bindTLSFlags(pf, &g.tls, getenv)
 
 	root.AddCommand(

@@ -2203,6 +2203,7 @@ func (p *TAdmitResponse) String() string {
 //   - OptimizedIndexes
 //   - ResultDatasetVersion
 //   - StaleWarning
+//   - ClaimedCreator
 type TJobView struct {
 	JobID                    int64                   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                  *string                 `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -2262,6 +2263,7 @@ type TJobView struct {
 	OptimizedIndexes         []*wire.TOptimizedIndex `thrift:"optimized_indexes,56" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
 	ResultDatasetVersion     *int64                  `thrift:"result_dataset_version,57" db:"result_dataset_version" json:"result_dataset_version,omitempty"`
 	StaleWarning             *string                 `thrift:"stale_warning,58" db:"stale_warning" json:"stale_warning,omitempty"`
+	ClaimedCreator           *string                 `thrift:"claimed_creator,59" db:"claimed_creator" json:"claimed_creator,omitempty"`
 }
 
 func NewTJobView() *TJobView {
@@ -2781,6 +2783,15 @@ func (p *TJobView) GetStaleWarning() string {
 	}
 	return *p.StaleWarning
 }
+
+var TJobView_ClaimedCreator_DEFAULT string
+
+func (p *TJobView) GetClaimedCreator() string {
+	if !p.IsSetClaimedCreator() {
+		return TJobView_ClaimedCreator_DEFAULT
+	}
+	return *p.ClaimedCreator
+}
 func (p *TJobView) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -3007,6 +3018,10 @@ func (p *TJobView) IsSetResultDatasetVersion() bool {
 
 func (p *TJobView) IsSetStaleWarning() bool {
 	return p.StaleWarning != nil
+}
+
+func (p *TJobView) IsSetClaimedCreator() bool {
+	return p.ClaimedCreator != nil
 }
 
 func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3606,6 +3621,16 @@ func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 59:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField59(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -4157,6 +4182,15 @@ func (p *TJobView) ReadField58(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TJobView) ReadField59(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 59: ", err)
+	} else {
+		p.ClaimedCreator = &v
+	}
+	return nil
+}
+
 func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobView"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4334,6 +4368,9 @@ func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField58(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField59(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5222,6 +5259,21 @@ func (p *TJobView) writeField58(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TJobView) writeField59(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClaimedCreator() {
+		if err := oprot.WriteFieldBegin(ctx, "claimed_creator", thrift.STRING, 59); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 59:claimed_creator: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClaimedCreator)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.claimed_creator (59) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 59:claimed_creator: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobView) Equals(other *TJobView) bool {
 	if p == other {
 		return true
@@ -5685,6 +5737,14 @@ func (p *TJobView) Equals(other *TJobView) bool {
 			return false
 		}
 		if (*p.StaleWarning) != (*other.StaleWarning) {
+			return false
+		}
+	}
+	if p.ClaimedCreator != other.ClaimedCreator {
+		if p.ClaimedCreator == nil || other.ClaimedCreator == nil {
+			return false
+		}
+		if (*p.ClaimedCreator) != (*other.ClaimedCreator) {
 			return false
 		}
 	}

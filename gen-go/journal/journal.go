@@ -1863,6 +1863,7 @@ func (p *TJobResult_) String() string {
 //   - ProgressTimeMs
 //   - OptimizedIndexes
 //   - ResultDatasetVersion
+//   - ClaimedCreator
 type TJobRecord struct {
 	JobID                  int64                    `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                *string                  `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -1917,6 +1918,7 @@ type TJobRecord struct {
 	ProgressTimeMs         *int64                   `thrift:"progress_time_ms,51" db:"progress_time_ms" json:"progress_time_ms,omitempty"`
 	OptimizedIndexes       []*TOptimizedIndexRecord `thrift:"optimized_indexes,52" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
 	ResultDatasetVersion   *int64                   `thrift:"result_dataset_version,53" db:"result_dataset_version" json:"result_dataset_version,omitempty"`
+	ClaimedCreator         *string                  `thrift:"claimed_creator,54" db:"claimed_creator" json:"claimed_creator,omitempty"`
 }
 
 func NewTJobRecord() *TJobRecord {
@@ -2391,6 +2393,15 @@ func (p *TJobRecord) GetResultDatasetVersion() int64 {
 	}
 	return *p.ResultDatasetVersion
 }
+
+var TJobRecord_ClaimedCreator_DEFAULT string
+
+func (p *TJobRecord) GetClaimedCreator() string {
+	if !p.IsSetClaimedCreator() {
+		return TJobRecord_ClaimedCreator_DEFAULT
+	}
+	return *p.ClaimedCreator
+}
 func (p *TJobRecord) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -2597,6 +2608,10 @@ func (p *TJobRecord) IsSetOptimizedIndexes() bool {
 
 func (p *TJobRecord) IsSetResultDatasetVersion() bool {
 	return p.ResultDatasetVersion != nil
+}
+
+func (p *TJobRecord) IsSetClaimedCreator() bool {
+	return p.ClaimedCreator != nil
 }
 
 func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3146,6 +3161,16 @@ func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 54:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField54(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -3654,6 +3679,15 @@ func (p *TJobRecord) ReadField53(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TJobRecord) ReadField54(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 54: ", err)
+	} else {
+		p.ClaimedCreator = &v
+	}
+	return nil
+}
+
 func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobRecord"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3816,6 +3850,9 @@ func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField53(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField54(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4629,6 +4666,21 @@ func (p *TJobRecord) writeField53(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TJobRecord) writeField54(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClaimedCreator() {
+		if err := oprot.WriteFieldBegin(ctx, "claimed_creator", thrift.STRING, 54); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 54:claimed_creator: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ClaimedCreator)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.claimed_creator (54) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 54:claimed_creator: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobRecord) Equals(other *TJobRecord) bool {
 	if p == other {
 		return true
@@ -5042,6 +5094,14 @@ func (p *TJobRecord) Equals(other *TJobRecord) bool {
 			return false
 		}
 		if (*p.ResultDatasetVersion) != (*other.ResultDatasetVersion) {
+			return false
+		}
+	}
+	if p.ClaimedCreator != other.ClaimedCreator {
+		if p.ClaimedCreator == nil || other.ClaimedCreator == nil {
+			return false
+		}
+		if (*p.ClaimedCreator) != (*other.ClaimedCreator) {
 			return false
 		}
 	}

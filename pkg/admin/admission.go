@@ -128,6 +128,7 @@ func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitRespo
 // given the fencing job id.
 func (s *Server) journalAdmission(ctx context.Context, st *raftfsm.State, rec *job.Record,
 	conflict func(jobID int64) string) (*adminapi.TAdmitResponse, error) {
+	stampCreator(ctx, rec)
 	if err := checkQuotaLimits(st); err != nil {
 		return nil, toAdminError(err)
 	}

@@ -128,7 +128,7 @@ func (s *Server) ResolveJob(ctx context.Context, r *adminapi.TResolveRequest) (*
 	if err := job.CheckBytes("comment", r.Comment, job.MaxNoteBytes); err != nil {
 		return nil, toAdminError(err)
 	}
-	actor := actorOr(r.GetActor())
+	actor := actorOf(ctx, r.GetActor())
 	if err := job.ValidateActor("actor", actor); err != nil {
 		return nil, toAdminError(err)
 	}
@@ -165,7 +165,7 @@ func (s *Server) CancelJob(ctx context.Context, r *adminapi.TCancelRequest) (*ad
 	if r == nil {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "missing request")
 	}
-	actor := actorOr(r.GetActor())
+	actor := actorOf(ctx, r.GetActor())
 	if err := job.ValidateActor("actor", actor); err != nil {
 		return nil, toAdminError(err)
 	}
@@ -197,6 +197,7 @@ func view(st *raftfsm.State, r *job.Record) *adminapi.TJobView {
 	str, i64 := nonEmpty, nonZero
 	b := func(x bool) *bool { return &x }
 	v.Creator, v.Rev, v.CreateTimeMs, v.UpdateTimeMs = str(r.Creator), &r.Rev, i64(r.CreateTimeMs), i64(r.UpdateTimeMs)
+	v.ClaimedCreator = str(r.ClaimedCreator)
 	v.CatalogID, v.Db, v.Table = i64(r.CatalogID), str(r.DB), str(r.Table)
 	if c, ok := st.CatalogByID(r.CatalogID); ok {
 		v.Catalog = str(c.Name)

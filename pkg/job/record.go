@@ -8,11 +8,14 @@ const ProviderDirectory = "DIRECTORY"
 // never mutated: every transition copies it (Clone), changes the copy and
 // swaps it in.
 type Record struct {
-	JobID        int64
-	Creator      string
-	Rev          int64 // +1 on every durable transition; the CAS token
-	CreateTimeMs int64
-	UpdateTimeMs int64 // the retention clock
+	JobID   int64
+	Creator string
+	// ClaimedCreator is the name the client claimed (--as) when Creator is
+	// the identity its verified certificate proves; "" otherwise.
+	ClaimedCreator string
+	Rev            int64 // +1 on every durable transition; the CAS token
+	CreateTimeMs   int64
+	UpdateTimeMs   int64 // the retention clock
 
 	CatalogID int64
 	DB        string

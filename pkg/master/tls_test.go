@@ -8,6 +8,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/apache/thrift/lib/go/thrift"
+
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend"
@@ -120,6 +122,23 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	if r.MutationState != job.Committed || r.Result.Code != job.NativeOK {
 		t.Fatalf("job %d: %s %s %q", id, r.MutationState, r.Result.Code, r.Result.Message)
 	}
+	// The creator is the identity the operator's certificate proves, not a
+	// name anyone could type; a claimed --as name is kept beside it.
+	if r.Creator != "lancemaster operator" || r.ClaimedCreator != "" {
+		t.Fatalf("creator %q (claimed %q), want the certificate's %q", r.Creator, r.ClaimedCreator, "lancemaster operator")
+	}
+	err = call(operator, f, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
+		resp, err = a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items",
+			IndexName: "id_bitmap", Column: "id", IndexType: "BITMAP", Creator: thrift.StringPtr("alice")})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("second admission: %v", err)
+	}
+	c.waitSettled(l, []int64{resp.GetJobID()})
+	if r2, _ := c.masters[l].FSM().State().Job(resp.GetJobID()); r2.Creator != "lancemaster operator" || r2.ClaimedCreator != "alice" {
+		t.Fatalf("with --as alice: creator %q, claimed %q", r2.Creator, r2.ClaimedCreator)
+	}
 	// The result came by the backend's report (its certificate, its
 	// invocation secret), not only by the leader's query.
 	eventually(t, 10*time.Second, "the backend's report to be applied", func() bool {
@@ -144,7 +163,7 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	if err := call(rpc.DefaultConfig(), l, create); err == nil {
 		t.Fatal("a plaintext admission on a TLS master succeeded")
 	}
-	if n := jobCount(c.masters[l]); n != 1 {
-		t.Fatalf("%d jobs; only the operator's admission may exist", n)
+	if n := jobCount(c.masters[l]); n != 2 {
+		t.Fatalf("%d jobs; only the operator's two admissions may exist", n)
 	}
 }

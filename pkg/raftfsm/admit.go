@@ -131,6 +131,7 @@ func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
 	in := RecordFromThrift(tj)
 	return &job.Record{
 		Creator:                in.Creator,
+		ClaimedCreator:         in.ClaimedCreator,
 		CreateTimeMs:           now,
 		UpdateTimeMs:           now,
 		CatalogID:              in.CatalogID,
@@ -160,6 +161,7 @@ func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
 func (t *tx) shareStrings(r *job.Record) {
 	p := t.strs
 	r.Creator, r.DB, r.Table = p.get(r.Creator), p.get(r.DB), p.get(r.Table)
+	r.ClaimedCreator = p.get(r.ClaimedCreator)
 	r.Provider, r.Locator = p.get(r.Provider), p.get(r.Locator)
 	r.DisplayIndexName = p.get(r.DisplayIndexName)
 	if r.NormalizedIndexName == r.DisplayIndexName {
@@ -179,6 +181,7 @@ func validateAdmission(r *job.Record) error {
 		max          int
 	}{
 		{"creator", r.Creator, job.MaxNameBytes},
+		{"claimed creator", r.ClaimedCreator, job.MaxNameBytes},
 		{"db", r.DB, job.MaxNameBytes},
 		{"table", r.Table, job.MaxNameBytes},
 		{"provider", r.Provider, job.MaxNameBytes},

@@ -170,6 +170,7 @@ func (w *jobWire) load(r *job.Record) *journal.TJobRecord {
 		ProgressTimeMs:         optInt64(&c.ProgressTimeMs),
 		OptimizedIndexes:       optimizedOfRecord(c.OptimizedIndexes),
 		ResultDatasetVersion:   optInt64(&c.ResultDatasetVersion),
+		ClaimedCreator:         optString(&c.ClaimedCreator),
 	}
 	if c.Resources != (job.Resources{}) {
 		w.t.Resources = ResourcesToThrift(&c.Resources)
@@ -259,6 +260,7 @@ func RecordFromThrift(t *journal.TJobRecord) *job.Record {
 		ProgressTimeMs:         t.GetProgressTimeMs(),
 		OptimizedIndexes:       optimizedOfThrift(t.OptimizedIndexes),
 		ResultDatasetVersion:   t.GetResultDatasetVersion(),
+		ClaimedCreator:         t.GetClaimedCreator(),
 	}
 	if t.IsSetMutationState() && validMutationState(job.MutationState(*t.MutationState)) {
 		r.MutationState = job.MutationState(*t.MutationState)

@@ -379,6 +379,8 @@ func (r *compactReader) jobRecord(in *interner) *job.Record {
 			rec.OptimizedIndexes = r.optimizedIndexes()
 		case 53:
 			rec.ResultDatasetVersion = r.i64()
+		case 54:
+			rec.ClaimedCreator = str()
 		}
 	}
 	if r.err == nil && !haveID {
@@ -464,7 +466,7 @@ var jobFieldTypes = [...]byte{
 	37: ctBinary, 38: ctI64, 39: ctBinary, 40: ctI32, 41: ctBinary, 42: ctBinary,
 	43: ctBinary, 44: ctBinary, 45: ctI64,
 	46: ctBinary, 47: ctStruct, 48: ctBinary, 49: ctI64, 50: ctI64, 51: ctI64,
-	52: ctList, 53: ctI64,
+	52: ctList, 53: ctI64, 54: ctBinary,
 }
 
 // decodeCatalogBytes and decodeBackendBytes decode a struct's byte range
