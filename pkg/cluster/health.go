@@ -37,8 +37,8 @@ type LocalStatus struct {
 	LastContact time.Time
 	// HearsLeader: it leads, or heard the leader within the contact window
 	// (contactWindows heartbeat timeouts).
-	HearsLeader                           bool
-	CommitIndex, AppliedIndex, LastLogIdx uint64
+	HearsLeader                             bool
+	CommitIndex, AppliedIndex, LastLogIndex uint64
 }
 
 // LocalStatus reports this node's raft state; before Start and after
@@ -51,7 +51,7 @@ func (n *Node) LocalStatus() LocalStatus {
 	}
 	_, lid := r.LeaderWithID()
 	st.State, st.Term, st.LeaderID = r.State().String(), r.CurrentTerm(), string(lid)
-	st.CommitIndex, st.AppliedIndex, st.LastLogIdx = r.CommitIndex(), r.AppliedIndex(), r.LastIndex()
+	st.CommitIndex, st.AppliedIndex, st.LastLogIndex = r.CommitIndex(), r.AppliedIndex(), r.LastIndex()
 	now := time.Now()
 	if r.State() == raft.Leader {
 		st.LastContact, st.HearsLeader = now, true

@@ -28,7 +28,7 @@ func TestLocalStatusOfLeaderAndFollower(t *testing.T) {
 	c.awaitCount(5)
 	ls := ld.node().LocalStatus()
 	if ls.State != "Leader" || !ls.HearsLeader || ls.LeaderID != ld.cfg.NodeID || ls.Term == 0 ||
-		ls.CommitIndex == 0 || ls.AppliedIndex == 0 || ls.LastLogIdx < ls.CommitIndex {
+		ls.CommitIndex == 0 || ls.AppliedIndex == 0 || ls.LastLogIndex < ls.CommitIndex {
 		t.Fatalf("leader status %+v", ls)
 	}
 	f := c.followers(ld)[0]
