@@ -81,7 +81,8 @@ func (s *Server) memberStatusOf(st MemberStatus) *adminapi.TRaftMemberStatus {
 		CommitIndex: i64(st.CommitIndex), AppliedIndex: i64(st.AppliedIndex), LastLogIndex: i64(st.LastLogIndex),
 		HearsLeader: &st.HearsLeader}
 	if !st.LastContact.IsZero() {
-		age := max(int64(0), s.d.Clock().Sub(st.LastContact).Milliseconds())
+		// raft's clock, not the injectable one: LastContact is raft's.
+		age := max(int64(0), time.Since(st.LastContact).Milliseconds())
 		out.LastContactAgeMs = &age
 	}
 	v := version.Get().Short()
