@@ -82,13 +82,7 @@ func (n *Node) Promote(ctx context.Context, id string, memberApplied, maxLag uin
 	if err != nil {
 		return err
 	}
-	var target *raft.Server
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id {
-			s := s
-			target = &s
-		}
-	}
+	target, _ := member(f.Configuration(), id)
 	switch {
 	case target == nil:
 		return job.Errorf(job.CodeNotFound, "no member %q in the raft configuration", id)
@@ -137,4 +131,18 @@ func (n *Node) membershipPreamble(what, id string) (*raft.Raft, raft.Configurati
 		return nil, nil, fmt.Errorf("cluster: read raft configuration: %w", err)
 	}
 	return r, f, nil
+}
+
+// member finds id in c (nil when absent) and counts the voters.
+func member(c raft.Configuration, id string) (target *raft.Server, voters int) {
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+		if string(s.ID) == id {
+			s := s
+			target = &s
+		}
+	}
+	return target, voters
 }

@@ -119,17 +119,7 @@ func (n *Node) RemovePeer(ctx context.Context, id string, force bool) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("cluster: read raft configuration: %w", err)
 	}
-	var target *raft.Server
-	voters := 0
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			voters++
-		}
-		if string(s.ID) == id {
-			s := s
-			target = &s
-		}
-	}
+	target, voters := member(f.Configuration(), id)
 	switch {
 	case target == nil:
 		return job.Errorf(job.CodeNotFound, "no member %q in the raft configuration", id)
