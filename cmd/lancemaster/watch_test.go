@@ -337,7 +337,7 @@ func TestWatchUsageErrorsSendNothing(t *testing.T) {
 		"negative interval":      {"jobs", "watch", "1", "--interval", "-1s"},
 		"malformed interval":     {"jobs", "watch", "1", "--interval", "soon"},
 		"negative timeout-total": {"jobs", "watch", "1", "--timeout-total", "-1s"},
-		"bad output":             {"-o", "yaml", "jobs", "watch", "1"},
+		"bad output":             {"-o", "xml", "jobs", "watch", "1"},
 	} {
 		out, errOut, code := cli(t, addr, args...)
 		if code != exitUsage || out != "" || !strings.HasPrefix(errOut, "Error: ") ||
