@@ -72,3 +72,23 @@ func TestDynamicCompletion(t *testing.T) {
 		t.Errorf("completion bash printed %d bytes without the start function", len(out))
 	}
 }
+
+// The daemons' help lists their own flags and the TLS overrides, not the
+// operator CLI's --address, --output, --timeout or --as.
+func TestDaemonHelpHidesClientFlags(t *testing.T) {
+	t.Parallel()
+	for _, d := range []string{"serve", "backend"} {
+		out := mustOK(t)(runCLI(t, nil, d, "--help"))
+		for _, f := range []string{"--address", "--output", "--no-headers", "--timeout ", "--as "} {
+			if strings.Contains(out, f) {
+				t.Errorf("%s --help lists %s", d, f)
+			}
+		}
+		if !strings.Contains(out, "--tls-ca") || !strings.Contains(out, "--config") {
+			t.Errorf("%s --help lost its own flags:\n%s", d, out)
+		}
+	}
+	if out := mustOK(t)(runCLI(t, nil, "jobs", "list", "--help")); !strings.Contains(out, "--address") {
+		t.Error("jobs list --help lost --address")
+	}
+}

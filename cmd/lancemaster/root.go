@@ -129,9 +129,9 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	)
 	// Daemon commands. They inherit the persistent flags above: do not reuse
 	// the -o shorthand.
-	root.AddCommand(newServeCmd())
-	root.AddCommand(newBackendCmd())
-	root.AddCommand(newCertsCmd())
+	root.AddCommand(hideClientFlags(newServeCmd()))
+	root.AddCommand(hideClientFlags(newBackendCmd()))
+	root.AddCommand(hideClientFlags(newCertsCmd()))
 	addCompletions(root, g)
 	return root
 }
@@ -252,6 +252,24 @@ func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 		},
 	}
 	c.AddCommand(subs...)
+	return c
+}
+
+// clientOnlyFlags are the global flags only the operator CLI reads: the
+// daemons' help does not list them (the --tls-* flags stay: a daemon takes
+// them as overrides of its configuration file).
+var clientOnlyFlags = []string{"address", "output", "no-headers", "timeout", "as"}
+
+// hideClientFlags makes c's help leave out the client-only global flags.
+func hideClientFlags(c *cobra.Command) *cobra.Command {
+	c.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		for _, name := range clientOnlyFlags {
+			if f := cmd.InheritedFlags().Lookup(name); f != nil {
+				f.Hidden = true
+			}
+		}
+		cmd.Parent().HelpFunc()(cmd, args)
+	})
 	return c
 }
 
