@@ -159,22 +159,10 @@ func TestConnectionCapMakesExtraConnectionsWait(t *testing.T) {
 	cfg.MaxConns = 2
 	s := startBackend(t, &testBackend{}, cfg)
 	addr := s.Addr().String()
-	ctx := testCtx(t)
 
 	// Two connections that made a call and stay open take both served
 	// slots (a silent one would only hold a pending slot: flood_test.go).
-	var held []*Conn
-	for range 2 {
-		c, err := Dial(ctx, addr, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := wire.NewLanceBackendServiceClient(c.Client()).Heartbeat(ctx, &wire.THeartbeatRequest{MasterID: "m"}); err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
+	held := []*Conn{heldConn(t, addr, cfg), heldConn(t, addr, cfg)}
 	waitFor(t, "two served connections", func() bool { return s.ConnStats().Served == 2 })
 
 	// A third client's request arrives but is not served while both
