@@ -159,7 +159,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	adm := admin.New(admin.Deps{
 		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
 		Reports: reports, BackendView: pool.View, BackendHeard: pool.Heard, ProbeBackend: dialProbe,
-		LastContact: node.LastContact, LeaderCall: leaderCall,
+		LastContact: node.LastContact, NewClusterID: dispatch.NewClusterID, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 		// Writes are decided on current state (DESIGN.md §13.8).
 		ReadIndex:    node.ReadIndex,
