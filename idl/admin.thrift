@@ -307,6 +307,56 @@ struct TAddVoterRequest {
   1: required string id,
   2: required string raft_address,
   3: optional string rpc_address,    // remembered by the leader that adds it (docs/operations.md)
+  4: optional bool non_voter,        // add as a non-voter (raft AddNonvoter): replicated to, not counted
+                                     // in the quorum, until `promote`
+}
+
+struct TPromoteRequest {
+  1: required string id,             // a non-voter; refused unless it is caught up (docs/operations.md)
+}
+
+// What one master says about itself (raftMemberStatus): another master asks
+// it to build the cluster's health view.
+struct TRaftMemberStatus {
+  1: required string node_id,
+  2: optional string state,               // raft's: Leader | Follower | Candidate | Shutdown
+  3: optional i64 term,
+  4: optional string leader_id,           // the leader it knows ("" none)
+  5: optional i64 last_contact_age_ms,    // since it last heard the leader (unset: never; the leader: 0)
+  6: optional i64 commit_index,
+  7: optional i64 applied_index,
+  8: optional i64 last_log_index,
+  9: optional string version,             // pkg/version Short()
+  10: optional bool hears_leader,         // it leads, or heard the leader within the contact window
+}
+
+// One member in the health view (raftHealth).
+struct TRaftMemberHealth {
+  1: required string id,
+  2: optional string raft_address,
+  3: optional string rpc_address,
+  4: optional string suffrage,            // Voter | Nonvoter | Staging
+  5: required bool reachable,             // it answered raftMemberStatus just now
+  6: optional TRaftMemberStatus status,   // its answer (unset: unreachable)
+  7: optional string error,               // unreachable: why
+  8: optional string leader_contact,      // healthy | unreachable | unknown: the leader's AppendEntries view
+  9: optional i64 lag,                    // the leader's commit index - its applied index
+  10: optional bool healthy,              // reachable, same term as the leader, hears it, lag <= max_lag,
+                                          // and the leader does not see it unreachable
+  11: optional bool is_leader,
+}
+
+struct TRaftHealthResponse {
+  1: required list<TRaftMemberHealth> members,
+  2: optional string leader_id,
+  3: optional string answered_by,
+  4: optional i64 leader_commit_index,
+  5: optional i32 voters,
+  6: optional i32 quorum,                 // floor(voters/2)+1
+  7: optional i32 healthy_voters,
+  8: optional i32 failure_tolerance,      // healthy_voters - quorum, never below 0
+  9: optional bool healthy,               // healthy_voters >= quorum
+  10: optional i64 max_lag,               // the lag bound of healthy (and of promote)
 }
 
 struct TRemovePeerRequest {
@@ -368,4 +418,11 @@ service LanceMasterService {
   // operator: raft membership, leader only
   TRaftPeersResponse addVoter(1: TAddVoterRequest request) throws (1: TAdminError err),
   TRaftPeersResponse removePeer(1: TRemovePeerRequest request) throws (1: TAdminError err),
+
+  // operator: the cluster's health (any master asks every member) and
+  // promoting a caught-up non-voter (leader only)
+  TRaftHealthResponse raftHealth() throws (1: TAdminError err),
+  TRaftPeersResponse promote(1: TPromoteRequest request) throws (1: TAdminError err),
+  // what this master says about itself; masters ask each other
+  TRaftMemberStatus raftMemberStatus() throws (1: TAdminError err),
 }

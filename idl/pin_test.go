@@ -330,6 +330,19 @@ var pinnedStructs = []pinnedStruct{
 		{"success", 0, "binary", opt},
 		{"err", 1, "TAdminError", opt},
 	}},
+	// masters ask each other for it (operator raft health), across versions
+	{"TRaftMemberStatus", func() thrift.TStruct { return adminapi.NewTRaftMemberStatus() }, []pin{
+		{"node_id", 1, "string", req},
+		{"state", 2, "string", opt},
+		{"term", 3, "i64", opt},
+		{"leader_id", 4, "string", opt},
+		{"last_contact_age_ms", 5, "i64", opt},
+		{"commit_index", 6, "i64", opt},
+		{"applied_index", 7, "i64", opt},
+		{"last_log_index", 8, "i64", opt},
+		{"version", 9, "string", opt},
+		{"hears_leader", 10, "bool", opt},
+	}},
 	{"TAdminError", func() thrift.TStruct { return adminapi.NewTAdminError() }, []pin{
 		{"code", 1, "TErrorCode", req},
 		{"message", 2, "string", req},
@@ -641,7 +654,7 @@ func TestPinnedMethodNames(t *testing.T) {
 		t.Errorf("LanceBackendService has %d methods; pinned 7 (pin the new one here)", len(backend))
 	}
 	master := adminapi.NewLanceMasterServiceProcessor(nil).ProcessorMap()
-	for _, m := range []string{"reportLanceIndexJobResult", "reportLanceIndexJobTermination", "reportLanceIndexJobProgress", "forwardApply"} {
+	for _, m := range []string{"reportLanceIndexJobResult", "reportLanceIndexJobTermination", "reportLanceIndexJobProgress", "forwardApply", "raftMemberStatus"} {
 		if _, ok := master[m]; !ok {
 			t.Errorf("LanceMasterService has no method %q", m)
 		}

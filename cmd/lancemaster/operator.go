@@ -14,9 +14,11 @@ func newOperatorCmd(g *globals) *cobra.Command {
 	return groupCmd("operator", "Cluster operations",
 		groupCmd("raft", "Inspect and steer the Raft cluster of masters",
 			newRaftListPeersCmd(g),
+			newRaftHealthCmd(g),
 			newRaftTransferLeaderCmd(g),
 			newRaftAddVoterCmd(g),
 			newRaftRemovePeerCmd(g),
+			newRaftPromoteCmd(g),
 		),
 		newSnapshotCmd(g),
 	)
@@ -130,8 +132,9 @@ func newRaftTransferLeaderCmd(g *globals) *cobra.Command {
 
 func newRaftAddVoterCmd(g *globals) *cobra.Command {
 	var rpcAddr string
+	var nonVoter bool
 	c := &cobra.Command{
-		Use:         "add-voter ID RAFT_ADDRESS [--rpc-address HOST:PORT]",
+		Use:         "add-voter ID RAFT_ADDRESS [--rpc-address HOST:PORT] [--non-voter]",
 		Annotations: writeCommand(),
 		Short:       "Add a master to the Raft configuration as a voter (on the leader)",
 		Long: "add-voter adds the master ID, reachable by the other masters at RAFT_ADDRESS, as a voter\n" +
@@ -139,9 +142,13 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 			"the leader. Raft stores only the raft address: --rpc-address records the new master's RPC\n" +
 			"address in the journal's address book, so every master can forward to it at once. Add the\n" +
 			"new master to every node config's peers list too, for their next start (docs/operations.md).\n" +
-			"Start the new master with --join (join: true) and an empty data dir.",
-		Example: "  lancemaster operator raft add-voter m4 10.0.0.4:7000 --rpc-address 10.0.0.4:9090",
-		Args:    cobra.ExactArgs(2),
+			"Start the new master with --join (join: true) and an empty data dir.\n\n" +
+			"With --non-voter the master is added as a non-voter: it is replicated to but not counted in\n" +
+			"the quorum, so its catch-up does not slow or endanger writes. Promote it once caught up\n" +
+			"(operator raft health, then operator raft promote ID).",
+		Example: "  lancemaster operator raft add-voter m4 10.0.0.4:7000 --rpc-address 10.0.0.4:9090\n" +
+			"  lancemaster operator raft add-voter m4 10.0.0.4:7000 --rpc-address 10.0.0.4:9090 --non-voter",
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, raftAddr := strings.TrimSpace(args[0]), strings.TrimSpace(args[1])
 			if id == "" || raftAddr == "" {
@@ -150,6 +157,9 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 			req := &adminapi.TAddVoterRequest{ID: id, RaftAddress: raftAddr}
 			if a := strings.TrimSpace(rpcAddr); a != "" {
 				req.RPCAddress = &a
+			}
+			if nonVoter {
+				req.NonVoter = &nonVoter
 			}
 			var resp *adminapi.TRaftPeersResponse
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
@@ -162,6 +172,7 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&rpcAddr, "rpc-address", "", "the new master's RPC address HOST:PORT (journaled: every master learns it)")
+	c.Flags().BoolVar(&nonVoter, "non-voter", false, "add it as a non-voter, outside the quorum, to promote once caught up")
 	return c
 }
 

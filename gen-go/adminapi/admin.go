@@ -12594,10 +12594,12 @@ func (p *TSnapshotRestoreResponse) String() string {
 //   - ID
 //   - RaftAddress
 //   - RPCAddress
+//   - NonVoter
 type TAddVoterRequest struct {
 	ID          string  `thrift:"id,1,required" db:"id" json:"id"`
 	RaftAddress string  `thrift:"raft_address,2,required" db:"raft_address" json:"raft_address"`
 	RPCAddress  *string `thrift:"rpc_address,3" db:"rpc_address" json:"rpc_address,omitempty"`
+	NonVoter    *bool   `thrift:"non_voter,4" db:"non_voter" json:"non_voter,omitempty"`
 }
 
 func NewTAddVoterRequest() *TAddVoterRequest {
@@ -12620,8 +12622,21 @@ func (p *TAddVoterRequest) GetRPCAddress() string {
 	}
 	return *p.RPCAddress
 }
+
+var TAddVoterRequest_NonVoter_DEFAULT bool
+
+func (p *TAddVoterRequest) GetNonVoter() bool {
+	if !p.IsSetNonVoter() {
+		return TAddVoterRequest_NonVoter_DEFAULT
+	}
+	return *p.NonVoter
+}
 func (p *TAddVoterRequest) IsSetRPCAddress() bool {
 	return p.RPCAddress != nil
+}
+
+func (p *TAddVoterRequest) IsSetNonVoter() bool {
+	return p.NonVoter != nil
 }
 
 func (p *TAddVoterRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -12666,6 +12681,16 @@ func (p *TAddVoterRequest) Read(ctx context.Context, iprot thrift.TProtocol) err
 		case 3:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField4(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -12721,6 +12746,15 @@ func (p *TAddVoterRequest) ReadField3(ctx context.Context, iprot thrift.TProtoco
 	return nil
 }
 
+func (p *TAddVoterRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.NonVoter = &v
+	}
+	return nil
+}
+
 func (p *TAddVoterRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TAddVoterRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -12733,6 +12767,9 @@ func (p *TAddVoterRequest) Write(ctx context.Context, oprot thrift.TProtocol) er
 			return err
 		}
 		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -12786,6 +12823,21 @@ func (p *TAddVoterRequest) writeField3(ctx context.Context, oprot thrift.TProtoc
 	return err
 }
 
+func (p *TAddVoterRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNonVoter() {
+		if err := oprot.WriteFieldBegin(ctx, "non_voter", thrift.BOOL, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:non_voter: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.NonVoter)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.non_voter (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:non_voter: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TAddVoterRequest) Equals(other *TAddVoterRequest) bool {
 	if p == other {
 		return true
@@ -12806,6 +12858,14 @@ func (p *TAddVoterRequest) Equals(other *TAddVoterRequest) bool {
 			return false
 		}
 	}
+	if p.NonVoter != other.NonVoter {
+		if p.NonVoter == nil || other.NonVoter == nil {
+			return false
+		}
+		if (*p.NonVoter) != (*other.NonVoter) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -12814,6 +12874,2162 @@ func (p *TAddVoterRequest) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TAddVoterRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - ID
+type TPromoteRequest struct {
+	ID string `thrift:"id,1,required" db:"id" json:"id"`
+}
+
+func NewTPromoteRequest() *TPromoteRequest {
+	return &TPromoteRequest{}
+}
+
+func (p *TPromoteRequest) GetID() string {
+	return p.ID
+}
+func (p *TPromoteRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetID bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ID is not set"))
+	}
+	return nil
+}
+
+func (p *TPromoteRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.ID = v
+	}
+	return nil
+}
+
+func (p *TPromoteRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TPromoteRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TPromoteRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.ID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:id: ", p), err)
+	}
+	return err
+}
+
+func (p *TPromoteRequest) Equals(other *TPromoteRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.ID != other.ID {
+		return false
+	}
+	return true
+}
+
+func (p *TPromoteRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TPromoteRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - NodeID
+//   - State
+//   - Term
+//   - LeaderID
+//   - LastContactAgeMs
+//   - CommitIndex
+//   - AppliedIndex
+//   - LastLogIndex
+//   - Version
+//   - HearsLeader
+type TRaftMemberStatus struct {
+	NodeID           string  `thrift:"node_id,1,required" db:"node_id" json:"node_id"`
+	State            *string `thrift:"state,2" db:"state" json:"state,omitempty"`
+	Term             *int64  `thrift:"term,3" db:"term" json:"term,omitempty"`
+	LeaderID         *string `thrift:"leader_id,4" db:"leader_id" json:"leader_id,omitempty"`
+	LastContactAgeMs *int64  `thrift:"last_contact_age_ms,5" db:"last_contact_age_ms" json:"last_contact_age_ms,omitempty"`
+	CommitIndex      *int64  `thrift:"commit_index,6" db:"commit_index" json:"commit_index,omitempty"`
+	AppliedIndex     *int64  `thrift:"applied_index,7" db:"applied_index" json:"applied_index,omitempty"`
+	LastLogIndex     *int64  `thrift:"last_log_index,8" db:"last_log_index" json:"last_log_index,omitempty"`
+	Version          *string `thrift:"version,9" db:"version" json:"version,omitempty"`
+	HearsLeader      *bool   `thrift:"hears_leader,10" db:"hears_leader" json:"hears_leader,omitempty"`
+}
+
+func NewTRaftMemberStatus() *TRaftMemberStatus {
+	return &TRaftMemberStatus{}
+}
+
+func (p *TRaftMemberStatus) GetNodeID() string {
+	return p.NodeID
+}
+
+var TRaftMemberStatus_State_DEFAULT string
+
+func (p *TRaftMemberStatus) GetState() string {
+	if !p.IsSetState() {
+		return TRaftMemberStatus_State_DEFAULT
+	}
+	return *p.State
+}
+
+var TRaftMemberStatus_Term_DEFAULT int64
+
+func (p *TRaftMemberStatus) GetTerm() int64 {
+	if !p.IsSetTerm() {
+		return TRaftMemberStatus_Term_DEFAULT
+	}
+	return *p.Term
+}
+
+var TRaftMemberStatus_LeaderID_DEFAULT string
+
+func (p *TRaftMemberStatus) GetLeaderID() string {
+	if !p.IsSetLeaderID() {
+		return TRaftMemberStatus_LeaderID_DEFAULT
+	}
+	return *p.LeaderID
+}
+
+var TRaftMemberStatus_LastContactAgeMs_DEFAULT int64
+
+func (p *TRaftMemberStatus) GetLastContactAgeMs() int64 {
+	if !p.IsSetLastContactAgeMs() {
+		return TRaftMemberStatus_LastContactAgeMs_DEFAULT
+	}
+	return *p.LastContactAgeMs
+}
+
+var TRaftMemberStatus_CommitIndex_DEFAULT int64
+
+func (p *TRaftMemberStatus) GetCommitIndex() int64 {
+	if !p.IsSetCommitIndex() {
+		return TRaftMemberStatus_CommitIndex_DEFAULT
+	}
+	return *p.CommitIndex
+}
+
+var TRaftMemberStatus_AppliedIndex_DEFAULT int64
+
+func (p *TRaftMemberStatus) GetAppliedIndex() int64 {
+	if !p.IsSetAppliedIndex() {
+		return TRaftMemberStatus_AppliedIndex_DEFAULT
+	}
+	return *p.AppliedIndex
+}
+
+var TRaftMemberStatus_LastLogIndex_DEFAULT int64
+
+func (p *TRaftMemberStatus) GetLastLogIndex() int64 {
+	if !p.IsSetLastLogIndex() {
+		return TRaftMemberStatus_LastLogIndex_DEFAULT
+	}
+	return *p.LastLogIndex
+}
+
+var TRaftMemberStatus_Version_DEFAULT string
+
+func (p *TRaftMemberStatus) GetVersion() string {
+	if !p.IsSetVersion() {
+		return TRaftMemberStatus_Version_DEFAULT
+	}
+	return *p.Version
+}
+
+var TRaftMemberStatus_HearsLeader_DEFAULT bool
+
+func (p *TRaftMemberStatus) GetHearsLeader() bool {
+	if !p.IsSetHearsLeader() {
+		return TRaftMemberStatus_HearsLeader_DEFAULT
+	}
+	return *p.HearsLeader
+}
+func (p *TRaftMemberStatus) IsSetState() bool {
+	return p.State != nil
+}
+
+func (p *TRaftMemberStatus) IsSetTerm() bool {
+	return p.Term != nil
+}
+
+func (p *TRaftMemberStatus) IsSetLeaderID() bool {
+	return p.LeaderID != nil
+}
+
+func (p *TRaftMemberStatus) IsSetLastContactAgeMs() bool {
+	return p.LastContactAgeMs != nil
+}
+
+func (p *TRaftMemberStatus) IsSetCommitIndex() bool {
+	return p.CommitIndex != nil
+}
+
+func (p *TRaftMemberStatus) IsSetAppliedIndex() bool {
+	return p.AppliedIndex != nil
+}
+
+func (p *TRaftMemberStatus) IsSetLastLogIndex() bool {
+	return p.LastLogIndex != nil
+}
+
+func (p *TRaftMemberStatus) IsSetVersion() bool {
+	return p.Version != nil
+}
+
+func (p *TRaftMemberStatus) IsSetHearsLeader() bool {
+	return p.HearsLeader != nil
+}
+
+func (p *TRaftMemberStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetNodeID bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetNodeID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetNodeID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NodeID is not set"))
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.NodeID = v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.State = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Term = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.LeaderID = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.LastContactAgeMs = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.CommitIndex = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.AppliedIndex = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.LastLogIndex = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.Version = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.HearsLeader = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TRaftMemberStatus"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TRaftMemberStatus) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "node_id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:node_id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.NodeID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.node_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:node_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetState() {
+		if err := oprot.WriteFieldBegin(ctx, "state", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:state: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.State)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.state (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:state: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTerm() {
+		if err := oprot.WriteFieldBegin(ctx, "term", thrift.I64, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:term: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.Term)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.term (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:term: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeaderID() {
+		if err := oprot.WriteFieldBegin(ctx, "leader_id", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:leader_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LeaderID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leader_id (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:leader_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastContactAgeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "last_contact_age_ms", thrift.I64, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:last_contact_age_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LastContactAgeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_contact_age_ms (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:last_contact_age_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetCommitIndex() {
+		if err := oprot.WriteFieldBegin(ctx, "commit_index", thrift.I64, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:commit_index: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.CommitIndex)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.commit_index (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:commit_index: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAppliedIndex() {
+		if err := oprot.WriteFieldBegin(ctx, "applied_index", thrift.I64, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:applied_index: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.AppliedIndex)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.applied_index (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:applied_index: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastLogIndex() {
+		if err := oprot.WriteFieldBegin(ctx, "last_log_index", thrift.I64, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:last_log_index: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LastLogIndex)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_log_index (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:last_log_index: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetVersion() {
+		if err := oprot.WriteFieldBegin(ctx, "version", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:version: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Version)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.version (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:version: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHearsLeader() {
+		if err := oprot.WriteFieldBegin(ctx, "hears_leader", thrift.BOOL, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:hears_leader: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.HearsLeader)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.hears_leader (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:hears_leader: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberStatus) Equals(other *TRaftMemberStatus) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.NodeID != other.NodeID {
+		return false
+	}
+	if p.State != other.State {
+		if p.State == nil || other.State == nil {
+			return false
+		}
+		if (*p.State) != (*other.State) {
+			return false
+		}
+	}
+	if p.Term != other.Term {
+		if p.Term == nil || other.Term == nil {
+			return false
+		}
+		if (*p.Term) != (*other.Term) {
+			return false
+		}
+	}
+	if p.LeaderID != other.LeaderID {
+		if p.LeaderID == nil || other.LeaderID == nil {
+			return false
+		}
+		if (*p.LeaderID) != (*other.LeaderID) {
+			return false
+		}
+	}
+	if p.LastContactAgeMs != other.LastContactAgeMs {
+		if p.LastContactAgeMs == nil || other.LastContactAgeMs == nil {
+			return false
+		}
+		if (*p.LastContactAgeMs) != (*other.LastContactAgeMs) {
+			return false
+		}
+	}
+	if p.CommitIndex != other.CommitIndex {
+		if p.CommitIndex == nil || other.CommitIndex == nil {
+			return false
+		}
+		if (*p.CommitIndex) != (*other.CommitIndex) {
+			return false
+		}
+	}
+	if p.AppliedIndex != other.AppliedIndex {
+		if p.AppliedIndex == nil || other.AppliedIndex == nil {
+			return false
+		}
+		if (*p.AppliedIndex) != (*other.AppliedIndex) {
+			return false
+		}
+	}
+	if p.LastLogIndex != other.LastLogIndex {
+		if p.LastLogIndex == nil || other.LastLogIndex == nil {
+			return false
+		}
+		if (*p.LastLogIndex) != (*other.LastLogIndex) {
+			return false
+		}
+	}
+	if p.Version != other.Version {
+		if p.Version == nil || other.Version == nil {
+			return false
+		}
+		if (*p.Version) != (*other.Version) {
+			return false
+		}
+	}
+	if p.HearsLeader != other.HearsLeader {
+		if p.HearsLeader == nil || other.HearsLeader == nil {
+			return false
+		}
+		if (*p.HearsLeader) != (*other.HearsLeader) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TRaftMemberStatus) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TRaftMemberStatus(%+v)", *p)
+}
+
+// Attributes:
+//   - ID
+//   - RaftAddress
+//   - RPCAddress
+//   - Suffrage
+//   - Reachable
+//   - Status
+//   - Error
+//   - LeaderContact
+//   - Lag
+//   - Healthy
+//   - IsLeader
+type TRaftMemberHealth struct {
+	ID            string             `thrift:"id,1,required" db:"id" json:"id"`
+	RaftAddress   *string            `thrift:"raft_address,2" db:"raft_address" json:"raft_address,omitempty"`
+	RPCAddress    *string            `thrift:"rpc_address,3" db:"rpc_address" json:"rpc_address,omitempty"`
+	Suffrage      *string            `thrift:"suffrage,4" db:"suffrage" json:"suffrage,omitempty"`
+	Reachable     bool               `thrift:"reachable,5,required" db:"reachable" json:"reachable"`
+	Status        *TRaftMemberStatus `thrift:"status,6" db:"status" json:"status,omitempty"`
+	Error         *string            `thrift:"error,7" db:"error" json:"error,omitempty"`
+	LeaderContact *string            `thrift:"leader_contact,8" db:"leader_contact" json:"leader_contact,omitempty"`
+	Lag           *int64             `thrift:"lag,9" db:"lag" json:"lag,omitempty"`
+	Healthy       *bool              `thrift:"healthy,10" db:"healthy" json:"healthy,omitempty"`
+	IsLeader      *bool              `thrift:"is_leader,11" db:"is_leader" json:"is_leader,omitempty"`
+}
+
+func NewTRaftMemberHealth() *TRaftMemberHealth {
+	return &TRaftMemberHealth{}
+}
+
+func (p *TRaftMemberHealth) GetID() string {
+	return p.ID
+}
+
+var TRaftMemberHealth_RaftAddress_DEFAULT string
+
+func (p *TRaftMemberHealth) GetRaftAddress() string {
+	if !p.IsSetRaftAddress() {
+		return TRaftMemberHealth_RaftAddress_DEFAULT
+	}
+	return *p.RaftAddress
+}
+
+var TRaftMemberHealth_RPCAddress_DEFAULT string
+
+func (p *TRaftMemberHealth) GetRPCAddress() string {
+	if !p.IsSetRPCAddress() {
+		return TRaftMemberHealth_RPCAddress_DEFAULT
+	}
+	return *p.RPCAddress
+}
+
+var TRaftMemberHealth_Suffrage_DEFAULT string
+
+func (p *TRaftMemberHealth) GetSuffrage() string {
+	if !p.IsSetSuffrage() {
+		return TRaftMemberHealth_Suffrage_DEFAULT
+	}
+	return *p.Suffrage
+}
+
+func (p *TRaftMemberHealth) GetReachable() bool {
+	return p.Reachable
+}
+
+var TRaftMemberHealth_Status_DEFAULT *TRaftMemberStatus
+
+func (p *TRaftMemberHealth) GetStatus() *TRaftMemberStatus {
+	if !p.IsSetStatus() {
+		return TRaftMemberHealth_Status_DEFAULT
+	}
+	return p.Status
+}
+
+var TRaftMemberHealth_Error_DEFAULT string
+
+func (p *TRaftMemberHealth) GetError() string {
+	if !p.IsSetError() {
+		return TRaftMemberHealth_Error_DEFAULT
+	}
+	return *p.Error
+}
+
+var TRaftMemberHealth_LeaderContact_DEFAULT string
+
+func (p *TRaftMemberHealth) GetLeaderContact() string {
+	if !p.IsSetLeaderContact() {
+		return TRaftMemberHealth_LeaderContact_DEFAULT
+	}
+	return *p.LeaderContact
+}
+
+var TRaftMemberHealth_Lag_DEFAULT int64
+
+func (p *TRaftMemberHealth) GetLag() int64 {
+	if !p.IsSetLag() {
+		return TRaftMemberHealth_Lag_DEFAULT
+	}
+	return *p.Lag
+}
+
+var TRaftMemberHealth_Healthy_DEFAULT bool
+
+func (p *TRaftMemberHealth) GetHealthy() bool {
+	if !p.IsSetHealthy() {
+		return TRaftMemberHealth_Healthy_DEFAULT
+	}
+	return *p.Healthy
+}
+
+var TRaftMemberHealth_IsLeader_DEFAULT bool
+
+func (p *TRaftMemberHealth) GetIsLeader() bool {
+	if !p.IsSetIsLeader() {
+		return TRaftMemberHealth_IsLeader_DEFAULT
+	}
+	return *p.IsLeader
+}
+func (p *TRaftMemberHealth) IsSetRaftAddress() bool {
+	return p.RaftAddress != nil
+}
+
+func (p *TRaftMemberHealth) IsSetRPCAddress() bool {
+	return p.RPCAddress != nil
+}
+
+func (p *TRaftMemberHealth) IsSetSuffrage() bool {
+	return p.Suffrage != nil
+}
+
+func (p *TRaftMemberHealth) IsSetStatus() bool {
+	return p.Status != nil
+}
+
+func (p *TRaftMemberHealth) IsSetError() bool {
+	return p.Error != nil
+}
+
+func (p *TRaftMemberHealth) IsSetLeaderContact() bool {
+	return p.LeaderContact != nil
+}
+
+func (p *TRaftMemberHealth) IsSetLag() bool {
+	return p.Lag != nil
+}
+
+func (p *TRaftMemberHealth) IsSetHealthy() bool {
+	return p.Healthy != nil
+}
+
+func (p *TRaftMemberHealth) IsSetIsLeader() bool {
+	return p.IsLeader != nil
+}
+
+func (p *TRaftMemberHealth) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetID bool = false
+	var issetReachable bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+				issetReachable = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ID is not set"))
+	}
+	if !issetReachable {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Reachable is not set"))
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.ID = v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.RaftAddress = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.RPCAddress = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Suffrage = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Reachable = v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Status = &TRaftMemberStatus{}
+	if err := p.Status.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Status), err)
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Error = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.LeaderContact = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.Lag = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.Healthy = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.IsLeader = &v
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TRaftMemberHealth"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TRaftMemberHealth) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "id", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:id: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.ID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:id: ", p), err)
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRaftAddress() {
+		if err := oprot.WriteFieldBegin(ctx, "raft_address", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:raft_address: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RaftAddress)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.raft_address (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:raft_address: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRPCAddress() {
+		if err := oprot.WriteFieldBegin(ctx, "rpc_address", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:rpc_address: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.RPCAddress)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.rpc_address (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:rpc_address: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuffrage() {
+		if err := oprot.WriteFieldBegin(ctx, "suffrage", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:suffrage: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Suffrage)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.suffrage (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:suffrage: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "reachable", thrift.BOOL, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:reachable: ", p), err)
+	}
+	if err := oprot.WriteBool(ctx, bool(p.Reachable)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.reachable (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:reachable: ", p), err)
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStatus() {
+		if err := oprot.WriteFieldBegin(ctx, "status", thrift.STRUCT, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:status: ", p), err)
+		}
+		if err := p.Status.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Status), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:status: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetError() {
+		if err := oprot.WriteFieldBegin(ctx, "error", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:error: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Error)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.error (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:error: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeaderContact() {
+		if err := oprot.WriteFieldBegin(ctx, "leader_contact", thrift.STRING, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:leader_contact: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LeaderContact)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leader_contact (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:leader_contact: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLag() {
+		if err := oprot.WriteFieldBegin(ctx, "lag", thrift.I64, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:lag: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.Lag)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.lag (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:lag: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHealthy() {
+		if err := oprot.WriteFieldBegin(ctx, "healthy", thrift.BOOL, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:healthy: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Healthy)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.healthy (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:healthy: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIsLeader() {
+		if err := oprot.WriteFieldBegin(ctx, "is_leader", thrift.BOOL, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:is_leader: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.IsLeader)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.is_leader (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:is_leader: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftMemberHealth) Equals(other *TRaftMemberHealth) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.ID != other.ID {
+		return false
+	}
+	if p.RaftAddress != other.RaftAddress {
+		if p.RaftAddress == nil || other.RaftAddress == nil {
+			return false
+		}
+		if (*p.RaftAddress) != (*other.RaftAddress) {
+			return false
+		}
+	}
+	if p.RPCAddress != other.RPCAddress {
+		if p.RPCAddress == nil || other.RPCAddress == nil {
+			return false
+		}
+		if (*p.RPCAddress) != (*other.RPCAddress) {
+			return false
+		}
+	}
+	if p.Suffrage != other.Suffrage {
+		if p.Suffrage == nil || other.Suffrage == nil {
+			return false
+		}
+		if (*p.Suffrage) != (*other.Suffrage) {
+			return false
+		}
+	}
+	if p.Reachable != other.Reachable {
+		return false
+	}
+	if !p.Status.Equals(other.Status) {
+		return false
+	}
+	if p.Error != other.Error {
+		if p.Error == nil || other.Error == nil {
+			return false
+		}
+		if (*p.Error) != (*other.Error) {
+			return false
+		}
+	}
+	if p.LeaderContact != other.LeaderContact {
+		if p.LeaderContact == nil || other.LeaderContact == nil {
+			return false
+		}
+		if (*p.LeaderContact) != (*other.LeaderContact) {
+			return false
+		}
+	}
+	if p.Lag != other.Lag {
+		if p.Lag == nil || other.Lag == nil {
+			return false
+		}
+		if (*p.Lag) != (*other.Lag) {
+			return false
+		}
+	}
+	if p.Healthy != other.Healthy {
+		if p.Healthy == nil || other.Healthy == nil {
+			return false
+		}
+		if (*p.Healthy) != (*other.Healthy) {
+			return false
+		}
+	}
+	if p.IsLeader != other.IsLeader {
+		if p.IsLeader == nil || other.IsLeader == nil {
+			return false
+		}
+		if (*p.IsLeader) != (*other.IsLeader) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TRaftMemberHealth) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TRaftMemberHealth(%+v)", *p)
+}
+
+// Attributes:
+//   - Members
+//   - LeaderID
+//   - AnsweredBy
+//   - LeaderCommitIndex
+//   - Voters
+//   - Quorum
+//   - HealthyVoters
+//   - FailureTolerance
+//   - Healthy
+//   - MaxLag
+type TRaftHealthResponse struct {
+	Members           []*TRaftMemberHealth `thrift:"members,1,required" db:"members" json:"members"`
+	LeaderID          *string              `thrift:"leader_id,2" db:"leader_id" json:"leader_id,omitempty"`
+	AnsweredBy        *string              `thrift:"answered_by,3" db:"answered_by" json:"answered_by,omitempty"`
+	LeaderCommitIndex *int64               `thrift:"leader_commit_index,4" db:"leader_commit_index" json:"leader_commit_index,omitempty"`
+	Voters            *int32               `thrift:"voters,5" db:"voters" json:"voters,omitempty"`
+	Quorum            *int32               `thrift:"quorum,6" db:"quorum" json:"quorum,omitempty"`
+	HealthyVoters     *int32               `thrift:"healthy_voters,7" db:"healthy_voters" json:"healthy_voters,omitempty"`
+	FailureTolerance  *int32               `thrift:"failure_tolerance,8" db:"failure_tolerance" json:"failure_tolerance,omitempty"`
+	Healthy           *bool                `thrift:"healthy,9" db:"healthy" json:"healthy,omitempty"`
+	MaxLag            *int64               `thrift:"max_lag,10" db:"max_lag" json:"max_lag,omitempty"`
+}
+
+func NewTRaftHealthResponse() *TRaftHealthResponse {
+	return &TRaftHealthResponse{}
+}
+
+func (p *TRaftHealthResponse) GetMembers() []*TRaftMemberHealth {
+	return p.Members
+}
+
+var TRaftHealthResponse_LeaderID_DEFAULT string
+
+func (p *TRaftHealthResponse) GetLeaderID() string {
+	if !p.IsSetLeaderID() {
+		return TRaftHealthResponse_LeaderID_DEFAULT
+	}
+	return *p.LeaderID
+}
+
+var TRaftHealthResponse_AnsweredBy_DEFAULT string
+
+func (p *TRaftHealthResponse) GetAnsweredBy() string {
+	if !p.IsSetAnsweredBy() {
+		return TRaftHealthResponse_AnsweredBy_DEFAULT
+	}
+	return *p.AnsweredBy
+}
+
+var TRaftHealthResponse_LeaderCommitIndex_DEFAULT int64
+
+func (p *TRaftHealthResponse) GetLeaderCommitIndex() int64 {
+	if !p.IsSetLeaderCommitIndex() {
+		return TRaftHealthResponse_LeaderCommitIndex_DEFAULT
+	}
+	return *p.LeaderCommitIndex
+}
+
+var TRaftHealthResponse_Voters_DEFAULT int32
+
+func (p *TRaftHealthResponse) GetVoters() int32 {
+	if !p.IsSetVoters() {
+		return TRaftHealthResponse_Voters_DEFAULT
+	}
+	return *p.Voters
+}
+
+var TRaftHealthResponse_Quorum_DEFAULT int32
+
+func (p *TRaftHealthResponse) GetQuorum() int32 {
+	if !p.IsSetQuorum() {
+		return TRaftHealthResponse_Quorum_DEFAULT
+	}
+	return *p.Quorum
+}
+
+var TRaftHealthResponse_HealthyVoters_DEFAULT int32
+
+func (p *TRaftHealthResponse) GetHealthyVoters() int32 {
+	if !p.IsSetHealthyVoters() {
+		return TRaftHealthResponse_HealthyVoters_DEFAULT
+	}
+	return *p.HealthyVoters
+}
+
+var TRaftHealthResponse_FailureTolerance_DEFAULT int32
+
+func (p *TRaftHealthResponse) GetFailureTolerance() int32 {
+	if !p.IsSetFailureTolerance() {
+		return TRaftHealthResponse_FailureTolerance_DEFAULT
+	}
+	return *p.FailureTolerance
+}
+
+var TRaftHealthResponse_Healthy_DEFAULT bool
+
+func (p *TRaftHealthResponse) GetHealthy() bool {
+	if !p.IsSetHealthy() {
+		return TRaftHealthResponse_Healthy_DEFAULT
+	}
+	return *p.Healthy
+}
+
+var TRaftHealthResponse_MaxLag_DEFAULT int64
+
+func (p *TRaftHealthResponse) GetMaxLag() int64 {
+	if !p.IsSetMaxLag() {
+		return TRaftHealthResponse_MaxLag_DEFAULT
+	}
+	return *p.MaxLag
+}
+func (p *TRaftHealthResponse) IsSetLeaderID() bool {
+	return p.LeaderID != nil
+}
+
+func (p *TRaftHealthResponse) IsSetAnsweredBy() bool {
+	return p.AnsweredBy != nil
+}
+
+func (p *TRaftHealthResponse) IsSetLeaderCommitIndex() bool {
+	return p.LeaderCommitIndex != nil
+}
+
+func (p *TRaftHealthResponse) IsSetVoters() bool {
+	return p.Voters != nil
+}
+
+func (p *TRaftHealthResponse) IsSetQuorum() bool {
+	return p.Quorum != nil
+}
+
+func (p *TRaftHealthResponse) IsSetHealthyVoters() bool {
+	return p.HealthyVoters != nil
+}
+
+func (p *TRaftHealthResponse) IsSetFailureTolerance() bool {
+	return p.FailureTolerance != nil
+}
+
+func (p *TRaftHealthResponse) IsSetHealthy() bool {
+	return p.Healthy != nil
+}
+
+func (p *TRaftHealthResponse) IsSetMaxLag() bool {
+	return p.MaxLag != nil
+}
+
+func (p *TRaftHealthResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetMembers bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetMembers = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetMembers {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Members is not set"))
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TRaftMemberHealth, 0, size)
+	p.Members = tSlice
+	for i := 0; i < size; i++ {
+		_elem12 := &TRaftMemberHealth{}
+		if err := _elem12.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
+		}
+		p.Members = append(p.Members, _elem12)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.LeaderID = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.AnsweredBy = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.LeaderCommitIndex = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Voters = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.Quorum = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.HealthyVoters = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.FailureTolerance = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.Healthy = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.MaxLag = &v
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TRaftHealthResponse"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TRaftHealthResponse) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "members", thrift.LIST, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:members: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Members)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Members {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:members: ", p), err)
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeaderID() {
+		if err := oprot.WriteFieldBegin(ctx, "leader_id", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:leader_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.LeaderID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leader_id (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:leader_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAnsweredBy() {
+		if err := oprot.WriteFieldBegin(ctx, "answered_by", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:answered_by: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.AnsweredBy)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.answered_by (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:answered_by: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLeaderCommitIndex() {
+		if err := oprot.WriteFieldBegin(ctx, "leader_commit_index", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:leader_commit_index: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LeaderCommitIndex)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.leader_commit_index (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:leader_commit_index: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetVoters() {
+		if err := oprot.WriteFieldBegin(ctx, "voters", thrift.I32, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:voters: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Voters)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.voters (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:voters: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetQuorum() {
+		if err := oprot.WriteFieldBegin(ctx, "quorum", thrift.I32, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:quorum: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Quorum)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.quorum (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:quorum: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHealthyVoters() {
+		if err := oprot.WriteFieldBegin(ctx, "healthy_voters", thrift.I32, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:healthy_voters: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.HealthyVoters)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.healthy_voters (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:healthy_voters: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetFailureTolerance() {
+		if err := oprot.WriteFieldBegin(ctx, "failure_tolerance", thrift.I32, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:failure_tolerance: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.FailureTolerance)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.failure_tolerance (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:failure_tolerance: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHealthy() {
+		if err := oprot.WriteFieldBegin(ctx, "healthy", thrift.BOOL, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:healthy: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Healthy)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.healthy (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:healthy: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMaxLag() {
+		if err := oprot.WriteFieldBegin(ctx, "max_lag", thrift.I64, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:max_lag: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.MaxLag)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.max_lag (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:max_lag: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TRaftHealthResponse) Equals(other *TRaftHealthResponse) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if len(p.Members) != len(other.Members) {
+		return false
+	}
+	for i, _tgt := range p.Members {
+		_src13 := other.Members[i]
+		if !_tgt.Equals(_src13) {
+			return false
+		}
+	}
+	if p.LeaderID != other.LeaderID {
+		if p.LeaderID == nil || other.LeaderID == nil {
+			return false
+		}
+		if (*p.LeaderID) != (*other.LeaderID) {
+			return false
+		}
+	}
+	if p.AnsweredBy != other.AnsweredBy {
+		if p.AnsweredBy == nil || other.AnsweredBy == nil {
+			return false
+		}
+		if (*p.AnsweredBy) != (*other.AnsweredBy) {
+			return false
+		}
+	}
+	if p.LeaderCommitIndex != other.LeaderCommitIndex {
+		if p.LeaderCommitIndex == nil || other.LeaderCommitIndex == nil {
+			return false
+		}
+		if (*p.LeaderCommitIndex) != (*other.LeaderCommitIndex) {
+			return false
+		}
+	}
+	if p.Voters != other.Voters {
+		if p.Voters == nil || other.Voters == nil {
+			return false
+		}
+		if (*p.Voters) != (*other.Voters) {
+			return false
+		}
+	}
+	if p.Quorum != other.Quorum {
+		if p.Quorum == nil || other.Quorum == nil {
+			return false
+		}
+		if (*p.Quorum) != (*other.Quorum) {
+			return false
+		}
+	}
+	if p.HealthyVoters != other.HealthyVoters {
+		if p.HealthyVoters == nil || other.HealthyVoters == nil {
+			return false
+		}
+		if (*p.HealthyVoters) != (*other.HealthyVoters) {
+			return false
+		}
+	}
+	if p.FailureTolerance != other.FailureTolerance {
+		if p.FailureTolerance == nil || other.FailureTolerance == nil {
+			return false
+		}
+		if (*p.FailureTolerance) != (*other.FailureTolerance) {
+			return false
+		}
+	}
+	if p.Healthy != other.Healthy {
+		if p.Healthy == nil || other.Healthy == nil {
+			return false
+		}
+		if (*p.Healthy) != (*other.Healthy) {
+			return false
+		}
+	}
+	if p.MaxLag != other.MaxLag {
+		if p.MaxLag == nil || other.MaxLag == nil {
+			return false
+		}
+		if (*p.MaxLag) != (*other.MaxLag) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TRaftHealthResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TRaftHealthResponse(%+v)", *p)
 }
 
 // Attributes:
@@ -13089,6 +15305,11 @@ type LanceMasterService interface {
 	// Parameters:
 	//  - Request
 	RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error)
+	RaftHealth(ctx context.Context) (_r *TRaftHealthResponse, _err error)
+	// Parameters:
+	//  - Request
+	Promote(ctx context.Context, request *TPromoteRequest) (_r *TRaftPeersResponse, _err error)
+	RaftMemberStatus(ctx context.Context) (_r *TRaftMemberStatus, _err error)
 }
 
 type LanceMasterServiceClient struct {
@@ -13129,17 +15350,17 @@ func (p *LanceMasterServiceClient) SetLastResponseMeta_(meta thrift.ResponseMeta
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Context, report *wire.TLanceIndexJobReport) (_r *wire.TStatus, _err error) {
-	var _args12 LanceMasterServiceReportLanceIndexJobResultArgs
-	_args12.Report = report
-	var _result14 LanceMasterServiceReportLanceIndexJobResultResult
-	var _meta13 thrift.ResponseMeta
-	_meta13, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args12, &_result14)
-	p.SetLastResponseMeta_(_meta13)
+	var _args14 LanceMasterServiceReportLanceIndexJobResultArgs
+	_args14.Report = report
+	var _result16 LanceMasterServiceReportLanceIndexJobResultResult
+	var _meta15 thrift.ResponseMeta
+	_meta15, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args14, &_result16)
+	p.SetLastResponseMeta_(_meta15)
 	if _err != nil {
 		return
 	}
-	if _ret15 := _result14.GetSuccess(); _ret15 != nil {
-		return _ret15, nil
+	if _ret17 := _result16.GetSuccess(); _ret17 != nil {
+		return _ret17, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobResult failed: unknown result")
 }
@@ -13147,17 +15368,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Contex
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Context, report *wire.TLanceIndexJobTerminationReport) (_r *wire.TStatus, _err error) {
-	var _args16 LanceMasterServiceReportLanceIndexJobTerminationArgs
-	_args16.Report = report
-	var _result18 LanceMasterServiceReportLanceIndexJobTerminationResult
-	var _meta17 thrift.ResponseMeta
-	_meta17, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args16, &_result18)
-	p.SetLastResponseMeta_(_meta17)
+	var _args18 LanceMasterServiceReportLanceIndexJobTerminationArgs
+	_args18.Report = report
+	var _result20 LanceMasterServiceReportLanceIndexJobTerminationResult
+	var _meta19 thrift.ResponseMeta
+	_meta19, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args18, &_result20)
+	p.SetLastResponseMeta_(_meta19)
 	if _err != nil {
 		return
 	}
-	if _ret19 := _result18.GetSuccess(); _ret19 != nil {
-		return _ret19, nil
+	if _ret21 := _result20.GetSuccess(); _ret21 != nil {
+		return _ret21, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobTermination failed: unknown result")
 }
@@ -13165,17 +15386,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Co
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Context, report *wire.TLanceIndexJobProgressReport) (_r *wire.TStatus, _err error) {
-	var _args20 LanceMasterServiceReportLanceIndexJobProgressArgs
-	_args20.Report = report
-	var _result22 LanceMasterServiceReportLanceIndexJobProgressResult
-	var _meta21 thrift.ResponseMeta
-	_meta21, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args20, &_result22)
-	p.SetLastResponseMeta_(_meta21)
+	var _args22 LanceMasterServiceReportLanceIndexJobProgressArgs
+	_args22.Report = report
+	var _result24 LanceMasterServiceReportLanceIndexJobProgressResult
+	var _meta23 thrift.ResponseMeta
+	_meta23, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args22, &_result24)
+	p.SetLastResponseMeta_(_meta23)
 	if _err != nil {
 		return
 	}
-	if _ret23 := _result22.GetSuccess(); _ret23 != nil {
-		return _ret23, nil
+	if _ret25 := _result24.GetSuccess(); _ret25 != nil {
+		return _ret25, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobProgress failed: unknown result")
 }
@@ -13183,22 +15404,22 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Conte
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args24 LanceMasterServiceCreateIndexArgs
-	_args24.Request = request
-	var _result26 LanceMasterServiceCreateIndexResult
-	var _meta25 thrift.ResponseMeta
-	_meta25, _err = p.Client_().Call(ctx, "createIndex", &_args24, &_result26)
-	p.SetLastResponseMeta_(_meta25)
+	var _args26 LanceMasterServiceCreateIndexArgs
+	_args26.Request = request
+	var _result28 LanceMasterServiceCreateIndexResult
+	var _meta27 thrift.ResponseMeta
+	_meta27, _err = p.Client_().Call(ctx, "createIndex", &_args26, &_result28)
+	p.SetLastResponseMeta_(_meta27)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result26.Err != nil:
-		return _r, _result26.Err
+	case _result28.Err != nil:
+		return _r, _result28.Err
 	}
 
-	if _ret27 := _result26.GetSuccess(); _ret27 != nil {
-		return _ret27, nil
+	if _ret29 := _result28.GetSuccess(); _ret29 != nil {
+		return _ret29, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
 }
@@ -13206,22 +15427,22 @@ func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args28 LanceMasterServiceDropIndexArgs
-	_args28.Request = request
-	var _result30 LanceMasterServiceDropIndexResult
-	var _meta29 thrift.ResponseMeta
-	_meta29, _err = p.Client_().Call(ctx, "dropIndex", &_args28, &_result30)
-	p.SetLastResponseMeta_(_meta29)
+	var _args30 LanceMasterServiceDropIndexArgs
+	_args30.Request = request
+	var _result32 LanceMasterServiceDropIndexResult
+	var _meta31 thrift.ResponseMeta
+	_meta31, _err = p.Client_().Call(ctx, "dropIndex", &_args30, &_result32)
+	p.SetLastResponseMeta_(_meta31)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result30.Err != nil:
-		return _r, _result30.Err
+	case _result32.Err != nil:
+		return _r, _result32.Err
 	}
 
-	if _ret31 := _result30.GetSuccess(); _ret31 != nil {
-		return _ret31, nil
+	if _ret33 := _result32.GetSuccess(); _ret33 != nil {
+		return _ret33, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
 }
@@ -13229,22 +15450,22 @@ func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDrop
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request *TOptimizeRequest) (_r *TAdmitResponse, _err error) {
-	var _args32 LanceMasterServiceOptimizeDatasetArgs
-	_args32.Request = request
-	var _result34 LanceMasterServiceOptimizeDatasetResult
-	var _meta33 thrift.ResponseMeta
-	_meta33, _err = p.Client_().Call(ctx, "optimizeDataset", &_args32, &_result34)
-	p.SetLastResponseMeta_(_meta33)
+	var _args34 LanceMasterServiceOptimizeDatasetArgs
+	_args34.Request = request
+	var _result36 LanceMasterServiceOptimizeDatasetResult
+	var _meta35 thrift.ResponseMeta
+	_meta35, _err = p.Client_().Call(ctx, "optimizeDataset", &_args34, &_result36)
+	p.SetLastResponseMeta_(_meta35)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result34.Err != nil:
-		return _r, _result34.Err
+	case _result36.Err != nil:
+		return _r, _result36.Err
 	}
 
-	if _ret35 := _result34.GetSuccess(); _ret35 != nil {
-		return _ret35, nil
+	if _ret37 := _result36.GetSuccess(); _ret37 != nil {
+		return _ret37, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "optimizeDataset failed: unknown result")
 }
@@ -13253,23 +15474,23 @@ func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request 
 //   - JobID
 //   - MaxBytes
 func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, max_bytes int32) (_r *TJobLogs, _err error) {
-	var _args36 LanceMasterServiceJobLogsArgs
-	_args36.JobID = job_id
-	_args36.MaxBytes = max_bytes
-	var _result38 LanceMasterServiceJobLogsResult
-	var _meta37 thrift.ResponseMeta
-	_meta37, _err = p.Client_().Call(ctx, "jobLogs", &_args36, &_result38)
-	p.SetLastResponseMeta_(_meta37)
+	var _args38 LanceMasterServiceJobLogsArgs
+	_args38.JobID = job_id
+	_args38.MaxBytes = max_bytes
+	var _result40 LanceMasterServiceJobLogsResult
+	var _meta39 thrift.ResponseMeta
+	_meta39, _err = p.Client_().Call(ctx, "jobLogs", &_args38, &_result40)
+	p.SetLastResponseMeta_(_meta39)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result38.Err != nil:
-		return _r, _result38.Err
+	case _result40.Err != nil:
+		return _r, _result40.Err
 	}
 
-	if _ret39 := _result38.GetSuccess(); _ret39 != nil {
-		return _ret39, nil
+	if _ret41 := _result40.GetSuccess(); _ret41 != nil {
+		return _ret41, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "jobLogs failed: unknown result")
 }
@@ -13277,22 +15498,22 @@ func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, ma
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
-	var _args40 LanceMasterServiceListJobsArgs
-	_args40.Request = request
-	var _result42 LanceMasterServiceListJobsResult
-	var _meta41 thrift.ResponseMeta
-	_meta41, _err = p.Client_().Call(ctx, "listJobs", &_args40, &_result42)
-	p.SetLastResponseMeta_(_meta41)
+	var _args42 LanceMasterServiceListJobsArgs
+	_args42.Request = request
+	var _result44 LanceMasterServiceListJobsResult
+	var _meta43 thrift.ResponseMeta
+	_meta43, _err = p.Client_().Call(ctx, "listJobs", &_args42, &_result44)
+	p.SetLastResponseMeta_(_meta43)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result42.Err != nil:
-		return _r, _result42.Err
+	case _result44.Err != nil:
+		return _r, _result44.Err
 	}
 
-	if _ret43 := _result42.GetSuccess(); _ret43 != nil {
-		return _ret43, nil
+	if _ret45 := _result44.GetSuccess(); _ret45 != nil {
+		return _ret45, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
 }
@@ -13301,23 +15522,23 @@ func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJ
 //   - JobID
 //   - Consistent
 func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
-	var _args44 LanceMasterServiceShowJobArgs
-	_args44.JobID = job_id
-	_args44.Consistent = consistent
-	var _result46 LanceMasterServiceShowJobResult
-	var _meta45 thrift.ResponseMeta
-	_meta45, _err = p.Client_().Call(ctx, "showJob", &_args44, &_result46)
-	p.SetLastResponseMeta_(_meta45)
+	var _args46 LanceMasterServiceShowJobArgs
+	_args46.JobID = job_id
+	_args46.Consistent = consistent
+	var _result48 LanceMasterServiceShowJobResult
+	var _meta47 thrift.ResponseMeta
+	_meta47, _err = p.Client_().Call(ctx, "showJob", &_args46, &_result48)
+	p.SetLastResponseMeta_(_meta47)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result46.Err != nil:
-		return _r, _result46.Err
+	case _result48.Err != nil:
+		return _r, _result48.Err
 	}
 
-	if _ret47 := _result46.GetSuccess(); _ret47 != nil {
-		return _ret47, nil
+	if _ret49 := _result48.GetSuccess(); _ret49 != nil {
+		return _ret49, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
 }
@@ -13325,22 +15546,22 @@ func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, co
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
-	var _args48 LanceMasterServiceResolveJobArgs
-	_args48.Request = request
-	var _result50 LanceMasterServiceResolveJobResult
-	var _meta49 thrift.ResponseMeta
-	_meta49, _err = p.Client_().Call(ctx, "resolveJob", &_args48, &_result50)
-	p.SetLastResponseMeta_(_meta49)
+	var _args50 LanceMasterServiceResolveJobArgs
+	_args50.Request = request
+	var _result52 LanceMasterServiceResolveJobResult
+	var _meta51 thrift.ResponseMeta
+	_meta51, _err = p.Client_().Call(ctx, "resolveJob", &_args50, &_result52)
+	p.SetLastResponseMeta_(_meta51)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result50.Err != nil:
-		return _r, _result50.Err
+	case _result52.Err != nil:
+		return _r, _result52.Err
 	}
 
-	if _ret51 := _result50.GetSuccess(); _ret51 != nil {
-		return _ret51, nil
+	if _ret53 := _result52.GetSuccess(); _ret53 != nil {
+		return _ret53, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
 }
@@ -13348,22 +15569,22 @@ func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TRes
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
-	var _args52 LanceMasterServiceCancelJobArgs
-	_args52.Request = request
-	var _result54 LanceMasterServiceCancelJobResult
-	var _meta53 thrift.ResponseMeta
-	_meta53, _err = p.Client_().Call(ctx, "cancelJob", &_args52, &_result54)
-	p.SetLastResponseMeta_(_meta53)
+	var _args54 LanceMasterServiceCancelJobArgs
+	_args54.Request = request
+	var _result56 LanceMasterServiceCancelJobResult
+	var _meta55 thrift.ResponseMeta
+	_meta55, _err = p.Client_().Call(ctx, "cancelJob", &_args54, &_result56)
+	p.SetLastResponseMeta_(_meta55)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result54.Err != nil:
-		return _r, _result54.Err
+	case _result56.Err != nil:
+		return _r, _result56.Err
 	}
 
-	if _ret55 := _result54.GetSuccess(); _ret55 != nil {
-		return _ret55, nil
+	if _ret57 := _result56.GetSuccess(); _ret57 != nil {
+		return _ret57, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
 }
@@ -13373,24 +15594,24 @@ func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCanc
 //   - Db
 //   - Table
 func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error) {
-	var _args56 LanceMasterServiceInspectDatasetArgs
-	_args56.Catalog = catalog
-	_args56.Db = db
-	_args56.Table = table
-	var _result58 LanceMasterServiceInspectDatasetResult
-	var _meta57 thrift.ResponseMeta
-	_meta57, _err = p.Client_().Call(ctx, "inspectDataset", &_args56, &_result58)
-	p.SetLastResponseMeta_(_meta57)
+	var _args58 LanceMasterServiceInspectDatasetArgs
+	_args58.Catalog = catalog
+	_args58.Db = db
+	_args58.Table = table
+	var _result60 LanceMasterServiceInspectDatasetResult
+	var _meta59 thrift.ResponseMeta
+	_meta59, _err = p.Client_().Call(ctx, "inspectDataset", &_args58, &_result60)
+	p.SetLastResponseMeta_(_meta59)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result58.Err != nil:
-		return _r, _result58.Err
+	case _result60.Err != nil:
+		return _r, _result60.Err
 	}
 
-	if _ret59 := _result58.GetSuccess(); _ret59 != nil {
-		return _ret59, nil
+	if _ret61 := _result60.GetSuccess(); _ret61 != nil {
+		return _ret61, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspectDataset failed: unknown result")
 }
@@ -13398,62 +15619,62 @@ func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog s
 // Parameters:
 //   - Catalog
 func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
-	var _args60 LanceMasterServiceCreateCatalogArgs
-	_args60.Catalog = catalog
-	var _result62 LanceMasterServiceCreateCatalogResult
-	var _meta61 thrift.ResponseMeta
-	_meta61, _err = p.Client_().Call(ctx, "createCatalog", &_args60, &_result62)
-	p.SetLastResponseMeta_(_meta61)
+	var _args62 LanceMasterServiceCreateCatalogArgs
+	_args62.Catalog = catalog
+	var _result64 LanceMasterServiceCreateCatalogResult
+	var _meta63 thrift.ResponseMeta
+	_meta63, _err = p.Client_().Call(ctx, "createCatalog", &_args62, &_result64)
+	p.SetLastResponseMeta_(_meta63)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result62.Err != nil:
-		return _r, _result62.Err
+	case _result64.Err != nil:
+		return _r, _result64.Err
 	}
 
-	if _ret63 := _result62.GetSuccess(); _ret63 != nil {
-		return _ret63, nil
+	if _ret65 := _result64.GetSuccess(); _ret65 != nil {
+		return _ret65, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
-	var _args64 LanceMasterServiceListCatalogsArgs
-	var _result66 LanceMasterServiceListCatalogsResult
-	var _meta65 thrift.ResponseMeta
-	_meta65, _err = p.Client_().Call(ctx, "listCatalogs", &_args64, &_result66)
-	p.SetLastResponseMeta_(_meta65)
+	var _args66 LanceMasterServiceListCatalogsArgs
+	var _result68 LanceMasterServiceListCatalogsResult
+	var _meta67 thrift.ResponseMeta
+	_meta67, _err = p.Client_().Call(ctx, "listCatalogs", &_args66, &_result68)
+	p.SetLastResponseMeta_(_meta67)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result66.Err != nil:
-		return _r, _result66.Err
+	case _result68.Err != nil:
+		return _r, _result68.Err
 	}
 
-	return _result66.GetSuccess(), nil
+	return _result68.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error) {
-	var _args67 LanceMasterServiceUpdateCatalogArgs
-	_args67.Request = request
-	var _result69 LanceMasterServiceUpdateCatalogResult
-	var _meta68 thrift.ResponseMeta
-	_meta68, _err = p.Client_().Call(ctx, "updateCatalog", &_args67, &_result69)
-	p.SetLastResponseMeta_(_meta68)
+	var _args69 LanceMasterServiceUpdateCatalogArgs
+	_args69.Request = request
+	var _result71 LanceMasterServiceUpdateCatalogResult
+	var _meta70 thrift.ResponseMeta
+	_meta70, _err = p.Client_().Call(ctx, "updateCatalog", &_args69, &_result71)
+	p.SetLastResponseMeta_(_meta70)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result69.Err != nil:
-		return _r, _result69.Err
+	case _result71.Err != nil:
+		return _r, _result71.Err
 	}
 
-	if _ret70 := _result69.GetSuccess(); _ret70 != nil {
-		return _ret70, nil
+	if _ret72 := _result71.GetSuccess(); _ret72 != nil {
+		return _ret72, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "updateCatalog failed: unknown result")
 }
@@ -13461,18 +15682,18 @@ func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *T
 // Parameters:
 //   - Name
 func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
-	var _args71 LanceMasterServiceRemoveCatalogArgs
-	_args71.Name = name
-	var _result73 LanceMasterServiceRemoveCatalogResult
-	var _meta72 thrift.ResponseMeta
-	_meta72, _err = p.Client_().Call(ctx, "removeCatalog", &_args71, &_result73)
-	p.SetLastResponseMeta_(_meta72)
+	var _args73 LanceMasterServiceRemoveCatalogArgs
+	_args73.Name = name
+	var _result75 LanceMasterServiceRemoveCatalogResult
+	var _meta74 thrift.ResponseMeta
+	_meta74, _err = p.Client_().Call(ctx, "removeCatalog", &_args73, &_result75)
+	p.SetLastResponseMeta_(_meta74)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result73.Err != nil:
-		return _result73.Err
+	case _result75.Err != nil:
+		return _result75.Err
 	}
 
 	return nil
@@ -13481,58 +15702,58 @@ func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name strin
 // Parameters:
 //   - Address
 func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
-	var _args74 LanceMasterServiceAddBackendArgs
-	_args74.Address = address
-	var _result76 LanceMasterServiceAddBackendResult
-	var _meta75 thrift.ResponseMeta
-	_meta75, _err = p.Client_().Call(ctx, "addBackend", &_args74, &_result76)
-	p.SetLastResponseMeta_(_meta75)
+	var _args76 LanceMasterServiceAddBackendArgs
+	_args76.Address = address
+	var _result78 LanceMasterServiceAddBackendResult
+	var _meta77 thrift.ResponseMeta
+	_meta77, _err = p.Client_().Call(ctx, "addBackend", &_args76, &_result78)
+	p.SetLastResponseMeta_(_meta77)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result76.Err != nil:
-		return _r, _result76.Err
+	case _result78.Err != nil:
+		return _r, _result78.Err
 	}
 
-	if _ret77 := _result76.GetSuccess(); _ret77 != nil {
-		return _ret77, nil
+	if _ret79 := _result78.GetSuccess(); _ret79 != nil {
+		return _ret79, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
-	var _args78 LanceMasterServiceListBackendsArgs
-	var _result80 LanceMasterServiceListBackendsResult
-	var _meta79 thrift.ResponseMeta
-	_meta79, _err = p.Client_().Call(ctx, "listBackends", &_args78, &_result80)
-	p.SetLastResponseMeta_(_meta79)
+	var _args80 LanceMasterServiceListBackendsArgs
+	var _result82 LanceMasterServiceListBackendsResult
+	var _meta81 thrift.ResponseMeta
+	_meta81, _err = p.Client_().Call(ctx, "listBackends", &_args80, &_result82)
+	p.SetLastResponseMeta_(_meta81)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result80.Err != nil:
-		return _r, _result80.Err
+	case _result82.Err != nil:
+		return _r, _result82.Err
 	}
 
-	return _result80.GetSuccess(), nil
+	return _result82.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Backend
 func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
-	var _args81 LanceMasterServiceRemoveBackendArgs
-	_args81.Backend = backend
-	var _result83 LanceMasterServiceRemoveBackendResult
-	var _meta82 thrift.ResponseMeta
-	_meta82, _err = p.Client_().Call(ctx, "removeBackend", &_args81, &_result83)
-	p.SetLastResponseMeta_(_meta82)
+	var _args83 LanceMasterServiceRemoveBackendArgs
+	_args83.Backend = backend
+	var _result85 LanceMasterServiceRemoveBackendResult
+	var _meta84 thrift.ResponseMeta
+	_meta84, _err = p.Client_().Call(ctx, "removeBackend", &_args83, &_result85)
+	p.SetLastResponseMeta_(_meta84)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result83.Err != nil:
-		return _result83.Err
+	case _result85.Err != nil:
+		return _result85.Err
 	}
 
 	return nil
@@ -13541,22 +15762,22 @@ func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend st
 // Parameters:
 //   - Key
 func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
-	var _args84 LanceMasterServiceGetOptionArgs
-	_args84.Key = key
-	var _result86 LanceMasterServiceGetOptionResult
-	var _meta85 thrift.ResponseMeta
-	_meta85, _err = p.Client_().Call(ctx, "getOption", &_args84, &_result86)
-	p.SetLastResponseMeta_(_meta85)
+	var _args86 LanceMasterServiceGetOptionArgs
+	_args86.Key = key
+	var _result88 LanceMasterServiceGetOptionResult
+	var _meta87 thrift.ResponseMeta
+	_meta87, _err = p.Client_().Call(ctx, "getOption", &_args86, &_result88)
+	p.SetLastResponseMeta_(_meta87)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result86.Err != nil:
-		return _r, _result86.Err
+	case _result88.Err != nil:
+		return _r, _result88.Err
 	}
 
-	if _ret87 := _result86.GetSuccess(); _ret87 != nil {
-		return _ret87, nil
+	if _ret89 := _result88.GetSuccess(); _ret89 != nil {
+		return _ret89, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
 }
@@ -13565,60 +15786,60 @@ func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_
 //   - Key
 //   - Value
 func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
-	var _args88 LanceMasterServiceSetOptionArgs
-	_args88.Key = key
-	_args88.Value = value
-	var _result90 LanceMasterServiceSetOptionResult
-	var _meta89 thrift.ResponseMeta
-	_meta89, _err = p.Client_().Call(ctx, "setOption", &_args88, &_result90)
-	p.SetLastResponseMeta_(_meta89)
+	var _args90 LanceMasterServiceSetOptionArgs
+	_args90.Key = key
+	_args90.Value = value
+	var _result92 LanceMasterServiceSetOptionResult
+	var _meta91 thrift.ResponseMeta
+	_meta91, _err = p.Client_().Call(ctx, "setOption", &_args90, &_result92)
+	p.SetLastResponseMeta_(_meta91)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result90.Err != nil:
-		return _r, _result90.Err
+	case _result92.Err != nil:
+		return _r, _result92.Err
 	}
 
-	if _ret91 := _result90.GetSuccess(); _ret91 != nil {
-		return _ret91, nil
+	if _ret93 := _result92.GetSuccess(); _ret93 != nil {
+		return _ret93, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
-	var _args92 LanceMasterServiceListOptionsArgs
-	var _result94 LanceMasterServiceListOptionsResult
-	var _meta93 thrift.ResponseMeta
-	_meta93, _err = p.Client_().Call(ctx, "listOptions", &_args92, &_result94)
-	p.SetLastResponseMeta_(_meta93)
+	var _args94 LanceMasterServiceListOptionsArgs
+	var _result96 LanceMasterServiceListOptionsResult
+	var _meta95 thrift.ResponseMeta
+	_meta95, _err = p.Client_().Call(ctx, "listOptions", &_args94, &_result96)
+	p.SetLastResponseMeta_(_meta95)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result94.Err != nil:
-		return _r, _result94.Err
+	case _result96.Err != nil:
+		return _r, _result96.Err
 	}
 
-	return _result94.GetSuccess(), nil
+	return _result96.GetSuccess(), nil
 }
 
 func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
-	var _args95 LanceMasterServiceListPeersArgs
-	var _result97 LanceMasterServiceListPeersResult
-	var _meta96 thrift.ResponseMeta
-	_meta96, _err = p.Client_().Call(ctx, "listPeers", &_args95, &_result97)
-	p.SetLastResponseMeta_(_meta96)
+	var _args97 LanceMasterServiceListPeersArgs
+	var _result99 LanceMasterServiceListPeersResult
+	var _meta98 thrift.ResponseMeta
+	_meta98, _err = p.Client_().Call(ctx, "listPeers", &_args97, &_result99)
+	p.SetLastResponseMeta_(_meta98)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result97.Err != nil:
-		return _r, _result97.Err
+	case _result99.Err != nil:
+		return _r, _result99.Err
 	}
 
-	if _ret98 := _result97.GetSuccess(); _ret98 != nil {
-		return _ret98, nil
+	if _ret100 := _result99.GetSuccess(); _ret100 != nil {
+		return _ret100, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
 }
@@ -13626,59 +15847,59 @@ func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeer
 // Parameters:
 //   - TargetID
 func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
-	var _args99 LanceMasterServiceTransferLeaderArgs
-	_args99.TargetID = target_id
-	var _result101 LanceMasterServiceTransferLeaderResult
-	var _meta100 thrift.ResponseMeta
-	_meta100, _err = p.Client_().Call(ctx, "transferLeader", &_args99, &_result101)
-	p.SetLastResponseMeta_(_meta100)
+	var _args101 LanceMasterServiceTransferLeaderArgs
+	_args101.TargetID = target_id
+	var _result103 LanceMasterServiceTransferLeaderResult
+	var _meta102 thrift.ResponseMeta
+	_meta102, _err = p.Client_().Call(ctx, "transferLeader", &_args101, &_result103)
+	p.SetLastResponseMeta_(_meta102)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result101.Err != nil:
-		return _r, _result101.Err
+	case _result103.Err != nil:
+		return _r, _result103.Err
 	}
 
-	return _result101.GetSuccess(), nil
+	return _result103.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Command
 func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
-	var _args102 LanceMasterServiceForwardApplyArgs
-	_args102.Command = command
-	var _result104 LanceMasterServiceForwardApplyResult
-	var _meta103 thrift.ResponseMeta
-	_meta103, _err = p.Client_().Call(ctx, "forwardApply", &_args102, &_result104)
-	p.SetLastResponseMeta_(_meta103)
+	var _args104 LanceMasterServiceForwardApplyArgs
+	_args104.Command = command
+	var _result106 LanceMasterServiceForwardApplyResult
+	var _meta105 thrift.ResponseMeta
+	_meta105, _err = p.Client_().Call(ctx, "forwardApply", &_args104, &_result106)
+	p.SetLastResponseMeta_(_meta105)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result104.Err != nil:
-		return _r, _result104.Err
+	case _result106.Err != nil:
+		return _r, _result106.Err
 	}
 
-	return _result104.GetSuccess(), nil
+	return _result106.GetSuccess(), nil
 }
 
 func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
-	var _args105 LanceMasterServiceBeginSnapshotSaveArgs
-	var _result107 LanceMasterServiceBeginSnapshotSaveResult
-	var _meta106 thrift.ResponseMeta
-	_meta106, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args105, &_result107)
-	p.SetLastResponseMeta_(_meta106)
+	var _args107 LanceMasterServiceBeginSnapshotSaveArgs
+	var _result109 LanceMasterServiceBeginSnapshotSaveResult
+	var _meta108 thrift.ResponseMeta
+	_meta108, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args107, &_result109)
+	p.SetLastResponseMeta_(_meta108)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result107.Err != nil:
-		return _r, _result107.Err
+	case _result109.Err != nil:
+		return _r, _result109.Err
 	}
 
-	if _ret108 := _result107.GetSuccess(); _ret108 != nil {
-		return _ret108, nil
+	if _ret110 := _result109.GetSuccess(); _ret110 != nil {
+		return _ret110, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
 }
@@ -13687,23 +15908,23 @@ func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *T
 //   - TransferID
 //   - Offset
 func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
-	var _args109 LanceMasterServiceReadSnapshotChunkArgs
-	_args109.TransferID = transfer_id
-	_args109.Offset = offset
-	var _result111 LanceMasterServiceReadSnapshotChunkResult
-	var _meta110 thrift.ResponseMeta
-	_meta110, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args109, &_result111)
-	p.SetLastResponseMeta_(_meta110)
+	var _args111 LanceMasterServiceReadSnapshotChunkArgs
+	_args111.TransferID = transfer_id
+	_args111.Offset = offset
+	var _result113 LanceMasterServiceReadSnapshotChunkResult
+	var _meta112 thrift.ResponseMeta
+	_meta112, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args111, &_result113)
+	p.SetLastResponseMeta_(_meta112)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result111.Err != nil:
-		return _r, _result111.Err
+	case _result113.Err != nil:
+		return _r, _result113.Err
 	}
 
-	if _ret112 := _result111.GetSuccess(); _ret112 != nil {
-		return _ret112, nil
+	if _ret114 := _result113.GetSuccess(); _ret114 != nil {
+		return _ret114, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "readSnapshotChunk failed: unknown result")
 }
@@ -13711,22 +15932,22 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 // Parameters:
 //   - Size
 func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error) {
-	var _args113 LanceMasterServiceBeginSnapshotRestoreArgs
-	_args113.Size = size
-	var _result115 LanceMasterServiceBeginSnapshotRestoreResult
-	var _meta114 thrift.ResponseMeta
-	_meta114, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args113, &_result115)
-	p.SetLastResponseMeta_(_meta114)
+	var _args115 LanceMasterServiceBeginSnapshotRestoreArgs
+	_args115.Size = size
+	var _result117 LanceMasterServiceBeginSnapshotRestoreResult
+	var _meta116 thrift.ResponseMeta
+	_meta116, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args115, &_result117)
+	p.SetLastResponseMeta_(_meta116)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result115.Err != nil:
-		return _r, _result115.Err
+	case _result117.Err != nil:
+		return _r, _result117.Err
 	}
 
-	if _ret116 := _result115.GetSuccess(); _ret116 != nil {
-		return _ret116, nil
+	if _ret118 := _result117.GetSuccess(); _ret118 != nil {
+		return _ret118, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotRestore failed: unknown result")
 }
@@ -13734,18 +15955,18 @@ func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, siz
 // Parameters:
 //   - Chunk
 func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error) {
-	var _args117 LanceMasterServiceWriteSnapshotChunkArgs
-	_args117.Chunk = chunk
-	var _result119 LanceMasterServiceWriteSnapshotChunkResult
-	var _meta118 thrift.ResponseMeta
-	_meta118, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args117, &_result119)
-	p.SetLastResponseMeta_(_meta118)
+	var _args119 LanceMasterServiceWriteSnapshotChunkArgs
+	_args119.Chunk = chunk
+	var _result121 LanceMasterServiceWriteSnapshotChunkResult
+	var _meta120 thrift.ResponseMeta
+	_meta120, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args119, &_result121)
+	p.SetLastResponseMeta_(_meta120)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result119.Err != nil:
-		return _result119.Err
+	case _result121.Err != nil:
+		return _result121.Err
 	}
 
 	return nil
@@ -13754,22 +15975,22 @@ func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error) {
-	var _args120 LanceMasterServiceFinishSnapshotRestoreArgs
-	_args120.TransferID = transfer_id
-	var _result122 LanceMasterServiceFinishSnapshotRestoreResult
-	var _meta121 thrift.ResponseMeta
-	_meta121, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args120, &_result122)
-	p.SetLastResponseMeta_(_meta121)
+	var _args122 LanceMasterServiceFinishSnapshotRestoreArgs
+	_args122.TransferID = transfer_id
+	var _result124 LanceMasterServiceFinishSnapshotRestoreResult
+	var _meta123 thrift.ResponseMeta
+	_meta123, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args122, &_result124)
+	p.SetLastResponseMeta_(_meta123)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result122.Err != nil:
-		return _r, _result122.Err
+	case _result124.Err != nil:
+		return _r, _result124.Err
 	}
 
-	if _ret123 := _result122.GetSuccess(); _ret123 != nil {
-		return _ret123, nil
+	if _ret125 := _result124.GetSuccess(); _ret125 != nil {
+		return _ret125, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "finishSnapshotRestore failed: unknown result")
 }
@@ -13777,18 +15998,18 @@ func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, tr
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error) {
-	var _args124 LanceMasterServiceAbortSnapshotTransferArgs
-	_args124.TransferID = transfer_id
-	var _result126 LanceMasterServiceAbortSnapshotTransferResult
-	var _meta125 thrift.ResponseMeta
-	_meta125, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args124, &_result126)
-	p.SetLastResponseMeta_(_meta125)
+	var _args126 LanceMasterServiceAbortSnapshotTransferArgs
+	_args126.TransferID = transfer_id
+	var _result128 LanceMasterServiceAbortSnapshotTransferResult
+	var _meta127 thrift.ResponseMeta
+	_meta127, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args126, &_result128)
+	p.SetLastResponseMeta_(_meta127)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result126.Err != nil:
-		return _result126.Err
+	case _result128.Err != nil:
+		return _result128.Err
 	}
 
 	return nil
@@ -13797,22 +16018,22 @@ func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, tr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVoterRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args127 LanceMasterServiceAddVoterArgs
-	_args127.Request = request
-	var _result129 LanceMasterServiceAddVoterResult
-	var _meta128 thrift.ResponseMeta
-	_meta128, _err = p.Client_().Call(ctx, "addVoter", &_args127, &_result129)
-	p.SetLastResponseMeta_(_meta128)
+	var _args129 LanceMasterServiceAddVoterArgs
+	_args129.Request = request
+	var _result131 LanceMasterServiceAddVoterResult
+	var _meta130 thrift.ResponseMeta
+	_meta130, _err = p.Client_().Call(ctx, "addVoter", &_args129, &_result131)
+	p.SetLastResponseMeta_(_meta130)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result129.Err != nil:
-		return _r, _result129.Err
+	case _result131.Err != nil:
+		return _r, _result131.Err
 	}
 
-	if _ret130 := _result129.GetSuccess(); _ret130 != nil {
-		return _ret130, nil
+	if _ret132 := _result131.GetSuccess(); _ret132 != nil {
+		return _ret132, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addVoter failed: unknown result")
 }
@@ -13820,24 +16041,87 @@ func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVo
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args131 LanceMasterServiceRemovePeerArgs
-	_args131.Request = request
-	var _result133 LanceMasterServiceRemovePeerResult
-	var _meta132 thrift.ResponseMeta
-	_meta132, _err = p.Client_().Call(ctx, "removePeer", &_args131, &_result133)
-	p.SetLastResponseMeta_(_meta132)
+	var _args133 LanceMasterServiceRemovePeerArgs
+	_args133.Request = request
+	var _result135 LanceMasterServiceRemovePeerResult
+	var _meta134 thrift.ResponseMeta
+	_meta134, _err = p.Client_().Call(ctx, "removePeer", &_args133, &_result135)
+	p.SetLastResponseMeta_(_meta134)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result133.Err != nil:
-		return _r, _result133.Err
+	case _result135.Err != nil:
+		return _r, _result135.Err
 	}
 
-	if _ret134 := _result133.GetSuccess(); _ret134 != nil {
-		return _ret134, nil
+	if _ret136 := _result135.GetSuccess(); _ret136 != nil {
+		return _ret136, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "removePeer failed: unknown result")
+}
+
+func (p *LanceMasterServiceClient) RaftHealth(ctx context.Context) (_r *TRaftHealthResponse, _err error) {
+	var _args137 LanceMasterServiceRaftHealthArgs
+	var _result139 LanceMasterServiceRaftHealthResult
+	var _meta138 thrift.ResponseMeta
+	_meta138, _err = p.Client_().Call(ctx, "raftHealth", &_args137, &_result139)
+	p.SetLastResponseMeta_(_meta138)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result139.Err != nil:
+		return _r, _result139.Err
+	}
+
+	if _ret140 := _result139.GetSuccess(); _ret140 != nil {
+		return _ret140, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "raftHealth failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) Promote(ctx context.Context, request *TPromoteRequest) (_r *TRaftPeersResponse, _err error) {
+	var _args141 LanceMasterServicePromoteArgs
+	_args141.Request = request
+	var _result143 LanceMasterServicePromoteResult
+	var _meta142 thrift.ResponseMeta
+	_meta142, _err = p.Client_().Call(ctx, "promote", &_args141, &_result143)
+	p.SetLastResponseMeta_(_meta142)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result143.Err != nil:
+		return _r, _result143.Err
+	}
+
+	if _ret144 := _result143.GetSuccess(); _ret144 != nil {
+		return _ret144, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "promote failed: unknown result")
+}
+
+func (p *LanceMasterServiceClient) RaftMemberStatus(ctx context.Context) (_r *TRaftMemberStatus, _err error) {
+	var _args145 LanceMasterServiceRaftMemberStatusArgs
+	var _result147 LanceMasterServiceRaftMemberStatusResult
+	var _meta146 thrift.ResponseMeta
+	_meta146, _err = p.Client_().Call(ctx, "raftMemberStatus", &_args145, &_result147)
+	p.SetLastResponseMeta_(_meta146)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result147.Err != nil:
+		return _r, _result147.Err
+	}
+
+	if _ret148 := _result147.GetSuccess(); _ret148 != nil {
+		return _ret148, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "raftMemberStatus failed: unknown result")
 }
 
 type LanceMasterServiceProcessor struct {
@@ -13860,41 +16144,44 @@ func (p *LanceMasterServiceProcessor) ProcessorMap() map[string]thrift.TProcesso
 
 func NewLanceMasterServiceProcessor(handler LanceMasterService) *LanceMasterServiceProcessor {
 
-	self135 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self135.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
-	self135.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
-	self135.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
-	self135.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
-	self135.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
-	self135.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
-	self135.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
-	self135.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
-	self135.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
-	self135.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
-	self135.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
-	self135.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
-	self135.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
-	self135.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
-	self135.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
-	self135.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
-	self135.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
-	self135.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
-	self135.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
-	self135.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
-	self135.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
-	self135.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
-	self135.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
-	self135.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
-	self135.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
-	self135.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
-	self135.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
-	self135.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
-	self135.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
-	self135.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
-	self135.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
-	self135.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
-	self135.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
-	return self135
+	self149 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self149.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
+	self149.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
+	self149.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
+	self149.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
+	self149.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
+	self149.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
+	self149.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
+	self149.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
+	self149.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
+	self149.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
+	self149.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
+	self149.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
+	self149.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
+	self149.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
+	self149.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
+	self149.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
+	self149.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
+	self149.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
+	self149.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
+	self149.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
+	self149.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
+	self149.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
+	self149.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
+	self149.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
+	self149.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
+	self149.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
+	self149.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
+	self149.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
+	self149.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
+	self149.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
+	self149.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
+	self149.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
+	self149.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
+	self149.processorMap["raftHealth"] = &lanceMasterServiceProcessorRaftHealth{handler: handler}
+	self149.processorMap["promote"] = &lanceMasterServiceProcessorPromote{handler: handler}
+	self149.processorMap["raftMemberStatus"] = &lanceMasterServiceProcessorRaftMemberStatus{handler: handler}
+	return self149
 }
 
 func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -13907,12 +16194,12 @@ func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot 
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x136 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x150 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x136.Write(ctx, oprot)
+	x150.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x136
+	return false, x150
 
 }
 
@@ -13921,7 +16208,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobResult_ struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err137 error
+	var _write_err151 error
 	args := LanceMasterServiceReportLanceIndexJobResultArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13967,21 +16254,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc138 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
+		_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err137 = thrift.WrapTException(err2)
+			_write_err151 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc138.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
-			_write_err137 = thrift.WrapTException(err2)
+		if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+			_write_err151 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
-			_write_err137 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+			_write_err151 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
-			_write_err137 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+			_write_err151 = thrift.WrapTException(err2)
 		}
-		if _write_err137 != nil {
-			return false, thrift.WrapTException(_write_err137)
+		if _write_err151 != nil {
+			return false, thrift.WrapTException(_write_err151)
 		}
 		return true, err
 	} else {
@@ -13989,19 +16276,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.REPLY, seqId); err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if _write_err137 != nil {
-		return false, thrift.WrapTException(_write_err137)
+	if _write_err151 != nil {
+		return false, thrift.WrapTException(_write_err151)
 	}
 	return true, err
 }
@@ -14011,7 +16298,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobTermination struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err139 error
+	var _write_err153 error
 	args := LanceMasterServiceReportLanceIndexJobTerminationArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14057,21 +16344,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc140 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
+		_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err139 = thrift.WrapTException(err2)
+			_write_err153 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc140.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
-			_write_err139 = thrift.WrapTException(err2)
+		if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+			_write_err153 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
-			_write_err139 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+			_write_err153 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
-			_write_err139 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+			_write_err153 = thrift.WrapTException(err2)
 		}
-		if _write_err139 != nil {
-			return false, thrift.WrapTException(_write_err139)
+		if _write_err153 != nil {
+			return false, thrift.WrapTException(_write_err153)
 		}
 		return true, err
 	} else {
@@ -14079,19 +16366,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.REPLY, seqId); err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if _write_err139 != nil {
-		return false, thrift.WrapTException(_write_err139)
+	if _write_err153 != nil {
+		return false, thrift.WrapTException(_write_err153)
 	}
 	return true, err
 }
@@ -14101,7 +16388,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobProgress struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err141 error
+	var _write_err155 error
 	args := LanceMasterServiceReportLanceIndexJobProgressArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14147,21 +16434,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc142 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
+		_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err141 = thrift.WrapTException(err2)
+			_write_err155 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc142.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
-			_write_err141 = thrift.WrapTException(err2)
+		if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+			_write_err155 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
-			_write_err141 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+			_write_err155 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
-			_write_err141 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+			_write_err155 = thrift.WrapTException(err2)
 		}
-		if _write_err141 != nil {
-			return false, thrift.WrapTException(_write_err141)
+		if _write_err155 != nil {
+			return false, thrift.WrapTException(_write_err155)
 		}
 		return true, err
 	} else {
@@ -14169,19 +16456,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.REPLY, seqId); err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if _write_err141 != nil {
-		return false, thrift.WrapTException(_write_err141)
+	if _write_err155 != nil {
+		return false, thrift.WrapTException(_write_err155)
 	}
 	return true, err
 }
@@ -14191,7 +16478,7 @@ type lanceMasterServiceProcessorCreateIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err143 error
+	var _write_err157 error
 	args := LanceMasterServiceCreateIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14241,21 +16528,21 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc144 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
+			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc144.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if _write_err143 != nil {
-				return false, thrift.WrapTException(_write_err143)
+			if _write_err157 != nil {
+				return false, thrift.WrapTException(_write_err157)
 			}
 			return true, err
 		}
@@ -14264,19 +16551,19 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if _write_err143 != nil {
-		return false, thrift.WrapTException(_write_err143)
+	if _write_err157 != nil {
+		return false, thrift.WrapTException(_write_err157)
 	}
 	return true, err
 }
@@ -14286,7 +16573,7 @@ type lanceMasterServiceProcessorDropIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err145 error
+	var _write_err159 error
 	args := LanceMasterServiceDropIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14336,21 +16623,21 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc146 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
+			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc146.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if _write_err145 != nil {
-				return false, thrift.WrapTException(_write_err145)
+			if _write_err159 != nil {
+				return false, thrift.WrapTException(_write_err159)
 			}
 			return true, err
 		}
@@ -14359,19 +16646,19 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if _write_err145 != nil {
-		return false, thrift.WrapTException(_write_err145)
+	if _write_err159 != nil {
+		return false, thrift.WrapTException(_write_err159)
 	}
 	return true, err
 }
@@ -14381,7 +16668,7 @@ type lanceMasterServiceProcessorOptimizeDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err147 error
+	var _write_err161 error
 	args := LanceMasterServiceOptimizeDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14431,21 +16718,21 @@ func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc148 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
+			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc148.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if _write_err147 != nil {
-				return false, thrift.WrapTException(_write_err147)
+			if _write_err161 != nil {
+				return false, thrift.WrapTException(_write_err161)
 			}
 			return true, err
 		}
@@ -14454,19 +16741,19 @@ func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if _write_err147 != nil {
-		return false, thrift.WrapTException(_write_err147)
+	if _write_err161 != nil {
+		return false, thrift.WrapTException(_write_err161)
 	}
 	return true, err
 }
@@ -14476,7 +16763,7 @@ type lanceMasterServiceProcessorJobLogs struct {
 }
 
 func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err149 error
+	var _write_err163 error
 	args := LanceMasterServiceJobLogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14526,21 +16813,21 @@ func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc150 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
+			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc150.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if _write_err149 != nil {
-				return false, thrift.WrapTException(_write_err149)
+			if _write_err163 != nil {
+				return false, thrift.WrapTException(_write_err163)
 			}
 			return true, err
 		}
@@ -14549,19 +16836,19 @@ func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if _write_err149 != nil {
-		return false, thrift.WrapTException(_write_err149)
+	if _write_err163 != nil {
+		return false, thrift.WrapTException(_write_err163)
 	}
 	return true, err
 }
@@ -14571,7 +16858,7 @@ type lanceMasterServiceProcessorListJobs struct {
 }
 
 func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err151 error
+	var _write_err165 error
 	args := LanceMasterServiceListJobsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14621,21 +16908,21 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
+			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if _write_err151 != nil {
-				return false, thrift.WrapTException(_write_err151)
+			if _write_err165 != nil {
+				return false, thrift.WrapTException(_write_err165)
 			}
 			return true, err
 		}
@@ -14644,19 +16931,19 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.REPLY, seqId); err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if _write_err151 != nil {
-		return false, thrift.WrapTException(_write_err151)
+	if _write_err165 != nil {
+		return false, thrift.WrapTException(_write_err165)
 	}
 	return true, err
 }
@@ -14666,7 +16953,7 @@ type lanceMasterServiceProcessorShowJob struct {
 }
 
 func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err153 error
+	var _write_err167 error
 	args := LanceMasterServiceShowJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14716,21 +17003,21 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
+			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if _write_err153 != nil {
-				return false, thrift.WrapTException(_write_err153)
+			if _write_err167 != nil {
+				return false, thrift.WrapTException(_write_err167)
 			}
 			return true, err
 		}
@@ -14739,19 +17026,19 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if _write_err153 != nil {
-		return false, thrift.WrapTException(_write_err153)
+	if _write_err167 != nil {
+		return false, thrift.WrapTException(_write_err167)
 	}
 	return true, err
 }
@@ -14761,7 +17048,7 @@ type lanceMasterServiceProcessorResolveJob struct {
 }
 
 func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err155 error
+	var _write_err169 error
 	args := LanceMasterServiceResolveJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14811,21 +17098,21 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
+			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if _write_err155 != nil {
-				return false, thrift.WrapTException(_write_err155)
+			if _write_err169 != nil {
+				return false, thrift.WrapTException(_write_err169)
 			}
 			return true, err
 		}
@@ -14834,19 +17121,19 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if _write_err155 != nil {
-		return false, thrift.WrapTException(_write_err155)
+	if _write_err169 != nil {
+		return false, thrift.WrapTException(_write_err169)
 	}
 	return true, err
 }
@@ -14856,7 +17143,7 @@ type lanceMasterServiceProcessorCancelJob struct {
 }
 
 func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err157 error
+	var _write_err171 error
 	args := LanceMasterServiceCancelJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14906,21 +17193,21 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
+			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if _write_err157 != nil {
-				return false, thrift.WrapTException(_write_err157)
+			if _write_err171 != nil {
+				return false, thrift.WrapTException(_write_err171)
 			}
 			return true, err
 		}
@@ -14929,19 +17216,19 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if _write_err157 != nil {
-		return false, thrift.WrapTException(_write_err157)
+	if _write_err171 != nil {
+		return false, thrift.WrapTException(_write_err171)
 	}
 	return true, err
 }
@@ -14951,7 +17238,7 @@ type lanceMasterServiceProcessorInspectDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err159 error
+	var _write_err173 error
 	args := LanceMasterServiceInspectDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15001,21 +17288,21 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
+			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if _write_err159 != nil {
-				return false, thrift.WrapTException(_write_err159)
+			if _write_err173 != nil {
+				return false, thrift.WrapTException(_write_err173)
 			}
 			return true, err
 		}
@@ -15024,19 +17311,19 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if _write_err159 != nil {
-		return false, thrift.WrapTException(_write_err159)
+	if _write_err173 != nil {
+		return false, thrift.WrapTException(_write_err173)
 	}
 	return true, err
 }
@@ -15046,7 +17333,7 @@ type lanceMasterServiceProcessorCreateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err161 error
+	var _write_err175 error
 	args := LanceMasterServiceCreateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15096,21 +17383,21 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
+			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if _write_err161 != nil {
-				return false, thrift.WrapTException(_write_err161)
+			if _write_err175 != nil {
+				return false, thrift.WrapTException(_write_err175)
 			}
 			return true, err
 		}
@@ -15119,19 +17406,19 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if _write_err161 != nil {
-		return false, thrift.WrapTException(_write_err161)
+	if _write_err175 != nil {
+		return false, thrift.WrapTException(_write_err175)
 	}
 	return true, err
 }
@@ -15141,7 +17428,7 @@ type lanceMasterServiceProcessorListCatalogs struct {
 }
 
 func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err163 error
+	var _write_err177 error
 	args := LanceMasterServiceListCatalogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15191,21 +17478,21 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
+			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if _write_err163 != nil {
-				return false, thrift.WrapTException(_write_err163)
+			if _write_err177 != nil {
+				return false, thrift.WrapTException(_write_err177)
 			}
 			return true, err
 		}
@@ -15214,19 +17501,19 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if _write_err163 != nil {
-		return false, thrift.WrapTException(_write_err163)
+	if _write_err177 != nil {
+		return false, thrift.WrapTException(_write_err177)
 	}
 	return true, err
 }
@@ -15236,7 +17523,7 @@ type lanceMasterServiceProcessorUpdateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err165 error
+	var _write_err179 error
 	args := LanceMasterServiceUpdateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15286,21 +17573,21 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
+			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if _write_err165 != nil {
-				return false, thrift.WrapTException(_write_err165)
+			if _write_err179 != nil {
+				return false, thrift.WrapTException(_write_err179)
 			}
 			return true, err
 		}
@@ -15309,19 +17596,19 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if _write_err165 != nil {
-		return false, thrift.WrapTException(_write_err165)
+	if _write_err179 != nil {
+		return false, thrift.WrapTException(_write_err179)
 	}
 	return true, err
 }
@@ -15331,7 +17618,7 @@ type lanceMasterServiceProcessorRemoveCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err167 error
+	var _write_err181 error
 	args := LanceMasterServiceRemoveCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15381,40 +17668,40 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
+			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if _write_err167 != nil {
-				return false, thrift.WrapTException(_write_err167)
+			if _write_err181 != nil {
+				return false, thrift.WrapTException(_write_err181)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if _write_err167 != nil {
-		return false, thrift.WrapTException(_write_err167)
+	if _write_err181 != nil {
+		return false, thrift.WrapTException(_write_err181)
 	}
 	return true, err
 }
@@ -15424,7 +17711,7 @@ type lanceMasterServiceProcessorAddBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err169 error
+	var _write_err183 error
 	args := LanceMasterServiceAddBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15474,21 +17761,21 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
+			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if _write_err169 != nil {
-				return false, thrift.WrapTException(_write_err169)
+			if _write_err183 != nil {
+				return false, thrift.WrapTException(_write_err183)
 			}
 			return true, err
 		}
@@ -15497,19 +17784,19 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if _write_err169 != nil {
-		return false, thrift.WrapTException(_write_err169)
+	if _write_err183 != nil {
+		return false, thrift.WrapTException(_write_err183)
 	}
 	return true, err
 }
@@ -15519,7 +17806,7 @@ type lanceMasterServiceProcessorListBackends struct {
 }
 
 func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err171 error
+	var _write_err185 error
 	args := LanceMasterServiceListBackendsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15569,21 +17856,21 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
+			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if _write_err171 != nil {
-				return false, thrift.WrapTException(_write_err171)
+			if _write_err185 != nil {
+				return false, thrift.WrapTException(_write_err185)
 			}
 			return true, err
 		}
@@ -15592,19 +17879,19 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.REPLY, seqId); err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if _write_err171 != nil {
-		return false, thrift.WrapTException(_write_err171)
+	if _write_err185 != nil {
+		return false, thrift.WrapTException(_write_err185)
 	}
 	return true, err
 }
@@ -15614,7 +17901,7 @@ type lanceMasterServiceProcessorRemoveBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err173 error
+	var _write_err187 error
 	args := LanceMasterServiceRemoveBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15664,40 +17951,40 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
+			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if _write_err173 != nil {
-				return false, thrift.WrapTException(_write_err173)
+			if _write_err187 != nil {
+				return false, thrift.WrapTException(_write_err187)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if _write_err173 != nil {
-		return false, thrift.WrapTException(_write_err173)
+	if _write_err187 != nil {
+		return false, thrift.WrapTException(_write_err187)
 	}
 	return true, err
 }
@@ -15707,7 +17994,7 @@ type lanceMasterServiceProcessorGetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err175 error
+	var _write_err189 error
 	args := LanceMasterServiceGetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15757,21 +18044,21 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
+			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if _write_err175 != nil {
-				return false, thrift.WrapTException(_write_err175)
+			if _write_err189 != nil {
+				return false, thrift.WrapTException(_write_err189)
 			}
 			return true, err
 		}
@@ -15780,19 +18067,19 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if _write_err175 != nil {
-		return false, thrift.WrapTException(_write_err175)
+	if _write_err189 != nil {
+		return false, thrift.WrapTException(_write_err189)
 	}
 	return true, err
 }
@@ -15802,7 +18089,7 @@ type lanceMasterServiceProcessorSetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err177 error
+	var _write_err191 error
 	args := LanceMasterServiceSetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15852,21 +18139,21 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
+			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if _write_err177 != nil {
-				return false, thrift.WrapTException(_write_err177)
+			if _write_err191 != nil {
+				return false, thrift.WrapTException(_write_err191)
 			}
 			return true, err
 		}
@@ -15875,19 +18162,19 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if _write_err177 != nil {
-		return false, thrift.WrapTException(_write_err177)
+	if _write_err191 != nil {
+		return false, thrift.WrapTException(_write_err191)
 	}
 	return true, err
 }
@@ -15897,7 +18184,7 @@ type lanceMasterServiceProcessorListOptions struct {
 }
 
 func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err179 error
+	var _write_err193 error
 	args := LanceMasterServiceListOptionsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15947,21 +18234,21 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
+			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if _write_err179 != nil {
-				return false, thrift.WrapTException(_write_err179)
+			if _write_err193 != nil {
+				return false, thrift.WrapTException(_write_err193)
 			}
 			return true, err
 		}
@@ -15970,19 +18257,19 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.REPLY, seqId); err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if _write_err179 != nil {
-		return false, thrift.WrapTException(_write_err179)
+	if _write_err193 != nil {
+		return false, thrift.WrapTException(_write_err193)
 	}
 	return true, err
 }
@@ -15992,7 +18279,7 @@ type lanceMasterServiceProcessorListPeers struct {
 }
 
 func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err181 error
+	var _write_err195 error
 	args := LanceMasterServiceListPeersArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16042,21 +18329,21 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
+			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if _write_err181 != nil {
-				return false, thrift.WrapTException(_write_err181)
+			if _write_err195 != nil {
+				return false, thrift.WrapTException(_write_err195)
 			}
 			return true, err
 		}
@@ -16065,19 +18352,19 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.REPLY, seqId); err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if _write_err181 != nil {
-		return false, thrift.WrapTException(_write_err181)
+	if _write_err195 != nil {
+		return false, thrift.WrapTException(_write_err195)
 	}
 	return true, err
 }
@@ -16087,7 +18374,7 @@ type lanceMasterServiceProcessorTransferLeader struct {
 }
 
 func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err183 error
+	var _write_err197 error
 	args := LanceMasterServiceTransferLeaderArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16137,21 +18424,21 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
+			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if _write_err183 != nil {
-				return false, thrift.WrapTException(_write_err183)
+			if _write_err197 != nil {
+				return false, thrift.WrapTException(_write_err197)
 			}
 			return true, err
 		}
@@ -16160,19 +18447,19 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.REPLY, seqId); err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if _write_err183 != nil {
-		return false, thrift.WrapTException(_write_err183)
+	if _write_err197 != nil {
+		return false, thrift.WrapTException(_write_err197)
 	}
 	return true, err
 }
@@ -16182,7 +18469,7 @@ type lanceMasterServiceProcessorForwardApply struct {
 }
 
 func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err185 error
+	var _write_err199 error
 	args := LanceMasterServiceForwardApplyArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16232,21 +18519,21 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
+			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if _write_err185 != nil {
-				return false, thrift.WrapTException(_write_err185)
+			if _write_err199 != nil {
+				return false, thrift.WrapTException(_write_err199)
 			}
 			return true, err
 		}
@@ -16255,19 +18542,19 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.REPLY, seqId); err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if _write_err185 != nil {
-		return false, thrift.WrapTException(_write_err185)
+	if _write_err199 != nil {
+		return false, thrift.WrapTException(_write_err199)
 	}
 	return true, err
 }
@@ -16277,7 +18564,7 @@ type lanceMasterServiceProcessorBeginSnapshotSave struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err187 error
+	var _write_err201 error
 	args := LanceMasterServiceBeginSnapshotSaveArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16327,21 +18614,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
+			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if _write_err187 != nil {
-				return false, thrift.WrapTException(_write_err187)
+			if _write_err201 != nil {
+				return false, thrift.WrapTException(_write_err201)
 			}
 			return true, err
 		}
@@ -16350,19 +18637,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.REPLY, seqId); err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if _write_err187 != nil {
-		return false, thrift.WrapTException(_write_err187)
+	if _write_err201 != nil {
+		return false, thrift.WrapTException(_write_err201)
 	}
 	return true, err
 }
@@ -16372,7 +18659,7 @@ type lanceMasterServiceProcessorReadSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err189 error
+	var _write_err203 error
 	args := LanceMasterServiceReadSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16422,21 +18709,21 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
+			_exc204 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := _exc204.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if _write_err189 != nil {
-				return false, thrift.WrapTException(_write_err189)
+			if _write_err203 != nil {
+				return false, thrift.WrapTException(_write_err203)
 			}
 			return true, err
 		}
@@ -16445,19 +18732,19 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if _write_err189 != nil {
-		return false, thrift.WrapTException(_write_err189)
+	if _write_err203 != nil {
+		return false, thrift.WrapTException(_write_err203)
 	}
 	return true, err
 }
@@ -16467,7 +18754,7 @@ type lanceMasterServiceProcessorBeginSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err191 error
+	var _write_err205 error
 	args := LanceMasterServiceBeginSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16517,21 +18804,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
+			_exc206 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := _exc206.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if _write_err191 != nil {
-				return false, thrift.WrapTException(_write_err191)
+			if _write_err205 != nil {
+				return false, thrift.WrapTException(_write_err205)
 			}
 			return true, err
 		}
@@ -16540,19 +18827,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if _write_err191 != nil {
-		return false, thrift.WrapTException(_write_err191)
+	if _write_err205 != nil {
+		return false, thrift.WrapTException(_write_err205)
 	}
 	return true, err
 }
@@ -16562,7 +18849,7 @@ type lanceMasterServiceProcessorWriteSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err193 error
+	var _write_err207 error
 	args := LanceMasterServiceWriteSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16612,40 +18899,40 @@ func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Cont
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
+			_exc208 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := _exc208.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if _write_err193 != nil {
-				return false, thrift.WrapTException(_write_err193)
+			if _write_err207 != nil {
+				return false, thrift.WrapTException(_write_err207)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if _write_err193 != nil {
-		return false, thrift.WrapTException(_write_err193)
+	if _write_err207 != nil {
+		return false, thrift.WrapTException(_write_err207)
 	}
 	return true, err
 }
@@ -16655,7 +18942,7 @@ type lanceMasterServiceProcessorFinishSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err195 error
+	var _write_err209 error
 	args := LanceMasterServiceFinishSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16705,21 +18992,21 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
+			_exc210 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := _exc210.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if _write_err195 != nil {
-				return false, thrift.WrapTException(_write_err195)
+			if _write_err209 != nil {
+				return false, thrift.WrapTException(_write_err209)
 			}
 			return true, err
 		}
@@ -16728,19 +19015,19 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if _write_err195 != nil {
-		return false, thrift.WrapTException(_write_err195)
+	if _write_err209 != nil {
+		return false, thrift.WrapTException(_write_err209)
 	}
 	return true, err
 }
@@ -16750,7 +19037,7 @@ type lanceMasterServiceProcessorAbortSnapshotTransfer struct {
 }
 
 func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err197 error
+	var _write_err211 error
 	args := LanceMasterServiceAbortSnapshotTransferArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16800,40 +19087,40 @@ func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
+			_exc212 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := _exc212.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if _write_err197 != nil {
-				return false, thrift.WrapTException(_write_err197)
+			if _write_err211 != nil {
+				return false, thrift.WrapTException(_write_err211)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.REPLY, seqId); err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if _write_err197 != nil {
-		return false, thrift.WrapTException(_write_err197)
+	if _write_err211 != nil {
+		return false, thrift.WrapTException(_write_err211)
 	}
 	return true, err
 }
@@ -16843,7 +19130,7 @@ type lanceMasterServiceProcessorAddVoter struct {
 }
 
 func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err199 error
+	var _write_err213 error
 	args := LanceMasterServiceAddVoterArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16893,21 +19180,21 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
+			_exc214 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := _exc214.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if _write_err199 != nil {
-				return false, thrift.WrapTException(_write_err199)
+			if _write_err213 != nil {
+				return false, thrift.WrapTException(_write_err213)
 			}
 			return true, err
 		}
@@ -16916,19 +19203,19 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.REPLY, seqId); err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if _write_err199 != nil {
-		return false, thrift.WrapTException(_write_err199)
+	if _write_err213 != nil {
+		return false, thrift.WrapTException(_write_err213)
 	}
 	return true, err
 }
@@ -16938,7 +19225,7 @@ type lanceMasterServiceProcessorRemovePeer struct {
 }
 
 func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err201 error
+	var _write_err215 error
 	args := LanceMasterServiceRemovePeerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16988,21 +19275,21 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
+			_exc216 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := _exc216.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if _write_err201 != nil {
-				return false, thrift.WrapTException(_write_err201)
+			if _write_err215 != nil {
+				return false, thrift.WrapTException(_write_err215)
 			}
 			return true, err
 		}
@@ -17011,19 +19298,304 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.REPLY, seqId); err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if _write_err201 != nil {
-		return false, thrift.WrapTException(_write_err201)
+	if _write_err215 != nil {
+		return false, thrift.WrapTException(_write_err215)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorRaftHealth struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorRaftHealth) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err217 error
+	args := LanceMasterServiceRaftHealthArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "raftHealth", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceRaftHealthResult{}
+	if retval, err2 := p.handler.RaftHealth(ctx); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc218 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftHealth: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "raftHealth", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc218.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
+			}
+			if _write_err217 != nil {
+				return false, thrift.WrapTException(_write_err217)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "raftHealth", thrift.REPLY, seqId); err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
+	}
+	if _write_err217 != nil {
+		return false, thrift.WrapTException(_write_err217)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorPromote struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorPromote) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err219 error
+	args := LanceMasterServicePromoteArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "promote", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServicePromoteResult{}
+	if retval, err2 := p.handler.Promote(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc220 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing promote: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "promote", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc220.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
+			}
+			if _write_err219 != nil {
+				return false, thrift.WrapTException(_write_err219)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "promote", thrift.REPLY, seqId); err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
+	}
+	if _write_err219 != nil {
+		return false, thrift.WrapTException(_write_err219)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorRaftMemberStatus struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorRaftMemberStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err221 error
+	args := LanceMasterServiceRaftMemberStatusArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "raftMemberStatus", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceRaftMemberStatusResult{}
+	if retval, err2 := p.handler.RaftMemberStatus(ctx); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc222 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftMemberStatus: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "raftMemberStatus", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc222.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
+			}
+			if _write_err221 != nil {
+				return false, thrift.WrapTException(_write_err221)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "raftMemberStatus", thrift.REPLY, seqId); err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
+	}
+	if _write_err221 != nil {
+		return false, thrift.WrapTException(_write_err221)
 	}
 	return true, err
 }
@@ -20634,11 +23206,11 @@ func (p *LanceMasterServiceListCatalogsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TCatalog, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem203 := &TCatalog{}
-		if err := _elem203.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem203), err)
+		_elem223 := &TCatalog{}
+		if err := _elem223.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem223), err)
 		}
-		p.Success = append(p.Success, _elem203)
+		p.Success = append(p.Success, _elem223)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -21600,11 +24172,11 @@ func (p *LanceMasterServiceListBackendsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TBackend, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem204 := &TBackend{}
-		if err := _elem204.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem204), err)
+		_elem224 := &TBackend{}
+		if err := _elem224.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem224), err)
 		}
-		p.Success = append(p.Success, _elem204)
+		p.Success = append(p.Success, _elem224)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -22599,11 +25171,11 @@ func (p *LanceMasterServiceListOptionsResult) ReadField0(ctx context.Context, ip
 	tSlice := make([]*TOption, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem205 := &TOption{}
-		if err := _elem205.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem205), err)
+		_elem225 := &TOption{}
+		if err := _elem225.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem225), err)
 		}
-		p.Success = append(p.Success, _elem205)
+		p.Success = append(p.Success, _elem225)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -25406,4 +27978,701 @@ func (p *LanceMasterServiceRemovePeerResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceMasterServiceRemovePeerResult(%+v)", *p)
+}
+
+type LanceMasterServiceRaftHealthArgs struct {
+}
+
+func NewLanceMasterServiceRaftHealthArgs() *LanceMasterServiceRaftHealthArgs {
+	return &LanceMasterServiceRaftHealthArgs{}
+}
+
+func (p *LanceMasterServiceRaftHealthArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+			return err
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftHealthArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "raftHealth_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftHealthArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceRaftHealthArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceRaftHealthResult struct {
+	Success *TRaftHealthResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError         `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceRaftHealthResult() *LanceMasterServiceRaftHealthResult {
+	return &LanceMasterServiceRaftHealthResult{}
+}
+
+var LanceMasterServiceRaftHealthResult_Success_DEFAULT *TRaftHealthResponse
+
+func (p *LanceMasterServiceRaftHealthResult) GetSuccess() *TRaftHealthResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceRaftHealthResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceRaftHealthResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceRaftHealthResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceRaftHealthResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceRaftHealthResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceRaftHealthResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceRaftHealthResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftHealthResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TRaftHealthResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftHealthResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftHealthResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "raftHealth_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftHealthResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRaftHealthResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRaftHealthResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceRaftHealthResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceMasterServicePromoteArgs struct {
+	Request *TPromoteRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceMasterServicePromoteArgs() *LanceMasterServicePromoteArgs {
+	return &LanceMasterServicePromoteArgs{}
+}
+
+var LanceMasterServicePromoteArgs_Request_DEFAULT *TPromoteRequest
+
+func (p *LanceMasterServicePromoteArgs) GetRequest() *TPromoteRequest {
+	if !p.IsSetRequest() {
+		return LanceMasterServicePromoteArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceMasterServicePromoteArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceMasterServicePromoteArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServicePromoteArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TPromoteRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServicePromoteArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "promote_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServicePromoteArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServicePromoteArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServicePromoteArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServicePromoteResult struct {
+	Success *TRaftPeersResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError        `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServicePromoteResult() *LanceMasterServicePromoteResult {
+	return &LanceMasterServicePromoteResult{}
+}
+
+var LanceMasterServicePromoteResult_Success_DEFAULT *TRaftPeersResponse
+
+func (p *LanceMasterServicePromoteResult) GetSuccess() *TRaftPeersResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServicePromoteResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServicePromoteResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServicePromoteResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServicePromoteResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServicePromoteResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServicePromoteResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServicePromoteResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServicePromoteResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TRaftPeersResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServicePromoteResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServicePromoteResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "promote_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServicePromoteResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServicePromoteResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServicePromoteResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServicePromoteResult(%+v)", *p)
+}
+
+type LanceMasterServiceRaftMemberStatusArgs struct {
+}
+
+func NewLanceMasterServiceRaftMemberStatusArgs() *LanceMasterServiceRaftMemberStatusArgs {
+	return &LanceMasterServiceRaftMemberStatusArgs{}
+}
+
+func (p *LanceMasterServiceRaftMemberStatusArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+			return err
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftMemberStatusArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "raftMemberStatus_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftMemberStatusArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceRaftMemberStatusArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceRaftMemberStatusResult struct {
+	Success *TRaftMemberStatus `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError       `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceRaftMemberStatusResult() *LanceMasterServiceRaftMemberStatusResult {
+	return &LanceMasterServiceRaftMemberStatusResult{}
+}
+
+var LanceMasterServiceRaftMemberStatusResult_Success_DEFAULT *TRaftMemberStatus
+
+func (p *LanceMasterServiceRaftMemberStatusResult) GetSuccess() *TRaftMemberStatus {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceRaftMemberStatusResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceRaftMemberStatusResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceRaftMemberStatusResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceRaftMemberStatusResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceRaftMemberStatusResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceRaftMemberStatusResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceRaftMemberStatusResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftMemberStatusResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TRaftMemberStatus{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftMemberStatusResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftMemberStatusResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "raftMemberStatus_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceRaftMemberStatusResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRaftMemberStatusResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRaftMemberStatusResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceRaftMemberStatusResult(%+v)", *p)
 }

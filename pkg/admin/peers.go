@@ -40,8 +40,9 @@ func (s *Server) membershipCluster() (MembershipCluster, error) {
 	return mc, nil
 }
 
-// AddVoter adds a master to the raft configuration; it must run on the
-// leader. The answer is the configuration afterwards.
+// AddVoter adds a master to the raft configuration, as a voter or (with
+// non_voter) a non-voter to promote later; it must run on the leader. The
+// answer is the configuration afterwards.
 func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (*adminapi.TRaftPeersResponse, error) {
 	if req == nil {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "no request")
@@ -57,15 +58,11 @@ func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (
 	if err := s.requireLeader(); err != nil {
 		return nil, err
 	}
-	mc, err := s.membershipCluster()
-	if err != nil {
+	if err := s.addMember(ctx, id, raftAddr, rpcAddr, req.GetNonVoter()); err != nil {
 		return nil, err
 	}
-	if err := mc.AddVoter(ctx, id, raftAddr, rpcAddr); err != nil {
-		return nil, s.operatorError("add voter", err)
-	}
-	s.d.Logger.Info("raft voter added", zap.String("peer_id", id), zap.String("raft_address", raftAddr),
-		zap.String("rpc_address", rpcAddr))
+	s.d.Logger.Info("raft member added", zap.String("peer_id", id), zap.String("raft_address", raftAddr),
+		zap.String("rpc_address", rpcAddr), zap.Bool("non_voter", req.GetNonVoter()))
 	if rpcAddr != "" {
 		// The address book: every master can now name and forward to the
 		// new member, whatever its own peers list says.
@@ -112,6 +109,28 @@ func (s *Server) RemovePeer(ctx context.Context, req *adminapi.TRemovePeerReques
 		}
 	}
 	return s.peersAfterChange(ctx), nil
+}
+
+// addMember adds a voter, or with nonVoter a non-voter (health.go).
+func (s *Server) addMember(ctx context.Context, id, raftAddr, rpcAddr string, nonVoter bool) error {
+	if nonVoter {
+		hc, err := s.healthCluster()
+		if err != nil {
+			return err
+		}
+		if err := hc.AddNonvoter(ctx, id, raftAddr, rpcAddr); err != nil {
+			return s.operatorError("add non-voter", err)
+		}
+		return nil
+	}
+	mc, err := s.membershipCluster()
+	if err != nil {
+		return err
+	}
+	if err := mc.AddVoter(ctx, id, raftAddr, rpcAddr); err != nil {
+		return s.operatorError("add voter", err)
+	}
+	return nil
 }
 
 // peersAfterChange lists the peers; a master that removed itself may no

@@ -15,7 +15,8 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
-// Membership changes (`operator raft add-voter | remove-peer`).
+// Membership changes (`operator raft add-voter | remove-peer`; non-voters
+// and promote are in health.go).
 //
 // Raft's configuration holds each member's id and raft address, nothing
 // else. A master finds another master's RPC address (to forward writes to
@@ -39,14 +40,17 @@ const maxPeerIDLen = 64
 // address book. Typed refusals are *job.Error (INVALID, ALREADY_EXISTS,
 // CONFLICT).
 func (n *Node) AddVoter(ctx context.Context, id, raftAddr, rpcAddr string) error {
-	r, err := n.running()
+	return n.addMember(ctx, id, raftAddr, rpcAddr, raft.Voter)
+}
+
+// addMember adds a voter or a non-voter (health.go's AddNonvoter).
+func (n *Node) addMember(ctx context.Context, id, raftAddr, rpcAddr string, suffrage raft.ServerSuffrage) error {
+	what := "add voter"
+	if suffrage == raft.Nonvoter {
+		what = "add non-voter"
+	}
+	r, f, err := n.membershipPreamble(what, id)
 	if err != nil {
-		return err
-	}
-	if r.State() != raft.Leader {
-		return fmt.Errorf("cluster: add voter on %s: %w", n.cfg.NodeID, raftfsm.ErrNotLeader)
-	}
-	if err := checkPeerID(id); err != nil {
 		return err
 	}
 	if err := checkHostPort("raft address", raftAddr); err != nil {
@@ -57,31 +61,38 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr, rpcAddr string) error
 			return err
 		}
 	}
-	f := r.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("cluster: read raft configuration: %w", err)
-	}
 	for _, s := range f.Configuration().Servers {
 		switch {
 		case string(s.ID) == id && string(s.Address) != raftAddr:
 			return job.Errorf(job.CodeAlreadyExists,
 				"%q is already a member at raft address %s; remove it first to move it", id, s.Address)
-		case string(s.ID) == id && s.Suffrage == raft.Voter:
+		case string(s.ID) == id && s.Suffrage == suffrage:
 			n.learnRPCAddress(id, rpcAddr)
 			return nil // already there
-		case string(s.ID) != id && string(s.Address) == raftAddr:
+		case string(s.ID) == id && suffrage == raft.Voter:
+			// AddVoter would promote it past promote's catch-up check.
+			return job.Errorf(job.CodeAlreadyExists,
+				"%q is a non-voter: promote it once it has caught up (operator raft promote %s)", id, id)
+		case string(s.ID) == id:
+			return job.Errorf(job.CodeAlreadyExists, "%q is already a voter; a voter is not made a non-voter", id)
+		case string(s.Address) == raftAddr:
 			return job.Errorf(job.CodeAlreadyExists, "raft address %s belongs to member %q", raftAddr, s.ID)
 		}
 	}
 	// prevIndex: refused if the configuration changed since it was read, so
 	// the checks above cannot race with another change.
-	fut := r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), f.Index(), n.timeoutFor(ctx))
+	var fut raft.IndexFuture
+	if suffrage == raft.Nonvoter {
+		fut = r.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), f.Index(), n.timeoutFor(ctx))
+	} else {
+		fut = r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), f.Index(), n.timeoutFor(ctx))
+	}
 	if err := waitFuture(ctx, fut); err != nil {
-		return n.membershipError("add voter "+id, err)
+		return n.membershipError(what+" "+id, err)
 	}
 	n.learnRPCAddress(id, rpcAddr)
-	n.log.Info("added a voter", zap.String("peer_id", id), zap.String("raft_address", raftAddr),
-		zap.String("rpc_address", rpcAddr), zap.Uint64("configuration_index", fut.Index()))
+	n.log.Info("added a member", zap.String("peer_id", id), zap.String("suffrage", suffrage.String()),
+		zap.String("raft_address", raftAddr), zap.String("rpc_address", rpcAddr), zap.Uint64("configuration_index", fut.Index()))
 	return nil
 }
 
@@ -108,17 +119,7 @@ func (n *Node) RemovePeer(ctx context.Context, id string, force bool) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("cluster: read raft configuration: %w", err)
 	}
-	var target *raft.Server
-	voters := 0
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			voters++
-		}
-		if string(s.ID) == id {
-			s := s
-			target = &s
-		}
-	}
+	target, voters := member(f.Configuration(), id)
 	switch {
 	case target == nil:
 		return job.Errorf(job.CodeNotFound, "no member %q in the raft configuration", id)

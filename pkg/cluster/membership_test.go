@@ -29,17 +29,22 @@ func wantCode(t *testing.T, err error, code job.Code) {
 // voters returns the voter ids of n's configuration and their RPC addresses.
 func voters(t *testing.T, n *Node) map[string]string {
 	t.Helper()
-	ps, err := n.Peers()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, p := range ps {
+	for _, p := range peersOf(t, n) {
 		if p.Suffrage == "Voter" {
 			out[p.ID] = p.RPCAddress
 		}
 	}
 	return out
+}
+
+func peersOf(t *testing.T, n *Node) []PeerStatus {
+	t.Helper()
+	ps, err := n.Peers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
 }
 
 // addNode adds a node to the harness that is not in the others' static

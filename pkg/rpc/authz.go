@@ -130,7 +130,7 @@ var (
 	// them too (a follower asks the leader for listBackends).
 	masterReadMethods = []string{
 		"listJobs", "showJob", "jobLogs", "inspectDataset", "listCatalogs", "listBackends",
-		"getOption", "listOptions", "listPeers",
+		"getOption", "listOptions", "listPeers", "raftHealth", "raftMemberStatus",
 	}
 	// masterOperatorMethods change the cluster, or export all of it (a
 	// snapshot holds the whole journal): operators only.
@@ -140,7 +140,7 @@ var (
 		"addBackend", "removeBackend", "setOption", "transferLeader",
 		"beginSnapshotSave", "readSnapshotChunk", "beginSnapshotRestore", "writeSnapshotChunk",
 		"finishSnapshotRestore", "abortSnapshotTransfer",
-		"addVoter", "removePeer",
+		"addVoter", "removePeer", "promote",
 	}
 	// masterReportMethods: backends report; followers forward reports to
 	// the leader. The invocation secret authenticates each report as well.
