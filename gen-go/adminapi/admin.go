@@ -9223,16 +9223,32 @@ func (p *TUpdateCatalogRequest) String() string {
 //   - LastHeardMs
 //   - Warning
 //   - Version
+//   - Drained
+//   - DrainTimeMs
+//   - DrainActor
+//   - Accepting
+//   - NotAcceptingReason
+//   - Capacity
+//   - Invocations
+//   - Dispatchable
 type TBackend struct {
-	BackendID    int64   `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
-	Address      string  `thrift:"address,2,required" db:"address" json:"address"`
-	AddTimeMs    *int64  `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
-	Alive        *bool   `thrift:"alive,4" db:"alive" json:"alive,omitempty"`
-	ProcessEpoch *int64  `thrift:"process_epoch,5" db:"process_epoch" json:"process_epoch,omitempty"`
-	HeldSlots    *int32  `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
-	LastHeardMs  *int64  `thrift:"last_heard_ms,7" db:"last_heard_ms" json:"last_heard_ms,omitempty"`
-	Warning      *string `thrift:"warning,8" db:"warning" json:"warning,omitempty"`
-	Version      *string `thrift:"version,9" db:"version" json:"version,omitempty"`
+	BackendID          int64                 `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
+	Address            string                `thrift:"address,2,required" db:"address" json:"address"`
+	AddTimeMs          *int64                `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
+	Alive              *bool                 `thrift:"alive,4" db:"alive" json:"alive,omitempty"`
+	ProcessEpoch       *int64                `thrift:"process_epoch,5" db:"process_epoch" json:"process_epoch,omitempty"`
+	HeldSlots          *int32                `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
+	LastHeardMs        *int64                `thrift:"last_heard_ms,7" db:"last_heard_ms" json:"last_heard_ms,omitempty"`
+	Warning            *string               `thrift:"warning,8" db:"warning" json:"warning,omitempty"`
+	Version            *string               `thrift:"version,9" db:"version" json:"version,omitempty"`
+	Drained            *bool                 `thrift:"drained,10" db:"drained" json:"drained,omitempty"`
+	DrainTimeMs        *int64                `thrift:"drain_time_ms,11" db:"drain_time_ms" json:"drain_time_ms,omitempty"`
+	DrainActor         *string               `thrift:"drain_actor,12" db:"drain_actor" json:"drain_actor,omitempty"`
+	Accepting          *bool                 `thrift:"accepting,13" db:"accepting" json:"accepting,omitempty"`
+	NotAcceptingReason *string               `thrift:"not_accepting_reason,14" db:"not_accepting_reason" json:"not_accepting_reason,omitempty"`
+	Capacity           *int32                `thrift:"capacity,15" db:"capacity" json:"capacity,omitempty"`
+	Invocations        []*TBackendInvocation `thrift:"invocations,16" db:"invocations" json:"invocations,omitempty"`
+	Dispatchable       *bool                 `thrift:"dispatchable,17" db:"dispatchable" json:"dispatchable,omitempty"`
 }
 
 func NewTBackend() *TBackend {
@@ -9309,6 +9325,75 @@ func (p *TBackend) GetVersion() string {
 	}
 	return *p.Version
 }
+
+var TBackend_Drained_DEFAULT bool
+
+func (p *TBackend) GetDrained() bool {
+	if !p.IsSetDrained() {
+		return TBackend_Drained_DEFAULT
+	}
+	return *p.Drained
+}
+
+var TBackend_DrainTimeMs_DEFAULT int64
+
+func (p *TBackend) GetDrainTimeMs() int64 {
+	if !p.IsSetDrainTimeMs() {
+		return TBackend_DrainTimeMs_DEFAULT
+	}
+	return *p.DrainTimeMs
+}
+
+var TBackend_DrainActor_DEFAULT string
+
+func (p *TBackend) GetDrainActor() string {
+	if !p.IsSetDrainActor() {
+		return TBackend_DrainActor_DEFAULT
+	}
+	return *p.DrainActor
+}
+
+var TBackend_Accepting_DEFAULT bool
+
+func (p *TBackend) GetAccepting() bool {
+	if !p.IsSetAccepting() {
+		return TBackend_Accepting_DEFAULT
+	}
+	return *p.Accepting
+}
+
+var TBackend_NotAcceptingReason_DEFAULT string
+
+func (p *TBackend) GetNotAcceptingReason() string {
+	if !p.IsSetNotAcceptingReason() {
+		return TBackend_NotAcceptingReason_DEFAULT
+	}
+	return *p.NotAcceptingReason
+}
+
+var TBackend_Capacity_DEFAULT int32
+
+func (p *TBackend) GetCapacity() int32 {
+	if !p.IsSetCapacity() {
+		return TBackend_Capacity_DEFAULT
+	}
+	return *p.Capacity
+}
+
+var TBackend_Invocations_DEFAULT []*TBackendInvocation
+
+func (p *TBackend) GetInvocations() []*TBackendInvocation {
+	return p.Invocations
+}
+
+var TBackend_Dispatchable_DEFAULT bool
+
+func (p *TBackend) GetDispatchable() bool {
+	if !p.IsSetDispatchable() {
+		return TBackend_Dispatchable_DEFAULT
+	}
+	return *p.Dispatchable
+}
 func (p *TBackend) IsSetAddTimeMs() bool {
 	return p.AddTimeMs != nil
 }
@@ -9335,6 +9420,38 @@ func (p *TBackend) IsSetWarning() bool {
 
 func (p *TBackend) IsSetVersion() bool {
 	return p.Version != nil
+}
+
+func (p *TBackend) IsSetDrained() bool {
+	return p.Drained != nil
+}
+
+func (p *TBackend) IsSetDrainTimeMs() bool {
+	return p.DrainTimeMs != nil
+}
+
+func (p *TBackend) IsSetDrainActor() bool {
+	return p.DrainActor != nil
+}
+
+func (p *TBackend) IsSetAccepting() bool {
+	return p.Accepting != nil
+}
+
+func (p *TBackend) IsSetNotAcceptingReason() bool {
+	return p.NotAcceptingReason != nil
+}
+
+func (p *TBackend) IsSetCapacity() bool {
+	return p.Capacity != nil
+}
+
+func (p *TBackend) IsSetInvocations() bool {
+	return p.Invocations != nil
+}
+
+func (p *TBackend) IsSetDispatchable() bool {
+	return p.Dispatchable != nil
 }
 
 func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -9446,6 +9563,86 @@ func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 10:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField13(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 14:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField14(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 15:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField15(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 16:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField16(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 17:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField17(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -9548,6 +9745,89 @@ func (p *TBackend) ReadField9(ctx context.Context, iprot thrift.TProtocol) error
 	return nil
 }
 
+func (p *TBackend) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.Drained = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.DrainTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.DrainActor = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.Accepting = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField14(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 14: ", err)
+	} else {
+		p.NotAcceptingReason = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField15(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 15: ", err)
+	} else {
+		p.Capacity = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField16(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TBackendInvocation, 0, size)
+	p.Invocations = tSlice
+	for i := 0; i < size; i++ {
+		_elem6 := &TBackendInvocation{}
+		if err := _elem6.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
+		}
+		p.Invocations = append(p.Invocations, _elem6)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField17(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 17: ", err)
+	} else {
+		p.Dispatchable = &v
+	}
+	return nil
+}
+
 func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TBackend"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -9578,6 +9858,30 @@ func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField14(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField15(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField16(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField17(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -9721,6 +10025,134 @@ func (p *TBackend) writeField9(ctx context.Context, oprot thrift.TProtocol) (err
 	return err
 }
 
+func (p *TBackend) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrained() {
+		if err := oprot.WriteFieldBegin(ctx, "drained", thrift.BOOL, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:drained: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Drained)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drained (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:drained: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrainTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "drain_time_ms", thrift.I64, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:drain_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DrainTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drain_time_ms (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:drain_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrainActor() {
+		if err := oprot.WriteFieldBegin(ctx, "drain_actor", thrift.STRING, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:drain_actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.DrainActor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drain_actor (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:drain_actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAccepting() {
+		if err := oprot.WriteFieldBegin(ctx, "accepting", thrift.BOOL, 13); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:accepting: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Accepting)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.accepting (13) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 13:accepting: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField14(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNotAcceptingReason() {
+		if err := oprot.WriteFieldBegin(ctx, "not_accepting_reason", thrift.STRING, 14); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 14:not_accepting_reason: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.NotAcceptingReason)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.not_accepting_reason (14) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 14:not_accepting_reason: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField15(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetCapacity() {
+		if err := oprot.WriteFieldBegin(ctx, "capacity", thrift.I32, 15); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 15:capacity: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Capacity)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.capacity (15) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 15:capacity: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField16(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetInvocations() {
+		if err := oprot.WriteFieldBegin(ctx, "invocations", thrift.LIST, 16); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 16:invocations: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Invocations)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.Invocations {
+			if err := v.Write(ctx, oprot); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 16:invocations: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField17(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDispatchable() {
+		if err := oprot.WriteFieldBegin(ctx, "dispatchable", thrift.BOOL, 17); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 17:dispatchable: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Dispatchable)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dispatchable (17) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 17:dispatchable: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TBackend) Equals(other *TBackend) bool {
 	if p == other {
 		return true
@@ -9789,6 +10221,71 @@ func (p *TBackend) Equals(other *TBackend) bool {
 			return false
 		}
 	}
+	if p.Drained != other.Drained {
+		if p.Drained == nil || other.Drained == nil {
+			return false
+		}
+		if (*p.Drained) != (*other.Drained) {
+			return false
+		}
+	}
+	if p.DrainTimeMs != other.DrainTimeMs {
+		if p.DrainTimeMs == nil || other.DrainTimeMs == nil {
+			return false
+		}
+		if (*p.DrainTimeMs) != (*other.DrainTimeMs) {
+			return false
+		}
+	}
+	if p.DrainActor != other.DrainActor {
+		if p.DrainActor == nil || other.DrainActor == nil {
+			return false
+		}
+		if (*p.DrainActor) != (*other.DrainActor) {
+			return false
+		}
+	}
+	if p.Accepting != other.Accepting {
+		if p.Accepting == nil || other.Accepting == nil {
+			return false
+		}
+		if (*p.Accepting) != (*other.Accepting) {
+			return false
+		}
+	}
+	if p.NotAcceptingReason != other.NotAcceptingReason {
+		if p.NotAcceptingReason == nil || other.NotAcceptingReason == nil {
+			return false
+		}
+		if (*p.NotAcceptingReason) != (*other.NotAcceptingReason) {
+			return false
+		}
+	}
+	if p.Capacity != other.Capacity {
+		if p.Capacity == nil || other.Capacity == nil {
+			return false
+		}
+		if (*p.Capacity) != (*other.Capacity) {
+			return false
+		}
+	}
+	if len(p.Invocations) != len(other.Invocations) {
+		return false
+	}
+	for i, _tgt := range p.Invocations {
+		_src7 := other.Invocations[i]
+		if !_tgt.Equals(_src7) {
+			return false
+		}
+	}
+	if p.Dispatchable != other.Dispatchable {
+		if p.Dispatchable == nil || other.Dispatchable == nil {
+			return false
+		}
+		if (*p.Dispatchable) != (*other.Dispatchable) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -9797,6 +10294,1014 @@ func (p *TBackend) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TBackend(%+v)", *p)
+}
+
+// Attributes:
+//   - JobID
+//   - MutationState
+//   - InvocationID
+//   - ProcessEpoch
+//   - Target
+//   - IndexName
+//   - MutationType
+//   - DispatchTimeMs
+//   - BuildPhase
+type TBackendInvocation struct {
+	JobID          int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	MutationState  *string `thrift:"mutation_state,2" db:"mutation_state" json:"mutation_state,omitempty"`
+	InvocationID   *string `thrift:"invocation_id,3" db:"invocation_id" json:"invocation_id,omitempty"`
+	ProcessEpoch   *int64  `thrift:"process_epoch,4" db:"process_epoch" json:"process_epoch,omitempty"`
+	Target         *string `thrift:"target,5" db:"target" json:"target,omitempty"`
+	IndexName      *string `thrift:"index_name,6" db:"index_name" json:"index_name,omitempty"`
+	MutationType   *string `thrift:"mutation_type,7" db:"mutation_type" json:"mutation_type,omitempty"`
+	DispatchTimeMs *int64  `thrift:"dispatch_time_ms,8" db:"dispatch_time_ms" json:"dispatch_time_ms,omitempty"`
+	BuildPhase     *string `thrift:"build_phase,9" db:"build_phase" json:"build_phase,omitempty"`
+}
+
+func NewTBackendInvocation() *TBackendInvocation {
+	return &TBackendInvocation{}
+}
+
+func (p *TBackendInvocation) GetJobID() int64 {
+	return p.JobID
+}
+
+var TBackendInvocation_MutationState_DEFAULT string
+
+func (p *TBackendInvocation) GetMutationState() string {
+	if !p.IsSetMutationState() {
+		return TBackendInvocation_MutationState_DEFAULT
+	}
+	return *p.MutationState
+}
+
+var TBackendInvocation_InvocationID_DEFAULT string
+
+func (p *TBackendInvocation) GetInvocationID() string {
+	if !p.IsSetInvocationID() {
+		return TBackendInvocation_InvocationID_DEFAULT
+	}
+	return *p.InvocationID
+}
+
+var TBackendInvocation_ProcessEpoch_DEFAULT int64
+
+func (p *TBackendInvocation) GetProcessEpoch() int64 {
+	if !p.IsSetProcessEpoch() {
+		return TBackendInvocation_ProcessEpoch_DEFAULT
+	}
+	return *p.ProcessEpoch
+}
+
+var TBackendInvocation_Target_DEFAULT string
+
+func (p *TBackendInvocation) GetTarget() string {
+	if !p.IsSetTarget() {
+		return TBackendInvocation_Target_DEFAULT
+	}
+	return *p.Target
+}
+
+var TBackendInvocation_IndexName_DEFAULT string
+
+func (p *TBackendInvocation) GetIndexName() string {
+	if !p.IsSetIndexName() {
+		return TBackendInvocation_IndexName_DEFAULT
+	}
+	return *p.IndexName
+}
+
+var TBackendInvocation_MutationType_DEFAULT string
+
+func (p *TBackendInvocation) GetMutationType() string {
+	if !p.IsSetMutationType() {
+		return TBackendInvocation_MutationType_DEFAULT
+	}
+	return *p.MutationType
+}
+
+var TBackendInvocation_DispatchTimeMs_DEFAULT int64
+
+func (p *TBackendInvocation) GetDispatchTimeMs() int64 {
+	if !p.IsSetDispatchTimeMs() {
+		return TBackendInvocation_DispatchTimeMs_DEFAULT
+	}
+	return *p.DispatchTimeMs
+}
+
+var TBackendInvocation_BuildPhase_DEFAULT string
+
+func (p *TBackendInvocation) GetBuildPhase() string {
+	if !p.IsSetBuildPhase() {
+		return TBackendInvocation_BuildPhase_DEFAULT
+	}
+	return *p.BuildPhase
+}
+func (p *TBackendInvocation) IsSetMutationState() bool {
+	return p.MutationState != nil
+}
+
+func (p *TBackendInvocation) IsSetInvocationID() bool {
+	return p.InvocationID != nil
+}
+
+func (p *TBackendInvocation) IsSetProcessEpoch() bool {
+	return p.ProcessEpoch != nil
+}
+
+func (p *TBackendInvocation) IsSetTarget() bool {
+	return p.Target != nil
+}
+
+func (p *TBackendInvocation) IsSetIndexName() bool {
+	return p.IndexName != nil
+}
+
+func (p *TBackendInvocation) IsSetMutationType() bool {
+	return p.MutationType != nil
+}
+
+func (p *TBackendInvocation) IsSetDispatchTimeMs() bool {
+	return p.DispatchTimeMs != nil
+}
+
+func (p *TBackendInvocation) IsSetBuildPhase() bool {
+	return p.BuildPhase != nil
+}
+
+func (p *TBackendInvocation) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetJobID bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetJobID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetJobID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field JobID is not set"))
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.JobID = v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.MutationState = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.InvocationID = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.ProcessEpoch = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Target = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.IndexName = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.MutationType = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.DispatchTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.BuildPhase = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TBackendInvocation"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "job_id", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:job_id: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.JobID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.job_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:job_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMutationState() {
+		if err := oprot.WriteFieldBegin(ctx, "mutation_state", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:mutation_state: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.MutationState)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.mutation_state (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:mutation_state: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetInvocationID() {
+		if err := oprot.WriteFieldBegin(ctx, "invocation_id", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:invocation_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.InvocationID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.invocation_id (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:invocation_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetProcessEpoch() {
+		if err := oprot.WriteFieldBegin(ctx, "process_epoch", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:process_epoch: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ProcessEpoch)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.process_epoch (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:process_epoch: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTarget() {
+		if err := oprot.WriteFieldBegin(ctx, "target", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:target: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Target)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.target (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:target: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexName() {
+		if err := oprot.WriteFieldBegin(ctx, "index_name", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:index_name: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexName)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_name (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:index_name: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMutationType() {
+		if err := oprot.WriteFieldBegin(ctx, "mutation_type", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:mutation_type: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.MutationType)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.mutation_type (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:mutation_type: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDispatchTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "dispatch_time_ms", thrift.I64, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:dispatch_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DispatchTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dispatch_time_ms (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:dispatch_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBuildPhase() {
+		if err := oprot.WriteFieldBegin(ctx, "build_phase", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:build_phase: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.BuildPhase)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.build_phase (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:build_phase: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) Equals(other *TBackendInvocation) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.JobID != other.JobID {
+		return false
+	}
+	if p.MutationState != other.MutationState {
+		if p.MutationState == nil || other.MutationState == nil {
+			return false
+		}
+		if (*p.MutationState) != (*other.MutationState) {
+			return false
+		}
+	}
+	if p.InvocationID != other.InvocationID {
+		if p.InvocationID == nil || other.InvocationID == nil {
+			return false
+		}
+		if (*p.InvocationID) != (*other.InvocationID) {
+			return false
+		}
+	}
+	if p.ProcessEpoch != other.ProcessEpoch {
+		if p.ProcessEpoch == nil || other.ProcessEpoch == nil {
+			return false
+		}
+		if (*p.ProcessEpoch) != (*other.ProcessEpoch) {
+			return false
+		}
+	}
+	if p.Target != other.Target {
+		if p.Target == nil || other.Target == nil {
+			return false
+		}
+		if (*p.Target) != (*other.Target) {
+			return false
+		}
+	}
+	if p.IndexName != other.IndexName {
+		if p.IndexName == nil || other.IndexName == nil {
+			return false
+		}
+		if (*p.IndexName) != (*other.IndexName) {
+			return false
+		}
+	}
+	if p.MutationType != other.MutationType {
+		if p.MutationType == nil || other.MutationType == nil {
+			return false
+		}
+		if (*p.MutationType) != (*other.MutationType) {
+			return false
+		}
+	}
+	if p.DispatchTimeMs != other.DispatchTimeMs {
+		if p.DispatchTimeMs == nil || other.DispatchTimeMs == nil {
+			return false
+		}
+		if (*p.DispatchTimeMs) != (*other.DispatchTimeMs) {
+			return false
+		}
+	}
+	if p.BuildPhase != other.BuildPhase {
+		if p.BuildPhase == nil || other.BuildPhase == nil {
+			return false
+		}
+		if (*p.BuildPhase) != (*other.BuildPhase) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TBackendInvocation) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TBackendInvocation(%+v)", *p)
+}
+
+// Attributes:
+//   - Backend
+//   - Drained
+//   - Actor
+type TDrainBackendRequest struct {
+	Backend string  `thrift:"backend,1,required" db:"backend" json:"backend"`
+	Drained bool    `thrift:"drained,2,required" db:"drained" json:"drained"`
+	Actor   *string `thrift:"actor,3" db:"actor" json:"actor,omitempty"`
+}
+
+func NewTDrainBackendRequest() *TDrainBackendRequest {
+	return &TDrainBackendRequest{}
+}
+
+func (p *TDrainBackendRequest) GetBackend() string {
+	return p.Backend
+}
+
+func (p *TDrainBackendRequest) GetDrained() bool {
+	return p.Drained
+}
+
+var TDrainBackendRequest_Actor_DEFAULT string
+
+func (p *TDrainBackendRequest) GetActor() string {
+	if !p.IsSetActor() {
+		return TDrainBackendRequest_Actor_DEFAULT
+	}
+	return *p.Actor
+}
+func (p *TDrainBackendRequest) IsSetActor() bool {
+	return p.Actor != nil
+}
+
+func (p *TDrainBackendRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetBackend bool = false
+	var issetDrained bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetBackend = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetDrained = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetBackend {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Backend is not set"))
+	}
+	if !issetDrained {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Drained is not set"))
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Backend = v
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Drained = v
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TDrainBackendRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "backend", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:backend: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Backend)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.backend (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:backend: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "drained", thrift.BOOL, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:drained: ", p), err)
+	}
+	if err := oprot.WriteBool(ctx, bool(p.Drained)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.drained (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:drained: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TDrainBackendRequest) Equals(other *TDrainBackendRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Backend != other.Backend {
+		return false
+	}
+	if p.Drained != other.Drained {
+		return false
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TDrainBackendRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TDrainBackendRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - Backend
+//   - Unchanged
+type TDrainBackendResponse struct {
+	Backend   *TBackend `thrift:"backend,1,required" db:"backend" json:"backend"`
+	Unchanged *bool     `thrift:"unchanged,2" db:"unchanged" json:"unchanged,omitempty"`
+}
+
+func NewTDrainBackendResponse() *TDrainBackendResponse {
+	return &TDrainBackendResponse{}
+}
+
+var TDrainBackendResponse_Backend_DEFAULT *TBackend
+
+func (p *TDrainBackendResponse) GetBackend() *TBackend {
+	if !p.IsSetBackend() {
+		return TDrainBackendResponse_Backend_DEFAULT
+	}
+	return p.Backend
+}
+
+var TDrainBackendResponse_Unchanged_DEFAULT bool
+
+func (p *TDrainBackendResponse) GetUnchanged() bool {
+	if !p.IsSetUnchanged() {
+		return TDrainBackendResponse_Unchanged_DEFAULT
+	}
+	return *p.Unchanged
+}
+func (p *TDrainBackendResponse) IsSetBackend() bool {
+	return p.Backend != nil
+}
+
+func (p *TDrainBackendResponse) IsSetUnchanged() bool {
+	return p.Unchanged != nil
+}
+
+func (p *TDrainBackendResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetBackend bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetBackend = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetBackend {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Backend is not set"))
+	}
+	return nil
+}
+
+func (p *TDrainBackendResponse) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Backend = &TBackend{}
+	if err := p.Backend.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Backend), err)
+	}
+	return nil
+}
+
+func (p *TDrainBackendResponse) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Unchanged = &v
+	}
+	return nil
+}
+
+func (p *TDrainBackendResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TDrainBackendResponse"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TDrainBackendResponse) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "backend", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:backend: ", p), err)
+	}
+	if err := p.Backend.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Backend), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:backend: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendResponse) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetUnchanged() {
+		if err := oprot.WriteFieldBegin(ctx, "unchanged", thrift.BOOL, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:unchanged: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Unchanged)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.unchanged (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:unchanged: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TDrainBackendResponse) Equals(other *TDrainBackendResponse) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Backend.Equals(other.Backend) {
+		return false
+	}
+	if p.Unchanged != other.Unchanged {
+		if p.Unchanged == nil || other.Unchanged == nil {
+			return false
+		}
+		if (*p.Unchanged) != (*other.Unchanged) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TDrainBackendResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TDrainBackendResponse(%+v)", *p)
 }
 
 // Attributes:
@@ -9941,11 +11446,11 @@ func (p *TDatasetView) ReadField2(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*wire.TLanceField, 0, size)
 	p.Fields = tSlice
 	for i := 0; i < size; i++ {
-		_elem6 := &wire.TLanceField{}
-		if err := _elem6.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
+		_elem8 := &wire.TLanceField{}
+		if err := _elem8.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
 		}
-		p.Fields = append(p.Fields, _elem6)
+		p.Fields = append(p.Fields, _elem8)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -9961,11 +11466,11 @@ func (p *TDatasetView) ReadField3(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*wire.TLanceIndexInfo, 0, size)
 	p.Indexes = tSlice
 	for i := 0; i < size; i++ {
-		_elem7 := &wire.TLanceIndexInfo{}
-		if err := _elem7.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem7), err)
+		_elem9 := &wire.TLanceIndexInfo{}
+		if err := _elem9.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem9), err)
 		}
-		p.Indexes = append(p.Indexes, _elem7)
+		p.Indexes = append(p.Indexes, _elem9)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -10092,8 +11597,8 @@ func (p *TDatasetView) Equals(other *TDatasetView) bool {
 		return false
 	}
 	for i, _tgt := range p.Fields {
-		_src8 := other.Fields[i]
-		if !_tgt.Equals(_src8) {
+		_src10 := other.Fields[i]
+		if !_tgt.Equals(_src10) {
 			return false
 		}
 	}
@@ -10101,8 +11606,8 @@ func (p *TDatasetView) Equals(other *TDatasetView) bool {
 		return false
 	}
 	for i, _tgt := range p.Indexes {
-		_src9 := other.Indexes[i]
-		if !_tgt.Equals(_src9) {
+		_src11 := other.Indexes[i]
+		if !_tgt.Equals(_src11) {
 			return false
 		}
 	}
@@ -11165,11 +12670,11 @@ func (p *TRaftPeersResponse) ReadField1(ctx context.Context, iprot thrift.TProto
 	tSlice := make([]*TRaftPeer, 0, size)
 	p.Peers = tSlice
 	for i := 0; i < size; i++ {
-		_elem10 := &TRaftPeer{}
-		if err := _elem10.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
+		_elem12 := &TRaftPeer{}
+		if err := _elem12.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
 		}
-		p.Peers = append(p.Peers, _elem10)
+		p.Peers = append(p.Peers, _elem12)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -11361,8 +12866,8 @@ func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Peers {
-		_src11 := other.Peers[i]
-		if !_tgt.Equals(_src11) {
+		_src13 := other.Peers[i]
+		if !_tgt.Equals(_src13) {
 			return false
 		}
 	}
@@ -13052,6 +14557,12 @@ type LanceMasterService interface {
 	//  - Backend
 	RemoveBackend(ctx context.Context, backend string) (_err error)
 	// Parameters:
+	//  - Backend
+	ShowBackend(ctx context.Context, backend string) (_r *TBackend, _err error)
+	// Parameters:
+	//  - Request
+	DrainBackend(ctx context.Context, request *TDrainBackendRequest) (_r *TDrainBackendResponse, _err error)
+	// Parameters:
 	//  - Key
 	GetOption(ctx context.Context, key string) (_r *TOption, _err error)
 	// Parameters:
@@ -13129,17 +14640,17 @@ func (p *LanceMasterServiceClient) SetLastResponseMeta_(meta thrift.ResponseMeta
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Context, report *wire.TLanceIndexJobReport) (_r *wire.TStatus, _err error) {
-	var _args12 LanceMasterServiceReportLanceIndexJobResultArgs
-	_args12.Report = report
-	var _result14 LanceMasterServiceReportLanceIndexJobResultResult
-	var _meta13 thrift.ResponseMeta
-	_meta13, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args12, &_result14)
-	p.SetLastResponseMeta_(_meta13)
+	var _args14 LanceMasterServiceReportLanceIndexJobResultArgs
+	_args14.Report = report
+	var _result16 LanceMasterServiceReportLanceIndexJobResultResult
+	var _meta15 thrift.ResponseMeta
+	_meta15, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args14, &_result16)
+	p.SetLastResponseMeta_(_meta15)
 	if _err != nil {
 		return
 	}
-	if _ret15 := _result14.GetSuccess(); _ret15 != nil {
-		return _ret15, nil
+	if _ret17 := _result16.GetSuccess(); _ret17 != nil {
+		return _ret17, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobResult failed: unknown result")
 }
@@ -13147,17 +14658,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Contex
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Context, report *wire.TLanceIndexJobTerminationReport) (_r *wire.TStatus, _err error) {
-	var _args16 LanceMasterServiceReportLanceIndexJobTerminationArgs
-	_args16.Report = report
-	var _result18 LanceMasterServiceReportLanceIndexJobTerminationResult
-	var _meta17 thrift.ResponseMeta
-	_meta17, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args16, &_result18)
-	p.SetLastResponseMeta_(_meta17)
+	var _args18 LanceMasterServiceReportLanceIndexJobTerminationArgs
+	_args18.Report = report
+	var _result20 LanceMasterServiceReportLanceIndexJobTerminationResult
+	var _meta19 thrift.ResponseMeta
+	_meta19, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args18, &_result20)
+	p.SetLastResponseMeta_(_meta19)
 	if _err != nil {
 		return
 	}
-	if _ret19 := _result18.GetSuccess(); _ret19 != nil {
-		return _ret19, nil
+	if _ret21 := _result20.GetSuccess(); _ret21 != nil {
+		return _ret21, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobTermination failed: unknown result")
 }
@@ -13165,17 +14676,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Co
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Context, report *wire.TLanceIndexJobProgressReport) (_r *wire.TStatus, _err error) {
-	var _args20 LanceMasterServiceReportLanceIndexJobProgressArgs
-	_args20.Report = report
-	var _result22 LanceMasterServiceReportLanceIndexJobProgressResult
-	var _meta21 thrift.ResponseMeta
-	_meta21, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args20, &_result22)
-	p.SetLastResponseMeta_(_meta21)
+	var _args22 LanceMasterServiceReportLanceIndexJobProgressArgs
+	_args22.Report = report
+	var _result24 LanceMasterServiceReportLanceIndexJobProgressResult
+	var _meta23 thrift.ResponseMeta
+	_meta23, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args22, &_result24)
+	p.SetLastResponseMeta_(_meta23)
 	if _err != nil {
 		return
 	}
-	if _ret23 := _result22.GetSuccess(); _ret23 != nil {
-		return _ret23, nil
+	if _ret25 := _result24.GetSuccess(); _ret25 != nil {
+		return _ret25, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobProgress failed: unknown result")
 }
@@ -13183,22 +14694,22 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Conte
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args24 LanceMasterServiceCreateIndexArgs
-	_args24.Request = request
-	var _result26 LanceMasterServiceCreateIndexResult
-	var _meta25 thrift.ResponseMeta
-	_meta25, _err = p.Client_().Call(ctx, "createIndex", &_args24, &_result26)
-	p.SetLastResponseMeta_(_meta25)
+	var _args26 LanceMasterServiceCreateIndexArgs
+	_args26.Request = request
+	var _result28 LanceMasterServiceCreateIndexResult
+	var _meta27 thrift.ResponseMeta
+	_meta27, _err = p.Client_().Call(ctx, "createIndex", &_args26, &_result28)
+	p.SetLastResponseMeta_(_meta27)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result26.Err != nil:
-		return _r, _result26.Err
+	case _result28.Err != nil:
+		return _r, _result28.Err
 	}
 
-	if _ret27 := _result26.GetSuccess(); _ret27 != nil {
-		return _ret27, nil
+	if _ret29 := _result28.GetSuccess(); _ret29 != nil {
+		return _ret29, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
 }
@@ -13206,22 +14717,22 @@ func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args28 LanceMasterServiceDropIndexArgs
-	_args28.Request = request
-	var _result30 LanceMasterServiceDropIndexResult
-	var _meta29 thrift.ResponseMeta
-	_meta29, _err = p.Client_().Call(ctx, "dropIndex", &_args28, &_result30)
-	p.SetLastResponseMeta_(_meta29)
+	var _args30 LanceMasterServiceDropIndexArgs
+	_args30.Request = request
+	var _result32 LanceMasterServiceDropIndexResult
+	var _meta31 thrift.ResponseMeta
+	_meta31, _err = p.Client_().Call(ctx, "dropIndex", &_args30, &_result32)
+	p.SetLastResponseMeta_(_meta31)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result30.Err != nil:
-		return _r, _result30.Err
+	case _result32.Err != nil:
+		return _r, _result32.Err
 	}
 
-	if _ret31 := _result30.GetSuccess(); _ret31 != nil {
-		return _ret31, nil
+	if _ret33 := _result32.GetSuccess(); _ret33 != nil {
+		return _ret33, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
 }
@@ -13229,22 +14740,22 @@ func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDrop
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request *TOptimizeRequest) (_r *TAdmitResponse, _err error) {
-	var _args32 LanceMasterServiceOptimizeDatasetArgs
-	_args32.Request = request
-	var _result34 LanceMasterServiceOptimizeDatasetResult
-	var _meta33 thrift.ResponseMeta
-	_meta33, _err = p.Client_().Call(ctx, "optimizeDataset", &_args32, &_result34)
-	p.SetLastResponseMeta_(_meta33)
+	var _args34 LanceMasterServiceOptimizeDatasetArgs
+	_args34.Request = request
+	var _result36 LanceMasterServiceOptimizeDatasetResult
+	var _meta35 thrift.ResponseMeta
+	_meta35, _err = p.Client_().Call(ctx, "optimizeDataset", &_args34, &_result36)
+	p.SetLastResponseMeta_(_meta35)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result34.Err != nil:
-		return _r, _result34.Err
+	case _result36.Err != nil:
+		return _r, _result36.Err
 	}
 
-	if _ret35 := _result34.GetSuccess(); _ret35 != nil {
-		return _ret35, nil
+	if _ret37 := _result36.GetSuccess(); _ret37 != nil {
+		return _ret37, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "optimizeDataset failed: unknown result")
 }
@@ -13253,23 +14764,23 @@ func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request 
 //   - JobID
 //   - MaxBytes
 func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, max_bytes int32) (_r *TJobLogs, _err error) {
-	var _args36 LanceMasterServiceJobLogsArgs
-	_args36.JobID = job_id
-	_args36.MaxBytes = max_bytes
-	var _result38 LanceMasterServiceJobLogsResult
-	var _meta37 thrift.ResponseMeta
-	_meta37, _err = p.Client_().Call(ctx, "jobLogs", &_args36, &_result38)
-	p.SetLastResponseMeta_(_meta37)
+	var _args38 LanceMasterServiceJobLogsArgs
+	_args38.JobID = job_id
+	_args38.MaxBytes = max_bytes
+	var _result40 LanceMasterServiceJobLogsResult
+	var _meta39 thrift.ResponseMeta
+	_meta39, _err = p.Client_().Call(ctx, "jobLogs", &_args38, &_result40)
+	p.SetLastResponseMeta_(_meta39)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result38.Err != nil:
-		return _r, _result38.Err
+	case _result40.Err != nil:
+		return _r, _result40.Err
 	}
 
-	if _ret39 := _result38.GetSuccess(); _ret39 != nil {
-		return _ret39, nil
+	if _ret41 := _result40.GetSuccess(); _ret41 != nil {
+		return _ret41, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "jobLogs failed: unknown result")
 }
@@ -13277,22 +14788,22 @@ func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, ma
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
-	var _args40 LanceMasterServiceListJobsArgs
-	_args40.Request = request
-	var _result42 LanceMasterServiceListJobsResult
-	var _meta41 thrift.ResponseMeta
-	_meta41, _err = p.Client_().Call(ctx, "listJobs", &_args40, &_result42)
-	p.SetLastResponseMeta_(_meta41)
+	var _args42 LanceMasterServiceListJobsArgs
+	_args42.Request = request
+	var _result44 LanceMasterServiceListJobsResult
+	var _meta43 thrift.ResponseMeta
+	_meta43, _err = p.Client_().Call(ctx, "listJobs", &_args42, &_result44)
+	p.SetLastResponseMeta_(_meta43)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result42.Err != nil:
-		return _r, _result42.Err
+	case _result44.Err != nil:
+		return _r, _result44.Err
 	}
 
-	if _ret43 := _result42.GetSuccess(); _ret43 != nil {
-		return _ret43, nil
+	if _ret45 := _result44.GetSuccess(); _ret45 != nil {
+		return _ret45, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
 }
@@ -13301,23 +14812,23 @@ func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJ
 //   - JobID
 //   - Consistent
 func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
-	var _args44 LanceMasterServiceShowJobArgs
-	_args44.JobID = job_id
-	_args44.Consistent = consistent
-	var _result46 LanceMasterServiceShowJobResult
-	var _meta45 thrift.ResponseMeta
-	_meta45, _err = p.Client_().Call(ctx, "showJob", &_args44, &_result46)
-	p.SetLastResponseMeta_(_meta45)
+	var _args46 LanceMasterServiceShowJobArgs
+	_args46.JobID = job_id
+	_args46.Consistent = consistent
+	var _result48 LanceMasterServiceShowJobResult
+	var _meta47 thrift.ResponseMeta
+	_meta47, _err = p.Client_().Call(ctx, "showJob", &_args46, &_result48)
+	p.SetLastResponseMeta_(_meta47)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result46.Err != nil:
-		return _r, _result46.Err
+	case _result48.Err != nil:
+		return _r, _result48.Err
 	}
 
-	if _ret47 := _result46.GetSuccess(); _ret47 != nil {
-		return _ret47, nil
+	if _ret49 := _result48.GetSuccess(); _ret49 != nil {
+		return _ret49, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
 }
@@ -13325,22 +14836,22 @@ func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, co
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
-	var _args48 LanceMasterServiceResolveJobArgs
-	_args48.Request = request
-	var _result50 LanceMasterServiceResolveJobResult
-	var _meta49 thrift.ResponseMeta
-	_meta49, _err = p.Client_().Call(ctx, "resolveJob", &_args48, &_result50)
-	p.SetLastResponseMeta_(_meta49)
+	var _args50 LanceMasterServiceResolveJobArgs
+	_args50.Request = request
+	var _result52 LanceMasterServiceResolveJobResult
+	var _meta51 thrift.ResponseMeta
+	_meta51, _err = p.Client_().Call(ctx, "resolveJob", &_args50, &_result52)
+	p.SetLastResponseMeta_(_meta51)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result50.Err != nil:
-		return _r, _result50.Err
+	case _result52.Err != nil:
+		return _r, _result52.Err
 	}
 
-	if _ret51 := _result50.GetSuccess(); _ret51 != nil {
-		return _ret51, nil
+	if _ret53 := _result52.GetSuccess(); _ret53 != nil {
+		return _ret53, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
 }
@@ -13348,22 +14859,22 @@ func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TRes
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
-	var _args52 LanceMasterServiceCancelJobArgs
-	_args52.Request = request
-	var _result54 LanceMasterServiceCancelJobResult
-	var _meta53 thrift.ResponseMeta
-	_meta53, _err = p.Client_().Call(ctx, "cancelJob", &_args52, &_result54)
-	p.SetLastResponseMeta_(_meta53)
+	var _args54 LanceMasterServiceCancelJobArgs
+	_args54.Request = request
+	var _result56 LanceMasterServiceCancelJobResult
+	var _meta55 thrift.ResponseMeta
+	_meta55, _err = p.Client_().Call(ctx, "cancelJob", &_args54, &_result56)
+	p.SetLastResponseMeta_(_meta55)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result54.Err != nil:
-		return _r, _result54.Err
+	case _result56.Err != nil:
+		return _r, _result56.Err
 	}
 
-	if _ret55 := _result54.GetSuccess(); _ret55 != nil {
-		return _ret55, nil
+	if _ret57 := _result56.GetSuccess(); _ret57 != nil {
+		return _ret57, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
 }
@@ -13373,24 +14884,24 @@ func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCanc
 //   - Db
 //   - Table
 func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error) {
-	var _args56 LanceMasterServiceInspectDatasetArgs
-	_args56.Catalog = catalog
-	_args56.Db = db
-	_args56.Table = table
-	var _result58 LanceMasterServiceInspectDatasetResult
-	var _meta57 thrift.ResponseMeta
-	_meta57, _err = p.Client_().Call(ctx, "inspectDataset", &_args56, &_result58)
-	p.SetLastResponseMeta_(_meta57)
+	var _args58 LanceMasterServiceInspectDatasetArgs
+	_args58.Catalog = catalog
+	_args58.Db = db
+	_args58.Table = table
+	var _result60 LanceMasterServiceInspectDatasetResult
+	var _meta59 thrift.ResponseMeta
+	_meta59, _err = p.Client_().Call(ctx, "inspectDataset", &_args58, &_result60)
+	p.SetLastResponseMeta_(_meta59)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result58.Err != nil:
-		return _r, _result58.Err
+	case _result60.Err != nil:
+		return _r, _result60.Err
 	}
 
-	if _ret59 := _result58.GetSuccess(); _ret59 != nil {
-		return _ret59, nil
+	if _ret61 := _result60.GetSuccess(); _ret61 != nil {
+		return _ret61, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspectDataset failed: unknown result")
 }
@@ -13398,62 +14909,62 @@ func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog s
 // Parameters:
 //   - Catalog
 func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
-	var _args60 LanceMasterServiceCreateCatalogArgs
-	_args60.Catalog = catalog
-	var _result62 LanceMasterServiceCreateCatalogResult
-	var _meta61 thrift.ResponseMeta
-	_meta61, _err = p.Client_().Call(ctx, "createCatalog", &_args60, &_result62)
-	p.SetLastResponseMeta_(_meta61)
+	var _args62 LanceMasterServiceCreateCatalogArgs
+	_args62.Catalog = catalog
+	var _result64 LanceMasterServiceCreateCatalogResult
+	var _meta63 thrift.ResponseMeta
+	_meta63, _err = p.Client_().Call(ctx, "createCatalog", &_args62, &_result64)
+	p.SetLastResponseMeta_(_meta63)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result62.Err != nil:
-		return _r, _result62.Err
+	case _result64.Err != nil:
+		return _r, _result64.Err
 	}
 
-	if _ret63 := _result62.GetSuccess(); _ret63 != nil {
-		return _ret63, nil
+	if _ret65 := _result64.GetSuccess(); _ret65 != nil {
+		return _ret65, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
-	var _args64 LanceMasterServiceListCatalogsArgs
-	var _result66 LanceMasterServiceListCatalogsResult
-	var _meta65 thrift.ResponseMeta
-	_meta65, _err = p.Client_().Call(ctx, "listCatalogs", &_args64, &_result66)
-	p.SetLastResponseMeta_(_meta65)
+	var _args66 LanceMasterServiceListCatalogsArgs
+	var _result68 LanceMasterServiceListCatalogsResult
+	var _meta67 thrift.ResponseMeta
+	_meta67, _err = p.Client_().Call(ctx, "listCatalogs", &_args66, &_result68)
+	p.SetLastResponseMeta_(_meta67)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result66.Err != nil:
-		return _r, _result66.Err
+	case _result68.Err != nil:
+		return _r, _result68.Err
 	}
 
-	return _result66.GetSuccess(), nil
+	return _result68.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error) {
-	var _args67 LanceMasterServiceUpdateCatalogArgs
-	_args67.Request = request
-	var _result69 LanceMasterServiceUpdateCatalogResult
-	var _meta68 thrift.ResponseMeta
-	_meta68, _err = p.Client_().Call(ctx, "updateCatalog", &_args67, &_result69)
-	p.SetLastResponseMeta_(_meta68)
+	var _args69 LanceMasterServiceUpdateCatalogArgs
+	_args69.Request = request
+	var _result71 LanceMasterServiceUpdateCatalogResult
+	var _meta70 thrift.ResponseMeta
+	_meta70, _err = p.Client_().Call(ctx, "updateCatalog", &_args69, &_result71)
+	p.SetLastResponseMeta_(_meta70)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result69.Err != nil:
-		return _r, _result69.Err
+	case _result71.Err != nil:
+		return _r, _result71.Err
 	}
 
-	if _ret70 := _result69.GetSuccess(); _ret70 != nil {
-		return _ret70, nil
+	if _ret72 := _result71.GetSuccess(); _ret72 != nil {
+		return _ret72, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "updateCatalog failed: unknown result")
 }
@@ -13461,18 +14972,18 @@ func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *T
 // Parameters:
 //   - Name
 func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
-	var _args71 LanceMasterServiceRemoveCatalogArgs
-	_args71.Name = name
-	var _result73 LanceMasterServiceRemoveCatalogResult
-	var _meta72 thrift.ResponseMeta
-	_meta72, _err = p.Client_().Call(ctx, "removeCatalog", &_args71, &_result73)
-	p.SetLastResponseMeta_(_meta72)
+	var _args73 LanceMasterServiceRemoveCatalogArgs
+	_args73.Name = name
+	var _result75 LanceMasterServiceRemoveCatalogResult
+	var _meta74 thrift.ResponseMeta
+	_meta74, _err = p.Client_().Call(ctx, "removeCatalog", &_args73, &_result75)
+	p.SetLastResponseMeta_(_meta74)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result73.Err != nil:
-		return _result73.Err
+	case _result75.Err != nil:
+		return _result75.Err
 	}
 
 	return nil
@@ -13481,82 +14992,128 @@ func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name strin
 // Parameters:
 //   - Address
 func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
-	var _args74 LanceMasterServiceAddBackendArgs
-	_args74.Address = address
-	var _result76 LanceMasterServiceAddBackendResult
-	var _meta75 thrift.ResponseMeta
-	_meta75, _err = p.Client_().Call(ctx, "addBackend", &_args74, &_result76)
-	p.SetLastResponseMeta_(_meta75)
+	var _args76 LanceMasterServiceAddBackendArgs
+	_args76.Address = address
+	var _result78 LanceMasterServiceAddBackendResult
+	var _meta77 thrift.ResponseMeta
+	_meta77, _err = p.Client_().Call(ctx, "addBackend", &_args76, &_result78)
+	p.SetLastResponseMeta_(_meta77)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result76.Err != nil:
-		return _r, _result76.Err
+	case _result78.Err != nil:
+		return _r, _result78.Err
 	}
 
-	if _ret77 := _result76.GetSuccess(); _ret77 != nil {
-		return _ret77, nil
+	if _ret79 := _result78.GetSuccess(); _ret79 != nil {
+		return _ret79, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
-	var _args78 LanceMasterServiceListBackendsArgs
-	var _result80 LanceMasterServiceListBackendsResult
-	var _meta79 thrift.ResponseMeta
-	_meta79, _err = p.Client_().Call(ctx, "listBackends", &_args78, &_result80)
-	p.SetLastResponseMeta_(_meta79)
+	var _args80 LanceMasterServiceListBackendsArgs
+	var _result82 LanceMasterServiceListBackendsResult
+	var _meta81 thrift.ResponseMeta
+	_meta81, _err = p.Client_().Call(ctx, "listBackends", &_args80, &_result82)
+	p.SetLastResponseMeta_(_meta81)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result80.Err != nil:
-		return _r, _result80.Err
+	case _result82.Err != nil:
+		return _r, _result82.Err
 	}
 
-	return _result80.GetSuccess(), nil
+	return _result82.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Backend
 func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
-	var _args81 LanceMasterServiceRemoveBackendArgs
-	_args81.Backend = backend
-	var _result83 LanceMasterServiceRemoveBackendResult
-	var _meta82 thrift.ResponseMeta
-	_meta82, _err = p.Client_().Call(ctx, "removeBackend", &_args81, &_result83)
-	p.SetLastResponseMeta_(_meta82)
+	var _args83 LanceMasterServiceRemoveBackendArgs
+	_args83.Backend = backend
+	var _result85 LanceMasterServiceRemoveBackendResult
+	var _meta84 thrift.ResponseMeta
+	_meta84, _err = p.Client_().Call(ctx, "removeBackend", &_args83, &_result85)
+	p.SetLastResponseMeta_(_meta84)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result83.Err != nil:
-		return _result83.Err
+	case _result85.Err != nil:
+		return _result85.Err
 	}
 
 	return nil
 }
 
 // Parameters:
-//   - Key
-func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
-	var _args84 LanceMasterServiceGetOptionArgs
-	_args84.Key = key
-	var _result86 LanceMasterServiceGetOptionResult
-	var _meta85 thrift.ResponseMeta
-	_meta85, _err = p.Client_().Call(ctx, "getOption", &_args84, &_result86)
-	p.SetLastResponseMeta_(_meta85)
+//   - Backend
+func (p *LanceMasterServiceClient) ShowBackend(ctx context.Context, backend string) (_r *TBackend, _err error) {
+	var _args86 LanceMasterServiceShowBackendArgs
+	_args86.Backend = backend
+	var _result88 LanceMasterServiceShowBackendResult
+	var _meta87 thrift.ResponseMeta
+	_meta87, _err = p.Client_().Call(ctx, "showBackend", &_args86, &_result88)
+	p.SetLastResponseMeta_(_meta87)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result86.Err != nil:
-		return _r, _result86.Err
+	case _result88.Err != nil:
+		return _r, _result88.Err
 	}
 
-	if _ret87 := _result86.GetSuccess(); _ret87 != nil {
-		return _ret87, nil
+	if _ret89 := _result88.GetSuccess(); _ret89 != nil {
+		return _ret89, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showBackend failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) DrainBackend(ctx context.Context, request *TDrainBackendRequest) (_r *TDrainBackendResponse, _err error) {
+	var _args90 LanceMasterServiceDrainBackendArgs
+	_args90.Request = request
+	var _result92 LanceMasterServiceDrainBackendResult
+	var _meta91 thrift.ResponseMeta
+	_meta91, _err = p.Client_().Call(ctx, "drainBackend", &_args90, &_result92)
+	p.SetLastResponseMeta_(_meta91)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result92.Err != nil:
+		return _r, _result92.Err
+	}
+
+	if _ret93 := _result92.GetSuccess(); _ret93 != nil {
+		return _ret93, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "drainBackend failed: unknown result")
+}
+
+// Parameters:
+//   - Key
+func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
+	var _args94 LanceMasterServiceGetOptionArgs
+	_args94.Key = key
+	var _result96 LanceMasterServiceGetOptionResult
+	var _meta95 thrift.ResponseMeta
+	_meta95, _err = p.Client_().Call(ctx, "getOption", &_args94, &_result96)
+	p.SetLastResponseMeta_(_meta95)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result96.Err != nil:
+		return _r, _result96.Err
+	}
+
+	if _ret97 := _result96.GetSuccess(); _ret97 != nil {
+		return _ret97, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
 }
@@ -13565,92 +15122,32 @@ func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_
 //   - Key
 //   - Value
 func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
-	var _args88 LanceMasterServiceSetOptionArgs
-	_args88.Key = key
-	_args88.Value = value
-	var _result90 LanceMasterServiceSetOptionResult
-	var _meta89 thrift.ResponseMeta
-	_meta89, _err = p.Client_().Call(ctx, "setOption", &_args88, &_result90)
-	p.SetLastResponseMeta_(_meta89)
+	var _args98 LanceMasterServiceSetOptionArgs
+	_args98.Key = key
+	_args98.Value = value
+	var _result100 LanceMasterServiceSetOptionResult
+	var _meta99 thrift.ResponseMeta
+	_meta99, _err = p.Client_().Call(ctx, "setOption", &_args98, &_result100)
+	p.SetLastResponseMeta_(_meta99)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result90.Err != nil:
-		return _r, _result90.Err
+	case _result100.Err != nil:
+		return _r, _result100.Err
 	}
 
-	if _ret91 := _result90.GetSuccess(); _ret91 != nil {
-		return _ret91, nil
+	if _ret101 := _result100.GetSuccess(); _ret101 != nil {
+		return _ret101, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
-	var _args92 LanceMasterServiceListOptionsArgs
-	var _result94 LanceMasterServiceListOptionsResult
-	var _meta93 thrift.ResponseMeta
-	_meta93, _err = p.Client_().Call(ctx, "listOptions", &_args92, &_result94)
-	p.SetLastResponseMeta_(_meta93)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result94.Err != nil:
-		return _r, _result94.Err
-	}
-
-	return _result94.GetSuccess(), nil
-}
-
-func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
-	var _args95 LanceMasterServiceListPeersArgs
-	var _result97 LanceMasterServiceListPeersResult
-	var _meta96 thrift.ResponseMeta
-	_meta96, _err = p.Client_().Call(ctx, "listPeers", &_args95, &_result97)
-	p.SetLastResponseMeta_(_meta96)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result97.Err != nil:
-		return _r, _result97.Err
-	}
-
-	if _ret98 := _result97.GetSuccess(); _ret98 != nil {
-		return _ret98, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
-}
-
-// Parameters:
-//   - TargetID
-func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
-	var _args99 LanceMasterServiceTransferLeaderArgs
-	_args99.TargetID = target_id
-	var _result101 LanceMasterServiceTransferLeaderResult
-	var _meta100 thrift.ResponseMeta
-	_meta100, _err = p.Client_().Call(ctx, "transferLeader", &_args99, &_result101)
-	p.SetLastResponseMeta_(_meta100)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result101.Err != nil:
-		return _r, _result101.Err
-	}
-
-	return _result101.GetSuccess(), nil
-}
-
-// Parameters:
-//   - Command
-func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
-	var _args102 LanceMasterServiceForwardApplyArgs
-	_args102.Command = command
-	var _result104 LanceMasterServiceForwardApplyResult
+	var _args102 LanceMasterServiceListOptionsArgs
+	var _result104 LanceMasterServiceListOptionsResult
 	var _meta103 thrift.ResponseMeta
-	_meta103, _err = p.Client_().Call(ctx, "forwardApply", &_args102, &_result104)
+	_meta103, _err = p.Client_().Call(ctx, "listOptions", &_args102, &_result104)
 	p.SetLastResponseMeta_(_meta103)
 	if _err != nil {
 		return
@@ -13663,11 +15160,11 @@ func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []b
 	return _result104.GetSuccess(), nil
 }
 
-func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
-	var _args105 LanceMasterServiceBeginSnapshotSaveArgs
-	var _result107 LanceMasterServiceBeginSnapshotSaveResult
+func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
+	var _args105 LanceMasterServiceListPeersArgs
+	var _result107 LanceMasterServiceListPeersResult
 	var _meta106 thrift.ResponseMeta
-	_meta106, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args105, &_result107)
+	_meta106, _err = p.Client_().Call(ctx, "listPeers", &_args105, &_result107)
 	p.SetLastResponseMeta_(_meta106)
 	if _err != nil {
 		return
@@ -13680,19 +15177,17 @@ func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *T
 	if _ret108 := _result107.GetSuccess(); _ret108 != nil {
 		return _ret108, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
 }
 
 // Parameters:
-//   - TransferID
-//   - Offset
-func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
-	var _args109 LanceMasterServiceReadSnapshotChunkArgs
-	_args109.TransferID = transfer_id
-	_args109.Offset = offset
-	var _result111 LanceMasterServiceReadSnapshotChunkResult
+//   - TargetID
+func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
+	var _args109 LanceMasterServiceTransferLeaderArgs
+	_args109.TargetID = target_id
+	var _result111 LanceMasterServiceTransferLeaderResult
 	var _meta110 thrift.ResponseMeta
-	_meta110, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args109, &_result111)
+	_meta110, _err = p.Client_().Call(ctx, "transferLeader", &_args109, &_result111)
 	p.SetLastResponseMeta_(_meta110)
 	if _err != nil {
 		return
@@ -13702,8 +15197,70 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 		return _r, _result111.Err
 	}
 
-	if _ret112 := _result111.GetSuccess(); _ret112 != nil {
-		return _ret112, nil
+	return _result111.GetSuccess(), nil
+}
+
+// Parameters:
+//   - Command
+func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
+	var _args112 LanceMasterServiceForwardApplyArgs
+	_args112.Command = command
+	var _result114 LanceMasterServiceForwardApplyResult
+	var _meta113 thrift.ResponseMeta
+	_meta113, _err = p.Client_().Call(ctx, "forwardApply", &_args112, &_result114)
+	p.SetLastResponseMeta_(_meta113)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result114.Err != nil:
+		return _r, _result114.Err
+	}
+
+	return _result114.GetSuccess(), nil
+}
+
+func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
+	var _args115 LanceMasterServiceBeginSnapshotSaveArgs
+	var _result117 LanceMasterServiceBeginSnapshotSaveResult
+	var _meta116 thrift.ResponseMeta
+	_meta116, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args115, &_result117)
+	p.SetLastResponseMeta_(_meta116)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result117.Err != nil:
+		return _r, _result117.Err
+	}
+
+	if _ret118 := _result117.GetSuccess(); _ret118 != nil {
+		return _ret118, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
+}
+
+// Parameters:
+//   - TransferID
+//   - Offset
+func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
+	var _args119 LanceMasterServiceReadSnapshotChunkArgs
+	_args119.TransferID = transfer_id
+	_args119.Offset = offset
+	var _result121 LanceMasterServiceReadSnapshotChunkResult
+	var _meta120 thrift.ResponseMeta
+	_meta120, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args119, &_result121)
+	p.SetLastResponseMeta_(_meta120)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result121.Err != nil:
+		return _r, _result121.Err
+	}
+
+	if _ret122 := _result121.GetSuccess(); _ret122 != nil {
+		return _ret122, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "readSnapshotChunk failed: unknown result")
 }
@@ -13711,22 +15268,22 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 // Parameters:
 //   - Size
 func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error) {
-	var _args113 LanceMasterServiceBeginSnapshotRestoreArgs
-	_args113.Size = size
-	var _result115 LanceMasterServiceBeginSnapshotRestoreResult
-	var _meta114 thrift.ResponseMeta
-	_meta114, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args113, &_result115)
-	p.SetLastResponseMeta_(_meta114)
+	var _args123 LanceMasterServiceBeginSnapshotRestoreArgs
+	_args123.Size = size
+	var _result125 LanceMasterServiceBeginSnapshotRestoreResult
+	var _meta124 thrift.ResponseMeta
+	_meta124, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args123, &_result125)
+	p.SetLastResponseMeta_(_meta124)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result115.Err != nil:
-		return _r, _result115.Err
+	case _result125.Err != nil:
+		return _r, _result125.Err
 	}
 
-	if _ret116 := _result115.GetSuccess(); _ret116 != nil {
-		return _ret116, nil
+	if _ret126 := _result125.GetSuccess(); _ret126 != nil {
+		return _ret126, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotRestore failed: unknown result")
 }
@@ -13734,18 +15291,18 @@ func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, siz
 // Parameters:
 //   - Chunk
 func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error) {
-	var _args117 LanceMasterServiceWriteSnapshotChunkArgs
-	_args117.Chunk = chunk
-	var _result119 LanceMasterServiceWriteSnapshotChunkResult
-	var _meta118 thrift.ResponseMeta
-	_meta118, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args117, &_result119)
-	p.SetLastResponseMeta_(_meta118)
+	var _args127 LanceMasterServiceWriteSnapshotChunkArgs
+	_args127.Chunk = chunk
+	var _result129 LanceMasterServiceWriteSnapshotChunkResult
+	var _meta128 thrift.ResponseMeta
+	_meta128, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args127, &_result129)
+	p.SetLastResponseMeta_(_meta128)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result119.Err != nil:
-		return _result119.Err
+	case _result129.Err != nil:
+		return _result129.Err
 	}
 
 	return nil
@@ -13754,22 +15311,22 @@ func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error) {
-	var _args120 LanceMasterServiceFinishSnapshotRestoreArgs
-	_args120.TransferID = transfer_id
-	var _result122 LanceMasterServiceFinishSnapshotRestoreResult
-	var _meta121 thrift.ResponseMeta
-	_meta121, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args120, &_result122)
-	p.SetLastResponseMeta_(_meta121)
+	var _args130 LanceMasterServiceFinishSnapshotRestoreArgs
+	_args130.TransferID = transfer_id
+	var _result132 LanceMasterServiceFinishSnapshotRestoreResult
+	var _meta131 thrift.ResponseMeta
+	_meta131, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args130, &_result132)
+	p.SetLastResponseMeta_(_meta131)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result122.Err != nil:
-		return _r, _result122.Err
+	case _result132.Err != nil:
+		return _r, _result132.Err
 	}
 
-	if _ret123 := _result122.GetSuccess(); _ret123 != nil {
-		return _ret123, nil
+	if _ret133 := _result132.GetSuccess(); _ret133 != nil {
+		return _ret133, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "finishSnapshotRestore failed: unknown result")
 }
@@ -13777,18 +15334,18 @@ func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, tr
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error) {
-	var _args124 LanceMasterServiceAbortSnapshotTransferArgs
-	_args124.TransferID = transfer_id
-	var _result126 LanceMasterServiceAbortSnapshotTransferResult
-	var _meta125 thrift.ResponseMeta
-	_meta125, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args124, &_result126)
-	p.SetLastResponseMeta_(_meta125)
+	var _args134 LanceMasterServiceAbortSnapshotTransferArgs
+	_args134.TransferID = transfer_id
+	var _result136 LanceMasterServiceAbortSnapshotTransferResult
+	var _meta135 thrift.ResponseMeta
+	_meta135, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args134, &_result136)
+	p.SetLastResponseMeta_(_meta135)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result126.Err != nil:
-		return _result126.Err
+	case _result136.Err != nil:
+		return _result136.Err
 	}
 
 	return nil
@@ -13797,22 +15354,22 @@ func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, tr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVoterRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args127 LanceMasterServiceAddVoterArgs
-	_args127.Request = request
-	var _result129 LanceMasterServiceAddVoterResult
-	var _meta128 thrift.ResponseMeta
-	_meta128, _err = p.Client_().Call(ctx, "addVoter", &_args127, &_result129)
-	p.SetLastResponseMeta_(_meta128)
+	var _args137 LanceMasterServiceAddVoterArgs
+	_args137.Request = request
+	var _result139 LanceMasterServiceAddVoterResult
+	var _meta138 thrift.ResponseMeta
+	_meta138, _err = p.Client_().Call(ctx, "addVoter", &_args137, &_result139)
+	p.SetLastResponseMeta_(_meta138)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result129.Err != nil:
-		return _r, _result129.Err
+	case _result139.Err != nil:
+		return _r, _result139.Err
 	}
 
-	if _ret130 := _result129.GetSuccess(); _ret130 != nil {
-		return _ret130, nil
+	if _ret140 := _result139.GetSuccess(); _ret140 != nil {
+		return _ret140, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addVoter failed: unknown result")
 }
@@ -13820,22 +15377,22 @@ func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVo
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args131 LanceMasterServiceRemovePeerArgs
-	_args131.Request = request
-	var _result133 LanceMasterServiceRemovePeerResult
-	var _meta132 thrift.ResponseMeta
-	_meta132, _err = p.Client_().Call(ctx, "removePeer", &_args131, &_result133)
-	p.SetLastResponseMeta_(_meta132)
+	var _args141 LanceMasterServiceRemovePeerArgs
+	_args141.Request = request
+	var _result143 LanceMasterServiceRemovePeerResult
+	var _meta142 thrift.ResponseMeta
+	_meta142, _err = p.Client_().Call(ctx, "removePeer", &_args141, &_result143)
+	p.SetLastResponseMeta_(_meta142)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result133.Err != nil:
-		return _r, _result133.Err
+	case _result143.Err != nil:
+		return _r, _result143.Err
 	}
 
-	if _ret134 := _result133.GetSuccess(); _ret134 != nil {
-		return _ret134, nil
+	if _ret144 := _result143.GetSuccess(); _ret144 != nil {
+		return _ret144, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "removePeer failed: unknown result")
 }
@@ -13860,41 +15417,43 @@ func (p *LanceMasterServiceProcessor) ProcessorMap() map[string]thrift.TProcesso
 
 func NewLanceMasterServiceProcessor(handler LanceMasterService) *LanceMasterServiceProcessor {
 
-	self135 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self135.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
-	self135.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
-	self135.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
-	self135.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
-	self135.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
-	self135.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
-	self135.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
-	self135.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
-	self135.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
-	self135.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
-	self135.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
-	self135.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
-	self135.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
-	self135.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
-	self135.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
-	self135.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
-	self135.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
-	self135.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
-	self135.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
-	self135.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
-	self135.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
-	self135.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
-	self135.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
-	self135.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
-	self135.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
-	self135.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
-	self135.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
-	self135.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
-	self135.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
-	self135.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
-	self135.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
-	self135.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
-	self135.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
-	return self135
+	self145 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self145.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
+	self145.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
+	self145.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
+	self145.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
+	self145.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
+	self145.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
+	self145.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
+	self145.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
+	self145.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
+	self145.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
+	self145.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
+	self145.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
+	self145.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
+	self145.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
+	self145.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
+	self145.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
+	self145.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
+	self145.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
+	self145.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
+	self145.processorMap["showBackend"] = &lanceMasterServiceProcessorShowBackend{handler: handler}
+	self145.processorMap["drainBackend"] = &lanceMasterServiceProcessorDrainBackend{handler: handler}
+	self145.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
+	self145.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
+	self145.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
+	self145.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
+	self145.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
+	self145.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
+	self145.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
+	self145.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
+	self145.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
+	self145.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
+	self145.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
+	self145.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
+	self145.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
+	self145.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
+	return self145
 }
 
 func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -13907,12 +15466,12 @@ func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot 
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x136 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x146 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x136.Write(ctx, oprot)
+	x146.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x136
+	return false, x146
 
 }
 
@@ -13921,7 +15480,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobResult_ struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err137 error
+	var _write_err147 error
 	args := LanceMasterServiceReportLanceIndexJobResultArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -13967,21 +15526,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc138 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
+		_exc148 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err137 = thrift.WrapTException(err2)
+			_write_err147 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc138.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
-			_write_err137 = thrift.WrapTException(err2)
+		if err2 := _exc148.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
+			_write_err147 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
-			_write_err137 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
+			_write_err147 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
-			_write_err137 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
+			_write_err147 = thrift.WrapTException(err2)
 		}
-		if _write_err137 != nil {
-			return false, thrift.WrapTException(_write_err137)
+		if _write_err147 != nil {
+			return false, thrift.WrapTException(_write_err147)
 		}
 		return true, err
 	} else {
@@ -13989,19 +15548,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.REPLY, seqId); err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err137 == nil && err2 != nil {
-		_write_err137 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
+		_write_err147 = thrift.WrapTException(err2)
 	}
-	if _write_err137 != nil {
-		return false, thrift.WrapTException(_write_err137)
+	if _write_err147 != nil {
+		return false, thrift.WrapTException(_write_err147)
 	}
 	return true, err
 }
@@ -14011,7 +15570,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobTermination struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err139 error
+	var _write_err149 error
 	args := LanceMasterServiceReportLanceIndexJobTerminationArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14057,21 +15616,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc140 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
+		_exc150 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err139 = thrift.WrapTException(err2)
+			_write_err149 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc140.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
-			_write_err139 = thrift.WrapTException(err2)
+		if err2 := _exc150.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
+			_write_err149 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
-			_write_err139 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
+			_write_err149 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
-			_write_err139 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
+			_write_err149 = thrift.WrapTException(err2)
 		}
-		if _write_err139 != nil {
-			return false, thrift.WrapTException(_write_err139)
+		if _write_err149 != nil {
+			return false, thrift.WrapTException(_write_err149)
 		}
 		return true, err
 	} else {
@@ -14079,19 +15638,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.REPLY, seqId); err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err139 == nil && err2 != nil {
-		_write_err139 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
+		_write_err149 = thrift.WrapTException(err2)
 	}
-	if _write_err139 != nil {
-		return false, thrift.WrapTException(_write_err139)
+	if _write_err149 != nil {
+		return false, thrift.WrapTException(_write_err149)
 	}
 	return true, err
 }
@@ -14101,7 +15660,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobProgress struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err141 error
+	var _write_err151 error
 	args := LanceMasterServiceReportLanceIndexJobProgressArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14147,21 +15706,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc142 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
+		_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err141 = thrift.WrapTException(err2)
+			_write_err151 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc142.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
-			_write_err141 = thrift.WrapTException(err2)
+		if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+			_write_err151 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
-			_write_err141 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+			_write_err151 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
-			_write_err141 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+			_write_err151 = thrift.WrapTException(err2)
 		}
-		if _write_err141 != nil {
-			return false, thrift.WrapTException(_write_err141)
+		if _write_err151 != nil {
+			return false, thrift.WrapTException(_write_err151)
 		}
 		return true, err
 	} else {
@@ -14169,19 +15728,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.REPLY, seqId); err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err141 == nil && err2 != nil {
-		_write_err141 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
+		_write_err151 = thrift.WrapTException(err2)
 	}
-	if _write_err141 != nil {
-		return false, thrift.WrapTException(_write_err141)
+	if _write_err151 != nil {
+		return false, thrift.WrapTException(_write_err151)
 	}
 	return true, err
 }
@@ -14191,7 +15750,7 @@ type lanceMasterServiceProcessorCreateIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err143 error
+	var _write_err153 error
 	args := LanceMasterServiceCreateIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14241,21 +15800,21 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc144 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
+			_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc144.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
-				_write_err143 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+				_write_err153 = thrift.WrapTException(err2)
 			}
-			if _write_err143 != nil {
-				return false, thrift.WrapTException(_write_err143)
+			if _write_err153 != nil {
+				return false, thrift.WrapTException(_write_err153)
 			}
 			return true, err
 		}
@@ -14264,19 +15823,19 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err143 == nil && err2 != nil {
-		_write_err143 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
+		_write_err153 = thrift.WrapTException(err2)
 	}
-	if _write_err143 != nil {
-		return false, thrift.WrapTException(_write_err143)
+	if _write_err153 != nil {
+		return false, thrift.WrapTException(_write_err153)
 	}
 	return true, err
 }
@@ -14286,7 +15845,7 @@ type lanceMasterServiceProcessorDropIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err145 error
+	var _write_err155 error
 	args := LanceMasterServiceDropIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14336,21 +15895,21 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc146 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
+			_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc146.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
-				_write_err145 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+				_write_err155 = thrift.WrapTException(err2)
 			}
-			if _write_err145 != nil {
-				return false, thrift.WrapTException(_write_err145)
+			if _write_err155 != nil {
+				return false, thrift.WrapTException(_write_err155)
 			}
 			return true, err
 		}
@@ -14359,19 +15918,19 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err145 == nil && err2 != nil {
-		_write_err145 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
+		_write_err155 = thrift.WrapTException(err2)
 	}
-	if _write_err145 != nil {
-		return false, thrift.WrapTException(_write_err145)
+	if _write_err155 != nil {
+		return false, thrift.WrapTException(_write_err155)
 	}
 	return true, err
 }
@@ -14381,7 +15940,7 @@ type lanceMasterServiceProcessorOptimizeDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err147 error
+	var _write_err157 error
 	args := LanceMasterServiceOptimizeDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14431,21 +15990,21 @@ func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc148 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
+			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc148.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
-				_write_err147 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+				_write_err157 = thrift.WrapTException(err2)
 			}
-			if _write_err147 != nil {
-				return false, thrift.WrapTException(_write_err147)
+			if _write_err157 != nil {
+				return false, thrift.WrapTException(_write_err157)
 			}
 			return true, err
 		}
@@ -14454,19 +16013,19 @@ func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err147 == nil && err2 != nil {
-		_write_err147 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
+		_write_err157 = thrift.WrapTException(err2)
 	}
-	if _write_err147 != nil {
-		return false, thrift.WrapTException(_write_err147)
+	if _write_err157 != nil {
+		return false, thrift.WrapTException(_write_err157)
 	}
 	return true, err
 }
@@ -14476,7 +16035,7 @@ type lanceMasterServiceProcessorJobLogs struct {
 }
 
 func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err149 error
+	var _write_err159 error
 	args := LanceMasterServiceJobLogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14526,21 +16085,21 @@ func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc150 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
+			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc150.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
-				_write_err149 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+				_write_err159 = thrift.WrapTException(err2)
 			}
-			if _write_err149 != nil {
-				return false, thrift.WrapTException(_write_err149)
+			if _write_err159 != nil {
+				return false, thrift.WrapTException(_write_err159)
 			}
 			return true, err
 		}
@@ -14549,19 +16108,19 @@ func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err149 == nil && err2 != nil {
-		_write_err149 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
+		_write_err159 = thrift.WrapTException(err2)
 	}
-	if _write_err149 != nil {
-		return false, thrift.WrapTException(_write_err149)
+	if _write_err159 != nil {
+		return false, thrift.WrapTException(_write_err159)
 	}
 	return true, err
 }
@@ -14571,7 +16130,7 @@ type lanceMasterServiceProcessorListJobs struct {
 }
 
 func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err151 error
+	var _write_err161 error
 	args := LanceMasterServiceListJobsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14621,21 +16180,21 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
+			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-				_write_err151 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+				_write_err161 = thrift.WrapTException(err2)
 			}
-			if _write_err151 != nil {
-				return false, thrift.WrapTException(_write_err151)
+			if _write_err161 != nil {
+				return false, thrift.WrapTException(_write_err161)
 			}
 			return true, err
 		}
@@ -14644,19 +16203,19 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.REPLY, seqId); err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if _write_err151 != nil {
-		return false, thrift.WrapTException(_write_err151)
+	if _write_err161 != nil {
+		return false, thrift.WrapTException(_write_err161)
 	}
 	return true, err
 }
@@ -14666,7 +16225,7 @@ type lanceMasterServiceProcessorShowJob struct {
 }
 
 func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err153 error
+	var _write_err163 error
 	args := LanceMasterServiceShowJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14716,21 +16275,21 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
+			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-				_write_err153 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+				_write_err163 = thrift.WrapTException(err2)
 			}
-			if _write_err153 != nil {
-				return false, thrift.WrapTException(_write_err153)
+			if _write_err163 != nil {
+				return false, thrift.WrapTException(_write_err163)
 			}
 			return true, err
 		}
@@ -14739,19 +16298,19 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if _write_err153 != nil {
-		return false, thrift.WrapTException(_write_err153)
+	if _write_err163 != nil {
+		return false, thrift.WrapTException(_write_err163)
 	}
 	return true, err
 }
@@ -14761,7 +16320,7 @@ type lanceMasterServiceProcessorResolveJob struct {
 }
 
 func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err155 error
+	var _write_err165 error
 	args := LanceMasterServiceResolveJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14811,21 +16370,21 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
+			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-				_write_err155 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+				_write_err165 = thrift.WrapTException(err2)
 			}
-			if _write_err155 != nil {
-				return false, thrift.WrapTException(_write_err155)
+			if _write_err165 != nil {
+				return false, thrift.WrapTException(_write_err165)
 			}
 			return true, err
 		}
@@ -14834,19 +16393,19 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if _write_err155 != nil {
-		return false, thrift.WrapTException(_write_err155)
+	if _write_err165 != nil {
+		return false, thrift.WrapTException(_write_err165)
 	}
 	return true, err
 }
@@ -14856,7 +16415,7 @@ type lanceMasterServiceProcessorCancelJob struct {
 }
 
 func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err157 error
+	var _write_err167 error
 	args := LanceMasterServiceCancelJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -14906,21 +16465,21 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
+			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if _write_err157 != nil {
-				return false, thrift.WrapTException(_write_err157)
+			if _write_err167 != nil {
+				return false, thrift.WrapTException(_write_err167)
 			}
 			return true, err
 		}
@@ -14929,19 +16488,19 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if _write_err157 != nil {
-		return false, thrift.WrapTException(_write_err157)
+	if _write_err167 != nil {
+		return false, thrift.WrapTException(_write_err167)
 	}
 	return true, err
 }
@@ -14951,7 +16510,7 @@ type lanceMasterServiceProcessorInspectDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err159 error
+	var _write_err169 error
 	args := LanceMasterServiceInspectDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15001,21 +16560,21 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
+			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if _write_err159 != nil {
-				return false, thrift.WrapTException(_write_err159)
+			if _write_err169 != nil {
+				return false, thrift.WrapTException(_write_err169)
 			}
 			return true, err
 		}
@@ -15024,19 +16583,19 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if _write_err159 != nil {
-		return false, thrift.WrapTException(_write_err159)
+	if _write_err169 != nil {
+		return false, thrift.WrapTException(_write_err169)
 	}
 	return true, err
 }
@@ -15046,7 +16605,7 @@ type lanceMasterServiceProcessorCreateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err161 error
+	var _write_err171 error
 	args := LanceMasterServiceCreateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15096,21 +16655,21 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
+			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if _write_err161 != nil {
-				return false, thrift.WrapTException(_write_err161)
+			if _write_err171 != nil {
+				return false, thrift.WrapTException(_write_err171)
 			}
 			return true, err
 		}
@@ -15119,19 +16678,19 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if _write_err161 != nil {
-		return false, thrift.WrapTException(_write_err161)
+	if _write_err171 != nil {
+		return false, thrift.WrapTException(_write_err171)
 	}
 	return true, err
 }
@@ -15141,7 +16700,7 @@ type lanceMasterServiceProcessorListCatalogs struct {
 }
 
 func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err163 error
+	var _write_err173 error
 	args := LanceMasterServiceListCatalogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15191,21 +16750,21 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
+			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if _write_err163 != nil {
-				return false, thrift.WrapTException(_write_err163)
+			if _write_err173 != nil {
+				return false, thrift.WrapTException(_write_err173)
 			}
 			return true, err
 		}
@@ -15214,19 +16773,19 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if _write_err163 != nil {
-		return false, thrift.WrapTException(_write_err163)
+	if _write_err173 != nil {
+		return false, thrift.WrapTException(_write_err173)
 	}
 	return true, err
 }
@@ -15236,7 +16795,7 @@ type lanceMasterServiceProcessorUpdateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err165 error
+	var _write_err175 error
 	args := LanceMasterServiceUpdateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15286,21 +16845,21 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
+			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if _write_err165 != nil {
-				return false, thrift.WrapTException(_write_err165)
+			if _write_err175 != nil {
+				return false, thrift.WrapTException(_write_err175)
 			}
 			return true, err
 		}
@@ -15309,19 +16868,19 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if _write_err165 != nil {
-		return false, thrift.WrapTException(_write_err165)
+	if _write_err175 != nil {
+		return false, thrift.WrapTException(_write_err175)
 	}
 	return true, err
 }
@@ -15331,7 +16890,7 @@ type lanceMasterServiceProcessorRemoveCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err167 error
+	var _write_err177 error
 	args := LanceMasterServiceRemoveCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15381,40 +16940,40 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
+			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if _write_err167 != nil {
-				return false, thrift.WrapTException(_write_err167)
+			if _write_err177 != nil {
+				return false, thrift.WrapTException(_write_err177)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if _write_err167 != nil {
-		return false, thrift.WrapTException(_write_err167)
+	if _write_err177 != nil {
+		return false, thrift.WrapTException(_write_err177)
 	}
 	return true, err
 }
@@ -15424,7 +16983,7 @@ type lanceMasterServiceProcessorAddBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err169 error
+	var _write_err179 error
 	args := LanceMasterServiceAddBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15474,21 +17033,21 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
+			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if _write_err169 != nil {
-				return false, thrift.WrapTException(_write_err169)
+			if _write_err179 != nil {
+				return false, thrift.WrapTException(_write_err179)
 			}
 			return true, err
 		}
@@ -15497,19 +17056,19 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if _write_err169 != nil {
-		return false, thrift.WrapTException(_write_err169)
+	if _write_err179 != nil {
+		return false, thrift.WrapTException(_write_err179)
 	}
 	return true, err
 }
@@ -15519,7 +17078,7 @@ type lanceMasterServiceProcessorListBackends struct {
 }
 
 func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err171 error
+	var _write_err181 error
 	args := LanceMasterServiceListBackendsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15569,21 +17128,21 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
+			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if _write_err171 != nil {
-				return false, thrift.WrapTException(_write_err171)
+			if _write_err181 != nil {
+				return false, thrift.WrapTException(_write_err181)
 			}
 			return true, err
 		}
@@ -15592,19 +17151,19 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.REPLY, seqId); err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if _write_err171 != nil {
-		return false, thrift.WrapTException(_write_err171)
+	if _write_err181 != nil {
+		return false, thrift.WrapTException(_write_err181)
 	}
 	return true, err
 }
@@ -15614,7 +17173,7 @@ type lanceMasterServiceProcessorRemoveBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err173 error
+	var _write_err183 error
 	args := LanceMasterServiceRemoveBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15664,40 +17223,230 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
+			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if _write_err173 != nil {
-				return false, thrift.WrapTException(_write_err173)
+			if _write_err183 != nil {
+				return false, thrift.WrapTException(_write_err183)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if _write_err173 != nil {
-		return false, thrift.WrapTException(_write_err173)
+	if _write_err183 != nil {
+		return false, thrift.WrapTException(_write_err183)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorShowBackend struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorShowBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err185 error
+	args := LanceMasterServiceShowBackendArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "showBackend", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceShowBackendResult{}
+	if retval, err2 := p.handler.ShowBackend(ctx, args.Backend); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showBackend: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "showBackend", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
+			}
+			if _write_err185 != nil {
+				return false, thrift.WrapTException(_write_err185)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "showBackend", thrift.REPLY, seqId); err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
+	}
+	if _write_err185 != nil {
+		return false, thrift.WrapTException(_write_err185)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorDrainBackend struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorDrainBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err187 error
+	args := LanceMasterServiceDrainBackendArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "drainBackend", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceDrainBackendResult{}
+	if retval, err2 := p.handler.DrainBackend(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing drainBackend: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "drainBackend", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
+			}
+			if _write_err187 != nil {
+				return false, thrift.WrapTException(_write_err187)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "drainBackend", thrift.REPLY, seqId); err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
+	}
+	if _write_err187 != nil {
+		return false, thrift.WrapTException(_write_err187)
 	}
 	return true, err
 }
@@ -15707,7 +17456,7 @@ type lanceMasterServiceProcessorGetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err175 error
+	var _write_err189 error
 	args := LanceMasterServiceGetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15757,21 +17506,21 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
+			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if _write_err175 != nil {
-				return false, thrift.WrapTException(_write_err175)
+			if _write_err189 != nil {
+				return false, thrift.WrapTException(_write_err189)
 			}
 			return true, err
 		}
@@ -15780,19 +17529,19 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if _write_err175 != nil {
-		return false, thrift.WrapTException(_write_err175)
+	if _write_err189 != nil {
+		return false, thrift.WrapTException(_write_err189)
 	}
 	return true, err
 }
@@ -15802,7 +17551,7 @@ type lanceMasterServiceProcessorSetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err177 error
+	var _write_err191 error
 	args := LanceMasterServiceSetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15852,21 +17601,21 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
+			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if _write_err177 != nil {
-				return false, thrift.WrapTException(_write_err177)
+			if _write_err191 != nil {
+				return false, thrift.WrapTException(_write_err191)
 			}
 			return true, err
 		}
@@ -15875,19 +17624,19 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if _write_err177 != nil {
-		return false, thrift.WrapTException(_write_err177)
+	if _write_err191 != nil {
+		return false, thrift.WrapTException(_write_err191)
 	}
 	return true, err
 }
@@ -15897,7 +17646,7 @@ type lanceMasterServiceProcessorListOptions struct {
 }
 
 func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err179 error
+	var _write_err193 error
 	args := LanceMasterServiceListOptionsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -15947,21 +17696,21 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
+			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if _write_err179 != nil {
-				return false, thrift.WrapTException(_write_err179)
+			if _write_err193 != nil {
+				return false, thrift.WrapTException(_write_err193)
 			}
 			return true, err
 		}
@@ -15970,19 +17719,19 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.REPLY, seqId); err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if _write_err179 != nil {
-		return false, thrift.WrapTException(_write_err179)
+	if _write_err193 != nil {
+		return false, thrift.WrapTException(_write_err193)
 	}
 	return true, err
 }
@@ -15992,7 +17741,7 @@ type lanceMasterServiceProcessorListPeers struct {
 }
 
 func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err181 error
+	var _write_err195 error
 	args := LanceMasterServiceListPeersArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16042,21 +17791,21 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
+			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if _write_err181 != nil {
-				return false, thrift.WrapTException(_write_err181)
+			if _write_err195 != nil {
+				return false, thrift.WrapTException(_write_err195)
 			}
 			return true, err
 		}
@@ -16065,19 +17814,19 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.REPLY, seqId); err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if _write_err181 != nil {
-		return false, thrift.WrapTException(_write_err181)
+	if _write_err195 != nil {
+		return false, thrift.WrapTException(_write_err195)
 	}
 	return true, err
 }
@@ -16087,7 +17836,7 @@ type lanceMasterServiceProcessorTransferLeader struct {
 }
 
 func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err183 error
+	var _write_err197 error
 	args := LanceMasterServiceTransferLeaderArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16137,21 +17886,21 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
+			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if _write_err183 != nil {
-				return false, thrift.WrapTException(_write_err183)
+			if _write_err197 != nil {
+				return false, thrift.WrapTException(_write_err197)
 			}
 			return true, err
 		}
@@ -16160,19 +17909,19 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.REPLY, seqId); err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if _write_err183 != nil {
-		return false, thrift.WrapTException(_write_err183)
+	if _write_err197 != nil {
+		return false, thrift.WrapTException(_write_err197)
 	}
 	return true, err
 }
@@ -16182,7 +17931,7 @@ type lanceMasterServiceProcessorForwardApply struct {
 }
 
 func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err185 error
+	var _write_err199 error
 	args := LanceMasterServiceForwardApplyArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16232,21 +17981,21 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
+			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if _write_err185 != nil {
-				return false, thrift.WrapTException(_write_err185)
+			if _write_err199 != nil {
+				return false, thrift.WrapTException(_write_err199)
 			}
 			return true, err
 		}
@@ -16255,19 +18004,19 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.REPLY, seqId); err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if _write_err185 != nil {
-		return false, thrift.WrapTException(_write_err185)
+	if _write_err199 != nil {
+		return false, thrift.WrapTException(_write_err199)
 	}
 	return true, err
 }
@@ -16277,7 +18026,7 @@ type lanceMasterServiceProcessorBeginSnapshotSave struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err187 error
+	var _write_err201 error
 	args := LanceMasterServiceBeginSnapshotSaveArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16327,21 +18076,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
+			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if _write_err187 != nil {
-				return false, thrift.WrapTException(_write_err187)
+			if _write_err201 != nil {
+				return false, thrift.WrapTException(_write_err201)
 			}
 			return true, err
 		}
@@ -16350,19 +18099,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.REPLY, seqId); err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if _write_err187 != nil {
-		return false, thrift.WrapTException(_write_err187)
+	if _write_err201 != nil {
+		return false, thrift.WrapTException(_write_err201)
 	}
 	return true, err
 }
@@ -16372,7 +18121,7 @@ type lanceMasterServiceProcessorReadSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err189 error
+	var _write_err203 error
 	args := LanceMasterServiceReadSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16422,21 +18171,21 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
+			_exc204 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := _exc204.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if _write_err189 != nil {
-				return false, thrift.WrapTException(_write_err189)
+			if _write_err203 != nil {
+				return false, thrift.WrapTException(_write_err203)
 			}
 			return true, err
 		}
@@ -16445,19 +18194,19 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if _write_err189 != nil {
-		return false, thrift.WrapTException(_write_err189)
+	if _write_err203 != nil {
+		return false, thrift.WrapTException(_write_err203)
 	}
 	return true, err
 }
@@ -16467,7 +18216,7 @@ type lanceMasterServiceProcessorBeginSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err191 error
+	var _write_err205 error
 	args := LanceMasterServiceBeginSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16517,21 +18266,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
+			_exc206 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := _exc206.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if _write_err191 != nil {
-				return false, thrift.WrapTException(_write_err191)
+			if _write_err205 != nil {
+				return false, thrift.WrapTException(_write_err205)
 			}
 			return true, err
 		}
@@ -16540,19 +18289,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if _write_err191 != nil {
-		return false, thrift.WrapTException(_write_err191)
+	if _write_err205 != nil {
+		return false, thrift.WrapTException(_write_err205)
 	}
 	return true, err
 }
@@ -16562,7 +18311,7 @@ type lanceMasterServiceProcessorWriteSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err193 error
+	var _write_err207 error
 	args := LanceMasterServiceWriteSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16612,40 +18361,40 @@ func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Cont
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
+			_exc208 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := _exc208.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if _write_err193 != nil {
-				return false, thrift.WrapTException(_write_err193)
+			if _write_err207 != nil {
+				return false, thrift.WrapTException(_write_err207)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if _write_err193 != nil {
-		return false, thrift.WrapTException(_write_err193)
+	if _write_err207 != nil {
+		return false, thrift.WrapTException(_write_err207)
 	}
 	return true, err
 }
@@ -16655,7 +18404,7 @@ type lanceMasterServiceProcessorFinishSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err195 error
+	var _write_err209 error
 	args := LanceMasterServiceFinishSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16705,21 +18454,21 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
+			_exc210 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := _exc210.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if _write_err195 != nil {
-				return false, thrift.WrapTException(_write_err195)
+			if _write_err209 != nil {
+				return false, thrift.WrapTException(_write_err209)
 			}
 			return true, err
 		}
@@ -16728,19 +18477,19 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if _write_err195 != nil {
-		return false, thrift.WrapTException(_write_err195)
+	if _write_err209 != nil {
+		return false, thrift.WrapTException(_write_err209)
 	}
 	return true, err
 }
@@ -16750,7 +18499,7 @@ type lanceMasterServiceProcessorAbortSnapshotTransfer struct {
 }
 
 func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err197 error
+	var _write_err211 error
 	args := LanceMasterServiceAbortSnapshotTransferArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16800,40 +18549,40 @@ func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
+			_exc212 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := _exc212.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if _write_err197 != nil {
-				return false, thrift.WrapTException(_write_err197)
+			if _write_err211 != nil {
+				return false, thrift.WrapTException(_write_err211)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.REPLY, seqId); err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if _write_err197 != nil {
-		return false, thrift.WrapTException(_write_err197)
+	if _write_err211 != nil {
+		return false, thrift.WrapTException(_write_err211)
 	}
 	return true, err
 }
@@ -16843,7 +18592,7 @@ type lanceMasterServiceProcessorAddVoter struct {
 }
 
 func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err199 error
+	var _write_err213 error
 	args := LanceMasterServiceAddVoterArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16893,21 +18642,21 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
+			_exc214 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := _exc214.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if _write_err199 != nil {
-				return false, thrift.WrapTException(_write_err199)
+			if _write_err213 != nil {
+				return false, thrift.WrapTException(_write_err213)
 			}
 			return true, err
 		}
@@ -16916,19 +18665,19 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.REPLY, seqId); err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if _write_err199 != nil {
-		return false, thrift.WrapTException(_write_err199)
+	if _write_err213 != nil {
+		return false, thrift.WrapTException(_write_err213)
 	}
 	return true, err
 }
@@ -16938,7 +18687,7 @@ type lanceMasterServiceProcessorRemovePeer struct {
 }
 
 func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err201 error
+	var _write_err215 error
 	args := LanceMasterServiceRemovePeerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16988,21 +18737,21 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
+			_exc216 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := _exc216.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if _write_err201 != nil {
-				return false, thrift.WrapTException(_write_err201)
+			if _write_err215 != nil {
+				return false, thrift.WrapTException(_write_err215)
 			}
 			return true, err
 		}
@@ -17011,19 +18760,19 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.REPLY, seqId); err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if _write_err201 != nil {
-		return false, thrift.WrapTException(_write_err201)
+	if _write_err215 != nil {
+		return false, thrift.WrapTException(_write_err215)
 	}
 	return true, err
 }
@@ -20634,11 +22383,11 @@ func (p *LanceMasterServiceListCatalogsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TCatalog, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem203 := &TCatalog{}
-		if err := _elem203.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem203), err)
+		_elem217 := &TCatalog{}
+		if err := _elem217.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem217), err)
 		}
-		p.Success = append(p.Success, _elem203)
+		p.Success = append(p.Success, _elem217)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -21600,11 +23349,11 @@ func (p *LanceMasterServiceListBackendsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TBackend, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem204 := &TBackend{}
-		if err := _elem204.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem204), err)
+		_elem218 := &TBackend{}
+		if err := _elem218.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem218), err)
 		}
-		p.Success = append(p.Success, _elem204)
+		p.Success = append(p.Success, _elem218)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -21892,6 +23641,532 @@ func (p *LanceMasterServiceRemoveBackendResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceMasterServiceRemoveBackendResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Backend
+type LanceMasterServiceShowBackendArgs struct {
+	Backend string `thrift:"backend,1" db:"backend" json:"backend"`
+}
+
+func NewLanceMasterServiceShowBackendArgs() *LanceMasterServiceShowBackendArgs {
+	return &LanceMasterServiceShowBackendArgs{}
+}
+
+func (p *LanceMasterServiceShowBackendArgs) GetBackend() string {
+	return p.Backend
+}
+func (p *LanceMasterServiceShowBackendArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Backend = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "showBackend_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "backend", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:backend: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Backend)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.backend (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:backend: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceShowBackendArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceShowBackendArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceShowBackendResult struct {
+	Success *TBackend    `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceShowBackendResult() *LanceMasterServiceShowBackendResult {
+	return &LanceMasterServiceShowBackendResult{}
+}
+
+var LanceMasterServiceShowBackendResult_Success_DEFAULT *TBackend
+
+func (p *LanceMasterServiceShowBackendResult) GetSuccess() *TBackend {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceShowBackendResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceShowBackendResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceShowBackendResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceShowBackendResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceShowBackendResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TBackend{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "showBackend_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceShowBackendResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceShowBackendResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceShowBackendResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceMasterServiceDrainBackendArgs struct {
+	Request *TDrainBackendRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceMasterServiceDrainBackendArgs() *LanceMasterServiceDrainBackendArgs {
+	return &LanceMasterServiceDrainBackendArgs{}
+}
+
+var LanceMasterServiceDrainBackendArgs_Request_DEFAULT *TDrainBackendRequest
+
+func (p *LanceMasterServiceDrainBackendArgs) GetRequest() *TDrainBackendRequest {
+	if !p.IsSetRequest() {
+		return LanceMasterServiceDrainBackendArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceMasterServiceDrainBackendArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TDrainBackendRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "drainBackend_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceDrainBackendArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceDrainBackendResult struct {
+	Success *TDrainBackendResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError           `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceDrainBackendResult() *LanceMasterServiceDrainBackendResult {
+	return &LanceMasterServiceDrainBackendResult{}
+}
+
+var LanceMasterServiceDrainBackendResult_Success_DEFAULT *TDrainBackendResponse
+
+func (p *LanceMasterServiceDrainBackendResult) GetSuccess() *TDrainBackendResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceDrainBackendResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceDrainBackendResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceDrainBackendResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceDrainBackendResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceDrainBackendResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TDrainBackendResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "drainBackend_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceDrainBackendResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceDrainBackendResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceDrainBackendResult(%+v)", *p)
 }
 
 // Attributes:
@@ -22599,11 +24874,11 @@ func (p *LanceMasterServiceListOptionsResult) ReadField0(ctx context.Context, ip
 	tSlice := make([]*TOption, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem205 := &TOption{}
-		if err := _elem205.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem205), err)
+		_elem219 := &TOption{}
+		if err := _elem219.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem219), err)
 		}
-		p.Success = append(p.Success, _elem205)
+		p.Success = append(p.Success, _elem219)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
