@@ -109,13 +109,20 @@ func drainedWord(b *adminapi.TBackend) string {
 	return "no"
 }
 
-func printBackend(out io.Writer, b *adminapi.TBackend) error {
-	heard := "-"
+// lastHeard is LAST HEARD: the latest OK heartbeat, "never" when the
+// leader heartbeats it without one, "-" when the leader was not asked.
+func lastHeard(b *adminapi.TBackend) string {
 	if b.IsSetLastHeardMs() {
-		heard = timeMs(b.LastHeardMs)
-	} else if b.IsSetAlive() {
-		heard = "never"
+		return timeMs(b.LastHeardMs)
 	}
+	if b.IsSetAlive() {
+		return "never"
+	}
+	return dash
+}
+
+func printBackend(out io.Writer, b *adminapi.TBackend) error {
+	heard := lastHeard(b)
 	drained := drainedWord(b)
 	if b.IsSetDrainTimeMs() {
 		verb := "drained"

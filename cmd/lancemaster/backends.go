@@ -79,14 +79,8 @@ func newBackendsListCmd(g *globals) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(bes))
 			for _, b := range bes {
-				heard := "-"
-				if b.IsSetLastHeardMs() {
-					heard = timeMs(b.LastHeardMs)
-				} else if b.IsSetAlive() {
-					heard = "never"
-				}
 				rows = append(rows, []string{
-					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), heard, i32(b.HeldSlots), drainedWord(b), str(b.Version),
+					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), lastHeard(b), i32(b.HeldSlots), drainedWord(b), str(b.Version),
 				})
 			}
 			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "LAST HEARD", "HELD SLOTS", "DRAINED", "VERSION"}, rows)
