@@ -5,6 +5,8 @@
 include "wire.thrift"
 
 namespace go adminapi
+namespace py lancemaster.adminapi
+namespace java io.lancemaster.adminapi
 
 // Stable error codes. A CLI or script may switch on them; never renumber.
 enum TErrorCode {

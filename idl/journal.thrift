@@ -5,6 +5,8 @@
 // Never renumber or reuse an id. Enum values start at 1; a missing optional
 // enum reads as the documented default (DESIGN.md §2).
 namespace go journal
+namespace py lancemaster.journal
+namespace java io.lancemaster.journal
 
 enum TMutationType {
   CREATE = 1,

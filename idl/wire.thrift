@@ -5,6 +5,8 @@
 // Doris's numbering is kept for the shared structs; fields marked "ours" are
 // lancemaster additions.
 namespace go wire
+namespace py lancemaster.wire
+namespace java io.lancemaster.wire
 
 // TStatusCode keeps Apache Doris's values (Status.thrift) for the codes it
 // shares with Doris; lancemaster's own codes start at 200, clear of Doris's.

@@ -40,6 +40,9 @@ func (g *globals) call(cmd *cobra.Command, fn adminCall) error {
 	// The CLI never logs: its only outputs are the result and the Error line.
 	mc := rpc.NewMasterClient(addrs, cfg, zap.NewNop())
 	if err := mc.Call(ctx, fn); err != nil {
+		if hint := g.tlsMismatch(addrs, err); hint != "" {
+			return usagef("%s", hint)
+		}
 		return &callError{addrs: addrs, err: err, timedOut: ctx.Err() != nil, timeout: g.timeout.String(),
 			write: cmd.Annotations[annotationWrite] != ""}
 	}
@@ -51,6 +54,11 @@ func (g *globals) addressList() ([]string, error) {
 	var out []string
 	for _, a := range strings.Split(g.addresses, ",") {
 		if a = strings.TrimSpace(a); a != "" {
+			// A malformed address is the command line's mistake: exit 2,
+			// nothing sent (not "no master reachable").
+			if _, err := parseHostPort(a); err != nil {
+				return nil, usagef("--address: %v", err)
+			}
 			out = append(out, a)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 const maxListLimit = 1000
 
 func newJobsCmd(g *globals) *cobra.Command {
-	return groupCmd("jobs", "Admit, inspect and resolve index jobs",
+	jobs := groupCmd("jobs", "Admit, inspect and resolve index jobs",
 		newCreateIndexCmd(g),
 		newDropIndexCmd(g),
 		newOptimizeCmd(g),
@@ -27,6 +27,8 @@ func newJobsCmd(g *globals) *cobra.Command {
 		newJobsWatchCmd(g),
 		newJobsLogsCmd(g),
 	)
+	addWaitFlags(jobs)
+	return jobs
 }
 
 func newCreateIndexCmd(g *globals) *cobra.Command {
@@ -136,6 +138,9 @@ func newDropIndexCmd(g *globals) *cobra.Command {
 }
 
 func (g *globals) printAdmit(cmd *cobra.Command, resp *adminapi.TAdmitResponse) error {
+	if waited, err := g.waitAfterAdmit(cmd, resp); waited {
+		return err
+	}
 	out := cmd.OutOrStdout()
 	if g.jsonOutput() {
 		return printJSON(out, resp)

@@ -100,7 +100,7 @@ func TestUsageErrorsSendNothing(t *testing.T) {
 		"unknown flag":          {"jobs", "list", "--bogus"},
 		"unknown command":       {"jobs", "bogus"},
 		"unknown root command":  {"bogus"},
-		"bad output":            {"-o", "yaml", "jobs", "list"},
+		"bad output":            {"-o", "xml", "jobs", "list"},
 		"update without flags":  {"catalogs", "update", "lake"},
 		"create without root":   {"catalogs", "create", "lake"},
 		"backend without port":  {"backends", "add", "10.0.0.1"},

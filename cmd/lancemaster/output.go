@@ -9,14 +9,48 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // dash stands for a value that is not set.
 const dash = "-"
 
-// printJSON writes v as indented JSON. The thrift structs of gen-go carry
-// snake_case json tags, so they are marshalled as they are.
+// formatWriter is a command's stdout with the global output options
+// (-o yaml, --no-headers): printJSON and printTable read them from it.
+type formatWriter struct {
+	io.Writer
+	yaml, noHeaders bool
+}
+
+func formatOf(w io.Writer) formatWriter {
+	if f, ok := w.(*formatWriter); ok {
+		return *f
+	}
+	return formatWriter{Writer: w}
+}
+
+// printJSON writes v as indented JSON, or as YAML with -o yaml (the same
+// document: the JSON is converted, so both have the same keys). The thrift
+// structs of gen-go carry snake_case json tags, so they are marshalled as
+// they are.
 func printJSON(w io.Writer, v any) error {
+	if formatOf(w).yaml {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var doc any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return err
+		}
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		if err := enc.Encode(doc); err != nil {
+			return err
+		}
+		return enc.Close()
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
@@ -28,7 +62,9 @@ func printJSON(w io.Writer, v any) error {
 // break the layout or drive the terminal.
 func printTable(w io.Writer, header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	writeRow(tw, header)
+	if !formatOf(w).noHeaders {
+		writeRow(tw, header)
+	}
 	for _, r := range rows {
 		writeRow(tw, r)
 	}

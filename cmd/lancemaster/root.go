@@ -30,12 +30,16 @@ const (
 
 const (
 	envAddress     = "LANCEMASTER_ADDR"
+	envOutput      = "LANCEMASTER_OUTPUT"
+	envTimeout     = "LANCEMASTER_TIMEOUT"
+	envAs          = "LANCEMASTER_AS"
 	defaultAddress = "127.0.0.1:7201"
 	defaultTimeout = 30 * time.Second
 	defaultActor   = "operator"
 
 	outputTable = "table"
 	outputJSON  = "json"
+	outputYAML  = "yaml"
 )
 
 // globals holds the persistent flags every command group shares.
@@ -44,7 +48,9 @@ type globals struct {
 	output    string
 	timeout   time.Duration
 	as        string
+	noHeaders bool
 	tls       rpc.TLSFiles // --tls-ca, --tls-cert, --tls-key (tls.go)
+	envErr    error        // a malformed LANCEMASTER_TIMEOUT, reported before any command runs
 }
 
 // usageError is a mistake in the command line. It is reported with a hint
@@ -69,10 +75,13 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Help on a bare `lancemaster`, but a typo is an error, not exit 0.
-		Args: cobra.NoArgs,
+		Args: unknownCommand,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// `lancemaster completion bash|zsh|fish|powershell` (cobra's), with
+	// dynamic completion of job ids, catalogs, backends and option keys
+	// (completion.go).
+	root.CompletionOptions.HiddenDefaultCmd = false
 	root.Version = version.Get().String()
 	root.SetVersionTemplate("{{.Version}}\n")
 
@@ -87,8 +96,25 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.addresses, "address", addr,
 		"comma-separated master addresses HOST:PORT; tried in order, following leader hints (env "+envAddress+")")
-	pf.StringVarP(&g.output, "output", "o", outputTable, "output format: table|json")
-	pf.DurationVar(&g.timeout, "timeout", defaultTimeout, "deadline for the whole command, failover included")
+	output := getenv(envOutput)
+	if strings.TrimSpace(output) == "" {
+		output = outputTable
+	}
+	timeout := defaultTimeout
+	if v := strings.TrimSpace(getenv(envTimeout)); v != "" {
+		// A bad value is reported by validate, as a bad --timeout is.
+		if d, err := time.ParseDuration(v); err == nil {
+			timeout = d
+		} else {
+			g.envErr = usagef("%s=%q is not a duration (like 30s)", envTimeout, v)
+		}
+	}
+	if v := getenv(envAs); strings.TrimSpace(v) != "" {
+		as = v
+	}
+	pf.StringVarP(&g.output, "output", "o", output, "output format: table|json|yaml (env "+envOutput+")")
+	pf.BoolVar(&g.noHeaders, "no-headers", false, "tables without their header row (for scripts)")
+	pf.DurationVar(&g.timeout, "timeout", timeout, "deadline for the whole command, failover included (env "+envTimeout+")")
 	pf.StringVar(&g.as, "as", as, "the name recorded as the job creator or actor ($USER when set); under mutual TLS the certificate's identity is recorded, and this name as a claim beside it")
 	bindTLSFlags(pf, &g.tls, getenv)
 
@@ -103,9 +129,10 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	)
 	// Daemon commands. They inherit the persistent flags above: do not reuse
 	// the -o shorthand.
-	root.AddCommand(newServeCmd())
-	root.AddCommand(newBackendCmd())
-	root.AddCommand(newCertsCmd())
+	root.AddCommand(hideClientFlags(newServeCmd()))
+	root.AddCommand(hideClientFlags(newBackendCmd()))
+	root.AddCommand(hideClientFlags(newCertsCmd()))
+	addCompletions(root, g)
 	return root
 }
 
@@ -166,6 +193,7 @@ func markRunStart(c *cobra.Command, g *globals, started *bool) {
 			if err := g.validate(); err != nil {
 				return err
 			}
+			cmd.SetOut(&formatWriter{Writer: cmd.OutOrStdout(), yaml: g.output == outputYAML, noHeaders: g.noHeaders})
 			return run(cmd, args)
 		}
 	} else if run := c.Run; run != nil {
@@ -182,10 +210,13 @@ func markRunStart(c *cobra.Command, g *globals, started *bool) {
 }
 
 func (g *globals) validate() error {
+	if g.envErr != nil {
+		return g.envErr
+	}
 	switch g.output {
-	case outputTable, outputJSON:
+	case outputTable, outputJSON, outputYAML:
 	default:
-		return usagef("--output must be table or json, got %q", g.output)
+		return usagef("--output must be table, json or yaml, got %q", g.output)
 	}
 	if g.timeout <= 0 {
 		return usagef("--timeout must be positive, got %s", g.timeout)
@@ -193,8 +224,9 @@ func (g *globals) validate() error {
 	return nil
 }
 
-// jsonOutput reports whether -o json was asked for.
-func (g *globals) jsonOutput() bool { return g.output == outputJSON }
+// jsonOutput reports whether -o json (or -o yaml, the same document in
+// YAML: printJSON writes it so) was asked for.
+func (g *globals) jsonOutput() bool { return g.output == outputJSON || g.output == outputYAML }
 
 // actor is the --as identity, or nil to let the server use the client's.
 func (g *globals) actor() *string {
@@ -213,14 +245,48 @@ func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 		Use:   use,
 		Short: short,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+			if err := unknownCommand(cmd, args); err != nil {
+				return err
 			}
 			return cmd.Help()
 		},
 	}
 	c.AddCommand(subs...)
 	return c
+}
+
+// clientOnlyFlags are the global flags only the operator CLI reads: the
+// daemons' help does not list them (the --tls-* flags stay: a daemon takes
+// them as overrides of its configuration file).
+var clientOnlyFlags = []string{"address", "output", "no-headers", "timeout", "as"}
+
+// hideClientFlags makes c's help leave out the client-only global flags.
+func hideClientFlags(c *cobra.Command) *cobra.Command {
+	c.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		for _, name := range clientOnlyFlags {
+			if f := cmd.InheritedFlags().Lookup(name); f != nil {
+				f.Hidden = true
+			}
+		}
+		cmd.Parent().HelpFunc()(cmd, args)
+	})
+	return c
+}
+
+// unknownCommand refuses arguments where a subcommand was expected, with
+// the subcommands it resembles ("did you mean").
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usagef("%s", msg)
 }
 
 // printUsageError prints a usage error on one line, or, when it lists

@@ -24,6 +24,9 @@ import (
 // stdoutIsTerminal reports whether w is a terminal: binary bytes there help
 // nobody. A writer may say so itself (tests do).
 func stdoutIsTerminal(w io.Writer) bool {
+	if f, ok := w.(*formatWriter); ok {
+		w = f.Writer // the output options' wrapper (output.go)
+	}
 	if t, ok := w.(interface{ IsTerminal() bool }); ok {
 		return t.IsTerminal()
 	}

@@ -83,9 +83,11 @@ func TestCLIWithMutualTLS(t *testing.T) {
 	if code != exitError || !strings.Contains(stderr, "Error: PERMISSION_DENIED: permission denied: a backend certificate may not call") {
 		t.Fatalf("backend certificate: exit %d, stderr %q", code, stderr)
 	}
-	// No certificate: the master is unreachable for this CLI.
-	if _, _, code := runCLI(t, nil, "--address", addr, "--timeout", "5s", "jobs", "show", "1"); code != exitUnreachable {
-		t.Fatalf("plaintext CLI to a TLS master: exit %d", code)
+	// No certificate: the CLI says the master requires TLS (its
+	// configuration's mistake, exit 2; nothing reached the handler).
+	if _, stderr, code := runCLI(t, nil, "--address", addr, "--timeout", "5s", "jobs", "show", "1"); code != exitUsage ||
+		!strings.Contains(stderr, "requires TLS") {
+		t.Fatalf("plaintext CLI to a TLS master: exit %d, stderr %q", code, stderr)
 	}
 	// Half a configuration is a usage error, before anything is sent.
 	_, stderr, code = runCLI(t, nil, "--address", addr, "--tls-ca", ca, "jobs", "show", "1")

@@ -103,6 +103,9 @@ func parseJobIDs(args []string) ([]int64, error) {
 // isTerminal reports whether w is a terminal that understands ANSI cursor
 // movement. A writer may say so itself (tests do).
 func isTerminal(w io.Writer) bool {
+	if f, ok := w.(*formatWriter); ok {
+		w = f.Writer // the output options' wrapper (output.go)
+	}
 	if t, ok := w.(interface{ IsTerminal() bool }); ok {
 		return t.IsTerminal()
 	}

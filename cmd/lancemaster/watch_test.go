@@ -337,7 +337,7 @@ func TestWatchUsageErrorsSendNothing(t *testing.T) {
 		"negative interval":      {"jobs", "watch", "1", "--interval", "-1s"},
 		"malformed interval":     {"jobs", "watch", "1", "--interval", "soon"},
 		"negative timeout-total": {"jobs", "watch", "1", "--timeout-total", "-1s"},
-		"bad output":             {"-o", "yaml", "jobs", "watch", "1"},
+		"bad output":             {"-o", "xml", "jobs", "watch", "1"},
 	} {
 		out, errOut, code := cli(t, addr, args...)
 		if code != exitUsage || out != "" || !strings.HasPrefix(errOut, "Error: ") ||
@@ -470,5 +470,32 @@ func TestWatchOnATerminalRedrawsInPlace(t *testing.T) {
 	}
 	if !strings.Contains(blocks[2], "COMMITTED  DONE") || !strings.HasSuffix(blocks[2], "all 1 jobs terminal and refreshed\n\x1b[?7h") {
 		t.Errorf("last block = %q", blocks[2])
+	}
+}
+
+// create-index --wait admits, then follows the job as `jobs watch` does and
+// exits with its code; without --wait it only admits.
+func TestCreateIndexWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		final string
+		code  int
+	}{{"COMMITTED", watchAllCommitted}, {"UNKNOWN", watchUnknown}} {
+		s := newScripted(map[int64][]step{7: views(jv(7, 1, "RUNNING", "NOT_REQUIRED"), jv(7, 2, tc.final, "NOT_REQUIRED"))})
+		s.admit = &adminapi.TAdmitResponse{JobID: thrift.Int64Ptr(7)}
+		addr := serve(t, s)
+		out, errOut, code := cli(t, addr, "jobs", "create-index", "lake.db.t", "i", "--column", "id", "--type", "BTREE", "--wait", "--timeout-total", "10s")
+		if code != tc.code || !strings.Contains(errOut, "job 7 admitted; waiting for it") || !strings.Contains(out, tc.final) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", tc.final, code, out, errOut)
+		}
+		if s.showCalls(7) < 2 {
+			t.Errorf("%s: the job was polled %d times", tc.final, s.showCalls(7))
+		}
+	}
+	s := newScripted(nil)
+	s.admit = &adminapi.TAdmitResponse{JobID: thrift.Int64Ptr(8)}
+	addr := serve(t, s)
+	if out := mustOK(t)(cli(t, addr, "jobs", "drop-index", "lake.db.t", "i")); out != "job 8 admitted\n" || s.showCalls(8) != 0 {
+		t.Errorf("without --wait: %q, %d polls", out, s.showCalls(8))
 	}
 }

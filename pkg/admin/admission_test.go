@@ -227,6 +227,19 @@ func TestFenceConflictNamesTheJobNotTheLocator(t *testing.T) {
 	if _, err := h.srv.CancelJob(ctx, &adminapi.TCancelRequest{JobID: 99}); errCode(t, err) != adminapi.TErrorCode_NOT_FOUND {
 		t.Fatalf("cancel missing: %v", err)
 	}
+	// A job in the wrong state is the same code for cancel as for resolve
+	// (a PENDING job force-released / a job that is not PENDING cancelled).
+	before = h.prop.Entries()
+	if _, err := h.srv.ResolveJob(ctx, &adminapi.TResolveRequest{JobID: 2, ForceRelease: true, Comment: "x"}); errCode(t, err) != adminapi.TErrorCode_INVALID {
+		t.Fatalf("resolve of a PENDING job: %v", err)
+	}
+	markRunningForTest(t, h, 2)
+	if _, err := h.srv.CancelJob(ctx, &adminapi.TCancelRequest{JobID: 2}); errCode(t, err) != adminapi.TErrorCode_INVALID {
+		t.Fatalf("cancel of a RUNNING job: %v", err)
+	}
+	if h.prop.Entries() != before+1 { // only the test's own M1
+		t.Fatalf("refusals journaled %d entries", h.prop.Entries()-before-1)
+	}
 }
 
 func TestQuotaLevels(t *testing.T) {
@@ -394,5 +407,20 @@ func TestIfNotExistsIgnoresUnreportedParameters(t *testing.T) {
 	r.IfNotExists = &yes
 	if _, err := h.srv.CreateIndex(context.Background(), r); errCode(t, err) != adminapi.TErrorCode_DEFINITION_MISMATCH {
 		t.Fatalf("a reported parameter that differs: %v", err)
+	}
+}
+
+// markRunningForTest dispatches job id as the leader's M1 would.
+func markRunningForTest(t *testing.T, h *harness, id int64) {
+	t.Helper()
+	rec, _ := h.fsm.State().Job(id)
+	b := h.fsm.State().Backends()[0]
+	cmd, _ := raftfsm.Encode(raftfsm.CmdMarkRunningBatch, &journal.TMarkRunningBatch{NowMs: 1, Jobs: []*journal.TMarkRunning{{
+		JobID: id, ExpectedRev: rec.Rev, BackendID: b.ID, ProcessEpoch: 5, InvocationID: "inv-c", InvocationSecret: "s", DeadlineMs: 10, LeaderTerm: 1}}})
+	if _, err := h.prop.Propose(context.Background(), cmd); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := h.fsm.State().Job(id); rec.MutationState != job.Running {
+		t.Fatalf("job %d is %s after M1", id, rec.MutationState)
 	}
 }

@@ -172,6 +172,14 @@ func (s *Server) CancelJob(ctx context.Context, r *adminapi.TCancelRequest) (*ad
 	if err := s.current(ctx); err != nil {
 		return nil, err
 	}
+	// The state precondition, decided on current state as resolve's is,
+	// with the same code: INVALID (the request does not fit the job). A
+	// change between this check and the apply is the FSM's CAS_FAILED:
+	// CONFLICT, a concurrent change won.
+	if rec, ok := s.d.Reader.State().Job(r.JobID); ok && rec.MutationState != job.Pending && rec.MutationState != job.Cancelled {
+		return nil, adminError(adminapi.TErrorCode_INVALID,
+			"job %d is %s; only a PENDING job can be cancelled (an UNKNOWN one can be force-released)", r.JobID, rec.MutationState)
+	}
 	if _, err := s.propose(ctx, raftfsm.CmdCancel, &journal.TCancelCommand{NowMs: s.nowMs(), JobID: r.JobID, Actor: actor},
 		journal.TApplyCode_NOOP); err != nil {
 		return nil, err

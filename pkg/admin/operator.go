@@ -91,6 +91,10 @@ func (s *Server) TransferLeader(ctx context.Context, target string) (string, err
 		if !found {
 			return "", adminError(adminapi.TErrorCode_NOT_FOUND, "no peer %q in the raft configuration", target)
 		}
+		if target == s.d.NodeID {
+			// Raft would do nothing and the answer would read as a transfer.
+			return "", adminError(adminapi.TErrorCode_ALREADY_EXISTS, "%s is already the leader; nothing was transferred", target)
+		}
 	}
 	leader, err := s.d.Cluster.TransferLeadership(ctx, target)
 	if err != nil {

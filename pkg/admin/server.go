@@ -77,6 +77,9 @@ type Deps struct {
 	Credentials config.CredentialSource
 	Reports     ReportHandler // optional
 	BackendView BackendView   // optional
+	// NewClusterID mints a cluster id (dispatch.NewClusterID); a restore
+	// into a cluster that has none yet uses it. Optional.
+	NewClusterID func() (string, error)
 	// LastContact is when this node last heard from a leader (zero: never,
 	// or it leads); optional. Reads answered from this replica say they
 	// may be stale when it is old or no leader is known.

@@ -358,6 +358,14 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the upload is incomplete: %d of %d bytes", t.offset, t.size)
 	}
 	clusterID := s.d.Reader.State().ClusterID() // the restore replaces it with the file's
+	if clusterID == "" && s.d.NewClusterID != nil {
+		// This history has not journaled its id yet (a restore right after
+		// bootstrap): it gets one now, never the file's, which names
+		// another term sequence (backends keep their term fence by it).
+		if id, err := s.d.NewClusterID(); err == nil {
+			clusterID = id
+		}
+	}
 	if s.d.HoldDispatch != nil {
 		// No round may dispatch from the restored state before the pause
 		// below is journaled (and leadership has moved on).

@@ -119,6 +119,11 @@ func (followerProposer) IsLeader() bool { return false }
 
 func newOpsServer(t *testing.T, cl Cluster, leader bool) *Server {
 	t.Helper()
+	return newOpsServerWith(t, cl, leader, nil)
+}
+
+func newOpsServerWith(t *testing.T, cl Cluster, leader bool, mint func() (string, error)) *Server {
+	t.Helper()
 	fsm := raftfsm.New(nil)
 	p := &fsmProposer{fsm: fsm}
 	var prop raftfsm.Proposer = p
@@ -132,7 +137,33 @@ func newOpsServer(t *testing.T, cl Cluster, leader bool) *Server {
 		c.fakeCluster = fakeCluster{p}
 	}
 	return New(Deps{Proposer: prop, Reader: fsm, Cluster: cl, Backends: rpc.NewThriftBackendClient(rpc.DefaultConfig()),
-		Credentials: config.StaticCredentials{}, Logger: zap.NewNop(), NodeID: "m1"})
+		Credentials: config.StaticCredentials{}, Logger: zap.NewNop(), NodeID: "m1", NewClusterID: mint})
+}
+
+// A restore into a cluster that has not journaled its id yet (right after
+// bootstrap) gives it a fresh id, never none and never the file's: the
+// file's names another history, whose backends keep their term fence by it.
+func TestRestoreIntoAClusterWithoutAnIDMintsOne(t *testing.T) {
+	ctx := context.Background()
+	cl := &opsCluster{}
+	s := newOpsServerWith(t, cl, true, func() (string, error) { return "lm-fresh", nil })
+	if id := s.d.Reader.State().ClusterID(); id != "" {
+		t.Fatalf("fixture has cluster id %q", id)
+	}
+	file := fileOf(10)
+	tr, err := s.BeginSnapshotRestore(ctx, int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Offset: 0, Data: file}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID); err != nil {
+		t.Fatal(err)
+	}
+	if id := s.d.Reader.State().ClusterID(); id != "lm-fresh" {
+		t.Fatalf("cluster id after the restore: %q", id)
+	}
 }
 
 func fileOf(n int) []byte {

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -134,16 +135,27 @@ func (c *cluster3) admitIDs(via int, catalog, table, prefix string, n int) []int
 	cl := c.client(via)
 	var ids []int64
 	for i := 0; i < n; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := cl.Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-			resp, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: catalog, Db: "db", Table: table,
-				IndexName: fmt.Sprintf("%s%03d", prefix, i), Column: "id", IndexType: "BTREE"})
-			if err == nil {
-				ids = append(ids, resp.GetJobID())
+		var err error
+		// UNAVAILABLE (no leader known, this master behind) is answered
+		// before anything is journaled: retried, as an operator would, for
+		// a bounded time (a loaded machine may lose a leader for a moment).
+		for end := time.Now().Add(20 * time.Second); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = cl.Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+				resp, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: catalog, Db: "db", Table: table,
+					IndexName: fmt.Sprintf("%s%03d", prefix, i), Column: "id", IndexType: "BTREE"})
+				if err == nil {
+					ids = append(ids, resp.GetJobID())
+				}
+				return err
+			})
+			cancel()
+			var ae *adminapi.TAdminError
+			if err == nil || !errors.As(err, &ae) || ae.Code != adminapi.TErrorCode_UNAVAILABLE || time.Now().After(end) {
+				break
 			}
-			return err
-		})
-		cancel()
+			time.Sleep(50 * time.Millisecond)
+		}
 		if err != nil {
 			c.t.Fatalf("admit %s%03d: %v", prefix, i, err)
 		}

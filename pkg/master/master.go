@@ -164,7 +164,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 			return admin.BackendState{Accepting: st.Accepting, NotAcceptingReason: st.NotAcceptingReason,
 				Capacity: st.Capacity, Dispatchable: st.Dispatchable()}, ok
 		},
-		LastContact: node.LastContact, LeaderCall: leaderCall,
+		LastContact: node.LastContact, NewClusterID: dispatch.NewClusterID, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 		// Writes are decided on current state (DESIGN.md §13.8).
 		ReadIndex:    node.ReadIndex,

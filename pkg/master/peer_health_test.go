@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,4 +50,24 @@ func TestListPeersAndMetricsShowADownFollower(t *testing.T) {
 		self, _ := fams.Value("lancemaster_raft_peer_healthy", "peer_id", c.nodes[ld].NodeID)
 		return ok && v == 0 && self == 1 && value(t, fams, "lancemaster_raft_peers") == 2
 	})
+}
+
+// transfer-leader to the leader itself says it is already the leader, and
+// moves nothing (before, it answered as if leadership had been handed over).
+func TestTransferLeaderToTheLeaderSaysSo(t *testing.T) {
+	c := newCluster3(t, nil)
+	ld := c.leader()
+	id := c.nodes[ld].NodeID
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.client(ld).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		_, err := a.TransferLeader(ctx, id)
+		return err
+	})
+	if got := errCode(t, err); got != adminapi.TErrorCode_ALREADY_EXISTS || !strings.Contains(err.Error(), "already the leader") {
+		t.Fatalf("transfer to itself: %v (%v)", err, got)
+	}
+	if now := c.leader(); now != ld {
+		t.Fatalf("leadership moved from m%d to m%d", ld+1, now+1)
+	}
 }

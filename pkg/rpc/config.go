@@ -27,9 +27,18 @@ const (
 	DefaultSocketTimeout = 30 * time.Second
 	// DefaultConnectTimeout bounds a client's TCP connect (and TLS handshake).
 	DefaultConnectTimeout = 3 * time.Second
-	// DefaultMaxConns caps the connections a Server serves at once; further
-	// connections wait in the listen backlog until one closes.
+	// DefaultMaxConns caps the connections a Server serves at once (its
+	// served slots, admission.go); a proven connection beyond them waits
+	// for one, up to the socket timeout.
 	DefaultMaxConns = 256
+	// DefaultHandshakeTimeout bounds the time from accept until the first
+	// request has arrived whole (the TLS handshake included): a connection
+	// that has not sent one by then is closed.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultMaxPendingConns caps the accepted connections whose first
+	// request has not arrived yet; when they are all taken, the oldest
+	// unproven one is closed to make room.
+	DefaultMaxPendingConns = 1024
 )
 
 // Config is the one Thrift configuration of the process: every listener and
@@ -53,8 +62,23 @@ type Config struct {
 	SocketTimeout time.Duration
 	// ConnectTimeout bounds a client's connect (and TLS handshake).
 	ConnectTimeout time.Duration
-	// MaxConns caps the connections a Server serves at once.
+	// MaxConns caps the connections a Server serves at once (served slots).
 	MaxConns int
+	// HandshakeTimeout bounds, on a server, the time from accept until the
+	// connection's first request has arrived whole, TLS handshake included
+	// (the shorter of it and SocketTimeout applies). Until then the
+	// connection holds a pending slot, not a served one.
+	HandshakeTimeout time.Duration
+	// MaxPendingConns caps a Server's connections whose first request has
+	// not arrived; when all are taken, the oldest unproven one is closed.
+	MaxPendingConns int
+	// ReservedConns is, on a server that verifies client certificates, the
+	// number of served slots reserved for the master role and, as many
+	// again, for the backend role: operators and callers without a valid
+	// role share the remaining MaxConns - 2*ReservedConns. The default is
+	// MaxConns/4; it is lowered so that at least one slot is shared.
+	// Without client certificates nothing is reserved.
+	ReservedConns int
 	// TLS, when set, is used by servers (certificates, client CAs) and
 	// clients (root CAs, client certificate). Nil means plaintext. It is the
 	// low-level form (tests): no roles are checked, and servers authorize
@@ -70,7 +94,9 @@ type Config struct {
 
 // DefaultConfig returns the production defaults: frame 512 KiB (DESIGN.md
 // §10), message 1 MiB, 65,536 container elements, socket timeout 30 s,
-// connect timeout 3 s, 256 connections, plaintext.
+// connect timeout 3 s, 256 served connections (64 reserved for masters and
+// 64 for backends under mutual TLS), 1,024 pending connections, handshake
+// timeout 5 s, plaintext.
 func DefaultConfig() Config {
 	return Config{
 		MaxFrameSize:     DefaultMaxFrameSize,
@@ -79,6 +105,9 @@ func DefaultConfig() Config {
 		SocketTimeout:    DefaultSocketTimeout,
 		ConnectTimeout:   DefaultConnectTimeout,
 		MaxConns:         DefaultMaxConns,
+		HandshakeTimeout: DefaultHandshakeTimeout,
+		MaxPendingConns:  DefaultMaxPendingConns,
+		ReservedConns:    DefaultMaxConns / 4,
 	}
 }
 
@@ -104,6 +133,17 @@ func (c Config) withDefaults() Config {
 	if c.MaxConns <= 0 {
 		c.MaxConns = d.MaxConns
 	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	if c.MaxPendingConns <= 0 {
+		c.MaxPendingConns = d.MaxPendingConns
+	}
+	if c.ReservedConns <= 0 {
+		c.ReservedConns = c.MaxConns / 4
+	}
+	// At least one served slot stays shared by operators and the rest.
+	c.ReservedConns = min(c.ReservedConns, (c.MaxConns-1)/2)
 	return c
 }
 

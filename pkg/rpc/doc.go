@@ -26,8 +26,10 @@
 // The server sets SocketTimeout in its own TConfiguration (the constructor
 // argument of the stock server socket is silently overwritten), calls
 // SetLogContext before its accept loop, wraps every processor with a recover
-// middleware that answers INTERNAL_ERROR, and caps concurrent connections
-// with a semaphore taken before each Accept.
+// middleware that answers INTERNAL_ERROR, and holds each connection in a
+// bounded pending pool, under a short handshake deadline, until its first
+// request has arrived, then in a served slot of its caller's class (slots
+// reserved for masters and backends under mutual TLS; admission.go).
 //
 // # Mutual TLS and authorization (docs/rpc.md)
 //

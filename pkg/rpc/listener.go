@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"io"
@@ -16,26 +17,29 @@ import (
 // errListenerClosed is what Accept returns once the server is closing.
 var errListenerClosed = thrift.NewTTransportException(thrift.NOT_OPEN, "rpc: listener closed")
 
-// cappedListener is the Server's thrift.TServerTransport. It caps the
-// connections served at once: Accept takes a slot of a semaphore before it
-// accepts, and a connection gives its slot back when it is closed. While
-// every slot is taken, new connections wait in the kernel's listen backlog
-// (their client sees a slow reply, bounded by its own timeouts) instead of
-// costing a goroutine, a buffer and a file descriptor each.
+// cappedListener is the Server's thrift.TServerTransport. It bounds the
+// connections it holds with two pools (admission.go): an accepted connection
+// takes a pending slot until its first request has arrived whole, within the
+// handshake deadline, then a served slot of its caller's class. Accept never
+// waits behind unproven connections: when the pending pool is full it closes
+// the oldest unproven one. It waits (new connections then stay in the
+// kernel's listen backlog) only while every pending slot is held by a proven
+// connection waiting for a served slot.
 //
 // It also tracks live connections so that Close can end them: the stock
 // server would otherwise wait for each one to time out.
 //
 // Concurrency: Accept is called by the server's single accept goroutine;
 // shutdown, Interrupt, Close and the stats may be called from any goroutine;
-// a connection's Close may be called from its serving goroutine and from
-// shutdown at once.
+// a connection's Close may be called from its serving goroutine, from
+// Accept (eviction) and from shutdown at once.
 type cappedListener struct {
-	ln    net.Listener
-	tconf *thrift.TConfiguration
-	log   *zap.Logger
+	ln        net.Listener
+	tconf     *thrift.TConfiguration
+	log       *zap.Logger
+	adm       *admission
+	handshake time.Duration // Config.HandshakeTimeout
 
-	slots   chan struct{} // one token per served connection
 	closing chan struct{} // closed by shutdown
 	once    sync.Once
 
@@ -43,19 +47,22 @@ type cappedListener struct {
 	closed bool
 	conns  map[*servedConn]struct{}
 
-	waiting atomic.Int32 // 1 while Accept waits for a free slot (tests await it)
-	peak    atomic.Int32 // most connections ever served at once
-	total   atomic.Int64 // connections ever accepted (tests count dials)
+	total atomic.Int64 // connections ever accepted (tests count dials)
 }
 
-func newCappedListener(ln net.Listener, tconf *thrift.TConfiguration, maxConns int, log *zap.Logger) *cappedListener {
+// newCappedListener serves ln with cfg's pools and deadlines; classify says
+// whether the server verifies client certificates (served slots are then
+// reserved by role).
+func newCappedListener(ln net.Listener, cfg Config, classify bool, log *zap.Logger) *cappedListener {
+	cfg = cfg.withDefaults()
 	return &cappedListener{
-		ln:      ln,
-		tconf:   tconf,
-		log:     log,
-		slots:   make(chan struct{}, maxConns),
-		closing: make(chan struct{}),
-		conns:   make(map[*servedConn]struct{}),
+		ln:        ln,
+		tconf:     cfg.TConfiguration(),
+		log:       log,
+		adm:       newAdmission(cfg, classify),
+		handshake: cfg.HandshakeTimeout,
+		closing:   make(chan struct{}),
+		conns:     make(map[*servedConn]struct{}),
 	}
 }
 
@@ -63,22 +70,11 @@ func newCappedListener(ln net.Listener, tconf *thrift.TConfiguration, maxConns i
 // before Serve.
 func (l *cappedListener) Listen() error { return nil }
 
-// Accept waits for a free slot, then for a connection. Transient accept
-// errors (EMFILE, ECONNABORTED...) are retried with a backoff: returning
-// them would end the stock server's accept loop for good.
+// Accept waits for a connection and gives it a pending slot (see
+// cappedListener). Transient accept errors (EMFILE, ECONNABORTED...) are
+// retried with a backoff: returning them would end the stock server's accept
+// loop for good.
 func (l *cappedListener) Accept() (thrift.TTransport, error) {
-	select {
-	case l.slots <- struct{}{}:
-	default:
-		l.waiting.Store(1)
-		select {
-		case l.slots <- struct{}{}:
-			l.waiting.Store(0)
-		case <-l.closing:
-			l.waiting.Store(0)
-			return nil, errListenerClosed
-		}
-	}
 	backoff := 5 * time.Millisecond
 	for {
 		conn, err := l.ln.Accept()
@@ -87,12 +83,10 @@ func (l *cappedListener) Accept() (thrift.TTransport, error) {
 		}
 		select {
 		case <-l.closing:
-			<-l.slots
 			return nil, errListenerClosed
 		default:
 		}
 		if errors.Is(err, net.ErrClosed) {
-			<-l.slots
 			return nil, errListenerClosed
 		}
 		l.log.Warn("rpc: accept failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
@@ -101,28 +95,31 @@ func (l *cappedListener) Accept() (thrift.TTransport, error) {
 		case <-t.C:
 		case <-l.closing:
 			t.Stop()
-			<-l.slots
 			return nil, errListenerClosed
 		}
 		backoff = min(backoff*2, time.Second)
 	}
 }
 
-// track registers conn, or closes it when shutdown already ran.
+// track gives conn a pending slot and registers it, or closes it when
+// shutdown already ran. The handshake deadline starts once it has its slot.
 func (l *cappedListener) track(conn net.Conn) (thrift.TTransport, error) {
-	sc := &servedConn{TSocket: thrift.NewTSocketFromConnConf(conn, l.tconf), l: l, peer: newPeer(conn)}
+	sc := &servedConn{l: l, peer: newPeer(conn)}
+	if !l.adm.enter(sc, l.closing) {
+		conn.Close()
+		return nil, errListenerClosed
+	}
+	sc.clamp = newClampConn(conn, time.Now().Add(l.handshake))
+	sc.TSocket = thrift.NewTSocketFromConnConf(sc.clamp, l.tconf)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		l.adm.release(sc)
 		conn.Close()
-		<-l.slots
 		return nil, errListenerClosed
 	}
 	l.conns[sc] = struct{}{}
 	l.total.Add(1)
-	if n := int32(len(l.conns)); n > l.peak.Load() {
-		l.peak.Store(n)
-	}
 	l.mu.Unlock()
 	return sc, nil
 }
@@ -131,10 +128,10 @@ func (l *cappedListener) release(sc *servedConn) {
 	l.mu.Lock()
 	delete(l.conns, sc)
 	l.mu.Unlock()
-	<-l.slots
+	l.adm.release(sc)
 }
 
-// active returns the number of connections being served.
+// active returns the number of connections held: pending and served.
 func (l *cappedListener) active() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -177,21 +174,62 @@ func (l *cappedListener) Close() error     { l.shutdown(); return nil }
 // several times, through each transport layer) gives its slot back once.
 type servedConn struct {
 	*thrift.TSocket
-	l    *cappedListener
-	once sync.Once
-	w    writeCoalescer // a reply leaves in one write
-	peer *Peer          // who is calling (authz.go)
+	l     *cappedListener
+	once  sync.Once
+	w     writeCoalescer // a reply leaves in one write
+	peer  *Peer          // who is calling (authz.go)
+	clamp *clampConn
+
+	// Read by the serving goroutine only.
+	first  firstFrame
+	proven bool
+
+	evicted atomic.Bool // closed by Accept to make room (admission.enter)
+
+	// Guarded by l.adm.mu.
+	state   connState
+	class   connClass
+	elem    *list.Element // in adm.unproven or adm.waiters
+	granted chan struct{} // closed when a waited-for served slot is given, or on release
 }
 
 func (c *servedConn) Write(p []byte) (int, error) { return c.w.write(p) }
 
 func (c *servedConn) Flush(ctx context.Context) error { return c.w.flush(ctx, c.TSocket) }
 
-// Read reports a read cut by the server's own shutdown as the end of the
-// stream: the Thrift server logs any other read error at ERROR level, and
-// closing an idle keep-alive connection on shutdown is no error.
+// Read watches for the first request, and reports the ends the server
+// itself causes as the end of the stream: the Thrift server logs any other
+// read error at ERROR level, and a flood of silent connections must not
+// flood the log. Those ends are a read cut by the server's shutdown (an idle
+// keep-alive connection), an unproven connection evicted or timed out at
+// the handshake deadline, and a proven one that found no served slot.
 func (c *servedConn) Read(p []byte) (int, error) {
 	n, err := c.TSocket.Read(p)
+	if !c.proven {
+		if err != nil {
+			if c.evicted.Load() {
+				return n, io.EOF
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.l.adm.expired.Add(1)
+				c.l.log.Debug("rpc: closing a connection that sent no request within the handshake deadline",
+					zap.String("peer", c.peer.addr()))
+				return n, io.EOF
+			}
+		} else if c.first.feed(p[:n]) {
+			c.proven = true
+			c.clamp.lift()
+			if ok, timedOut := c.l.adm.prove(c); !ok {
+				if timedOut {
+					c.l.log.Warn("rpc: no connection slot freed within the socket timeout; closing the connection",
+						zap.String("peer", c.peer.addr()), zap.Stringer("class", c.class))
+				}
+				c.Close()
+				return 0, io.EOF
+			}
+		}
+	}
 	if err != nil && errors.Is(err, net.ErrClosed) && c.l.shuttingDown() {
 		return n, io.EOF
 	}

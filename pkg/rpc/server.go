@@ -28,8 +28,11 @@ var ErrServerClosed = errors.New("rpc: server closed")
 // Server serves one Thrift processor over framed transport and binary
 // protocol, hardened as docs/rpc.md describes: limits and timeouts from one
 // Config (SocketTimeout set in the server's own TConfiguration, so a stalled
-// peer is closed), a recover middleware, and a cap of Config.MaxConns
-// connections. Each connection is served by its own goroutine; requests on
+// peer is closed), a recover middleware, and two pools of connection slots
+// (admission.go): a connection is held as pending, under a short handshake
+// deadline, until its first request has arrived, then served in one of
+// Config.MaxConns slots, some reserved for masters and backends under
+// mutual TLS. Each connection is served by its own goroutine; requests on
 // one connection are served in order.
 //
 // Concurrency: all methods are safe to call from any goroutine. The
@@ -83,11 +86,12 @@ func NewServer(addr string, processor thrift.TProcessor, cfg Config, log *zap.Lo
 	var ln net.Listener = raw
 	if serverTLS != nil {
 		// The handshake runs on the connection's first read, in its own
-		// goroutine, bounded by SocketTimeout: a silent client cannot stall
-		// the accept loop.
+		// goroutine, bounded by the handshake deadline (admission.go): a
+		// silent client cannot stall the accept loop, nor hold a slot
+		// past that deadline.
 		ln = tls.NewListener(raw, serverTLS)
 	}
-	cl := newCappedListener(ln, tconf, cfg.MaxConns, log)
+	cl := newCappedListener(ln, cfg, verifiesClientCerts(serverTLS), log)
 	// Each connection's processor carries its Peer into the requests'
 	// contexts (authz.go).
 	srv := thrift.NewTSimpleServerFactory4(
@@ -105,8 +109,13 @@ func NewServer(addr string, processor thrift.TProcessor, cfg Config, log *zap.Lo
 // Addr returns the bound address, with the real port when addr had port 0.
 func (s *Server) Addr() net.Addr { return s.ln.ln.Addr() }
 
-// ActiveConns returns the number of connections being served now.
+// ActiveConns returns the number of connections held now, pending and
+// served.
 func (s *Server) ActiveConns() int { return s.ln.active() }
+
+// ConnStats describes the connections by pool, and counts the ones closed
+// before their first request or for want of a slot.
+func (s *Server) ConnStats() ConnStats { return s.ln.adm.stats() }
 
 // Serve starts accepting connections in the background and returns at once.
 // It fails when called twice or after Close.

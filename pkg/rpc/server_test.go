@@ -160,34 +160,26 @@ func TestConnectionCapMakesExtraConnectionsWait(t *testing.T) {
 	s := startBackend(t, &testBackend{}, cfg)
 	addr := s.Addr().String()
 
-	// Two idle connections take both slots.
-	var held []net.Conn
-	for range 2 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held = append(held, c)
-	}
-	waitFor(t, "two served connections and a waiting accept", func() bool {
-		return s.ActiveConns() == 2 && s.ln.waiting.Load() == 1
-	})
+	// Two connections that made a call and stay open take both served
+	// slots (a silent one would only hold a pending slot: flood_test.go).
+	held := []*Conn{heldConn(t, addr, cfg), heldConn(t, addr, cfg)}
+	waitFor(t, "two served connections", func() bool { return s.ConnStats().Served == 2 })
 
-	// A third client connects (the kernel completes the handshake) but is
-	// not served while both slots are taken.
+	// A third client's request arrives but is not served while both
+	// slots are taken.
 	done := make(chan error, 1)
 	go func() {
 		_, err := NewThriftBackendClient(cfg).Heartbeat(context.Background(), addr, &wire.THeartbeatRequest{MasterID: "m"})
 		done <- err
 	}()
+	waitFor(t, "the third connection to wait for a slot", func() bool { return s.ConnStats().Waiting == 1 })
 	select {
 	case err := <-done:
 		t.Fatalf("third call finished while the cap was full: %v", err)
 	default:
 	}
-	if s.ActiveConns() != 2 {
-		t.Fatalf("active = %d with MaxConns 2", s.ActiveConns())
+	if st := s.ConnStats(); st.Served != 2 {
+		t.Fatalf("served = %d with MaxConns 2", st.Served)
 	}
 
 	// Freeing one slot lets it through.
@@ -195,7 +187,7 @@ func TestConnectionCapMakesExtraConnectionsWait(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("third call after a slot freed: %v", err)
 	}
-	if p := s.ln.peak.Load(); p > 2 {
+	if p := s.ln.adm.peak.Load(); p > 2 {
 		t.Fatalf("peak connections = %d, cap is 2", p)
 	}
 }

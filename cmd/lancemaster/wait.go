@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+)
+
+// --wait on the commands that admit a job: watch it until it is terminal
+// and refreshed, with the exit codes of `jobs watch` (0 COMMITTED, 1
+// NOT_COMMITTED or CANCELLED, 2 UNKNOWN, 4 --timeout-total).
+
+const flagWait = "wait"
+
+func addWaitFlags(jobs *cobra.Command) {
+	for _, c := range jobs.Commands() {
+		switch c.Name() {
+		case "create-index", "drop-index", "optimize":
+			c.Flags().Bool(flagWait, false, "follow the job until it is terminal and refreshed, exiting as `jobs watch` does")
+			c.Flags().Duration("timeout-total", 0, "with --wait: give up (exit 4) after this long; 0 = no limit")
+		}
+	}
+}
+
+// waitAfterAdmit runs the watch of an admitted job when --wait was given;
+// it reports whether it did (and the watch's end).
+func (g *globals) waitAfterAdmit(cmd *cobra.Command, resp *adminapi.TAdmitResponse) (bool, error) {
+	wait, _ := cmd.Flags().GetBool(flagWait)
+	if !wait || resp.GetNoop() || !resp.IsSetJobID() {
+		return false, nil
+	}
+	total, _ := cmd.Flags().GetDuration("timeout-total")
+	if total < 0 {
+		return true, usagef("--timeout-total must not be negative (0 = no limit), got %s", total)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "job %d admitted; waiting for it\n", resp.GetJobID())
+	w := &watcher{g: g, cmd: cmd, interval: defaultWatchInterval, total: total,
+		out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), now: time.Now}
+	w.live = !g.jsonOutput() && isTerminal(w.out)
+	w.jobs = []*watchedJob{{id: resp.GetJobID()}}
+	return true, w.run()
+}
