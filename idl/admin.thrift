@@ -229,6 +229,38 @@ struct TBackend {
   7: optional i64 last_heard_ms,      // leader-local: the latest OK heartbeat's answer (unset: not heard this term)
   8: optional string warning,         // backends add: the address did not answer the probe (registered anyway)
   9: optional string version,         // leader-local: what its latest OK heartbeat said it runs
+  10: optional bool drained,          // journaled: no new dispatches go to it (backends drain)
+  11: optional i64 drain_time_ms,
+  12: optional string drain_actor,
+  13: optional bool accepting,        // leader-local: its latest answered heartbeat said it accepts work
+  14: optional string not_accepting_reason,
+  15: optional i32 capacity,          // leader-local: the workers it says it runs at once
+  16: optional list<TBackendInvocation> invocations,  // backends show: the jobs holding its slots
+  17: optional bool dispatchable,     // leader-local: new work may go to it now (alive, accepting, not drained)
+}
+
+// A job holding one of a backend's possible-live slots (backends show).
+struct TBackendInvocation {
+  1: required i64 job_id,
+  2: optional string mutation_state,
+  3: optional string invocation_id,
+  4: optional i64 process_epoch,
+  5: optional string target,          // CATALOG.DB.TABLE
+  6: optional string index_name,
+  7: optional string mutation_type,
+  8: optional i64 dispatch_time_ms,
+  9: optional string build_phase,
+}
+
+struct TDrainBackendRequest {
+  1: required string backend,         // id or HOST:PORT
+  2: required bool drained,           // false: undrain
+  3: optional string actor,           // the claimed name (--as)
+}
+
+struct TDrainBackendResponse {
+  1: required TBackend backend,
+  2: optional bool unchanged,         // it already was (un)drained: nothing changed
 }
 
 // What an operator sees of a dataset: its version, schema and indexes, as a
@@ -393,6 +425,8 @@ service LanceMasterService {
   TBackend addBackend(1: string address) throws (1: TAdminError err),
   list<TBackend> listBackends() throws (1: TAdminError err),
   void removeBackend(1: string backend) throws (1: TAdminError err),  // id or address
+  TBackend showBackend(1: string backend) throws (1: TAdminError err),  // id or address; asked of the leader
+  TDrainBackendResponse drainBackend(1: TDrainBackendRequest request) throws (1: TAdminError err),
 
   // cluster-wide options (DESIGN.md §11)
   TOption getOption(1: string key) throws (1: TAdminError err),

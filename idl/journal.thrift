@@ -175,6 +175,9 @@ struct TBackendRecord {
   1: required i64 backend_id,
   2: required string address,
   3: optional i64 add_time_ms,
+  4: optional bool drained,          // no new dispatches go to it; its running ones finish (TDrainBackendCommand)
+  5: optional i64 drain_time_ms,     // when it was last drained or undrained (master clock)
+  6: optional string drain_actor,    // who did it (the verified caller, the claim in parentheses)
 }
 
 // ---- commands ------------------------------------------------------------
@@ -342,6 +345,18 @@ struct TBackendCommand {
 struct TRemoveBackendCommand {
   1: required i64 now_ms,
   2: required i64 backend_id,
+}
+
+// Drain (drained = true) or undrain a backend: the leader's dispatcher
+// picks no drained backend for a new dispatch; its running jobs finish,
+// report and reconcile as before, and heartbeats go on. Command type 19
+// with the ignorable bit (147): an older master skips it and would
+// dispatch there as before; nothing else it applies depends on it.
+struct TDrainBackendCommand {
+  1: required i64 now_ms,
+  2: required i64 backend_id,
+  3: required bool drained,
+  4: optional string actor,
 }
 
 struct TSetOptionCommand {

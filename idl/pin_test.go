@@ -451,6 +451,9 @@ var pinnedStructs = []pinnedStruct{
 		{"backend_id", 1, "i64", req},
 		{"address", 2, "string", req},
 		{"add_time_ms", 3, "i64", opt},
+		{"drained", 4, "bool", opt},
+		{"drain_time_ms", 5, "i64", opt},
+		{"drain_actor", 6, "string", opt},
 	}},
 
 	// ---- journal.thrift: commands (the payload after the type byte) ---------
@@ -566,6 +569,12 @@ var pinnedStructs = []pinnedStruct{
 	{"TRemoveBackendCommand", func() thrift.TStruct { return journal.NewTRemoveBackendCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"backend_id", 2, "i64", req},
+	}},
+	{"TDrainBackendCommand", func() thrift.TStruct { return journal.NewTDrainBackendCommand() }, []pin{
+		{"now_ms", 1, "i64", req},
+		{"backend_id", 2, "i64", req},
+		{"drained", 3, "bool", req},
+		{"actor", 4, "string", opt},
 	}},
 	{"TSetOptionCommand", func() thrift.TStruct { return journal.NewTSetOptionCommand() }, []pin{
 		{"now_ms", 1, "i64", req},

@@ -81,7 +81,7 @@ func TestBackends(t *testing.T) {
 		backends: []*adminapi.TBackend{
 			{BackendID: 3, Address: "10.0.0.21:7301", Alive: thrift.BoolPtr(true), ProcessEpoch: thrift.Int64Ptr(1700000000000000000), HeldSlots: thrift.Int32Ptr(1),
 				LastHeardMs: thrift.Int64Ptr(1700000000000), Version: thrift.StringPtr("v0.3.0 (d4eb1c96e706)")},
-			{BackendID: 4, Address: "10.0.0.22:7301", HeldSlots: thrift.Int32Ptr(0)},
+			{BackendID: 4, Address: "10.0.0.22:7301", HeldSlots: thrift.Int32Ptr(0), Drained: thrift.BoolPtr(true)},
 			{BackendID: 5, Address: "127.0.0.1:22003", Alive: thrift.BoolPtr(false), HeldSlots: thrift.Int32Ptr(0)},
 		},
 	}
@@ -92,10 +92,10 @@ func TestBackends(t *testing.T) {
 	}
 	out := mustOK(t)(cli(t, addr, "backends", "list"))
 	want := "" +
-		"ID  ADDRESS          ALIVE  EPOCH                LAST HEARD            HELD SLOTS  VERSION\n" +
-		"3   10.0.0.21:7301   yes    1700000000000000000  2023-11-14T22:13:20Z  1           v0.3.0 (d4eb1c96e706)\n" +
-		"4   10.0.0.22:7301   -      -                    -                     0           -\n" +
-		"5   127.0.0.1:22003  no     -                    never                 0           -\n"
+		"ID  ADDRESS          ALIVE  EPOCH                LAST HEARD            HELD SLOTS  DRAINED  VERSION\n" +
+		"3   10.0.0.21:7301   yes    1700000000000000000  2023-11-14T22:13:20Z  1           no       v0.3.0 (d4eb1c96e706)\n" +
+		"4   10.0.0.22:7301   -      -                    -                     0           yes      -\n" +
+		"5   127.0.0.1:22003  no     -                    never                 0           no       -\n"
 	if out != want {
 		t.Errorf("list stdout =\n%s\nwant\n%s", out, want)
 	}

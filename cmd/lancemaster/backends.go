@@ -16,6 +16,9 @@ func newBackendsCmd(g *globals) *cobra.Command {
 	return groupCmd("backends", "Register and list the backends that run index builds",
 		newBackendsAddCmd(g),
 		newBackendsListCmd(g),
+		newBackendsShowCmd(g),
+		newBackendsDrainCmd(g, true),
+		newBackendsDrainCmd(g, false),
 		newBackendsRemoveCmd(g),
 	)
 }
@@ -57,7 +60,8 @@ func newBackendsListCmd(g *globals) *cobra.Command {
 		Short: "List backends with the leader's view of their liveness",
 		Long: "List backends. ALIVE, EPOCH and LAST HEARD are the leader's heartbeat view: ALIVE is \"no\" for a\n" +
 			"backend the leader heartbeats without an OK answer (LAST HEARD \"never\" if none came this term), and\n" +
-			"\"-\" only when the leader could not be asked. HELD SLOTS counts possible-live workers.",
+			"\"-\" only when the leader could not be asked. HELD SLOTS counts possible-live workers; DRAINED \"yes\"\n" +
+			"means no new dispatch goes there (backends drain).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var bes []*adminapi.TBackend
@@ -75,17 +79,11 @@ func newBackendsListCmd(g *globals) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(bes))
 			for _, b := range bes {
-				heard := "-"
-				if b.IsSetLastHeardMs() {
-					heard = timeMs(b.LastHeardMs)
-				} else if b.IsSetAlive() {
-					heard = "never"
-				}
 				rows = append(rows, []string{
-					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), heard, i32(b.HeldSlots), str(b.Version),
+					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), lastHeard(b), i32(b.HeldSlots), drainedWord(b), str(b.Version),
 				})
 			}
-			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "LAST HEARD", "HELD SLOTS", "VERSION"}, rows)
+			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "LAST HEARD", "HELD SLOTS", "DRAINED", "VERSION"}, rows)
 		},
 	}
 }
@@ -98,11 +96,9 @@ func newBackendsRemoveCmd(g *globals) *cobra.Command {
 		Example:     "  lancemaster backends remove 3\n  lancemaster backends remove 10.0.0.21:7301",
 		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref := strings.TrimSpace(args[0])
-			if _, err := strconv.ParseInt(ref, 10, 64); err != nil {
-				if ref, err = parseHostPort(ref); err != nil {
-					return usagef("backend must be an ID or HOST:PORT, got %q", args[0])
-				}
+			ref, err := parseBackendRef(args[0])
+			if err != nil {
+				return err
 			}
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
 				return c.RemoveBackend(ctx, ref)
@@ -112,6 +108,18 @@ func newBackendsRemoveCmd(g *globals) *cobra.Command {
 			return g.printRemoved(cmd, "backend", ref)
 		},
 	}
+}
+
+// parseBackendRef accepts a backend's ID or HOST:PORT.
+func parseBackendRef(arg string) (string, error) {
+	ref := strings.TrimSpace(arg)
+	if _, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		return ref, nil
+	}
+	if ref, err := parseHostPort(ref); err == nil {
+		return ref, nil
+	}
+	return "", usagef("backend must be an ID or HOST:PORT, got %q", arg)
 }
 
 // parseHostPort accepts HOST:PORT with a port in 1..65535.

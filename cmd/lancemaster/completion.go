@@ -91,6 +91,7 @@ func addCompletions(root *cobra.Command, g *globals) {
 		{[]string{"jobs", "watch"}, jobIDs}, {[]string{"jobs", "logs"}, jobIDs},
 		{[]string{"catalogs", "show"}, catalogs}, {[]string{"catalogs", "update"}, catalogs}, {[]string{"catalogs", "remove"}, catalogs},
 		{[]string{"backends", "remove"}, backends}, {[]string{"backends", "show"}, backends},
+		{[]string{"backends", "drain"}, backends}, {[]string{"backends", "undrain"}, backends},
 		{[]string{"config", "get"}, optionKeys}, {[]string{"config", "set"}, optionKeys},
 	} {
 		if cmd, _, err := root.Find(c.path); err == nil && cmd.Name() == c.path[len(c.path)-1] && cmd.ValidArgsFunction == nil {

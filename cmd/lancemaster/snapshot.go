@@ -39,18 +39,27 @@ func snapshotDefaults(cmd *cobra.Command, g *globals) {
 }
 
 func newSnapshotSaveCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "save FILE",
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "save FILE|-",
 		Short: "Save a consistent snapshot of the journal from the leader to FILE",
 		Long: "Save asks the leader for a consistent snapshot of the journal (every write committed\n" +
 			"before the command is in it) and writes it to FILE atomically: a temporary file in the\n" +
 			"same directory, fsynced, verified (checksums and a full decode), then renamed. The file\n" +
 			"holds invocation secrets, like the masters' data dirs: it is created 0600; keep it as\n" +
-			"carefully. Storage credentials are never in it. The default --timeout is 10m.",
-		Example: "  lancemaster operator snapshot save /backup/lancemaster-$(date +%F).snap",
-		Args:    cobra.ExactArgs(1),
+			"carefully. Storage credentials are never in it. The default --timeout is 10m.\n" +
+			"FILE \"-\" streams the file to stdout (for an encryption or object-store tool; messages go\n" +
+			"to stderr), verified as it passes: a file that does not verify ends the command with exit 1\n" +
+			"after its bytes were written, so run it under `set -o pipefail`. It refuses a terminal\n" +
+			"as stdout unless --force is given.",
+		Example: "  lancemaster operator snapshot save /backup/lancemaster-$(date +%F).snap\n" +
+			"  lancemaster operator snapshot save - | age -r $RECIPIENT > lancemaster.snap.age",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			snapshotDefaults(cmd, g)
+			if args[0] == "-" {
+				return saveToStdout(cmd, g, force)
+			}
 			path := args[0]
 			dir := filepath.Dir(path)
 			tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*") // 0600
@@ -108,11 +117,13 @@ func newSnapshotSaveCmd(g *globals) *cobra.Command {
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "with FILE \"-\": write the snapshot to stdout even when it is a terminal")
+	return cmd
 }
 
 func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:         "restore FILE",
+		Use:         "restore FILE|-",
 		Annotations: writeCommand(),
 		Short:       "Replace the whole journal with the snapshot in FILE",
 		Long: "Restore verifies FILE here, uploads it to the leader, which verifies it again (checksums,\n" +
@@ -123,12 +134,21 @@ func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 			"of this cluster and hands leadership over, so the leader services restart from the\n" +
 			"restored state. Check what the file brought back as RUNNING (jobs list --restored), then\n" +
 			"resume with `lancemaster config set lance_index_job_dispatcher_paused false`.\n" +
-			"See docs/operations.md before using it. The default --timeout is 10m.",
-		Example: "  lancemaster operator snapshot restore /backup/lancemaster-2026-01-31.snap",
-		Args:    cobra.ExactArgs(1),
+			"See docs/operations.md before using it. The default --timeout is 10m.\n" +
+			"FILE \"-\" reads the file from stdin: it is spooled to a temporary file (0600, removed\n" +
+			"afterwards; at most the largest snapshot a master accepts), verified, then uploaded.",
+		Example: "  lancemaster operator snapshot restore /backup/lancemaster-2026-01-31.snap\n" +
+			"  age -d -i key.txt lancemaster.snap.age | lancemaster operator snapshot restore -",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			snapshotDefaults(cmd, g)
-			f, err := os.Open(args[0])
+			var f *os.File
+			var err error
+			if args[0] == "-" {
+				f, err = spoolStdin(cmd.InOrStdin(), cluster.MaxSnapshotFileSize)
+			} else {
+				f, err = os.Open(args[0])
+			}
 			if err != nil {
 				return fmt.Errorf("snapshot restore: %w", err)
 			}

@@ -9223,16 +9223,32 @@ func (p *TUpdateCatalogRequest) String() string {
 //   - LastHeardMs
 //   - Warning
 //   - Version
+//   - Drained
+//   - DrainTimeMs
+//   - DrainActor
+//   - Accepting
+//   - NotAcceptingReason
+//   - Capacity
+//   - Invocations
+//   - Dispatchable
 type TBackend struct {
-	BackendID    int64   `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
-	Address      string  `thrift:"address,2,required" db:"address" json:"address"`
-	AddTimeMs    *int64  `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
-	Alive        *bool   `thrift:"alive,4" db:"alive" json:"alive,omitempty"`
-	ProcessEpoch *int64  `thrift:"process_epoch,5" db:"process_epoch" json:"process_epoch,omitempty"`
-	HeldSlots    *int32  `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
-	LastHeardMs  *int64  `thrift:"last_heard_ms,7" db:"last_heard_ms" json:"last_heard_ms,omitempty"`
-	Warning      *string `thrift:"warning,8" db:"warning" json:"warning,omitempty"`
-	Version      *string `thrift:"version,9" db:"version" json:"version,omitempty"`
+	BackendID          int64                 `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
+	Address            string                `thrift:"address,2,required" db:"address" json:"address"`
+	AddTimeMs          *int64                `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
+	Alive              *bool                 `thrift:"alive,4" db:"alive" json:"alive,omitempty"`
+	ProcessEpoch       *int64                `thrift:"process_epoch,5" db:"process_epoch" json:"process_epoch,omitempty"`
+	HeldSlots          *int32                `thrift:"held_slots,6" db:"held_slots" json:"held_slots,omitempty"`
+	LastHeardMs        *int64                `thrift:"last_heard_ms,7" db:"last_heard_ms" json:"last_heard_ms,omitempty"`
+	Warning            *string               `thrift:"warning,8" db:"warning" json:"warning,omitempty"`
+	Version            *string               `thrift:"version,9" db:"version" json:"version,omitempty"`
+	Drained            *bool                 `thrift:"drained,10" db:"drained" json:"drained,omitempty"`
+	DrainTimeMs        *int64                `thrift:"drain_time_ms,11" db:"drain_time_ms" json:"drain_time_ms,omitempty"`
+	DrainActor         *string               `thrift:"drain_actor,12" db:"drain_actor" json:"drain_actor,omitempty"`
+	Accepting          *bool                 `thrift:"accepting,13" db:"accepting" json:"accepting,omitempty"`
+	NotAcceptingReason *string               `thrift:"not_accepting_reason,14" db:"not_accepting_reason" json:"not_accepting_reason,omitempty"`
+	Capacity           *int32                `thrift:"capacity,15" db:"capacity" json:"capacity,omitempty"`
+	Invocations        []*TBackendInvocation `thrift:"invocations,16" db:"invocations" json:"invocations,omitempty"`
+	Dispatchable       *bool                 `thrift:"dispatchable,17" db:"dispatchable" json:"dispatchable,omitempty"`
 }
 
 func NewTBackend() *TBackend {
@@ -9309,6 +9325,75 @@ func (p *TBackend) GetVersion() string {
 	}
 	return *p.Version
 }
+
+var TBackend_Drained_DEFAULT bool
+
+func (p *TBackend) GetDrained() bool {
+	if !p.IsSetDrained() {
+		return TBackend_Drained_DEFAULT
+	}
+	return *p.Drained
+}
+
+var TBackend_DrainTimeMs_DEFAULT int64
+
+func (p *TBackend) GetDrainTimeMs() int64 {
+	if !p.IsSetDrainTimeMs() {
+		return TBackend_DrainTimeMs_DEFAULT
+	}
+	return *p.DrainTimeMs
+}
+
+var TBackend_DrainActor_DEFAULT string
+
+func (p *TBackend) GetDrainActor() string {
+	if !p.IsSetDrainActor() {
+		return TBackend_DrainActor_DEFAULT
+	}
+	return *p.DrainActor
+}
+
+var TBackend_Accepting_DEFAULT bool
+
+func (p *TBackend) GetAccepting() bool {
+	if !p.IsSetAccepting() {
+		return TBackend_Accepting_DEFAULT
+	}
+	return *p.Accepting
+}
+
+var TBackend_NotAcceptingReason_DEFAULT string
+
+func (p *TBackend) GetNotAcceptingReason() string {
+	if !p.IsSetNotAcceptingReason() {
+		return TBackend_NotAcceptingReason_DEFAULT
+	}
+	return *p.NotAcceptingReason
+}
+
+var TBackend_Capacity_DEFAULT int32
+
+func (p *TBackend) GetCapacity() int32 {
+	if !p.IsSetCapacity() {
+		return TBackend_Capacity_DEFAULT
+	}
+	return *p.Capacity
+}
+
+var TBackend_Invocations_DEFAULT []*TBackendInvocation
+
+func (p *TBackend) GetInvocations() []*TBackendInvocation {
+	return p.Invocations
+}
+
+var TBackend_Dispatchable_DEFAULT bool
+
+func (p *TBackend) GetDispatchable() bool {
+	if !p.IsSetDispatchable() {
+		return TBackend_Dispatchable_DEFAULT
+	}
+	return *p.Dispatchable
+}
 func (p *TBackend) IsSetAddTimeMs() bool {
 	return p.AddTimeMs != nil
 }
@@ -9335,6 +9420,38 @@ func (p *TBackend) IsSetWarning() bool {
 
 func (p *TBackend) IsSetVersion() bool {
 	return p.Version != nil
+}
+
+func (p *TBackend) IsSetDrained() bool {
+	return p.Drained != nil
+}
+
+func (p *TBackend) IsSetDrainTimeMs() bool {
+	return p.DrainTimeMs != nil
+}
+
+func (p *TBackend) IsSetDrainActor() bool {
+	return p.DrainActor != nil
+}
+
+func (p *TBackend) IsSetAccepting() bool {
+	return p.Accepting != nil
+}
+
+func (p *TBackend) IsSetNotAcceptingReason() bool {
+	return p.NotAcceptingReason != nil
+}
+
+func (p *TBackend) IsSetCapacity() bool {
+	return p.Capacity != nil
+}
+
+func (p *TBackend) IsSetInvocations() bool {
+	return p.Invocations != nil
+}
+
+func (p *TBackend) IsSetDispatchable() bool {
+	return p.Dispatchable != nil
 }
 
 func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -9446,6 +9563,86 @@ func (p *TBackend) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 10:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField13(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 14:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField14(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 15:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField15(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 16:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField16(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 17:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField17(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -9548,6 +9745,89 @@ func (p *TBackend) ReadField9(ctx context.Context, iprot thrift.TProtocol) error
 	return nil
 }
 
+func (p *TBackend) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.Drained = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.DrainTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.DrainActor = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.Accepting = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField14(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 14: ", err)
+	} else {
+		p.NotAcceptingReason = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField15(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 15: ", err)
+	} else {
+		p.Capacity = &v
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField16(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TBackendInvocation, 0, size)
+	p.Invocations = tSlice
+	for i := 0; i < size; i++ {
+		_elem6 := &TBackendInvocation{}
+		if err := _elem6.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
+		}
+		p.Invocations = append(p.Invocations, _elem6)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TBackend) ReadField17(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 17: ", err)
+	} else {
+		p.Dispatchable = &v
+	}
+	return nil
+}
+
 func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TBackend"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -9578,6 +9858,30 @@ func (p *TBackend) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField14(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField15(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField16(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField17(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -9721,6 +10025,134 @@ func (p *TBackend) writeField9(ctx context.Context, oprot thrift.TProtocol) (err
 	return err
 }
 
+func (p *TBackend) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrained() {
+		if err := oprot.WriteFieldBegin(ctx, "drained", thrift.BOOL, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:drained: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Drained)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drained (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:drained: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrainTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "drain_time_ms", thrift.I64, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:drain_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DrainTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drain_time_ms (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:drain_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrainActor() {
+		if err := oprot.WriteFieldBegin(ctx, "drain_actor", thrift.STRING, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:drain_actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.DrainActor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drain_actor (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:drain_actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAccepting() {
+		if err := oprot.WriteFieldBegin(ctx, "accepting", thrift.BOOL, 13); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:accepting: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Accepting)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.accepting (13) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 13:accepting: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField14(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNotAcceptingReason() {
+		if err := oprot.WriteFieldBegin(ctx, "not_accepting_reason", thrift.STRING, 14); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 14:not_accepting_reason: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.NotAcceptingReason)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.not_accepting_reason (14) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 14:not_accepting_reason: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField15(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetCapacity() {
+		if err := oprot.WriteFieldBegin(ctx, "capacity", thrift.I32, 15); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 15:capacity: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Capacity)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.capacity (15) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 15:capacity: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField16(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetInvocations() {
+		if err := oprot.WriteFieldBegin(ctx, "invocations", thrift.LIST, 16); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 16:invocations: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Invocations)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.Invocations {
+			if err := v.Write(ctx, oprot); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 16:invocations: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackend) writeField17(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDispatchable() {
+		if err := oprot.WriteFieldBegin(ctx, "dispatchable", thrift.BOOL, 17); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 17:dispatchable: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Dispatchable)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dispatchable (17) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 17:dispatchable: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TBackend) Equals(other *TBackend) bool {
 	if p == other {
 		return true
@@ -9789,6 +10221,71 @@ func (p *TBackend) Equals(other *TBackend) bool {
 			return false
 		}
 	}
+	if p.Drained != other.Drained {
+		if p.Drained == nil || other.Drained == nil {
+			return false
+		}
+		if (*p.Drained) != (*other.Drained) {
+			return false
+		}
+	}
+	if p.DrainTimeMs != other.DrainTimeMs {
+		if p.DrainTimeMs == nil || other.DrainTimeMs == nil {
+			return false
+		}
+		if (*p.DrainTimeMs) != (*other.DrainTimeMs) {
+			return false
+		}
+	}
+	if p.DrainActor != other.DrainActor {
+		if p.DrainActor == nil || other.DrainActor == nil {
+			return false
+		}
+		if (*p.DrainActor) != (*other.DrainActor) {
+			return false
+		}
+	}
+	if p.Accepting != other.Accepting {
+		if p.Accepting == nil || other.Accepting == nil {
+			return false
+		}
+		if (*p.Accepting) != (*other.Accepting) {
+			return false
+		}
+	}
+	if p.NotAcceptingReason != other.NotAcceptingReason {
+		if p.NotAcceptingReason == nil || other.NotAcceptingReason == nil {
+			return false
+		}
+		if (*p.NotAcceptingReason) != (*other.NotAcceptingReason) {
+			return false
+		}
+	}
+	if p.Capacity != other.Capacity {
+		if p.Capacity == nil || other.Capacity == nil {
+			return false
+		}
+		if (*p.Capacity) != (*other.Capacity) {
+			return false
+		}
+	}
+	if len(p.Invocations) != len(other.Invocations) {
+		return false
+	}
+	for i, _tgt := range p.Invocations {
+		_src7 := other.Invocations[i]
+		if !_tgt.Equals(_src7) {
+			return false
+		}
+	}
+	if p.Dispatchable != other.Dispatchable {
+		if p.Dispatchable == nil || other.Dispatchable == nil {
+			return false
+		}
+		if (*p.Dispatchable) != (*other.Dispatchable) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -9797,6 +10294,1014 @@ func (p *TBackend) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TBackend(%+v)", *p)
+}
+
+// Attributes:
+//   - JobID
+//   - MutationState
+//   - InvocationID
+//   - ProcessEpoch
+//   - Target
+//   - IndexName
+//   - MutationType
+//   - DispatchTimeMs
+//   - BuildPhase
+type TBackendInvocation struct {
+	JobID          int64   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
+	MutationState  *string `thrift:"mutation_state,2" db:"mutation_state" json:"mutation_state,omitempty"`
+	InvocationID   *string `thrift:"invocation_id,3" db:"invocation_id" json:"invocation_id,omitempty"`
+	ProcessEpoch   *int64  `thrift:"process_epoch,4" db:"process_epoch" json:"process_epoch,omitempty"`
+	Target         *string `thrift:"target,5" db:"target" json:"target,omitempty"`
+	IndexName      *string `thrift:"index_name,6" db:"index_name" json:"index_name,omitempty"`
+	MutationType   *string `thrift:"mutation_type,7" db:"mutation_type" json:"mutation_type,omitempty"`
+	DispatchTimeMs *int64  `thrift:"dispatch_time_ms,8" db:"dispatch_time_ms" json:"dispatch_time_ms,omitempty"`
+	BuildPhase     *string `thrift:"build_phase,9" db:"build_phase" json:"build_phase,omitempty"`
+}
+
+func NewTBackendInvocation() *TBackendInvocation {
+	return &TBackendInvocation{}
+}
+
+func (p *TBackendInvocation) GetJobID() int64 {
+	return p.JobID
+}
+
+var TBackendInvocation_MutationState_DEFAULT string
+
+func (p *TBackendInvocation) GetMutationState() string {
+	if !p.IsSetMutationState() {
+		return TBackendInvocation_MutationState_DEFAULT
+	}
+	return *p.MutationState
+}
+
+var TBackendInvocation_InvocationID_DEFAULT string
+
+func (p *TBackendInvocation) GetInvocationID() string {
+	if !p.IsSetInvocationID() {
+		return TBackendInvocation_InvocationID_DEFAULT
+	}
+	return *p.InvocationID
+}
+
+var TBackendInvocation_ProcessEpoch_DEFAULT int64
+
+func (p *TBackendInvocation) GetProcessEpoch() int64 {
+	if !p.IsSetProcessEpoch() {
+		return TBackendInvocation_ProcessEpoch_DEFAULT
+	}
+	return *p.ProcessEpoch
+}
+
+var TBackendInvocation_Target_DEFAULT string
+
+func (p *TBackendInvocation) GetTarget() string {
+	if !p.IsSetTarget() {
+		return TBackendInvocation_Target_DEFAULT
+	}
+	return *p.Target
+}
+
+var TBackendInvocation_IndexName_DEFAULT string
+
+func (p *TBackendInvocation) GetIndexName() string {
+	if !p.IsSetIndexName() {
+		return TBackendInvocation_IndexName_DEFAULT
+	}
+	return *p.IndexName
+}
+
+var TBackendInvocation_MutationType_DEFAULT string
+
+func (p *TBackendInvocation) GetMutationType() string {
+	if !p.IsSetMutationType() {
+		return TBackendInvocation_MutationType_DEFAULT
+	}
+	return *p.MutationType
+}
+
+var TBackendInvocation_DispatchTimeMs_DEFAULT int64
+
+func (p *TBackendInvocation) GetDispatchTimeMs() int64 {
+	if !p.IsSetDispatchTimeMs() {
+		return TBackendInvocation_DispatchTimeMs_DEFAULT
+	}
+	return *p.DispatchTimeMs
+}
+
+var TBackendInvocation_BuildPhase_DEFAULT string
+
+func (p *TBackendInvocation) GetBuildPhase() string {
+	if !p.IsSetBuildPhase() {
+		return TBackendInvocation_BuildPhase_DEFAULT
+	}
+	return *p.BuildPhase
+}
+func (p *TBackendInvocation) IsSetMutationState() bool {
+	return p.MutationState != nil
+}
+
+func (p *TBackendInvocation) IsSetInvocationID() bool {
+	return p.InvocationID != nil
+}
+
+func (p *TBackendInvocation) IsSetProcessEpoch() bool {
+	return p.ProcessEpoch != nil
+}
+
+func (p *TBackendInvocation) IsSetTarget() bool {
+	return p.Target != nil
+}
+
+func (p *TBackendInvocation) IsSetIndexName() bool {
+	return p.IndexName != nil
+}
+
+func (p *TBackendInvocation) IsSetMutationType() bool {
+	return p.MutationType != nil
+}
+
+func (p *TBackendInvocation) IsSetDispatchTimeMs() bool {
+	return p.DispatchTimeMs != nil
+}
+
+func (p *TBackendInvocation) IsSetBuildPhase() bool {
+	return p.BuildPhase != nil
+}
+
+func (p *TBackendInvocation) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetJobID bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetJobID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetJobID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field JobID is not set"))
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.JobID = v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.MutationState = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.InvocationID = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.ProcessEpoch = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Target = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.IndexName = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.MutationType = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.DispatchTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.BuildPhase = &v
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TBackendInvocation"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TBackendInvocation) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "job_id", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:job_id: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.JobID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.job_id (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:job_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMutationState() {
+		if err := oprot.WriteFieldBegin(ctx, "mutation_state", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:mutation_state: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.MutationState)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.mutation_state (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:mutation_state: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetInvocationID() {
+		if err := oprot.WriteFieldBegin(ctx, "invocation_id", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:invocation_id: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.InvocationID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.invocation_id (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:invocation_id: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetProcessEpoch() {
+		if err := oprot.WriteFieldBegin(ctx, "process_epoch", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:process_epoch: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ProcessEpoch)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.process_epoch (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:process_epoch: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTarget() {
+		if err := oprot.WriteFieldBegin(ctx, "target", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:target: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Target)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.target (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:target: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexName() {
+		if err := oprot.WriteFieldBegin(ctx, "index_name", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:index_name: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexName)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_name (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:index_name: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMutationType() {
+		if err := oprot.WriteFieldBegin(ctx, "mutation_type", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:mutation_type: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.MutationType)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.mutation_type (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:mutation_type: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDispatchTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "dispatch_time_ms", thrift.I64, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:dispatch_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DispatchTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.dispatch_time_ms (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:dispatch_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBuildPhase() {
+		if err := oprot.WriteFieldBegin(ctx, "build_phase", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:build_phase: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.BuildPhase)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.build_phase (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:build_phase: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendInvocation) Equals(other *TBackendInvocation) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.JobID != other.JobID {
+		return false
+	}
+	if p.MutationState != other.MutationState {
+		if p.MutationState == nil || other.MutationState == nil {
+			return false
+		}
+		if (*p.MutationState) != (*other.MutationState) {
+			return false
+		}
+	}
+	if p.InvocationID != other.InvocationID {
+		if p.InvocationID == nil || other.InvocationID == nil {
+			return false
+		}
+		if (*p.InvocationID) != (*other.InvocationID) {
+			return false
+		}
+	}
+	if p.ProcessEpoch != other.ProcessEpoch {
+		if p.ProcessEpoch == nil || other.ProcessEpoch == nil {
+			return false
+		}
+		if (*p.ProcessEpoch) != (*other.ProcessEpoch) {
+			return false
+		}
+	}
+	if p.Target != other.Target {
+		if p.Target == nil || other.Target == nil {
+			return false
+		}
+		if (*p.Target) != (*other.Target) {
+			return false
+		}
+	}
+	if p.IndexName != other.IndexName {
+		if p.IndexName == nil || other.IndexName == nil {
+			return false
+		}
+		if (*p.IndexName) != (*other.IndexName) {
+			return false
+		}
+	}
+	if p.MutationType != other.MutationType {
+		if p.MutationType == nil || other.MutationType == nil {
+			return false
+		}
+		if (*p.MutationType) != (*other.MutationType) {
+			return false
+		}
+	}
+	if p.DispatchTimeMs != other.DispatchTimeMs {
+		if p.DispatchTimeMs == nil || other.DispatchTimeMs == nil {
+			return false
+		}
+		if (*p.DispatchTimeMs) != (*other.DispatchTimeMs) {
+			return false
+		}
+	}
+	if p.BuildPhase != other.BuildPhase {
+		if p.BuildPhase == nil || other.BuildPhase == nil {
+			return false
+		}
+		if (*p.BuildPhase) != (*other.BuildPhase) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TBackendInvocation) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TBackendInvocation(%+v)", *p)
+}
+
+// Attributes:
+//   - Backend
+//   - Drained
+//   - Actor
+type TDrainBackendRequest struct {
+	Backend string  `thrift:"backend,1,required" db:"backend" json:"backend"`
+	Drained bool    `thrift:"drained,2,required" db:"drained" json:"drained"`
+	Actor   *string `thrift:"actor,3" db:"actor" json:"actor,omitempty"`
+}
+
+func NewTDrainBackendRequest() *TDrainBackendRequest {
+	return &TDrainBackendRequest{}
+}
+
+func (p *TDrainBackendRequest) GetBackend() string {
+	return p.Backend
+}
+
+func (p *TDrainBackendRequest) GetDrained() bool {
+	return p.Drained
+}
+
+var TDrainBackendRequest_Actor_DEFAULT string
+
+func (p *TDrainBackendRequest) GetActor() string {
+	if !p.IsSetActor() {
+		return TDrainBackendRequest_Actor_DEFAULT
+	}
+	return *p.Actor
+}
+func (p *TDrainBackendRequest) IsSetActor() bool {
+	return p.Actor != nil
+}
+
+func (p *TDrainBackendRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetBackend bool = false
+	var issetDrained bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetBackend = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetDrained = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetBackend {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Backend is not set"))
+	}
+	if !issetDrained {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Drained is not set"))
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Backend = v
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Drained = v
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TDrainBackendRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TDrainBackendRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "backend", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:backend: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Backend)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.backend (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:backend: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "drained", thrift.BOOL, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:drained: ", p), err)
+	}
+	if err := oprot.WriteBool(ctx, bool(p.Drained)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.drained (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:drained: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TDrainBackendRequest) Equals(other *TDrainBackendRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Backend != other.Backend {
+		return false
+	}
+	if p.Drained != other.Drained {
+		return false
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TDrainBackendRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TDrainBackendRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - Backend
+//   - Unchanged
+type TDrainBackendResponse struct {
+	Backend   *TBackend `thrift:"backend,1,required" db:"backend" json:"backend"`
+	Unchanged *bool     `thrift:"unchanged,2" db:"unchanged" json:"unchanged,omitempty"`
+}
+
+func NewTDrainBackendResponse() *TDrainBackendResponse {
+	return &TDrainBackendResponse{}
+}
+
+var TDrainBackendResponse_Backend_DEFAULT *TBackend
+
+func (p *TDrainBackendResponse) GetBackend() *TBackend {
+	if !p.IsSetBackend() {
+		return TDrainBackendResponse_Backend_DEFAULT
+	}
+	return p.Backend
+}
+
+var TDrainBackendResponse_Unchanged_DEFAULT bool
+
+func (p *TDrainBackendResponse) GetUnchanged() bool {
+	if !p.IsSetUnchanged() {
+		return TDrainBackendResponse_Unchanged_DEFAULT
+	}
+	return *p.Unchanged
+}
+func (p *TDrainBackendResponse) IsSetBackend() bool {
+	return p.Backend != nil
+}
+
+func (p *TDrainBackendResponse) IsSetUnchanged() bool {
+	return p.Unchanged != nil
+}
+
+func (p *TDrainBackendResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetBackend bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetBackend = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetBackend {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Backend is not set"))
+	}
+	return nil
+}
+
+func (p *TDrainBackendResponse) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Backend = &TBackend{}
+	if err := p.Backend.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Backend), err)
+	}
+	return nil
+}
+
+func (p *TDrainBackendResponse) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Unchanged = &v
+	}
+	return nil
+}
+
+func (p *TDrainBackendResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TDrainBackendResponse"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TDrainBackendResponse) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "backend", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:backend: ", p), err)
+	}
+	if err := p.Backend.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Backend), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:backend: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendResponse) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetUnchanged() {
+		if err := oprot.WriteFieldBegin(ctx, "unchanged", thrift.BOOL, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:unchanged: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Unchanged)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.unchanged (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:unchanged: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TDrainBackendResponse) Equals(other *TDrainBackendResponse) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Backend.Equals(other.Backend) {
+		return false
+	}
+	if p.Unchanged != other.Unchanged {
+		if p.Unchanged == nil || other.Unchanged == nil {
+			return false
+		}
+		if (*p.Unchanged) != (*other.Unchanged) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TDrainBackendResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TDrainBackendResponse(%+v)", *p)
 }
 
 // Attributes:
@@ -9941,11 +11446,11 @@ func (p *TDatasetView) ReadField2(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*wire.TLanceField, 0, size)
 	p.Fields = tSlice
 	for i := 0; i < size; i++ {
-		_elem6 := &wire.TLanceField{}
-		if err := _elem6.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
+		_elem8 := &wire.TLanceField{}
+		if err := _elem8.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
 		}
-		p.Fields = append(p.Fields, _elem6)
+		p.Fields = append(p.Fields, _elem8)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -9961,11 +11466,11 @@ func (p *TDatasetView) ReadField3(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*wire.TLanceIndexInfo, 0, size)
 	p.Indexes = tSlice
 	for i := 0; i < size; i++ {
-		_elem7 := &wire.TLanceIndexInfo{}
-		if err := _elem7.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem7), err)
+		_elem9 := &wire.TLanceIndexInfo{}
+		if err := _elem9.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem9), err)
 		}
-		p.Indexes = append(p.Indexes, _elem7)
+		p.Indexes = append(p.Indexes, _elem9)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -10092,8 +11597,8 @@ func (p *TDatasetView) Equals(other *TDatasetView) bool {
 		return false
 	}
 	for i, _tgt := range p.Fields {
-		_src8 := other.Fields[i]
-		if !_tgt.Equals(_src8) {
+		_src10 := other.Fields[i]
+		if !_tgt.Equals(_src10) {
 			return false
 		}
 	}
@@ -10101,8 +11606,8 @@ func (p *TDatasetView) Equals(other *TDatasetView) bool {
 		return false
 	}
 	for i, _tgt := range p.Indexes {
-		_src9 := other.Indexes[i]
-		if !_tgt.Equals(_src9) {
+		_src11 := other.Indexes[i]
+		if !_tgt.Equals(_src11) {
 			return false
 		}
 	}
@@ -11165,11 +12670,11 @@ func (p *TRaftPeersResponse) ReadField1(ctx context.Context, iprot thrift.TProto
 	tSlice := make([]*TRaftPeer, 0, size)
 	p.Peers = tSlice
 	for i := 0; i < size; i++ {
-		_elem10 := &TRaftPeer{}
-		if err := _elem10.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
+		_elem12 := &TRaftPeer{}
+		if err := _elem12.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
 		}
-		p.Peers = append(p.Peers, _elem10)
+		p.Peers = append(p.Peers, _elem12)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -11361,8 +12866,8 @@ func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Peers {
-		_src11 := other.Peers[i]
-		if !_tgt.Equals(_src11) {
+		_src13 := other.Peers[i]
+		if !_tgt.Equals(_src13) {
 			return false
 		}
 	}
@@ -14641,11 +16146,11 @@ func (p *TRaftHealthResponse) ReadField1(ctx context.Context, iprot thrift.TProt
 	tSlice := make([]*TRaftMemberHealth, 0, size)
 	p.Members = tSlice
 	for i := 0; i < size; i++ {
-		_elem12 := &TRaftMemberHealth{}
-		if err := _elem12.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
+		_elem14 := &TRaftMemberHealth{}
+		if err := _elem14.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
 		}
-		p.Members = append(p.Members, _elem12)
+		p.Members = append(p.Members, _elem14)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -14945,8 +16450,8 @@ func (p *TRaftHealthResponse) Equals(other *TRaftHealthResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Members {
-		_src13 := other.Members[i]
-		if !_tgt.Equals(_src13) {
+		_src15 := other.Members[i]
+		if !_tgt.Equals(_src15) {
 			return false
 		}
 	}
@@ -15268,6 +16773,12 @@ type LanceMasterService interface {
 	//  - Backend
 	RemoveBackend(ctx context.Context, backend string) (_err error)
 	// Parameters:
+	//  - Backend
+	ShowBackend(ctx context.Context, backend string) (_r *TBackend, _err error)
+	// Parameters:
+	//  - Request
+	DrainBackend(ctx context.Context, request *TDrainBackendRequest) (_r *TDrainBackendResponse, _err error)
+	// Parameters:
 	//  - Key
 	GetOption(ctx context.Context, key string) (_r *TOption, _err error)
 	// Parameters:
@@ -15350,17 +16861,17 @@ func (p *LanceMasterServiceClient) SetLastResponseMeta_(meta thrift.ResponseMeta
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Context, report *wire.TLanceIndexJobReport) (_r *wire.TStatus, _err error) {
-	var _args14 LanceMasterServiceReportLanceIndexJobResultArgs
-	_args14.Report = report
-	var _result16 LanceMasterServiceReportLanceIndexJobResultResult
-	var _meta15 thrift.ResponseMeta
-	_meta15, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args14, &_result16)
-	p.SetLastResponseMeta_(_meta15)
+	var _args16 LanceMasterServiceReportLanceIndexJobResultArgs
+	_args16.Report = report
+	var _result18 LanceMasterServiceReportLanceIndexJobResultResult
+	var _meta17 thrift.ResponseMeta
+	_meta17, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args16, &_result18)
+	p.SetLastResponseMeta_(_meta17)
 	if _err != nil {
 		return
 	}
-	if _ret17 := _result16.GetSuccess(); _ret17 != nil {
-		return _ret17, nil
+	if _ret19 := _result18.GetSuccess(); _ret19 != nil {
+		return _ret19, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobResult failed: unknown result")
 }
@@ -15368,17 +16879,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Contex
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Context, report *wire.TLanceIndexJobTerminationReport) (_r *wire.TStatus, _err error) {
-	var _args18 LanceMasterServiceReportLanceIndexJobTerminationArgs
-	_args18.Report = report
-	var _result20 LanceMasterServiceReportLanceIndexJobTerminationResult
-	var _meta19 thrift.ResponseMeta
-	_meta19, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args18, &_result20)
-	p.SetLastResponseMeta_(_meta19)
+	var _args20 LanceMasterServiceReportLanceIndexJobTerminationArgs
+	_args20.Report = report
+	var _result22 LanceMasterServiceReportLanceIndexJobTerminationResult
+	var _meta21 thrift.ResponseMeta
+	_meta21, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args20, &_result22)
+	p.SetLastResponseMeta_(_meta21)
 	if _err != nil {
 		return
 	}
-	if _ret21 := _result20.GetSuccess(); _ret21 != nil {
-		return _ret21, nil
+	if _ret23 := _result22.GetSuccess(); _ret23 != nil {
+		return _ret23, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobTermination failed: unknown result")
 }
@@ -15386,17 +16897,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Co
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Context, report *wire.TLanceIndexJobProgressReport) (_r *wire.TStatus, _err error) {
-	var _args22 LanceMasterServiceReportLanceIndexJobProgressArgs
-	_args22.Report = report
-	var _result24 LanceMasterServiceReportLanceIndexJobProgressResult
-	var _meta23 thrift.ResponseMeta
-	_meta23, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args22, &_result24)
-	p.SetLastResponseMeta_(_meta23)
+	var _args24 LanceMasterServiceReportLanceIndexJobProgressArgs
+	_args24.Report = report
+	var _result26 LanceMasterServiceReportLanceIndexJobProgressResult
+	var _meta25 thrift.ResponseMeta
+	_meta25, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args24, &_result26)
+	p.SetLastResponseMeta_(_meta25)
 	if _err != nil {
 		return
 	}
-	if _ret25 := _result24.GetSuccess(); _ret25 != nil {
-		return _ret25, nil
+	if _ret27 := _result26.GetSuccess(); _ret27 != nil {
+		return _ret27, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobProgress failed: unknown result")
 }
@@ -15404,22 +16915,22 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Conte
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args26 LanceMasterServiceCreateIndexArgs
-	_args26.Request = request
-	var _result28 LanceMasterServiceCreateIndexResult
-	var _meta27 thrift.ResponseMeta
-	_meta27, _err = p.Client_().Call(ctx, "createIndex", &_args26, &_result28)
-	p.SetLastResponseMeta_(_meta27)
+	var _args28 LanceMasterServiceCreateIndexArgs
+	_args28.Request = request
+	var _result30 LanceMasterServiceCreateIndexResult
+	var _meta29 thrift.ResponseMeta
+	_meta29, _err = p.Client_().Call(ctx, "createIndex", &_args28, &_result30)
+	p.SetLastResponseMeta_(_meta29)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result28.Err != nil:
-		return _r, _result28.Err
+	case _result30.Err != nil:
+		return _r, _result30.Err
 	}
 
-	if _ret29 := _result28.GetSuccess(); _ret29 != nil {
-		return _ret29, nil
+	if _ret31 := _result30.GetSuccess(); _ret31 != nil {
+		return _ret31, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
 }
@@ -15427,22 +16938,22 @@ func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args30 LanceMasterServiceDropIndexArgs
-	_args30.Request = request
-	var _result32 LanceMasterServiceDropIndexResult
-	var _meta31 thrift.ResponseMeta
-	_meta31, _err = p.Client_().Call(ctx, "dropIndex", &_args30, &_result32)
-	p.SetLastResponseMeta_(_meta31)
+	var _args32 LanceMasterServiceDropIndexArgs
+	_args32.Request = request
+	var _result34 LanceMasterServiceDropIndexResult
+	var _meta33 thrift.ResponseMeta
+	_meta33, _err = p.Client_().Call(ctx, "dropIndex", &_args32, &_result34)
+	p.SetLastResponseMeta_(_meta33)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result32.Err != nil:
-		return _r, _result32.Err
+	case _result34.Err != nil:
+		return _r, _result34.Err
 	}
 
-	if _ret33 := _result32.GetSuccess(); _ret33 != nil {
-		return _ret33, nil
+	if _ret35 := _result34.GetSuccess(); _ret35 != nil {
+		return _ret35, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
 }
@@ -15450,22 +16961,22 @@ func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDrop
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request *TOptimizeRequest) (_r *TAdmitResponse, _err error) {
-	var _args34 LanceMasterServiceOptimizeDatasetArgs
-	_args34.Request = request
-	var _result36 LanceMasterServiceOptimizeDatasetResult
-	var _meta35 thrift.ResponseMeta
-	_meta35, _err = p.Client_().Call(ctx, "optimizeDataset", &_args34, &_result36)
-	p.SetLastResponseMeta_(_meta35)
+	var _args36 LanceMasterServiceOptimizeDatasetArgs
+	_args36.Request = request
+	var _result38 LanceMasterServiceOptimizeDatasetResult
+	var _meta37 thrift.ResponseMeta
+	_meta37, _err = p.Client_().Call(ctx, "optimizeDataset", &_args36, &_result38)
+	p.SetLastResponseMeta_(_meta37)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result36.Err != nil:
-		return _r, _result36.Err
+	case _result38.Err != nil:
+		return _r, _result38.Err
 	}
 
-	if _ret37 := _result36.GetSuccess(); _ret37 != nil {
-		return _ret37, nil
+	if _ret39 := _result38.GetSuccess(); _ret39 != nil {
+		return _ret39, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "optimizeDataset failed: unknown result")
 }
@@ -15474,23 +16985,23 @@ func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request 
 //   - JobID
 //   - MaxBytes
 func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, max_bytes int32) (_r *TJobLogs, _err error) {
-	var _args38 LanceMasterServiceJobLogsArgs
-	_args38.JobID = job_id
-	_args38.MaxBytes = max_bytes
-	var _result40 LanceMasterServiceJobLogsResult
-	var _meta39 thrift.ResponseMeta
-	_meta39, _err = p.Client_().Call(ctx, "jobLogs", &_args38, &_result40)
-	p.SetLastResponseMeta_(_meta39)
+	var _args40 LanceMasterServiceJobLogsArgs
+	_args40.JobID = job_id
+	_args40.MaxBytes = max_bytes
+	var _result42 LanceMasterServiceJobLogsResult
+	var _meta41 thrift.ResponseMeta
+	_meta41, _err = p.Client_().Call(ctx, "jobLogs", &_args40, &_result42)
+	p.SetLastResponseMeta_(_meta41)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result40.Err != nil:
-		return _r, _result40.Err
+	case _result42.Err != nil:
+		return _r, _result42.Err
 	}
 
-	if _ret41 := _result40.GetSuccess(); _ret41 != nil {
-		return _ret41, nil
+	if _ret43 := _result42.GetSuccess(); _ret43 != nil {
+		return _ret43, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "jobLogs failed: unknown result")
 }
@@ -15498,22 +17009,22 @@ func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, ma
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
-	var _args42 LanceMasterServiceListJobsArgs
-	_args42.Request = request
-	var _result44 LanceMasterServiceListJobsResult
-	var _meta43 thrift.ResponseMeta
-	_meta43, _err = p.Client_().Call(ctx, "listJobs", &_args42, &_result44)
-	p.SetLastResponseMeta_(_meta43)
+	var _args44 LanceMasterServiceListJobsArgs
+	_args44.Request = request
+	var _result46 LanceMasterServiceListJobsResult
+	var _meta45 thrift.ResponseMeta
+	_meta45, _err = p.Client_().Call(ctx, "listJobs", &_args44, &_result46)
+	p.SetLastResponseMeta_(_meta45)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result44.Err != nil:
-		return _r, _result44.Err
+	case _result46.Err != nil:
+		return _r, _result46.Err
 	}
 
-	if _ret45 := _result44.GetSuccess(); _ret45 != nil {
-		return _ret45, nil
+	if _ret47 := _result46.GetSuccess(); _ret47 != nil {
+		return _ret47, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
 }
@@ -15522,23 +17033,23 @@ func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJ
 //   - JobID
 //   - Consistent
 func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
-	var _args46 LanceMasterServiceShowJobArgs
-	_args46.JobID = job_id
-	_args46.Consistent = consistent
-	var _result48 LanceMasterServiceShowJobResult
-	var _meta47 thrift.ResponseMeta
-	_meta47, _err = p.Client_().Call(ctx, "showJob", &_args46, &_result48)
-	p.SetLastResponseMeta_(_meta47)
+	var _args48 LanceMasterServiceShowJobArgs
+	_args48.JobID = job_id
+	_args48.Consistent = consistent
+	var _result50 LanceMasterServiceShowJobResult
+	var _meta49 thrift.ResponseMeta
+	_meta49, _err = p.Client_().Call(ctx, "showJob", &_args48, &_result50)
+	p.SetLastResponseMeta_(_meta49)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result48.Err != nil:
-		return _r, _result48.Err
+	case _result50.Err != nil:
+		return _r, _result50.Err
 	}
 
-	if _ret49 := _result48.GetSuccess(); _ret49 != nil {
-		return _ret49, nil
+	if _ret51 := _result50.GetSuccess(); _ret51 != nil {
+		return _ret51, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
 }
@@ -15546,22 +17057,22 @@ func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, co
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
-	var _args50 LanceMasterServiceResolveJobArgs
-	_args50.Request = request
-	var _result52 LanceMasterServiceResolveJobResult
-	var _meta51 thrift.ResponseMeta
-	_meta51, _err = p.Client_().Call(ctx, "resolveJob", &_args50, &_result52)
-	p.SetLastResponseMeta_(_meta51)
+	var _args52 LanceMasterServiceResolveJobArgs
+	_args52.Request = request
+	var _result54 LanceMasterServiceResolveJobResult
+	var _meta53 thrift.ResponseMeta
+	_meta53, _err = p.Client_().Call(ctx, "resolveJob", &_args52, &_result54)
+	p.SetLastResponseMeta_(_meta53)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result52.Err != nil:
-		return _r, _result52.Err
+	case _result54.Err != nil:
+		return _r, _result54.Err
 	}
 
-	if _ret53 := _result52.GetSuccess(); _ret53 != nil {
-		return _ret53, nil
+	if _ret55 := _result54.GetSuccess(); _ret55 != nil {
+		return _ret55, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
 }
@@ -15569,22 +17080,22 @@ func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TRes
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
-	var _args54 LanceMasterServiceCancelJobArgs
-	_args54.Request = request
-	var _result56 LanceMasterServiceCancelJobResult
-	var _meta55 thrift.ResponseMeta
-	_meta55, _err = p.Client_().Call(ctx, "cancelJob", &_args54, &_result56)
-	p.SetLastResponseMeta_(_meta55)
+	var _args56 LanceMasterServiceCancelJobArgs
+	_args56.Request = request
+	var _result58 LanceMasterServiceCancelJobResult
+	var _meta57 thrift.ResponseMeta
+	_meta57, _err = p.Client_().Call(ctx, "cancelJob", &_args56, &_result58)
+	p.SetLastResponseMeta_(_meta57)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result56.Err != nil:
-		return _r, _result56.Err
+	case _result58.Err != nil:
+		return _r, _result58.Err
 	}
 
-	if _ret57 := _result56.GetSuccess(); _ret57 != nil {
-		return _ret57, nil
+	if _ret59 := _result58.GetSuccess(); _ret59 != nil {
+		return _ret59, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
 }
@@ -15594,24 +17105,24 @@ func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCanc
 //   - Db
 //   - Table
 func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error) {
-	var _args58 LanceMasterServiceInspectDatasetArgs
-	_args58.Catalog = catalog
-	_args58.Db = db
-	_args58.Table = table
-	var _result60 LanceMasterServiceInspectDatasetResult
-	var _meta59 thrift.ResponseMeta
-	_meta59, _err = p.Client_().Call(ctx, "inspectDataset", &_args58, &_result60)
-	p.SetLastResponseMeta_(_meta59)
+	var _args60 LanceMasterServiceInspectDatasetArgs
+	_args60.Catalog = catalog
+	_args60.Db = db
+	_args60.Table = table
+	var _result62 LanceMasterServiceInspectDatasetResult
+	var _meta61 thrift.ResponseMeta
+	_meta61, _err = p.Client_().Call(ctx, "inspectDataset", &_args60, &_result62)
+	p.SetLastResponseMeta_(_meta61)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result60.Err != nil:
-		return _r, _result60.Err
+	case _result62.Err != nil:
+		return _r, _result62.Err
 	}
 
-	if _ret61 := _result60.GetSuccess(); _ret61 != nil {
-		return _ret61, nil
+	if _ret63 := _result62.GetSuccess(); _ret63 != nil {
+		return _ret63, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspectDataset failed: unknown result")
 }
@@ -15619,62 +17130,62 @@ func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog s
 // Parameters:
 //   - Catalog
 func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
-	var _args62 LanceMasterServiceCreateCatalogArgs
-	_args62.Catalog = catalog
-	var _result64 LanceMasterServiceCreateCatalogResult
-	var _meta63 thrift.ResponseMeta
-	_meta63, _err = p.Client_().Call(ctx, "createCatalog", &_args62, &_result64)
-	p.SetLastResponseMeta_(_meta63)
+	var _args64 LanceMasterServiceCreateCatalogArgs
+	_args64.Catalog = catalog
+	var _result66 LanceMasterServiceCreateCatalogResult
+	var _meta65 thrift.ResponseMeta
+	_meta65, _err = p.Client_().Call(ctx, "createCatalog", &_args64, &_result66)
+	p.SetLastResponseMeta_(_meta65)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result64.Err != nil:
-		return _r, _result64.Err
+	case _result66.Err != nil:
+		return _r, _result66.Err
 	}
 
-	if _ret65 := _result64.GetSuccess(); _ret65 != nil {
-		return _ret65, nil
+	if _ret67 := _result66.GetSuccess(); _ret67 != nil {
+		return _ret67, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
-	var _args66 LanceMasterServiceListCatalogsArgs
-	var _result68 LanceMasterServiceListCatalogsResult
-	var _meta67 thrift.ResponseMeta
-	_meta67, _err = p.Client_().Call(ctx, "listCatalogs", &_args66, &_result68)
-	p.SetLastResponseMeta_(_meta67)
+	var _args68 LanceMasterServiceListCatalogsArgs
+	var _result70 LanceMasterServiceListCatalogsResult
+	var _meta69 thrift.ResponseMeta
+	_meta69, _err = p.Client_().Call(ctx, "listCatalogs", &_args68, &_result70)
+	p.SetLastResponseMeta_(_meta69)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result68.Err != nil:
-		return _r, _result68.Err
+	case _result70.Err != nil:
+		return _r, _result70.Err
 	}
 
-	return _result68.GetSuccess(), nil
+	return _result70.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error) {
-	var _args69 LanceMasterServiceUpdateCatalogArgs
-	_args69.Request = request
-	var _result71 LanceMasterServiceUpdateCatalogResult
-	var _meta70 thrift.ResponseMeta
-	_meta70, _err = p.Client_().Call(ctx, "updateCatalog", &_args69, &_result71)
-	p.SetLastResponseMeta_(_meta70)
+	var _args71 LanceMasterServiceUpdateCatalogArgs
+	_args71.Request = request
+	var _result73 LanceMasterServiceUpdateCatalogResult
+	var _meta72 thrift.ResponseMeta
+	_meta72, _err = p.Client_().Call(ctx, "updateCatalog", &_args71, &_result73)
+	p.SetLastResponseMeta_(_meta72)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result71.Err != nil:
-		return _r, _result71.Err
+	case _result73.Err != nil:
+		return _r, _result73.Err
 	}
 
-	if _ret72 := _result71.GetSuccess(); _ret72 != nil {
-		return _ret72, nil
+	if _ret74 := _result73.GetSuccess(); _ret74 != nil {
+		return _ret74, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "updateCatalog failed: unknown result")
 }
@@ -15682,18 +17193,18 @@ func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *T
 // Parameters:
 //   - Name
 func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
-	var _args73 LanceMasterServiceRemoveCatalogArgs
-	_args73.Name = name
-	var _result75 LanceMasterServiceRemoveCatalogResult
-	var _meta74 thrift.ResponseMeta
-	_meta74, _err = p.Client_().Call(ctx, "removeCatalog", &_args73, &_result75)
-	p.SetLastResponseMeta_(_meta74)
+	var _args75 LanceMasterServiceRemoveCatalogArgs
+	_args75.Name = name
+	var _result77 LanceMasterServiceRemoveCatalogResult
+	var _meta76 thrift.ResponseMeta
+	_meta76, _err = p.Client_().Call(ctx, "removeCatalog", &_args75, &_result77)
+	p.SetLastResponseMeta_(_meta76)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result75.Err != nil:
-		return _result75.Err
+	case _result77.Err != nil:
+		return _result77.Err
 	}
 
 	return nil
@@ -15702,82 +17213,128 @@ func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name strin
 // Parameters:
 //   - Address
 func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
-	var _args76 LanceMasterServiceAddBackendArgs
-	_args76.Address = address
-	var _result78 LanceMasterServiceAddBackendResult
-	var _meta77 thrift.ResponseMeta
-	_meta77, _err = p.Client_().Call(ctx, "addBackend", &_args76, &_result78)
-	p.SetLastResponseMeta_(_meta77)
+	var _args78 LanceMasterServiceAddBackendArgs
+	_args78.Address = address
+	var _result80 LanceMasterServiceAddBackendResult
+	var _meta79 thrift.ResponseMeta
+	_meta79, _err = p.Client_().Call(ctx, "addBackend", &_args78, &_result80)
+	p.SetLastResponseMeta_(_meta79)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result78.Err != nil:
-		return _r, _result78.Err
+	case _result80.Err != nil:
+		return _r, _result80.Err
 	}
 
-	if _ret79 := _result78.GetSuccess(); _ret79 != nil {
-		return _ret79, nil
+	if _ret81 := _result80.GetSuccess(); _ret81 != nil {
+		return _ret81, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
-	var _args80 LanceMasterServiceListBackendsArgs
-	var _result82 LanceMasterServiceListBackendsResult
-	var _meta81 thrift.ResponseMeta
-	_meta81, _err = p.Client_().Call(ctx, "listBackends", &_args80, &_result82)
-	p.SetLastResponseMeta_(_meta81)
+	var _args82 LanceMasterServiceListBackendsArgs
+	var _result84 LanceMasterServiceListBackendsResult
+	var _meta83 thrift.ResponseMeta
+	_meta83, _err = p.Client_().Call(ctx, "listBackends", &_args82, &_result84)
+	p.SetLastResponseMeta_(_meta83)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result82.Err != nil:
-		return _r, _result82.Err
+	case _result84.Err != nil:
+		return _r, _result84.Err
 	}
 
-	return _result82.GetSuccess(), nil
+	return _result84.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Backend
 func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
-	var _args83 LanceMasterServiceRemoveBackendArgs
-	_args83.Backend = backend
-	var _result85 LanceMasterServiceRemoveBackendResult
-	var _meta84 thrift.ResponseMeta
-	_meta84, _err = p.Client_().Call(ctx, "removeBackend", &_args83, &_result85)
-	p.SetLastResponseMeta_(_meta84)
+	var _args85 LanceMasterServiceRemoveBackendArgs
+	_args85.Backend = backend
+	var _result87 LanceMasterServiceRemoveBackendResult
+	var _meta86 thrift.ResponseMeta
+	_meta86, _err = p.Client_().Call(ctx, "removeBackend", &_args85, &_result87)
+	p.SetLastResponseMeta_(_meta86)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result85.Err != nil:
-		return _result85.Err
+	case _result87.Err != nil:
+		return _result87.Err
 	}
 
 	return nil
 }
 
 // Parameters:
-//   - Key
-func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
-	var _args86 LanceMasterServiceGetOptionArgs
-	_args86.Key = key
-	var _result88 LanceMasterServiceGetOptionResult
-	var _meta87 thrift.ResponseMeta
-	_meta87, _err = p.Client_().Call(ctx, "getOption", &_args86, &_result88)
-	p.SetLastResponseMeta_(_meta87)
+//   - Backend
+func (p *LanceMasterServiceClient) ShowBackend(ctx context.Context, backend string) (_r *TBackend, _err error) {
+	var _args88 LanceMasterServiceShowBackendArgs
+	_args88.Backend = backend
+	var _result90 LanceMasterServiceShowBackendResult
+	var _meta89 thrift.ResponseMeta
+	_meta89, _err = p.Client_().Call(ctx, "showBackend", &_args88, &_result90)
+	p.SetLastResponseMeta_(_meta89)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result88.Err != nil:
-		return _r, _result88.Err
+	case _result90.Err != nil:
+		return _r, _result90.Err
 	}
 
-	if _ret89 := _result88.GetSuccess(); _ret89 != nil {
-		return _ret89, nil
+	if _ret91 := _result90.GetSuccess(); _ret91 != nil {
+		return _ret91, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showBackend failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) DrainBackend(ctx context.Context, request *TDrainBackendRequest) (_r *TDrainBackendResponse, _err error) {
+	var _args92 LanceMasterServiceDrainBackendArgs
+	_args92.Request = request
+	var _result94 LanceMasterServiceDrainBackendResult
+	var _meta93 thrift.ResponseMeta
+	_meta93, _err = p.Client_().Call(ctx, "drainBackend", &_args92, &_result94)
+	p.SetLastResponseMeta_(_meta93)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result94.Err != nil:
+		return _r, _result94.Err
+	}
+
+	if _ret95 := _result94.GetSuccess(); _ret95 != nil {
+		return _ret95, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "drainBackend failed: unknown result")
+}
+
+// Parameters:
+//   - Key
+func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
+	var _args96 LanceMasterServiceGetOptionArgs
+	_args96.Key = key
+	var _result98 LanceMasterServiceGetOptionResult
+	var _meta97 thrift.ResponseMeta
+	_meta97, _err = p.Client_().Call(ctx, "getOption", &_args96, &_result98)
+	p.SetLastResponseMeta_(_meta97)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result98.Err != nil:
+		return _r, _result98.Err
+	}
+
+	if _ret99 := _result98.GetSuccess(); _ret99 != nil {
+		return _ret99, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
 }
@@ -15786,92 +17343,32 @@ func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_
 //   - Key
 //   - Value
 func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
-	var _args90 LanceMasterServiceSetOptionArgs
-	_args90.Key = key
-	_args90.Value = value
-	var _result92 LanceMasterServiceSetOptionResult
-	var _meta91 thrift.ResponseMeta
-	_meta91, _err = p.Client_().Call(ctx, "setOption", &_args90, &_result92)
-	p.SetLastResponseMeta_(_meta91)
+	var _args100 LanceMasterServiceSetOptionArgs
+	_args100.Key = key
+	_args100.Value = value
+	var _result102 LanceMasterServiceSetOptionResult
+	var _meta101 thrift.ResponseMeta
+	_meta101, _err = p.Client_().Call(ctx, "setOption", &_args100, &_result102)
+	p.SetLastResponseMeta_(_meta101)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result92.Err != nil:
-		return _r, _result92.Err
+	case _result102.Err != nil:
+		return _r, _result102.Err
 	}
 
-	if _ret93 := _result92.GetSuccess(); _ret93 != nil {
-		return _ret93, nil
+	if _ret103 := _result102.GetSuccess(); _ret103 != nil {
+		return _ret103, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
-	var _args94 LanceMasterServiceListOptionsArgs
-	var _result96 LanceMasterServiceListOptionsResult
-	var _meta95 thrift.ResponseMeta
-	_meta95, _err = p.Client_().Call(ctx, "listOptions", &_args94, &_result96)
-	p.SetLastResponseMeta_(_meta95)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result96.Err != nil:
-		return _r, _result96.Err
-	}
-
-	return _result96.GetSuccess(), nil
-}
-
-func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
-	var _args97 LanceMasterServiceListPeersArgs
-	var _result99 LanceMasterServiceListPeersResult
-	var _meta98 thrift.ResponseMeta
-	_meta98, _err = p.Client_().Call(ctx, "listPeers", &_args97, &_result99)
-	p.SetLastResponseMeta_(_meta98)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result99.Err != nil:
-		return _r, _result99.Err
-	}
-
-	if _ret100 := _result99.GetSuccess(); _ret100 != nil {
-		return _ret100, nil
-	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
-}
-
-// Parameters:
-//   - TargetID
-func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
-	var _args101 LanceMasterServiceTransferLeaderArgs
-	_args101.TargetID = target_id
-	var _result103 LanceMasterServiceTransferLeaderResult
-	var _meta102 thrift.ResponseMeta
-	_meta102, _err = p.Client_().Call(ctx, "transferLeader", &_args101, &_result103)
-	p.SetLastResponseMeta_(_meta102)
-	if _err != nil {
-		return
-	}
-	switch {
-	case _result103.Err != nil:
-		return _r, _result103.Err
-	}
-
-	return _result103.GetSuccess(), nil
-}
-
-// Parameters:
-//   - Command
-func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
-	var _args104 LanceMasterServiceForwardApplyArgs
-	_args104.Command = command
-	var _result106 LanceMasterServiceForwardApplyResult
+	var _args104 LanceMasterServiceListOptionsArgs
+	var _result106 LanceMasterServiceListOptionsResult
 	var _meta105 thrift.ResponseMeta
-	_meta105, _err = p.Client_().Call(ctx, "forwardApply", &_args104, &_result106)
+	_meta105, _err = p.Client_().Call(ctx, "listOptions", &_args104, &_result106)
 	p.SetLastResponseMeta_(_meta105)
 	if _err != nil {
 		return
@@ -15884,11 +17381,11 @@ func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []b
 	return _result106.GetSuccess(), nil
 }
 
-func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
-	var _args107 LanceMasterServiceBeginSnapshotSaveArgs
-	var _result109 LanceMasterServiceBeginSnapshotSaveResult
+func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
+	var _args107 LanceMasterServiceListPeersArgs
+	var _result109 LanceMasterServiceListPeersResult
 	var _meta108 thrift.ResponseMeta
-	_meta108, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args107, &_result109)
+	_meta108, _err = p.Client_().Call(ctx, "listPeers", &_args107, &_result109)
 	p.SetLastResponseMeta_(_meta108)
 	if _err != nil {
 		return
@@ -15901,19 +17398,17 @@ func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *T
 	if _ret110 := _result109.GetSuccess(); _ret110 != nil {
 		return _ret110, nil
 	}
-	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
 }
 
 // Parameters:
-//   - TransferID
-//   - Offset
-func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
-	var _args111 LanceMasterServiceReadSnapshotChunkArgs
-	_args111.TransferID = transfer_id
-	_args111.Offset = offset
-	var _result113 LanceMasterServiceReadSnapshotChunkResult
+//   - TargetID
+func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
+	var _args111 LanceMasterServiceTransferLeaderArgs
+	_args111.TargetID = target_id
+	var _result113 LanceMasterServiceTransferLeaderResult
 	var _meta112 thrift.ResponseMeta
-	_meta112, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args111, &_result113)
+	_meta112, _err = p.Client_().Call(ctx, "transferLeader", &_args111, &_result113)
 	p.SetLastResponseMeta_(_meta112)
 	if _err != nil {
 		return
@@ -15923,8 +17418,70 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 		return _r, _result113.Err
 	}
 
-	if _ret114 := _result113.GetSuccess(); _ret114 != nil {
-		return _ret114, nil
+	return _result113.GetSuccess(), nil
+}
+
+// Parameters:
+//   - Command
+func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
+	var _args114 LanceMasterServiceForwardApplyArgs
+	_args114.Command = command
+	var _result116 LanceMasterServiceForwardApplyResult
+	var _meta115 thrift.ResponseMeta
+	_meta115, _err = p.Client_().Call(ctx, "forwardApply", &_args114, &_result116)
+	p.SetLastResponseMeta_(_meta115)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result116.Err != nil:
+		return _r, _result116.Err
+	}
+
+	return _result116.GetSuccess(), nil
+}
+
+func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
+	var _args117 LanceMasterServiceBeginSnapshotSaveArgs
+	var _result119 LanceMasterServiceBeginSnapshotSaveResult
+	var _meta118 thrift.ResponseMeta
+	_meta118, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args117, &_result119)
+	p.SetLastResponseMeta_(_meta118)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result119.Err != nil:
+		return _r, _result119.Err
+	}
+
+	if _ret120 := _result119.GetSuccess(); _ret120 != nil {
+		return _ret120, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
+}
+
+// Parameters:
+//   - TransferID
+//   - Offset
+func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
+	var _args121 LanceMasterServiceReadSnapshotChunkArgs
+	_args121.TransferID = transfer_id
+	_args121.Offset = offset
+	var _result123 LanceMasterServiceReadSnapshotChunkResult
+	var _meta122 thrift.ResponseMeta
+	_meta122, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args121, &_result123)
+	p.SetLastResponseMeta_(_meta122)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result123.Err != nil:
+		return _r, _result123.Err
+	}
+
+	if _ret124 := _result123.GetSuccess(); _ret124 != nil {
+		return _ret124, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "readSnapshotChunk failed: unknown result")
 }
@@ -15932,22 +17489,22 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 // Parameters:
 //   - Size
 func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error) {
-	var _args115 LanceMasterServiceBeginSnapshotRestoreArgs
-	_args115.Size = size
-	var _result117 LanceMasterServiceBeginSnapshotRestoreResult
-	var _meta116 thrift.ResponseMeta
-	_meta116, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args115, &_result117)
-	p.SetLastResponseMeta_(_meta116)
+	var _args125 LanceMasterServiceBeginSnapshotRestoreArgs
+	_args125.Size = size
+	var _result127 LanceMasterServiceBeginSnapshotRestoreResult
+	var _meta126 thrift.ResponseMeta
+	_meta126, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args125, &_result127)
+	p.SetLastResponseMeta_(_meta126)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result117.Err != nil:
-		return _r, _result117.Err
+	case _result127.Err != nil:
+		return _r, _result127.Err
 	}
 
-	if _ret118 := _result117.GetSuccess(); _ret118 != nil {
-		return _ret118, nil
+	if _ret128 := _result127.GetSuccess(); _ret128 != nil {
+		return _ret128, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotRestore failed: unknown result")
 }
@@ -15955,18 +17512,18 @@ func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, siz
 // Parameters:
 //   - Chunk
 func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error) {
-	var _args119 LanceMasterServiceWriteSnapshotChunkArgs
-	_args119.Chunk = chunk
-	var _result121 LanceMasterServiceWriteSnapshotChunkResult
-	var _meta120 thrift.ResponseMeta
-	_meta120, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args119, &_result121)
-	p.SetLastResponseMeta_(_meta120)
+	var _args129 LanceMasterServiceWriteSnapshotChunkArgs
+	_args129.Chunk = chunk
+	var _result131 LanceMasterServiceWriteSnapshotChunkResult
+	var _meta130 thrift.ResponseMeta
+	_meta130, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args129, &_result131)
+	p.SetLastResponseMeta_(_meta130)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result121.Err != nil:
-		return _result121.Err
+	case _result131.Err != nil:
+		return _result131.Err
 	}
 
 	return nil
@@ -15975,22 +17532,22 @@ func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error) {
-	var _args122 LanceMasterServiceFinishSnapshotRestoreArgs
-	_args122.TransferID = transfer_id
-	var _result124 LanceMasterServiceFinishSnapshotRestoreResult
-	var _meta123 thrift.ResponseMeta
-	_meta123, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args122, &_result124)
-	p.SetLastResponseMeta_(_meta123)
+	var _args132 LanceMasterServiceFinishSnapshotRestoreArgs
+	_args132.TransferID = transfer_id
+	var _result134 LanceMasterServiceFinishSnapshotRestoreResult
+	var _meta133 thrift.ResponseMeta
+	_meta133, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args132, &_result134)
+	p.SetLastResponseMeta_(_meta133)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result124.Err != nil:
-		return _r, _result124.Err
+	case _result134.Err != nil:
+		return _r, _result134.Err
 	}
 
-	if _ret125 := _result124.GetSuccess(); _ret125 != nil {
-		return _ret125, nil
+	if _ret135 := _result134.GetSuccess(); _ret135 != nil {
+		return _ret135, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "finishSnapshotRestore failed: unknown result")
 }
@@ -15998,18 +17555,18 @@ func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, tr
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error) {
-	var _args126 LanceMasterServiceAbortSnapshotTransferArgs
-	_args126.TransferID = transfer_id
-	var _result128 LanceMasterServiceAbortSnapshotTransferResult
-	var _meta127 thrift.ResponseMeta
-	_meta127, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args126, &_result128)
-	p.SetLastResponseMeta_(_meta127)
+	var _args136 LanceMasterServiceAbortSnapshotTransferArgs
+	_args136.TransferID = transfer_id
+	var _result138 LanceMasterServiceAbortSnapshotTransferResult
+	var _meta137 thrift.ResponseMeta
+	_meta137, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args136, &_result138)
+	p.SetLastResponseMeta_(_meta137)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result128.Err != nil:
-		return _result128.Err
+	case _result138.Err != nil:
+		return _result138.Err
 	}
 
 	return nil
@@ -16018,22 +17575,22 @@ func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, tr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVoterRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args129 LanceMasterServiceAddVoterArgs
-	_args129.Request = request
-	var _result131 LanceMasterServiceAddVoterResult
-	var _meta130 thrift.ResponseMeta
-	_meta130, _err = p.Client_().Call(ctx, "addVoter", &_args129, &_result131)
-	p.SetLastResponseMeta_(_meta130)
+	var _args139 LanceMasterServiceAddVoterArgs
+	_args139.Request = request
+	var _result141 LanceMasterServiceAddVoterResult
+	var _meta140 thrift.ResponseMeta
+	_meta140, _err = p.Client_().Call(ctx, "addVoter", &_args139, &_result141)
+	p.SetLastResponseMeta_(_meta140)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result131.Err != nil:
-		return _r, _result131.Err
+	case _result141.Err != nil:
+		return _r, _result141.Err
 	}
 
-	if _ret132 := _result131.GetSuccess(); _ret132 != nil {
-		return _ret132, nil
+	if _ret142 := _result141.GetSuccess(); _ret142 != nil {
+		return _ret142, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addVoter failed: unknown result")
 }
@@ -16041,42 +17598,42 @@ func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVo
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args133 LanceMasterServiceRemovePeerArgs
-	_args133.Request = request
-	var _result135 LanceMasterServiceRemovePeerResult
-	var _meta134 thrift.ResponseMeta
-	_meta134, _err = p.Client_().Call(ctx, "removePeer", &_args133, &_result135)
-	p.SetLastResponseMeta_(_meta134)
+	var _args143 LanceMasterServiceRemovePeerArgs
+	_args143.Request = request
+	var _result145 LanceMasterServiceRemovePeerResult
+	var _meta144 thrift.ResponseMeta
+	_meta144, _err = p.Client_().Call(ctx, "removePeer", &_args143, &_result145)
+	p.SetLastResponseMeta_(_meta144)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result135.Err != nil:
-		return _r, _result135.Err
+	case _result145.Err != nil:
+		return _r, _result145.Err
 	}
 
-	if _ret136 := _result135.GetSuccess(); _ret136 != nil {
-		return _ret136, nil
+	if _ret146 := _result145.GetSuccess(); _ret146 != nil {
+		return _ret146, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "removePeer failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) RaftHealth(ctx context.Context) (_r *TRaftHealthResponse, _err error) {
-	var _args137 LanceMasterServiceRaftHealthArgs
-	var _result139 LanceMasterServiceRaftHealthResult
-	var _meta138 thrift.ResponseMeta
-	_meta138, _err = p.Client_().Call(ctx, "raftHealth", &_args137, &_result139)
-	p.SetLastResponseMeta_(_meta138)
+	var _args147 LanceMasterServiceRaftHealthArgs
+	var _result149 LanceMasterServiceRaftHealthResult
+	var _meta148 thrift.ResponseMeta
+	_meta148, _err = p.Client_().Call(ctx, "raftHealth", &_args147, &_result149)
+	p.SetLastResponseMeta_(_meta148)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result139.Err != nil:
-		return _r, _result139.Err
+	case _result149.Err != nil:
+		return _r, _result149.Err
 	}
 
-	if _ret140 := _result139.GetSuccess(); _ret140 != nil {
-		return _ret140, nil
+	if _ret150 := _result149.GetSuccess(); _ret150 != nil {
+		return _ret150, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "raftHealth failed: unknown result")
 }
@@ -16084,42 +17641,42 @@ func (p *LanceMasterServiceClient) RaftHealth(ctx context.Context) (_r *TRaftHea
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) Promote(ctx context.Context, request *TPromoteRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args141 LanceMasterServicePromoteArgs
-	_args141.Request = request
-	var _result143 LanceMasterServicePromoteResult
-	var _meta142 thrift.ResponseMeta
-	_meta142, _err = p.Client_().Call(ctx, "promote", &_args141, &_result143)
-	p.SetLastResponseMeta_(_meta142)
+	var _args151 LanceMasterServicePromoteArgs
+	_args151.Request = request
+	var _result153 LanceMasterServicePromoteResult
+	var _meta152 thrift.ResponseMeta
+	_meta152, _err = p.Client_().Call(ctx, "promote", &_args151, &_result153)
+	p.SetLastResponseMeta_(_meta152)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result143.Err != nil:
-		return _r, _result143.Err
+	case _result153.Err != nil:
+		return _r, _result153.Err
 	}
 
-	if _ret144 := _result143.GetSuccess(); _ret144 != nil {
-		return _ret144, nil
+	if _ret154 := _result153.GetSuccess(); _ret154 != nil {
+		return _ret154, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "promote failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) RaftMemberStatus(ctx context.Context) (_r *TRaftMemberStatus, _err error) {
-	var _args145 LanceMasterServiceRaftMemberStatusArgs
-	var _result147 LanceMasterServiceRaftMemberStatusResult
-	var _meta146 thrift.ResponseMeta
-	_meta146, _err = p.Client_().Call(ctx, "raftMemberStatus", &_args145, &_result147)
-	p.SetLastResponseMeta_(_meta146)
+	var _args155 LanceMasterServiceRaftMemberStatusArgs
+	var _result157 LanceMasterServiceRaftMemberStatusResult
+	var _meta156 thrift.ResponseMeta
+	_meta156, _err = p.Client_().Call(ctx, "raftMemberStatus", &_args155, &_result157)
+	p.SetLastResponseMeta_(_meta156)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result147.Err != nil:
-		return _r, _result147.Err
+	case _result157.Err != nil:
+		return _r, _result157.Err
 	}
 
-	if _ret148 := _result147.GetSuccess(); _ret148 != nil {
-		return _ret148, nil
+	if _ret158 := _result157.GetSuccess(); _ret158 != nil {
+		return _ret158, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "raftMemberStatus failed: unknown result")
 }
@@ -16144,44 +17701,46 @@ func (p *LanceMasterServiceProcessor) ProcessorMap() map[string]thrift.TProcesso
 
 func NewLanceMasterServiceProcessor(handler LanceMasterService) *LanceMasterServiceProcessor {
 
-	self149 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self149.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
-	self149.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
-	self149.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
-	self149.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
-	self149.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
-	self149.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
-	self149.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
-	self149.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
-	self149.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
-	self149.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
-	self149.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
-	self149.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
-	self149.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
-	self149.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
-	self149.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
-	self149.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
-	self149.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
-	self149.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
-	self149.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
-	self149.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
-	self149.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
-	self149.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
-	self149.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
-	self149.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
-	self149.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
-	self149.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
-	self149.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
-	self149.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
-	self149.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
-	self149.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
-	self149.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
-	self149.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
-	self149.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
-	self149.processorMap["raftHealth"] = &lanceMasterServiceProcessorRaftHealth{handler: handler}
-	self149.processorMap["promote"] = &lanceMasterServiceProcessorPromote{handler: handler}
-	self149.processorMap["raftMemberStatus"] = &lanceMasterServiceProcessorRaftMemberStatus{handler: handler}
-	return self149
+	self159 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self159.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
+	self159.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
+	self159.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
+	self159.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
+	self159.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
+	self159.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
+	self159.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
+	self159.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
+	self159.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
+	self159.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
+	self159.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
+	self159.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
+	self159.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
+	self159.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
+	self159.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
+	self159.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
+	self159.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
+	self159.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
+	self159.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
+	self159.processorMap["showBackend"] = &lanceMasterServiceProcessorShowBackend{handler: handler}
+	self159.processorMap["drainBackend"] = &lanceMasterServiceProcessorDrainBackend{handler: handler}
+	self159.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
+	self159.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
+	self159.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
+	self159.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
+	self159.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
+	self159.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
+	self159.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
+	self159.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
+	self159.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
+	self159.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
+	self159.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
+	self159.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
+	self159.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
+	self159.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
+	self159.processorMap["raftHealth"] = &lanceMasterServiceProcessorRaftHealth{handler: handler}
+	self159.processorMap["promote"] = &lanceMasterServiceProcessorPromote{handler: handler}
+	self159.processorMap["raftMemberStatus"] = &lanceMasterServiceProcessorRaftMemberStatus{handler: handler}
+	return self159
 }
 
 func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -16194,12 +17753,12 @@ func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot 
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x150 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x160 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x150.Write(ctx, oprot)
+	x160.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x150
+	return false, x160
 
 }
 
@@ -16208,7 +17767,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobResult_ struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err151 error
+	var _write_err161 error
 	args := LanceMasterServiceReportLanceIndexJobResultArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16254,21 +17813,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc152 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
+		_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err151 = thrift.WrapTException(err2)
+			_write_err161 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc152.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-			_write_err151 = thrift.WrapTException(err2)
+		if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+			_write_err161 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-			_write_err151 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+			_write_err161 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-			_write_err151 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+			_write_err161 = thrift.WrapTException(err2)
 		}
-		if _write_err151 != nil {
-			return false, thrift.WrapTException(_write_err151)
+		if _write_err161 != nil {
+			return false, thrift.WrapTException(_write_err161)
 		}
 		return true, err
 	} else {
@@ -16276,19 +17835,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.REPLY, seqId); err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err151 == nil && err2 != nil {
-		_write_err151 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
+		_write_err161 = thrift.WrapTException(err2)
 	}
-	if _write_err151 != nil {
-		return false, thrift.WrapTException(_write_err151)
+	if _write_err161 != nil {
+		return false, thrift.WrapTException(_write_err161)
 	}
 	return true, err
 }
@@ -16298,7 +17857,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobTermination struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err153 error
+	var _write_err163 error
 	args := LanceMasterServiceReportLanceIndexJobTerminationArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16344,21 +17903,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc154 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
+		_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err153 = thrift.WrapTException(err2)
+			_write_err163 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc154.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-			_write_err153 = thrift.WrapTException(err2)
+		if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+			_write_err163 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-			_write_err153 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+			_write_err163 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-			_write_err153 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+			_write_err163 = thrift.WrapTException(err2)
 		}
-		if _write_err153 != nil {
-			return false, thrift.WrapTException(_write_err153)
+		if _write_err163 != nil {
+			return false, thrift.WrapTException(_write_err163)
 		}
 		return true, err
 	} else {
@@ -16366,19 +17925,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.REPLY, seqId); err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err153 == nil && err2 != nil {
-		_write_err153 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
+		_write_err163 = thrift.WrapTException(err2)
 	}
-	if _write_err153 != nil {
-		return false, thrift.WrapTException(_write_err153)
+	if _write_err163 != nil {
+		return false, thrift.WrapTException(_write_err163)
 	}
 	return true, err
 }
@@ -16388,7 +17947,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobProgress struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err155 error
+	var _write_err165 error
 	args := LanceMasterServiceReportLanceIndexJobProgressArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16434,21 +17993,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc156 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
+		_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err155 = thrift.WrapTException(err2)
+			_write_err165 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc156.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-			_write_err155 = thrift.WrapTException(err2)
+		if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+			_write_err165 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-			_write_err155 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+			_write_err165 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-			_write_err155 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+			_write_err165 = thrift.WrapTException(err2)
 		}
-		if _write_err155 != nil {
-			return false, thrift.WrapTException(_write_err155)
+		if _write_err165 != nil {
+			return false, thrift.WrapTException(_write_err165)
 		}
 		return true, err
 	} else {
@@ -16456,19 +18015,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.REPLY, seqId); err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err155 == nil && err2 != nil {
-		_write_err155 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
+		_write_err165 = thrift.WrapTException(err2)
 	}
-	if _write_err155 != nil {
-		return false, thrift.WrapTException(_write_err155)
+	if _write_err165 != nil {
+		return false, thrift.WrapTException(_write_err165)
 	}
 	return true, err
 }
@@ -16478,7 +18037,7 @@ type lanceMasterServiceProcessorCreateIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err157 error
+	var _write_err167 error
 	args := LanceMasterServiceCreateIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16528,21 +18087,21 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc158 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
+			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc158.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-				_write_err157 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+				_write_err167 = thrift.WrapTException(err2)
 			}
-			if _write_err157 != nil {
-				return false, thrift.WrapTException(_write_err157)
+			if _write_err167 != nil {
+				return false, thrift.WrapTException(_write_err167)
 			}
 			return true, err
 		}
@@ -16551,19 +18110,19 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err157 == nil && err2 != nil {
-		_write_err157 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if _write_err157 != nil {
-		return false, thrift.WrapTException(_write_err157)
+	if _write_err167 != nil {
+		return false, thrift.WrapTException(_write_err167)
 	}
 	return true, err
 }
@@ -16573,7 +18132,7 @@ type lanceMasterServiceProcessorDropIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err159 error
+	var _write_err169 error
 	args := LanceMasterServiceDropIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16623,21 +18182,21 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc160 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
+			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc160.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-				_write_err159 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+				_write_err169 = thrift.WrapTException(err2)
 			}
-			if _write_err159 != nil {
-				return false, thrift.WrapTException(_write_err159)
+			if _write_err169 != nil {
+				return false, thrift.WrapTException(_write_err169)
 			}
 			return true, err
 		}
@@ -16646,19 +18205,19 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err159 == nil && err2 != nil {
-		_write_err159 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if _write_err159 != nil {
-		return false, thrift.WrapTException(_write_err159)
+	if _write_err169 != nil {
+		return false, thrift.WrapTException(_write_err169)
 	}
 	return true, err
 }
@@ -16668,7 +18227,7 @@ type lanceMasterServiceProcessorOptimizeDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err161 error
+	var _write_err171 error
 	args := LanceMasterServiceOptimizeDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16718,21 +18277,21 @@ func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
+			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-				_write_err161 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+				_write_err171 = thrift.WrapTException(err2)
 			}
-			if _write_err161 != nil {
-				return false, thrift.WrapTException(_write_err161)
+			if _write_err171 != nil {
+				return false, thrift.WrapTException(_write_err171)
 			}
 			return true, err
 		}
@@ -16741,19 +18300,19 @@ func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if _write_err161 != nil {
-		return false, thrift.WrapTException(_write_err161)
+	if _write_err171 != nil {
+		return false, thrift.WrapTException(_write_err171)
 	}
 	return true, err
 }
@@ -16763,7 +18322,7 @@ type lanceMasterServiceProcessorJobLogs struct {
 }
 
 func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err163 error
+	var _write_err173 error
 	args := LanceMasterServiceJobLogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16813,21 +18372,21 @@ func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
+			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-				_write_err163 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if _write_err163 != nil {
-				return false, thrift.WrapTException(_write_err163)
+			if _write_err173 != nil {
+				return false, thrift.WrapTException(_write_err173)
 			}
 			return true, err
 		}
@@ -16836,19 +18395,19 @@ func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if _write_err163 != nil {
-		return false, thrift.WrapTException(_write_err163)
+	if _write_err173 != nil {
+		return false, thrift.WrapTException(_write_err173)
 	}
 	return true, err
 }
@@ -16858,7 +18417,7 @@ type lanceMasterServiceProcessorListJobs struct {
 }
 
 func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err165 error
+	var _write_err175 error
 	args := LanceMasterServiceListJobsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -16908,21 +18467,21 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
+			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-				_write_err165 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if _write_err165 != nil {
-				return false, thrift.WrapTException(_write_err165)
+			if _write_err175 != nil {
+				return false, thrift.WrapTException(_write_err175)
 			}
 			return true, err
 		}
@@ -16931,19 +18490,19 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.REPLY, seqId); err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if _write_err165 != nil {
-		return false, thrift.WrapTException(_write_err165)
+	if _write_err175 != nil {
+		return false, thrift.WrapTException(_write_err175)
 	}
 	return true, err
 }
@@ -16953,7 +18512,7 @@ type lanceMasterServiceProcessorShowJob struct {
 }
 
 func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err167 error
+	var _write_err177 error
 	args := LanceMasterServiceShowJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17003,21 +18562,21 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
+			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if _write_err167 != nil {
-				return false, thrift.WrapTException(_write_err167)
+			if _write_err177 != nil {
+				return false, thrift.WrapTException(_write_err177)
 			}
 			return true, err
 		}
@@ -17026,19 +18585,19 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if _write_err167 != nil {
-		return false, thrift.WrapTException(_write_err167)
+	if _write_err177 != nil {
+		return false, thrift.WrapTException(_write_err177)
 	}
 	return true, err
 }
@@ -17048,7 +18607,7 @@ type lanceMasterServiceProcessorResolveJob struct {
 }
 
 func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err169 error
+	var _write_err179 error
 	args := LanceMasterServiceResolveJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17098,21 +18657,21 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
+			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if _write_err169 != nil {
-				return false, thrift.WrapTException(_write_err169)
+			if _write_err179 != nil {
+				return false, thrift.WrapTException(_write_err179)
 			}
 			return true, err
 		}
@@ -17121,19 +18680,19 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if _write_err169 != nil {
-		return false, thrift.WrapTException(_write_err169)
+	if _write_err179 != nil {
+		return false, thrift.WrapTException(_write_err179)
 	}
 	return true, err
 }
@@ -17143,7 +18702,7 @@ type lanceMasterServiceProcessorCancelJob struct {
 }
 
 func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err171 error
+	var _write_err181 error
 	args := LanceMasterServiceCancelJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17193,21 +18752,21 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
+			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if _write_err171 != nil {
-				return false, thrift.WrapTException(_write_err171)
+			if _write_err181 != nil {
+				return false, thrift.WrapTException(_write_err181)
 			}
 			return true, err
 		}
@@ -17216,19 +18775,19 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if _write_err171 != nil {
-		return false, thrift.WrapTException(_write_err171)
+	if _write_err181 != nil {
+		return false, thrift.WrapTException(_write_err181)
 	}
 	return true, err
 }
@@ -17238,7 +18797,7 @@ type lanceMasterServiceProcessorInspectDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err173 error
+	var _write_err183 error
 	args := LanceMasterServiceInspectDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17288,21 +18847,21 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
+			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if _write_err173 != nil {
-				return false, thrift.WrapTException(_write_err173)
+			if _write_err183 != nil {
+				return false, thrift.WrapTException(_write_err183)
 			}
 			return true, err
 		}
@@ -17311,19 +18870,19 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if _write_err173 != nil {
-		return false, thrift.WrapTException(_write_err173)
+	if _write_err183 != nil {
+		return false, thrift.WrapTException(_write_err183)
 	}
 	return true, err
 }
@@ -17333,7 +18892,7 @@ type lanceMasterServiceProcessorCreateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err175 error
+	var _write_err185 error
 	args := LanceMasterServiceCreateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17383,21 +18942,21 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
+			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if _write_err175 != nil {
-				return false, thrift.WrapTException(_write_err175)
+			if _write_err185 != nil {
+				return false, thrift.WrapTException(_write_err185)
 			}
 			return true, err
 		}
@@ -17406,19 +18965,19 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if _write_err175 != nil {
-		return false, thrift.WrapTException(_write_err175)
+	if _write_err185 != nil {
+		return false, thrift.WrapTException(_write_err185)
 	}
 	return true, err
 }
@@ -17428,7 +18987,7 @@ type lanceMasterServiceProcessorListCatalogs struct {
 }
 
 func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err177 error
+	var _write_err187 error
 	args := LanceMasterServiceListCatalogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17478,21 +19037,21 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
+			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if _write_err177 != nil {
-				return false, thrift.WrapTException(_write_err177)
+			if _write_err187 != nil {
+				return false, thrift.WrapTException(_write_err187)
 			}
 			return true, err
 		}
@@ -17501,19 +19060,19 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if _write_err177 != nil {
-		return false, thrift.WrapTException(_write_err177)
+	if _write_err187 != nil {
+		return false, thrift.WrapTException(_write_err187)
 	}
 	return true, err
 }
@@ -17523,7 +19082,7 @@ type lanceMasterServiceProcessorUpdateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err179 error
+	var _write_err189 error
 	args := LanceMasterServiceUpdateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17573,21 +19132,21 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
+			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if _write_err179 != nil {
-				return false, thrift.WrapTException(_write_err179)
+			if _write_err189 != nil {
+				return false, thrift.WrapTException(_write_err189)
 			}
 			return true, err
 		}
@@ -17596,19 +19155,19 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if _write_err179 != nil {
-		return false, thrift.WrapTException(_write_err179)
+	if _write_err189 != nil {
+		return false, thrift.WrapTException(_write_err189)
 	}
 	return true, err
 }
@@ -17618,7 +19177,7 @@ type lanceMasterServiceProcessorRemoveCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err181 error
+	var _write_err191 error
 	args := LanceMasterServiceRemoveCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17668,40 +19227,40 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
+			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if _write_err181 != nil {
-				return false, thrift.WrapTException(_write_err181)
+			if _write_err191 != nil {
+				return false, thrift.WrapTException(_write_err191)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if _write_err181 != nil {
-		return false, thrift.WrapTException(_write_err181)
+	if _write_err191 != nil {
+		return false, thrift.WrapTException(_write_err191)
 	}
 	return true, err
 }
@@ -17711,7 +19270,7 @@ type lanceMasterServiceProcessorAddBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err183 error
+	var _write_err193 error
 	args := LanceMasterServiceAddBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17761,21 +19320,21 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
+			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if _write_err183 != nil {
-				return false, thrift.WrapTException(_write_err183)
+			if _write_err193 != nil {
+				return false, thrift.WrapTException(_write_err193)
 			}
 			return true, err
 		}
@@ -17784,19 +19343,19 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if _write_err183 != nil {
-		return false, thrift.WrapTException(_write_err183)
+	if _write_err193 != nil {
+		return false, thrift.WrapTException(_write_err193)
 	}
 	return true, err
 }
@@ -17806,7 +19365,7 @@ type lanceMasterServiceProcessorListBackends struct {
 }
 
 func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err185 error
+	var _write_err195 error
 	args := LanceMasterServiceListBackendsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17856,21 +19415,21 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
+			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if _write_err185 != nil {
-				return false, thrift.WrapTException(_write_err185)
+			if _write_err195 != nil {
+				return false, thrift.WrapTException(_write_err195)
 			}
 			return true, err
 		}
@@ -17879,19 +19438,19 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.REPLY, seqId); err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if _write_err185 != nil {
-		return false, thrift.WrapTException(_write_err185)
+	if _write_err195 != nil {
+		return false, thrift.WrapTException(_write_err195)
 	}
 	return true, err
 }
@@ -17901,7 +19460,7 @@ type lanceMasterServiceProcessorRemoveBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err187 error
+	var _write_err197 error
 	args := LanceMasterServiceRemoveBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -17951,40 +19510,230 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
+			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if _write_err187 != nil {
-				return false, thrift.WrapTException(_write_err187)
+			if _write_err197 != nil {
+				return false, thrift.WrapTException(_write_err197)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if _write_err187 != nil {
-		return false, thrift.WrapTException(_write_err187)
+	if _write_err197 != nil {
+		return false, thrift.WrapTException(_write_err197)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorShowBackend struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorShowBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err199 error
+	args := LanceMasterServiceShowBackendArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "showBackend", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceShowBackendResult{}
+	if retval, err2 := p.handler.ShowBackend(ctx, args.Backend); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showBackend: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "showBackend", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
+			}
+			if _write_err199 != nil {
+				return false, thrift.WrapTException(_write_err199)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "showBackend", thrift.REPLY, seqId); err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
+	}
+	if _write_err199 != nil {
+		return false, thrift.WrapTException(_write_err199)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorDrainBackend struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorDrainBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err201 error
+	args := LanceMasterServiceDrainBackendArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "drainBackend", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceDrainBackendResult{}
+	if retval, err2 := p.handler.DrainBackend(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing drainBackend: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "drainBackend", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
+			}
+			if _write_err201 != nil {
+				return false, thrift.WrapTException(_write_err201)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "drainBackend", thrift.REPLY, seqId); err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
+	}
+	if _write_err201 != nil {
+		return false, thrift.WrapTException(_write_err201)
 	}
 	return true, err
 }
@@ -17994,7 +19743,7 @@ type lanceMasterServiceProcessorGetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err189 error
+	var _write_err203 error
 	args := LanceMasterServiceGetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18044,21 +19793,21 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
+			_exc204 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := _exc204.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if _write_err189 != nil {
-				return false, thrift.WrapTException(_write_err189)
+			if _write_err203 != nil {
+				return false, thrift.WrapTException(_write_err203)
 			}
 			return true, err
 		}
@@ -18067,19 +19816,19 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if _write_err189 != nil {
-		return false, thrift.WrapTException(_write_err189)
+	if _write_err203 != nil {
+		return false, thrift.WrapTException(_write_err203)
 	}
 	return true, err
 }
@@ -18089,7 +19838,7 @@ type lanceMasterServiceProcessorSetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err191 error
+	var _write_err205 error
 	args := LanceMasterServiceSetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18139,21 +19888,21 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
+			_exc206 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := _exc206.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if _write_err191 != nil {
-				return false, thrift.WrapTException(_write_err191)
+			if _write_err205 != nil {
+				return false, thrift.WrapTException(_write_err205)
 			}
 			return true, err
 		}
@@ -18162,19 +19911,19 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if _write_err191 != nil {
-		return false, thrift.WrapTException(_write_err191)
+	if _write_err205 != nil {
+		return false, thrift.WrapTException(_write_err205)
 	}
 	return true, err
 }
@@ -18184,7 +19933,7 @@ type lanceMasterServiceProcessorListOptions struct {
 }
 
 func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err193 error
+	var _write_err207 error
 	args := LanceMasterServiceListOptionsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18234,21 +19983,21 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
+			_exc208 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := _exc208.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if _write_err193 != nil {
-				return false, thrift.WrapTException(_write_err193)
+			if _write_err207 != nil {
+				return false, thrift.WrapTException(_write_err207)
 			}
 			return true, err
 		}
@@ -18257,19 +20006,19 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.REPLY, seqId); err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if _write_err193 != nil {
-		return false, thrift.WrapTException(_write_err193)
+	if _write_err207 != nil {
+		return false, thrift.WrapTException(_write_err207)
 	}
 	return true, err
 }
@@ -18279,7 +20028,7 @@ type lanceMasterServiceProcessorListPeers struct {
 }
 
 func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err195 error
+	var _write_err209 error
 	args := LanceMasterServiceListPeersArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18329,21 +20078,21 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
+			_exc210 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := _exc210.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if _write_err195 != nil {
-				return false, thrift.WrapTException(_write_err195)
+			if _write_err209 != nil {
+				return false, thrift.WrapTException(_write_err209)
 			}
 			return true, err
 		}
@@ -18352,19 +20101,19 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.REPLY, seqId); err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if _write_err195 != nil {
-		return false, thrift.WrapTException(_write_err195)
+	if _write_err209 != nil {
+		return false, thrift.WrapTException(_write_err209)
 	}
 	return true, err
 }
@@ -18374,7 +20123,7 @@ type lanceMasterServiceProcessorTransferLeader struct {
 }
 
 func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err197 error
+	var _write_err211 error
 	args := LanceMasterServiceTransferLeaderArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18424,21 +20173,21 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
+			_exc212 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := _exc212.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if _write_err197 != nil {
-				return false, thrift.WrapTException(_write_err197)
+			if _write_err211 != nil {
+				return false, thrift.WrapTException(_write_err211)
 			}
 			return true, err
 		}
@@ -18447,19 +20196,19 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.REPLY, seqId); err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if _write_err197 != nil {
-		return false, thrift.WrapTException(_write_err197)
+	if _write_err211 != nil {
+		return false, thrift.WrapTException(_write_err211)
 	}
 	return true, err
 }
@@ -18469,7 +20218,7 @@ type lanceMasterServiceProcessorForwardApply struct {
 }
 
 func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err199 error
+	var _write_err213 error
 	args := LanceMasterServiceForwardApplyArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18519,21 +20268,21 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
+			_exc214 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := _exc214.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if _write_err199 != nil {
-				return false, thrift.WrapTException(_write_err199)
+			if _write_err213 != nil {
+				return false, thrift.WrapTException(_write_err213)
 			}
 			return true, err
 		}
@@ -18542,19 +20291,19 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.REPLY, seqId); err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if _write_err199 != nil {
-		return false, thrift.WrapTException(_write_err199)
+	if _write_err213 != nil {
+		return false, thrift.WrapTException(_write_err213)
 	}
 	return true, err
 }
@@ -18564,7 +20313,7 @@ type lanceMasterServiceProcessorBeginSnapshotSave struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err201 error
+	var _write_err215 error
 	args := LanceMasterServiceBeginSnapshotSaveArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18614,21 +20363,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
+			_exc216 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := _exc216.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if _write_err201 != nil {
-				return false, thrift.WrapTException(_write_err201)
+			if _write_err215 != nil {
+				return false, thrift.WrapTException(_write_err215)
 			}
 			return true, err
 		}
@@ -18637,19 +20386,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.REPLY, seqId); err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if _write_err201 != nil {
-		return false, thrift.WrapTException(_write_err201)
+	if _write_err215 != nil {
+		return false, thrift.WrapTException(_write_err215)
 	}
 	return true, err
 }
@@ -18659,7 +20408,7 @@ type lanceMasterServiceProcessorReadSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err203 error
+	var _write_err217 error
 	args := LanceMasterServiceReadSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18709,21 +20458,21 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc204 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
+			_exc218 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err203 = thrift.WrapTException(err2)
+				_write_err217 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc204.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
-				_write_err203 = thrift.WrapTException(err2)
+			if err2 := _exc218.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
-				_write_err203 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
-				_write_err203 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
 			}
-			if _write_err203 != nil {
-				return false, thrift.WrapTException(_write_err203)
+			if _write_err217 != nil {
+				return false, thrift.WrapTException(_write_err217)
 			}
 			return true, err
 		}
@@ -18732,19 +20481,19 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err203 = thrift.WrapTException(err2)
+		_write_err217 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
-		_write_err203 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
-		_write_err203 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
-		_write_err203 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
 	}
-	if _write_err203 != nil {
-		return false, thrift.WrapTException(_write_err203)
+	if _write_err217 != nil {
+		return false, thrift.WrapTException(_write_err217)
 	}
 	return true, err
 }
@@ -18754,7 +20503,7 @@ type lanceMasterServiceProcessorBeginSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err205 error
+	var _write_err219 error
 	args := LanceMasterServiceBeginSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18804,21 +20553,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc206 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
+			_exc220 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err205 = thrift.WrapTException(err2)
+				_write_err219 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc206.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
-				_write_err205 = thrift.WrapTException(err2)
+			if err2 := _exc220.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
-				_write_err205 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
-				_write_err205 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
 			}
-			if _write_err205 != nil {
-				return false, thrift.WrapTException(_write_err205)
+			if _write_err219 != nil {
+				return false, thrift.WrapTException(_write_err219)
 			}
 			return true, err
 		}
@@ -18827,19 +20576,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err205 = thrift.WrapTException(err2)
+		_write_err219 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
-		_write_err205 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
-		_write_err205 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
-		_write_err205 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
 	}
-	if _write_err205 != nil {
-		return false, thrift.WrapTException(_write_err205)
+	if _write_err219 != nil {
+		return false, thrift.WrapTException(_write_err219)
 	}
 	return true, err
 }
@@ -18849,7 +20598,7 @@ type lanceMasterServiceProcessorWriteSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err207 error
+	var _write_err221 error
 	args := LanceMasterServiceWriteSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18899,40 +20648,40 @@ func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Cont
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc208 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
+			_exc222 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err207 = thrift.WrapTException(err2)
+				_write_err221 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc208.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
-				_write_err207 = thrift.WrapTException(err2)
+			if err2 := _exc222.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
-				_write_err207 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
-				_write_err207 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
 			}
-			if _write_err207 != nil {
-				return false, thrift.WrapTException(_write_err207)
+			if _write_err221 != nil {
+				return false, thrift.WrapTException(_write_err221)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err207 = thrift.WrapTException(err2)
+		_write_err221 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
-		_write_err207 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
-		_write_err207 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
-		_write_err207 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
 	}
-	if _write_err207 != nil {
-		return false, thrift.WrapTException(_write_err207)
+	if _write_err221 != nil {
+		return false, thrift.WrapTException(_write_err221)
 	}
 	return true, err
 }
@@ -18942,7 +20691,7 @@ type lanceMasterServiceProcessorFinishSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err209 error
+	var _write_err223 error
 	args := LanceMasterServiceFinishSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18992,21 +20741,21 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc210 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
+			_exc224 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err209 = thrift.WrapTException(err2)
+				_write_err223 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc210.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
-				_write_err209 = thrift.WrapTException(err2)
+			if err2 := _exc224.Write(ctx, oprot); _write_err223 == nil && err2 != nil {
+				_write_err223 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
-				_write_err209 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err223 == nil && err2 != nil {
+				_write_err223 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
-				_write_err209 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err223 == nil && err2 != nil {
+				_write_err223 = thrift.WrapTException(err2)
 			}
-			if _write_err209 != nil {
-				return false, thrift.WrapTException(_write_err209)
+			if _write_err223 != nil {
+				return false, thrift.WrapTException(_write_err223)
 			}
 			return true, err
 		}
@@ -19015,19 +20764,19 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err209 = thrift.WrapTException(err2)
+		_write_err223 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
-		_write_err209 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err223 == nil && err2 != nil {
+		_write_err223 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
-		_write_err209 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err223 == nil && err2 != nil {
+		_write_err223 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
-		_write_err209 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err223 == nil && err2 != nil {
+		_write_err223 = thrift.WrapTException(err2)
 	}
-	if _write_err209 != nil {
-		return false, thrift.WrapTException(_write_err209)
+	if _write_err223 != nil {
+		return false, thrift.WrapTException(_write_err223)
 	}
 	return true, err
 }
@@ -19037,7 +20786,7 @@ type lanceMasterServiceProcessorAbortSnapshotTransfer struct {
 }
 
 func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err211 error
+	var _write_err225 error
 	args := LanceMasterServiceAbortSnapshotTransferArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19087,40 +20836,40 @@ func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc212 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
+			_exc226 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err211 = thrift.WrapTException(err2)
+				_write_err225 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc212.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
-				_write_err211 = thrift.WrapTException(err2)
+			if err2 := _exc226.Write(ctx, oprot); _write_err225 == nil && err2 != nil {
+				_write_err225 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
-				_write_err211 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err225 == nil && err2 != nil {
+				_write_err225 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
-				_write_err211 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err225 == nil && err2 != nil {
+				_write_err225 = thrift.WrapTException(err2)
 			}
-			if _write_err211 != nil {
-				return false, thrift.WrapTException(_write_err211)
+			if _write_err225 != nil {
+				return false, thrift.WrapTException(_write_err225)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.REPLY, seqId); err2 != nil {
-		_write_err211 = thrift.WrapTException(err2)
+		_write_err225 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
-		_write_err211 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err225 == nil && err2 != nil {
+		_write_err225 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
-		_write_err211 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err225 == nil && err2 != nil {
+		_write_err225 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
-		_write_err211 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err225 == nil && err2 != nil {
+		_write_err225 = thrift.WrapTException(err2)
 	}
-	if _write_err211 != nil {
-		return false, thrift.WrapTException(_write_err211)
+	if _write_err225 != nil {
+		return false, thrift.WrapTException(_write_err225)
 	}
 	return true, err
 }
@@ -19130,7 +20879,7 @@ type lanceMasterServiceProcessorAddVoter struct {
 }
 
 func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err213 error
+	var _write_err227 error
 	args := LanceMasterServiceAddVoterArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19180,21 +20929,21 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc214 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
+			_exc228 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err213 = thrift.WrapTException(err2)
+				_write_err227 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc214.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
-				_write_err213 = thrift.WrapTException(err2)
+			if err2 := _exc228.Write(ctx, oprot); _write_err227 == nil && err2 != nil {
+				_write_err227 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
-				_write_err213 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err227 == nil && err2 != nil {
+				_write_err227 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
-				_write_err213 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err227 == nil && err2 != nil {
+				_write_err227 = thrift.WrapTException(err2)
 			}
-			if _write_err213 != nil {
-				return false, thrift.WrapTException(_write_err213)
+			if _write_err227 != nil {
+				return false, thrift.WrapTException(_write_err227)
 			}
 			return true, err
 		}
@@ -19203,19 +20952,19 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.REPLY, seqId); err2 != nil {
-		_write_err213 = thrift.WrapTException(err2)
+		_write_err227 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
-		_write_err213 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err227 == nil && err2 != nil {
+		_write_err227 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
-		_write_err213 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err227 == nil && err2 != nil {
+		_write_err227 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
-		_write_err213 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err227 == nil && err2 != nil {
+		_write_err227 = thrift.WrapTException(err2)
 	}
-	if _write_err213 != nil {
-		return false, thrift.WrapTException(_write_err213)
+	if _write_err227 != nil {
+		return false, thrift.WrapTException(_write_err227)
 	}
 	return true, err
 }
@@ -19225,7 +20974,7 @@ type lanceMasterServiceProcessorRemovePeer struct {
 }
 
 func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err215 error
+	var _write_err229 error
 	args := LanceMasterServiceRemovePeerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19275,21 +21024,21 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc216 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
+			_exc230 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err215 = thrift.WrapTException(err2)
+				_write_err229 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc216.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
-				_write_err215 = thrift.WrapTException(err2)
+			if err2 := _exc230.Write(ctx, oprot); _write_err229 == nil && err2 != nil {
+				_write_err229 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
-				_write_err215 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err229 == nil && err2 != nil {
+				_write_err229 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
-				_write_err215 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err229 == nil && err2 != nil {
+				_write_err229 = thrift.WrapTException(err2)
 			}
-			if _write_err215 != nil {
-				return false, thrift.WrapTException(_write_err215)
+			if _write_err229 != nil {
+				return false, thrift.WrapTException(_write_err229)
 			}
 			return true, err
 		}
@@ -19298,19 +21047,19 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.REPLY, seqId); err2 != nil {
-		_write_err215 = thrift.WrapTException(err2)
+		_write_err229 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
-		_write_err215 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err229 == nil && err2 != nil {
+		_write_err229 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
-		_write_err215 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err229 == nil && err2 != nil {
+		_write_err229 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
-		_write_err215 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err229 == nil && err2 != nil {
+		_write_err229 = thrift.WrapTException(err2)
 	}
-	if _write_err215 != nil {
-		return false, thrift.WrapTException(_write_err215)
+	if _write_err229 != nil {
+		return false, thrift.WrapTException(_write_err229)
 	}
 	return true, err
 }
@@ -19320,7 +21069,7 @@ type lanceMasterServiceProcessorRaftHealth struct {
 }
 
 func (p *lanceMasterServiceProcessorRaftHealth) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err217 error
+	var _write_err231 error
 	args := LanceMasterServiceRaftHealthArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19370,21 +21119,21 @@ func (p *lanceMasterServiceProcessorRaftHealth) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc218 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftHealth: "+err2.Error())
+			_exc232 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftHealth: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "raftHealth", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err217 = thrift.WrapTException(err2)
+				_write_err231 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc218.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
-				_write_err217 = thrift.WrapTException(err2)
+			if err2 := _exc232.Write(ctx, oprot); _write_err231 == nil && err2 != nil {
+				_write_err231 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
-				_write_err217 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err231 == nil && err2 != nil {
+				_write_err231 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
-				_write_err217 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err231 == nil && err2 != nil {
+				_write_err231 = thrift.WrapTException(err2)
 			}
-			if _write_err217 != nil {
-				return false, thrift.WrapTException(_write_err217)
+			if _write_err231 != nil {
+				return false, thrift.WrapTException(_write_err231)
 			}
 			return true, err
 		}
@@ -19393,19 +21142,19 @@ func (p *lanceMasterServiceProcessorRaftHealth) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "raftHealth", thrift.REPLY, seqId); err2 != nil {
-		_write_err217 = thrift.WrapTException(err2)
+		_write_err231 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
-		_write_err217 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err231 == nil && err2 != nil {
+		_write_err231 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
-		_write_err217 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err231 == nil && err2 != nil {
+		_write_err231 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
-		_write_err217 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err231 == nil && err2 != nil {
+		_write_err231 = thrift.WrapTException(err2)
 	}
-	if _write_err217 != nil {
-		return false, thrift.WrapTException(_write_err217)
+	if _write_err231 != nil {
+		return false, thrift.WrapTException(_write_err231)
 	}
 	return true, err
 }
@@ -19415,7 +21164,7 @@ type lanceMasterServiceProcessorPromote struct {
 }
 
 func (p *lanceMasterServiceProcessorPromote) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err219 error
+	var _write_err233 error
 	args := LanceMasterServicePromoteArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19465,21 +21214,21 @@ func (p *lanceMasterServiceProcessorPromote) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc220 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing promote: "+err2.Error())
+			_exc234 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing promote: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "promote", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err219 = thrift.WrapTException(err2)
+				_write_err233 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc220.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
-				_write_err219 = thrift.WrapTException(err2)
+			if err2 := _exc234.Write(ctx, oprot); _write_err233 == nil && err2 != nil {
+				_write_err233 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
-				_write_err219 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err233 == nil && err2 != nil {
+				_write_err233 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
-				_write_err219 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err233 == nil && err2 != nil {
+				_write_err233 = thrift.WrapTException(err2)
 			}
-			if _write_err219 != nil {
-				return false, thrift.WrapTException(_write_err219)
+			if _write_err233 != nil {
+				return false, thrift.WrapTException(_write_err233)
 			}
 			return true, err
 		}
@@ -19488,19 +21237,19 @@ func (p *lanceMasterServiceProcessorPromote) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "promote", thrift.REPLY, seqId); err2 != nil {
-		_write_err219 = thrift.WrapTException(err2)
+		_write_err233 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
-		_write_err219 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err233 == nil && err2 != nil {
+		_write_err233 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
-		_write_err219 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err233 == nil && err2 != nil {
+		_write_err233 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
-		_write_err219 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err233 == nil && err2 != nil {
+		_write_err233 = thrift.WrapTException(err2)
 	}
-	if _write_err219 != nil {
-		return false, thrift.WrapTException(_write_err219)
+	if _write_err233 != nil {
+		return false, thrift.WrapTException(_write_err233)
 	}
 	return true, err
 }
@@ -19510,7 +21259,7 @@ type lanceMasterServiceProcessorRaftMemberStatus struct {
 }
 
 func (p *lanceMasterServiceProcessorRaftMemberStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err221 error
+	var _write_err235 error
 	args := LanceMasterServiceRaftMemberStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19560,21 +21309,21 @@ func (p *lanceMasterServiceProcessorRaftMemberStatus) Process(ctx context.Contex
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc222 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftMemberStatus: "+err2.Error())
+			_exc236 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftMemberStatus: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "raftMemberStatus", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err221 = thrift.WrapTException(err2)
+				_write_err235 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc222.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
-				_write_err221 = thrift.WrapTException(err2)
+			if err2 := _exc236.Write(ctx, oprot); _write_err235 == nil && err2 != nil {
+				_write_err235 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
-				_write_err221 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err235 == nil && err2 != nil {
+				_write_err235 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
-				_write_err221 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err235 == nil && err2 != nil {
+				_write_err235 = thrift.WrapTException(err2)
 			}
-			if _write_err221 != nil {
-				return false, thrift.WrapTException(_write_err221)
+			if _write_err235 != nil {
+				return false, thrift.WrapTException(_write_err235)
 			}
 			return true, err
 		}
@@ -19583,19 +21332,19 @@ func (p *lanceMasterServiceProcessorRaftMemberStatus) Process(ctx context.Contex
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "raftMemberStatus", thrift.REPLY, seqId); err2 != nil {
-		_write_err221 = thrift.WrapTException(err2)
+		_write_err235 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
-		_write_err221 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err235 == nil && err2 != nil {
+		_write_err235 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
-		_write_err221 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err235 == nil && err2 != nil {
+		_write_err235 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
-		_write_err221 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err235 == nil && err2 != nil {
+		_write_err235 = thrift.WrapTException(err2)
 	}
-	if _write_err221 != nil {
-		return false, thrift.WrapTException(_write_err221)
+	if _write_err235 != nil {
+		return false, thrift.WrapTException(_write_err235)
 	}
 	return true, err
 }
@@ -23206,11 +24955,11 @@ func (p *LanceMasterServiceListCatalogsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TCatalog, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem223 := &TCatalog{}
-		if err := _elem223.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem223), err)
+		_elem237 := &TCatalog{}
+		if err := _elem237.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem237), err)
 		}
-		p.Success = append(p.Success, _elem223)
+		p.Success = append(p.Success, _elem237)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -24172,11 +25921,11 @@ func (p *LanceMasterServiceListBackendsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TBackend, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem224 := &TBackend{}
-		if err := _elem224.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem224), err)
+		_elem238 := &TBackend{}
+		if err := _elem238.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem238), err)
 		}
-		p.Success = append(p.Success, _elem224)
+		p.Success = append(p.Success, _elem238)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -24464,6 +26213,532 @@ func (p *LanceMasterServiceRemoveBackendResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceMasterServiceRemoveBackendResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Backend
+type LanceMasterServiceShowBackendArgs struct {
+	Backend string `thrift:"backend,1" db:"backend" json:"backend"`
+}
+
+func NewLanceMasterServiceShowBackendArgs() *LanceMasterServiceShowBackendArgs {
+	return &LanceMasterServiceShowBackendArgs{}
+}
+
+func (p *LanceMasterServiceShowBackendArgs) GetBackend() string {
+	return p.Backend
+}
+func (p *LanceMasterServiceShowBackendArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Backend = v
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "showBackend_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "backend", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:backend: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Backend)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.backend (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:backend: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceShowBackendArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceShowBackendArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceShowBackendResult struct {
+	Success *TBackend    `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceShowBackendResult() *LanceMasterServiceShowBackendResult {
+	return &LanceMasterServiceShowBackendResult{}
+}
+
+var LanceMasterServiceShowBackendResult_Success_DEFAULT *TBackend
+
+func (p *LanceMasterServiceShowBackendResult) GetSuccess() *TBackend {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceShowBackendResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceShowBackendResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceShowBackendResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceShowBackendResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceShowBackendResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TBackend{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "showBackend_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceShowBackendResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceShowBackendResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceShowBackendResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceShowBackendResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceMasterServiceDrainBackendArgs struct {
+	Request *TDrainBackendRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceMasterServiceDrainBackendArgs() *LanceMasterServiceDrainBackendArgs {
+	return &LanceMasterServiceDrainBackendArgs{}
+}
+
+var LanceMasterServiceDrainBackendArgs_Request_DEFAULT *TDrainBackendRequest
+
+func (p *LanceMasterServiceDrainBackendArgs) GetRequest() *TDrainBackendRequest {
+	if !p.IsSetRequest() {
+		return LanceMasterServiceDrainBackendArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceMasterServiceDrainBackendArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TDrainBackendRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "drainBackend_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceDrainBackendArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceDrainBackendArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceDrainBackendResult struct {
+	Success *TDrainBackendResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError           `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceDrainBackendResult() *LanceMasterServiceDrainBackendResult {
+	return &LanceMasterServiceDrainBackendResult{}
+}
+
+var LanceMasterServiceDrainBackendResult_Success_DEFAULT *TDrainBackendResponse
+
+func (p *LanceMasterServiceDrainBackendResult) GetSuccess() *TDrainBackendResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceDrainBackendResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceDrainBackendResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceDrainBackendResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceDrainBackendResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceDrainBackendResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TDrainBackendResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "drainBackend_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceDrainBackendResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceDrainBackendResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceDrainBackendResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceDrainBackendResult(%+v)", *p)
 }
 
 // Attributes:
@@ -25171,11 +27446,11 @@ func (p *LanceMasterServiceListOptionsResult) ReadField0(ctx context.Context, ip
 	tSlice := make([]*TOption, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem225 := &TOption{}
-		if err := _elem225.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem225), err)
+		_elem239 := &TOption{}
+		if err := _elem239.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem239), err)
 		}
-		p.Success = append(p.Success, _elem225)
+		p.Success = append(p.Success, _elem239)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)

@@ -6005,10 +6005,16 @@ func (p *TCatalogRecord) String() string {
 //   - BackendID
 //   - Address
 //   - AddTimeMs
+//   - Drained
+//   - DrainTimeMs
+//   - DrainActor
 type TBackendRecord struct {
-	BackendID int64  `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
-	Address   string `thrift:"address,2,required" db:"address" json:"address"`
-	AddTimeMs *int64 `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
+	BackendID   int64   `thrift:"backend_id,1,required" db:"backend_id" json:"backend_id"`
+	Address     string  `thrift:"address,2,required" db:"address" json:"address"`
+	AddTimeMs   *int64  `thrift:"add_time_ms,3" db:"add_time_ms" json:"add_time_ms,omitempty"`
+	Drained     *bool   `thrift:"drained,4" db:"drained" json:"drained,omitempty"`
+	DrainTimeMs *int64  `thrift:"drain_time_ms,5" db:"drain_time_ms" json:"drain_time_ms,omitempty"`
+	DrainActor  *string `thrift:"drain_actor,6" db:"drain_actor" json:"drain_actor,omitempty"`
 }
 
 func NewTBackendRecord() *TBackendRecord {
@@ -6031,8 +6037,47 @@ func (p *TBackendRecord) GetAddTimeMs() int64 {
 	}
 	return *p.AddTimeMs
 }
+
+var TBackendRecord_Drained_DEFAULT bool
+
+func (p *TBackendRecord) GetDrained() bool {
+	if !p.IsSetDrained() {
+		return TBackendRecord_Drained_DEFAULT
+	}
+	return *p.Drained
+}
+
+var TBackendRecord_DrainTimeMs_DEFAULT int64
+
+func (p *TBackendRecord) GetDrainTimeMs() int64 {
+	if !p.IsSetDrainTimeMs() {
+		return TBackendRecord_DrainTimeMs_DEFAULT
+	}
+	return *p.DrainTimeMs
+}
+
+var TBackendRecord_DrainActor_DEFAULT string
+
+func (p *TBackendRecord) GetDrainActor() string {
+	if !p.IsSetDrainActor() {
+		return TBackendRecord_DrainActor_DEFAULT
+	}
+	return *p.DrainActor
+}
 func (p *TBackendRecord) IsSetAddTimeMs() bool {
 	return p.AddTimeMs != nil
+}
+
+func (p *TBackendRecord) IsSetDrained() bool {
+	return p.Drained != nil
+}
+
+func (p *TBackendRecord) IsSetDrainTimeMs() bool {
+	return p.DrainTimeMs != nil
+}
+
+func (p *TBackendRecord) IsSetDrainActor() bool {
+	return p.DrainActor != nil
 }
 
 func (p *TBackendRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6077,6 +6122,36 @@ func (p *TBackendRecord) Read(ctx context.Context, iprot thrift.TProtocol) error
 		case 3:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -6132,6 +6207,33 @@ func (p *TBackendRecord) ReadField3(ctx context.Context, iprot thrift.TProtocol)
 	return nil
 }
 
+func (p *TBackendRecord) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Drained = &v
+	}
+	return nil
+}
+
+func (p *TBackendRecord) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.DrainTimeMs = &v
+	}
+	return nil
+}
+
+func (p *TBackendRecord) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.DrainActor = &v
+	}
+	return nil
+}
+
 func (p *TBackendRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TBackendRecord"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6144,6 +6246,15 @@ func (p *TBackendRecord) Write(ctx context.Context, oprot thrift.TProtocol) erro
 			return err
 		}
 		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6197,6 +6308,51 @@ func (p *TBackendRecord) writeField3(ctx context.Context, oprot thrift.TProtocol
 	return err
 }
 
+func (p *TBackendRecord) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrained() {
+		if err := oprot.WriteFieldBegin(ctx, "drained", thrift.BOOL, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:drained: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Drained)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drained (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:drained: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendRecord) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrainTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "drain_time_ms", thrift.I64, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:drain_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.DrainTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drain_time_ms (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:drain_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TBackendRecord) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDrainActor() {
+		if err := oprot.WriteFieldBegin(ctx, "drain_actor", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:drain_actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.DrainActor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.drain_actor (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:drain_actor: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TBackendRecord) Equals(other *TBackendRecord) bool {
 	if p == other {
 		return true
@@ -6214,6 +6370,30 @@ func (p *TBackendRecord) Equals(other *TBackendRecord) bool {
 			return false
 		}
 		if (*p.AddTimeMs) != (*other.AddTimeMs) {
+			return false
+		}
+	}
+	if p.Drained != other.Drained {
+		if p.Drained == nil || other.Drained == nil {
+			return false
+		}
+		if (*p.Drained) != (*other.Drained) {
+			return false
+		}
+	}
+	if p.DrainTimeMs != other.DrainTimeMs {
+		if p.DrainTimeMs == nil || other.DrainTimeMs == nil {
+			return false
+		}
+		if (*p.DrainTimeMs) != (*other.DrainTimeMs) {
+			return false
+		}
+	}
+	if p.DrainActor != other.DrainActor {
+		if p.DrainActor == nil || other.DrainActor == nil {
+			return false
+		}
+		if (*p.DrainActor) != (*other.DrainActor) {
 			return false
 		}
 	}
@@ -12045,6 +12225,281 @@ func (p *TRemoveBackendCommand) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TRemoveBackendCommand(%+v)", *p)
+}
+
+// Attributes:
+//   - NowMs
+//   - BackendID
+//   - Drained
+//   - Actor
+type TDrainBackendCommand struct {
+	NowMs     int64   `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	BackendID int64   `thrift:"backend_id,2,required" db:"backend_id" json:"backend_id"`
+	Drained   bool    `thrift:"drained,3,required" db:"drained" json:"drained"`
+	Actor     *string `thrift:"actor,4" db:"actor" json:"actor,omitempty"`
+}
+
+func NewTDrainBackendCommand() *TDrainBackendCommand {
+	return &TDrainBackendCommand{}
+}
+
+func (p *TDrainBackendCommand) GetNowMs() int64 {
+	return p.NowMs
+}
+
+func (p *TDrainBackendCommand) GetBackendID() int64 {
+	return p.BackendID
+}
+
+func (p *TDrainBackendCommand) GetDrained() bool {
+	return p.Drained
+}
+
+var TDrainBackendCommand_Actor_DEFAULT string
+
+func (p *TDrainBackendCommand) GetActor() string {
+	if !p.IsSetActor() {
+		return TDrainBackendCommand_Actor_DEFAULT
+	}
+	return *p.Actor
+}
+func (p *TDrainBackendCommand) IsSetActor() bool {
+	return p.Actor != nil
+}
+
+func (p *TDrainBackendCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetNowMs bool = false
+	var issetBackendID bool = false
+	var issetDrained bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetNowMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetBackendID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetDrained = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetNowMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NowMs is not set"))
+	}
+	if !issetBackendID {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field BackendID is not set"))
+	}
+	if !issetDrained {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Drained is not set"))
+	}
+	return nil
+}
+
+func (p *TDrainBackendCommand) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.NowMs = v
+	}
+	return nil
+}
+
+func (p *TDrainBackendCommand) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.BackendID = v
+	}
+	return nil
+}
+
+func (p *TDrainBackendCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Drained = v
+	}
+	return nil
+}
+
+func (p *TDrainBackendCommand) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
+func (p *TDrainBackendCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TDrainBackendCommand"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TDrainBackendCommand) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "now_ms", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:now_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.NowMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.now_ms (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:now_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendCommand) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "backend_id", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:backend_id: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.BackendID)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.backend_id (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:backend_id: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "drained", thrift.BOOL, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:drained: ", p), err)
+	}
+	if err := oprot.WriteBool(ctx, bool(p.Drained)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.drained (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:drained: ", p), err)
+	}
+	return err
+}
+
+func (p *TDrainBackendCommand) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TDrainBackendCommand) Equals(other *TDrainBackendCommand) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.NowMs != other.NowMs {
+		return false
+	}
+	if p.BackendID != other.BackendID {
+		return false
+	}
+	if p.Drained != other.Drained {
+		return false
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TDrainBackendCommand) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TDrainBackendCommand(%+v)", *p)
 }
 
 // Attributes:

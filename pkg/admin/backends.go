@@ -88,6 +88,21 @@ func (s *Server) ListBackends(ctx context.Context) ([]*adminapi.TBackend, error)
 	return out, nil
 }
 
+// resolveBackend finds a registered backend by id or HOST:PORT.
+func resolveBackend(st *raftfsm.State, ref string) (*raftfsm.Backend, error) {
+	if n, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		if b, ok := st.Backend(n); ok {
+			return b, nil
+		}
+	} else if b, ok := st.BackendByAddress(ref); ok {
+		return b, nil
+	}
+	if len(ref) > 300 {
+		ref = ref[:300]
+	}
+	return nil, adminError(adminapi.TErrorCode_NOT_FOUND, "backend %q is not registered", ref)
+}
+
 // RemoveBackend unregisters a backend by id or HOST:PORT. A backend holding
 // possible-live slots is BACKEND_IN_USE: its workers may still run.
 func (s *Server) RemoveBackend(ctx context.Context, ref string) error {
@@ -117,6 +132,10 @@ func (s *Server) backendView(st *raftfsm.State, b *raftfsm.Backend) *adminapi.TB
 	held := int32(st.HeldSlots(b.ID))
 	at := b.AddTimeMs
 	v := &adminapi.TBackend{BackendID: b.ID, Address: b.Address, AddTimeMs: &at, HeldSlots: &held}
+	if b.Drained {
+		v.Drained = thrift.BoolPtr(true)
+	}
+	v.DrainTimeMs, v.DrainActor = nonZero(b.DrainTimeMs), nonEmpty(b.DrainActor)
 	if s.d.BackendView != nil {
 		if alive, epoch, known := s.d.BackendView(b.ID); known {
 			v.Alive, v.ProcessEpoch = &alive, &epoch

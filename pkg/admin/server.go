@@ -87,6 +87,9 @@ type Deps struct {
 	// BackendHeard lets the leader say "not alive, never heard" of a
 	// backend it heartbeats without an answer; optional.
 	BackendHeard BackendHeard
+	// BackendStatus is the rest of the leader's heartbeat view for
+	// backends show (accepting, capacity); optional.
+	BackendStatus BackendStatus
 	// ProbeBackend checks that something answers at a backend's address
 	// when it is added (a warning, not a refusal); optional.
 	ProbeBackend func(ctx context.Context, address string) error

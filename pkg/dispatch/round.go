@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -40,7 +41,7 @@ func (r *round) dispatchPending() error {
 	if len(pending) == 0 {
 		return nil
 	}
-	picker := r.newBackendPicker(st, opts.MaxInflightPerBackend)
+	picker := r.newBackendPicker(st, opts.MaxInflightPerBackend).withoutDrained(st)
 	registered := len(st.Backends())
 	prep := &preparer{r: r, st: st, opts: opts, creds: map[string]credsResult{}, cluster: clusterIDOf(st)}
 	var plans []*dispatchPlan
@@ -334,6 +335,17 @@ func (r *round) newBackendPicker(st *raftfsm.State, maxInflight int64) *backendP
 		p.cands = append(p.cands, &backendSlot{id: b.ID, addr: b.Address, epoch: v.Epoch,
 			load: int64(st.HeldSlots(b.ID)), calls: r.work.inflight(b.ID)})
 	}
+	return p
+}
+
+// withoutDrained drops the backends an operator drained (backends drain):
+// no new dispatch goes there. Their running jobs, the heartbeats, reports,
+// reconcile and resolves are untouched (resolves use newBackendPicker).
+func (p *backendPicker) withoutDrained(st *raftfsm.State) *backendPicker {
+	p.cands = slices.DeleteFunc(p.cands, func(c *backendSlot) bool {
+		b, ok := st.Backend(c.id)
+		return ok && b.Drained
+	})
 	return p
 }
 

@@ -159,6 +159,11 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	adm := admin.New(admin.Deps{
 		Proposer: timed, Reader: fsm, Cluster: clusterAdapter{node}, Backends: backends, Credentials: creds,
 		Reports: reports, BackendView: pool.View, BackendHeard: pool.Heard, ProbeBackend: dialProbe,
+		BackendStatus: func(id int64) (admin.BackendState, bool) {
+			st, ok := pool.Status(id)
+			return admin.BackendState{Accepting: st.Accepting, NotAcceptingReason: st.NotAcceptingReason,
+				Capacity: st.Capacity, Dispatchable: st.Dispatchable()}, ok
+		},
 		LastContact: node.LastContact, NewClusterID: dispatch.NewClusterID, LeaderCall: leaderCall,
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 		// Writes are decided on current state (DESIGN.md §13.8).

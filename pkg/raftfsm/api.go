@@ -41,6 +41,10 @@ const (
 	// sends no cluster id, which backends judge against the cluster they
 	// are bound to.
 	CmdSetClusterID CommandType = 18 | IgnorableFlag // TClusterIDCommand
+	// Drain or undrain a backend. Ignorable: a master that does not know it
+	// dispatches to the backend as before; nothing else it applies reads
+	// the flag, so its replica does not otherwise diverge.
+	CmdDrainBackend CommandType = 19 | IgnorableFlag // TDrainBackendCommand
 )
 
 // Proposer is what admin, dispatch and report need from the cluster: a door

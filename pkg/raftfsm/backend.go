@@ -15,6 +15,7 @@ import (
 func init() {
 	register(CmdAddBackend, journal.NewTBackendCommand, applyAddBackend)
 	register(CmdRemoveBackend, journal.NewTRemoveBackendCommand, applyRemoveBackend)
+	register(CmdDrainBackend, journal.NewTDrainBackendCommand, applyDrainBackend)
 }
 
 func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse, error) {
@@ -46,6 +47,33 @@ func applyRemoveBackend(t *tx, c *journal.TRemoveBackendCommand) (*journal.TAppl
 	t.deleteBackend(b)
 	t.m.backends--
 	return respID(c.BackendID), nil
+}
+
+// applyDrainBackend sets or clears a backend's drained flag. The leader's
+// dispatcher picks no drained backend for a new dispatch; nothing the FSM
+// applies reads the flag (an older master skips the command: type 147), so
+// its jobs, slots and reports are untouched. Already so: NOOP.
+func applyDrainBackend(t *tx, c *journal.TDrainBackendCommand) (*journal.TApplyResponse, error) {
+	if c.Actor != nil {
+		if err := job.ValidateActor("actor", c.GetActor()); err != nil {
+			return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
+		}
+	}
+	b, ok := backendByID(t.backends.tree(), c.BackendID)
+	if !ok {
+		return respFail(journal.TApplyCode_NOT_FOUND, "backend %d is not registered", c.BackendID), nil
+	}
+	if b.Drained == c.Drained {
+		word := "drained"
+		if !c.Drained {
+			word = "not drained"
+		}
+		return respFail(journal.TApplyCode_NOOP, "backend %d is already %s", c.BackendID, word), nil
+	}
+	n := *b
+	n.Drained, n.DrainTimeMs, n.DrainActor = c.Drained, t.now, c.GetActor()
+	t.putBackend(&n)
+	return respID(b.ID), nil
 }
 
 // validateBackendAddress wants HOST:PORT with a port in 1..65535.

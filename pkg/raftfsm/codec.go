@@ -342,12 +342,14 @@ func CatalogFromThrift(t *journal.TCatalogRecord) *Catalog {
 // BackendToThrift converts a backend to its journal form.
 func BackendToThrift(b *Backend) *journal.TBackendRecord {
 	cp := *b
-	return &journal.TBackendRecord{BackendID: cp.ID, Address: cp.Address, AddTimeMs: optInt64(&cp.AddTimeMs)}
+	return &journal.TBackendRecord{BackendID: cp.ID, Address: cp.Address, AddTimeMs: optInt64(&cp.AddTimeMs),
+		Drained: optBool(&cp.Drained), DrainTimeMs: optInt64(&cp.DrainTimeMs), DrainActor: optString(&cp.DrainActor)}
 }
 
 // BackendFromThrift converts a journal backend record.
 func BackendFromThrift(t *journal.TBackendRecord) *Backend {
-	return &Backend{ID: t.BackendID, Address: t.Address, AddTimeMs: t.GetAddTimeMs()}
+	return &Backend{ID: t.BackendID, Address: t.Address, AddTimeMs: t.GetAddTimeMs(),
+		Drained: t.GetDrained(), DrainTimeMs: t.GetDrainTimeMs(), DrainActor: t.GetDrainActor()}
 }
 
 func optString(p *string) *string {

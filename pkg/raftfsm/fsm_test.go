@@ -77,7 +77,7 @@ func TestEveryCommandTypeIsRegistered(t *testing.T) {
 		}
 	}
 	// The ignorable ones (bit 7 set) are pinned below too.
-	if ignorable := []CommandType{CmdSetMemberAddress, CmdSetClusterID}; len(registry) != int(CmdReportBatch)+len(ignorable) {
+	if ignorable := []CommandType{CmdSetMemberAddress, CmdSetClusterID, CmdDrainBackend}; len(registry) != int(CmdReportBatch)+len(ignorable) {
 		t.Errorf("%d command types registered; the last pinned is %d (pin a new one here and below)", len(registry), CmdReportBatch)
 	}
 }
@@ -102,6 +102,9 @@ func TestCommandTypesArePinned(t *testing.T) {
 	}
 	if CmdSetClusterID != 18|IgnorableFlag || registry[CmdSetClusterID] == nil {
 		t.Errorf("the cluster id command is pinned to %d (18 | ignorable)", uint8(CmdSetClusterID))
+	}
+	if CmdDrainBackend != 19|IgnorableFlag || registry[CmdDrainBackend] == nil {
+		t.Errorf("the drain command is pinned to %d (19 | ignorable)", uint8(CmdDrainBackend))
 	}
 }
 

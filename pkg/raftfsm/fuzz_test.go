@@ -232,6 +232,7 @@ func fuzzApplySeeds(tb testing.TB) map[string][]byte {
 		"remove-catalog": enc(CmdRemoveCatalog, &journal.TRemoveCatalogCommand{NowMs: now, Name: "empty"}),
 		"add-backend":    enc(CmdAddBackend, &journal.TBackendCommand{NowMs: now, Address: "10.0.0.3:9070"}),
 		"remove-backend": enc(CmdRemoveBackend, &journal.TRemoveBackendCommand{NowMs: now, BackendID: fzBackend2}),
+		"drain-backend":  enc(CmdDrainBackend, &journal.TDrainBackendCommand{NowMs: now, BackendID: fzBackend2, Drained: true, Actor: thrift.StringPtr("ops")}),
 		"set-option":     enc(CmdSetOption, &journal.TSetOptionCommand{NowMs: now, Key: "lance_index_job_max_dispatch_per_round", Value: "7"}),
 		// Malformed: nothing, an unknown type, an unknown ignorable type, a
 		// known type with a truncated or empty body, a body of another type.

@@ -50,6 +50,12 @@ type Backend struct {
 	ID        int64
 	Address   string // HOST:PORT; unique case-insensitively
 	AddTimeMs int64
+	// Drained: the leader dispatches nothing new to it (CmdDrainBackend);
+	// DrainTimeMs and DrainActor say when and by whom it was last drained
+	// or undrained.
+	Drained     bool
+	DrainTimeMs int64
+	DrainActor  string
 }
 
 // JobFilter selects jobs for ListJobs. A zero field matches anything.

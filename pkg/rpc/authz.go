@@ -127,9 +127,9 @@ func refuseProbe(msg string) (int16, string, thrift.TStruct) {
 // The master's methods by class (docs/rpc.md, the authorization table).
 var (
 	// masterReadMethods read the journal or the cluster; masters may call
-	// them too (a follower asks the leader for listBackends).
+	// them too (a follower asks the leader for listBackends and showBackend).
 	masterReadMethods = []string{
-		"listJobs", "showJob", "jobLogs", "inspectDataset", "listCatalogs", "listBackends",
+		"listJobs", "showJob", "jobLogs", "inspectDataset", "listCatalogs", "listBackends", "showBackend",
 		"getOption", "listOptions", "listPeers", "raftHealth", "raftMemberStatus",
 	}
 	// masterOperatorMethods change the cluster, or export all of it (a
@@ -137,7 +137,7 @@ var (
 	masterOperatorMethods = []string{
 		"createIndex", "dropIndex", "optimizeDataset", "resolveJob", "cancelJob",
 		"createCatalog", "updateCatalog", "removeCatalog",
-		"addBackend", "removeBackend", "setOption", "transferLeader",
+		"addBackend", "removeBackend", "drainBackend", "setOption", "transferLeader",
 		"beginSnapshotSave", "readSnapshotChunk", "beginSnapshotRestore", "writeSnapshotChunk",
 		"finishSnapshotRestore", "abortSnapshotTransfer",
 		"addVoter", "removePeer", "promote",
