@@ -259,7 +259,7 @@ func newJobsListCmd(g *globals) *cobra.Command {
 	f.StringVar(&catalog, "catalog", "", "only jobs of this catalog")
 	f.StringVar(&db, "db", "", "only jobs of this database")
 	f.StringVar(&table, "table", "", "only jobs of this table")
-	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, RESOLVING, FAILED)")
+	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, RESOLVING, refresh:FAILED); several, comma-separated, match any")
 	f.BoolVar(&unresolved, "unresolved", false,
 		"only jobs that still hold their fence or need an operator (leaves out force-released UNKNOWN jobs and resolved outcomes)")
 	f.BoolVar(&restored, "restored", false,

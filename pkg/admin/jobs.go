@@ -72,10 +72,32 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 	return out, nil
 }
 
-// parseStateFilter reads a mutation state name, or "refresh:NAME" (a refresh
-// state; RUNNING exists in both machines). A name that is only a refresh
-// state (REQUIRED, DONE, FAILED, NOT_REQUIRED) needs no prefix.
+// parseStateFilter reads one state or several, comma-separated: a mutation
+// state name, or "refresh:NAME" (a refresh state; RUNNING exists in both
+// machines). A name that is only a refresh state (REQUIRED, DONE, FAILED,
+// NOT_REQUIRED) needs no prefix. Several mutation states match any of them;
+// mutation and refresh states together must both match.
 func parseStateFilter(v string, f *raftfsm.JobFilter) error {
+	parts := strings.Split(v, ",")
+	if len(parts) == 1 {
+		return parseOneState(v, f)
+	}
+	for _, p := range parts {
+		var one raftfsm.JobFilter
+		if err := parseOneState(p, &one); err != nil {
+			return err
+		}
+		if one.MutationState != 0 {
+			f.MutationStates = append(f.MutationStates, one.MutationState)
+		}
+		if one.RefreshState != 0 {
+			f.RefreshStates = append(f.RefreshStates, one.RefreshState)
+		}
+	}
+	return nil
+}
+
+func parseOneState(v string, f *raftfsm.JobFilter) error {
 	u := strings.ToUpper(strings.TrimSpace(v))
 	if strings.HasPrefix(u, strings.ToUpper(refreshStatePrefix)) {
 		rs, ok := job.ParseRefreshState(strings.TrimPrefix(u, strings.ToUpper(refreshStatePrefix)))

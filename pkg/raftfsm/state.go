@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/lancemaster/lancemaster/pkg/config"
@@ -68,10 +69,17 @@ type JobFilter struct {
 	// operator (job.Record.Unresolved): a force-released UNKNOWN job, or a
 	// resolved COMMITTED one, is left out.
 	Unresolved bool
+	// MutationStates and RefreshStates, when set, are several states at
+	// once: a job matches when its state is any of them (and, with both
+	// set, when both match). They add to MutationState / RefreshState.
+	MutationStates []job.MutationState
+	RefreshStates  []job.RefreshState
 }
 
 func (f JobFilter) match(r *job.Record) bool {
 	return (!f.Unresolved || r.Unresolved()) &&
+		(len(f.MutationStates) == 0 || slices.Contains(f.MutationStates, r.MutationState)) &&
+		(len(f.RefreshStates) == 0 || slices.Contains(f.RefreshStates, r.RefreshState)) &&
 		(f.CatalogID == 0 || r.CatalogID == f.CatalogID) &&
 		(f.DB == "" || r.DB == f.DB) &&
 		(f.Table == "" || r.Table == f.Table) &&
