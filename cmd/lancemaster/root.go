@@ -29,13 +29,14 @@ const (
 )
 
 const (
-	envAddress     = "LANCEMASTER_ADDR"
-	envOutput      = "LANCEMASTER_OUTPUT"
-	envTimeout     = "LANCEMASTER_TIMEOUT"
-	envAs          = "LANCEMASTER_AS"
-	defaultAddress = "127.0.0.1:7201"
-	defaultTimeout = 30 * time.Second
-	defaultActor   = "operator"
+	envAddress       = "LANCEMASTER_ADDR"
+	envOutput        = "LANCEMASTER_OUTPUT"
+	envTimeout       = "LANCEMASTER_TIMEOUT"
+	envAs            = "LANCEMASTER_AS"
+	envTLSServerName = "LANCEMASTER_TLS_SERVER_NAME"
+	defaultAddress   = "127.0.0.1:7201"
+	defaultTimeout   = 30 * time.Second
+	defaultActor     = "operator"
 
 	outputTable = "table"
 	outputJSON  = "json"
@@ -49,8 +50,11 @@ type globals struct {
 	timeout   time.Duration
 	as        string
 	noHeaders bool
-	tls       rpc.TLSFiles // --tls-ca, --tls-cert, --tls-key (tls.go)
-	envErr    error        // a malformed LANCEMASTER_TIMEOUT, reported before any command runs
+	// tlsServerName overrides the host the masters' certificates are
+	// checked against (--tls-server-name).
+	tlsServerName string
+	tls           rpc.TLSFiles // --tls-ca, --tls-cert, --tls-key (tls.go)
+	envErr        error        // a malformed LANCEMASTER_TIMEOUT, reported before any command runs
 }
 
 // usageError is a mistake in the command line. It is reported with a hint
@@ -117,6 +121,8 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	pf.DurationVar(&g.timeout, "timeout", timeout, "deadline for the whole command, failover included (env "+envTimeout+")")
 	pf.StringVar(&g.as, "as", as, "the name recorded as the job creator or actor ($USER when set); under mutual TLS the certificate's identity is recorded, and this name as a claim beside it")
 	bindTLSFlags(pf, &g.tls, getenv)
+	pf.StringVar(&g.tlsServerName, "tls-server-name", getenv(envTLSServerName),
+		"the name the masters' certificates must carry, instead of the --address host (env "+envTLSServerName+")")
 
 	root.AddCommand(
 		newJobsCmd(g),
@@ -258,7 +264,7 @@ func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 // clientOnlyFlags are the global flags only the operator CLI reads: the
 // daemons' help does not list them (the --tls-* flags stay: a daemon takes
 // them as overrides of its configuration file).
-var clientOnlyFlags = []string{"address", "output", "no-headers", "timeout", "as"}
+var clientOnlyFlags = []string{"address", "output", "no-headers", "timeout", "as", "tls-server-name"}
 
 // hideClientFlags makes c's help leave out the client-only global flags.
 func hideClientFlags(c *cobra.Command) *cobra.Command {

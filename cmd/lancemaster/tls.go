@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -50,6 +51,7 @@ func (g *globals) applyTLS(cfg *rpc.Config) error {
 		return fmt.Errorf("%w", err)
 	}
 	cfg.Certs = c
+	cfg.TLSServerName = strings.TrimSpace(g.tlsServerName)
 	return nil
 }
 

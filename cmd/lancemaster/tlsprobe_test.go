@@ -33,3 +33,19 @@ func TestMalformedAddressIsAUsageError(t *testing.T) {
 		}
 	}
 }
+
+// --tls-server-name checks the master's certificate against that name
+// instead of the dialled host: a name the certificate carries works, one it
+// does not is refused in the handshake.
+func TestTLSServerName(t *testing.T) {
+	t.Parallel()
+	pki := devPKI(t)
+	addr := serveTLS(t, pki, &fakeMaster{})
+	args := func(name string) []string {
+		return append([]string{"--address", addr, "--tls-server-name", name}, append(tlsArgs(pki, certs.RoleOperator), "jobs", "list")...)
+	}
+	mustOK(t)(runCLI(t, nil, args("localhost")...))
+	if _, errOut, code := runCLI(t, nil, args("not-a-master.example")...); code == exitOK || !strings.Contains(errOut, "not-a-master.example") {
+		t.Errorf("a name the certificate lacks: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -90,6 +90,11 @@ type Config struct {
 	// authorized per method by servers given a Policy (authz.go). It takes
 	// precedence over TLS.
 	Certs *Certs
+	// TLSServerName, when set, is the name a client checks the server's
+	// certificate against instead of the dialled address's host (the CLI's
+	// --tls-server-name: masters reached by IP behind a certificate that
+	// names them by DNS). Clients only.
+	TLSServerName string
 }
 
 // DefaultConfig returns the production defaults: frame 512 KiB (DESIGN.md

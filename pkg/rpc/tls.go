@@ -380,7 +380,11 @@ func (c Config) serverTLS() *tls.Config {
 // a plain TLS config checks no role.
 func (c Config) clientTLS(addr string, roles ...certs.Role) *tls.Config {
 	if c.Certs != nil {
-		return c.Certs.ClientConfig(addr, roles...)
+		tc := c.Certs.ClientConfig(addr, roles...)
+		if c.TLSServerName != "" {
+			tc.ServerName = c.TLSServerName
+		}
+		return tc
 	}
 	return c.TLS
 }
