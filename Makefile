@@ -126,3 +126,17 @@ EVIDENCE_RUNS ?= 3
 evidence-figures: builder-modules
 	$(GO) test -count=$(EVIDENCE_RUNS) -run '^TestEndToEnd(BackendKill9DuringBuild|WorkerKilledWithoutResult)$$' -v ./pkg/master \
 	  | grep -E 'figure:|^(ok|FAIL|--- FAIL)'
+
+# The master and backend images (deploy/docker, docs/operations.md
+# "Containers"), tagged IMAGE_PREFIX-master:IMAGE_TAG and
+# IMAGE_PREFIX-backend:IMAGE_TAG. The build context is the repository; no
+# .git goes in, so the version is passed in.
+.PHONY: image
+DOCKER       ?= docker
+IMAGE_PREFIX ?= lancemaster
+IMAGE_TAG    ?= $(VERSION)
+IMAGE_ARGS    = --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg BUILD_DATE=$(BUILD_DATE)
+
+image:
+	$(DOCKER) build -f deploy/docker/master.Dockerfile $(IMAGE_ARGS) -t $(IMAGE_PREFIX)-master:$(IMAGE_TAG) .
+	$(DOCKER) build -f deploy/docker/backend.Dockerfile $(IMAGE_ARGS) -t $(IMAGE_PREFIX)-backend:$(IMAGE_TAG) .

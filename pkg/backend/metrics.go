@@ -95,6 +95,9 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 	}
 	m.reg.MustRegister(m.dispatches, m.proofs, m.results, m.oomKills, m.peakMemory, m.duration, m.reports, m.retries,
 		&agentCollector{a: a})
+	if c := a.cfg.RPC.Certs; c != nil {
+		m.reg.MustRegister(metrics.CertExpiry("backend", c.Leaf))
+	}
 	return m
 }
 

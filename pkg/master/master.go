@@ -136,7 +136,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	mm := newMasterMetrics()
+	mm := newMasterMetrics(rcfg.Certs)
 	timed := timedProposer{p: node, m: mm}
 	leaderCall := func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
 		return rpc.NewMasterClient([]string{addr}, rcfg, log.Named("forward")).Call(ctx, fn)

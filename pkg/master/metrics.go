@@ -14,6 +14,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // masterMetrics are the metrics a master measures as things happen (the
@@ -31,7 +32,9 @@ type masterMetrics struct {
 	adminErrors   *prometheus.CounterVec // method, code
 }
 
-func newMasterMetrics() *masterMetrics {
+// newMasterMetrics builds a master's metrics; certs (nil without mutual
+// TLS) feed lancemaster_tls_certificate_expiry_timestamp_seconds.
+func newMasterMetrics(certs *rpc.Certs) *masterMetrics {
 	m := &masterMetrics{
 		reg: metrics.NewRegistry(),
 		propose: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -66,6 +69,9 @@ func newMasterMetrics() *masterMetrics {
 		m.outcomes.WithLabelValues(string(o)) // every outcome present from the start
 	}
 	m.reg.MustRegister(m.propose, m.round, m.outcomes, m.lowerEpochs, m.adminRequests, m.adminErrors)
+	if certs != nil {
+		m.reg.MustRegister(metrics.CertExpiry("master", certs.Leaf))
+	}
 	return m
 }
 
