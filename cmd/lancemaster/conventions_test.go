@@ -92,3 +92,16 @@ func TestDaemonHelpHidesClientFlags(t *testing.T) {
 		t.Error("jobs list --help lost --address")
 	}
 }
+
+// -o name prints one kind/name line per resource, for scripts.
+func TestOutputName(t *testing.T) {
+	t.Parallel()
+	f := &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{0: {Jobs: testJobs()}}, job: &adminapi.TJobView{JobID: 1}}
+	addr := serve(t, f)
+	if out := mustOK(t)(cli(t, addr, "-o", "name", "jobs", "list")); out != "job/1\njob/2\n" {
+		t.Errorf("jobs list -o name: %q", out)
+	}
+	if out := mustOK(t)(cli(t, addr, "-o", "name", "jobs", "show", "1")); out != "job/1\n" {
+		t.Errorf("jobs show -o name: %q", out)
+	}
+}

@@ -20,7 +20,7 @@ const dash = "-"
 // (-o yaml, --no-headers): printJSON and printTable read them from it.
 type formatWriter struct {
 	io.Writer
-	yaml, noHeaders bool
+	yaml, name, noHeaders bool
 }
 
 func formatOf(w io.Writer) formatWriter {
@@ -35,6 +35,9 @@ func formatOf(w io.Writer) formatWriter {
 // structs of gen-go carry snake_case json tags, so they are marshalled as
 // they are.
 func printJSON(w io.Writer, v any) error {
+	if formatOf(w).name {
+		return printNames(w, v)
+	}
 	if formatOf(w).yaml {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -55,6 +58,61 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// nameKeys name a resource in -o name, in order of preference: a job, a
+// catalog or option, a backend, a raft member.
+var nameKeys = []struct{ key, kind string }{
+	{"job_id", "job"}, {"backend_id", "backend"}, {"key", "option"}, {"name", "catalog"}, {"id", "peer"},
+}
+
+// printNames is -o name: one "kind/name" line per resource of the answer
+// (a list, or an object with a list under "jobs" or "peers"), for scripts.
+func printNames(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	var items []any
+	switch d := doc.(type) {
+	case []any:
+		items = d
+	case map[string]any:
+		items = []any{d}
+		for _, k := range []string{"jobs", "peers", "members"} {
+			if l, ok := d[k].([]any); ok {
+				items = l
+				break
+			}
+		}
+	}
+	for _, it := range items {
+		obj, ok := it.(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, nk := range nameKeys {
+			if val, ok := obj[nk.key]; ok {
+				if _, err := fmt.Fprintf(w, "%s/%s\n", nk.kind, sanitize(fmt.Sprint(jsonScalar(val)))); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// jsonScalar prints JSON numbers as integers when they are.
+func jsonScalar(v any) any {
+	if f, ok := v.(float64); ok && f == float64(int64(f)) {
+		return int64(f)
+	}
+	return v
 }
 
 // printTable writes an aligned table with a header row. Cells are cleaned

@@ -41,6 +41,7 @@ const (
 	outputTable = "table"
 	outputJSON  = "json"
 	outputYAML  = "yaml"
+	outputName  = "name"
 )
 
 // globals holds the persistent flags every command group shares.
@@ -116,7 +117,7 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	if v := getenv(envAs); strings.TrimSpace(v) != "" {
 		as = v
 	}
-	pf.StringVarP(&g.output, "output", "o", output, "output format: table|json|yaml (env "+envOutput+")")
+	pf.StringVarP(&g.output, "output", "o", output, "output format: table|json|yaml|name (env "+envOutput+")")
 	pf.BoolVar(&g.noHeaders, "no-headers", false, "tables without their header row (for scripts)")
 	pf.DurationVar(&g.timeout, "timeout", timeout, "deadline for the whole command, failover included (env "+envTimeout+")")
 	pf.StringVar(&g.as, "as", as, "the name recorded as the job creator or actor ($USER when set); under mutual TLS the certificate's identity is recorded, and this name as a claim beside it")
@@ -199,7 +200,8 @@ func markRunStart(c *cobra.Command, g *globals, started *bool) {
 			if err := g.validate(); err != nil {
 				return err
 			}
-			cmd.SetOut(&formatWriter{Writer: cmd.OutOrStdout(), yaml: g.output == outputYAML, noHeaders: g.noHeaders})
+			cmd.SetOut(&formatWriter{Writer: cmd.OutOrStdout(), yaml: g.output == outputYAML, name: g.output == outputName,
+				noHeaders: g.noHeaders})
 			return run(cmd, args)
 		}
 	} else if run := c.Run; run != nil {
@@ -220,9 +222,9 @@ func (g *globals) validate() error {
 		return g.envErr
 	}
 	switch g.output {
-	case outputTable, outputJSON, outputYAML:
+	case outputTable, outputJSON, outputYAML, outputName:
 	default:
-		return usagef("--output must be table, json or yaml, got %q", g.output)
+		return usagef("--output must be table, json, yaml or name, got %q", g.output)
 	}
 	if g.timeout <= 0 {
 		return usagef("--timeout must be positive, got %s", g.timeout)
@@ -232,7 +234,9 @@ func (g *globals) validate() error {
 
 // jsonOutput reports whether -o json (or -o yaml, the same document in
 // YAML: printJSON writes it so) was asked for.
-func (g *globals) jsonOutput() bool { return g.output == outputJSON || g.output == outputYAML }
+func (g *globals) jsonOutput() bool {
+	return g.output == outputJSON || g.output == outputYAML || g.output == outputName
+}
 
 // actor is the --as identity, or nil to let the server use the client's.
 func (g *globals) actor() *string {
