@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -163,7 +164,8 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		limit                     int32
 		after                     int64
 		all, consistent, restored bool
-		unresolved                bool
+		unresolved, watchList     bool
+		interval, total           time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -214,37 +216,49 @@ func newJobsListCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			jobs := []*adminapi.TJobView{}
-			var next *int64
 			warned := false
-			for {
-				if after > 0 {
-					req.AfterJobID = &after
-				}
-				var resp *adminapi.TListJobsResponse
-				if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-					resp, err = c.ListJobs(ctx, req)
-					return err
-				}); err != nil {
-					return err
-				}
-				if w := resp.GetStaleWarning(); w != "" && !warned {
-					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
-					warned = true
-				}
-				for _, j := range resp.GetJobs() {
-					if !restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term {
-						jobs = append(jobs, j)
+			startAfter := after
+			fetch := func() ([]*adminapi.TJobView, *int64, error) {
+				after := startAfter
+				jobs := []*adminapi.TJobView{}
+				var next *int64
+				for {
+					if after > 0 {
+						req.AfterJobID = &after
 					}
+					var resp *adminapi.TListJobsResponse
+					if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+						resp, err = c.ListJobs(ctx, req)
+						return err
+					}); err != nil {
+						return nil, nil, err
+					}
+					if w := resp.GetStaleWarning(); w != "" && !warned {
+						fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
+						warned = true
+					}
+					for _, j := range resp.GetJobs() {
+						if !restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term {
+							jobs = append(jobs, j)
+						}
+					}
+					next = resp.NextAfterJobID
+					if !all || next == nil {
+						break
+					}
+					if *next <= after {
+						return nil, nil, fmt.Errorf("the master returned a page cursor that does not advance (%d after %d)", *next, after)
+					}
+					after = *next
 				}
-				next = resp.NextAfterJobID
-				if !all || next == nil {
-					break
-				}
-				if *next <= after {
-					return fmt.Errorf("the master returned a page cursor that does not advance (%d after %d)", *next, after)
-				}
-				after = *next
+				return jobs, next, nil
+			}
+			if watchList {
+				return g.watchJobList(cmd, fetch, interval, total)
+			}
+			jobs, next, err := fetch()
+			if err != nil {
+				return err
 			}
 			if err := g.printJobs(cmd, jobs); err != nil {
 				return err
@@ -255,6 +269,9 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&watchList, "watch", false, "print the list again whenever it changes, every --interval, until interrupted (or --timeout-total)")
+	c.Flags().DurationVar(&interval, "interval", defaultWatchInterval, "with --watch: time between two polls")
+	c.Flags().DurationVar(&total, "timeout-total", 0, "with --watch: stop after this long; 0 = until interrupted")
 	f := c.Flags()
 	f.StringVar(&catalog, "catalog", "", "only jobs of this catalog")
 	f.StringVar(&db, "db", "", "only jobs of this database")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,4 +44,64 @@ func (g *globals) waitAfterAdmit(cmd *cobra.Command, resp *adminapi.TAdmitRespon
 	w.live = !g.jsonOutput() && isTerminal(w.out)
 	w.jobs = []*watchedJob{{id: resp.GetJobID()}}
 	return true, w.run()
+}
+
+// watchJobList is `jobs list --watch`: the list is fetched every interval
+// and printed again only when it changed (a blank line between two
+// prints), until the command's context ends (an interrupt) or total
+// passes. The first fetch's error ends the command; later ones are warned
+// about and retried on the next tick.
+func (g *globals) watchJobList(cmd *cobra.Command, fetch func() ([]*adminapi.TJobView, *int64, error), interval, total time.Duration) error {
+	if interval <= 0 {
+		return usagef("--interval must be positive, got %s", interval)
+	}
+	if total < 0 {
+		return usagef("--timeout-total must not be negative (0 = until interrupted), got %s", total)
+	}
+	var end <-chan time.Time
+	if total > 0 {
+		t := time.NewTimer(total)
+		defer t.Stop()
+		end = t.C
+	}
+	out := cmd.OutOrStdout()
+	var last string
+	for first := true; ; first = false {
+		jobs, _, err := fetch()
+		switch {
+		case err != nil && first:
+			return err
+		case err != nil:
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s (retrying)\n", oneLine(err.Error()))
+		default:
+			var b bytes.Buffer
+			fw := formatOf(out)
+			fw.Writer = &b
+			cmd.SetOut(&fw)
+			err := g.printJobs(cmd, jobs)
+			cmd.SetOut(out)
+			if err != nil {
+				return err
+			}
+			if s := b.String(); s != last {
+				if last != "" {
+					fmt.Fprintln(out)
+				}
+				if _, err := io.WriteString(out, s); err != nil {
+					return err
+				}
+				last = s
+			}
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-cmd.Context().Done():
+			t.Stop()
+			return nil
+		case <-end:
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
 }

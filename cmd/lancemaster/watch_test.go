@@ -499,3 +499,38 @@ func TestCreateIndexWait(t *testing.T) {
 		t.Errorf("without --wait: %q, %d polls", out, s.showCalls(8))
 	}
 }
+
+// changingList answers ListJobs with the job RUNNING for the first calls,
+// then COMMITTED: what `jobs list --watch` must print twice, and only twice.
+type changingList struct {
+	*fakeMaster
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *changingList) ListJobs(_ context.Context, _ *adminapi.TListJobsRequest) (*adminapi.TListJobsResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	state := "RUNNING"
+	if c.calls > 2 {
+		state = "COMMITTED"
+	}
+	return &adminapi.TListJobsResponse{Jobs: []*adminapi.TJobView{jv(1, 1, state, "NOT_REQUIRED")}}, nil
+}
+
+func TestJobsListWatchPrintsOnChange(t *testing.T) {
+	t.Parallel()
+	f := &changingList{fakeMaster: &fakeMaster{}}
+	addr := serve(t, f)
+	out := mustOK(t)(cli(t, addr, "jobs", "list", "--watch", "--interval", "10ms", "--timeout-total", "500ms"))
+	if strings.Count(out, "ID  CATALOG") != 2 || !strings.Contains(out, "RUNNING") || !strings.Contains(out, "COMMITTED") ||
+		strings.Index(out, "RUNNING") > strings.Index(out, "COMMITTED") || !strings.Contains(out, "\n\nID") {
+		t.Errorf("stdout:\n%s", out)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls < 4 {
+		t.Errorf("%d polls", f.calls)
+	}
+}
