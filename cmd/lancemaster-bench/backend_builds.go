@@ -130,9 +130,7 @@ type buildSide struct {
 type stepRunner func(req *frame.Request) (*frame.Result, buildSample, error)
 
 func runDemoBuilds(o *options, env *backendEnv, dir, pristineURI string) (*buildsResult, error) {
-	sup, err := supervisor.New(supervisor.Config{Command: []string{env.node, env.builder}, Env: env.workEnv,
-		Isolation: supervisor.IsolationBestEffort, MemoryLimitBytes: supervisor.DefaultMemoryLimitBytes,
-		PidsLimit: supervisor.DefaultPidsLimit})
+	sup, err := benchSupervisor(env)
 	if err != nil {
 		return nil, err
 	}
@@ -156,41 +154,7 @@ func runDemoBuilds(o *options, env *backendEnv, dir, pristineURI string) (*build
 		}
 		return out.Result, s, nil
 	}
-	bareRun := func(req *frame.Request) (*frame.Result, buildSample, error) {
-		var in bytes.Buffer
-		if err := frame.Write(&in, req, frame.MaxRequestBytes); err != nil {
-			return nil, buildSample{}, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, env.node, env.builder)
-		cmd.Env = env.workEnv
-		cmd.Stdin = &in
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		// Its own process group only so that an interrupted run can end it.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		t0 := time.Now()
-		if err := cmd.Start(); err != nil {
-			return nil, buildSample{}, err
-		}
-		pid := cmd.Process.Pid
-		childPgid.Store(int64(pid))
-		h := startHWMSampler(func() int { return pid })
-		err := cmd.Wait()
-		wall := time.Since(t0)
-		peak, anon, file := h.finish()
-		childPgid.Store(0)
-		s := buildSample{WallMs: ms(wall), PeakRSSBytes: peak, AnonBytes: anon, FileBytes: file}
-		if err != nil {
-			return nil, s, fmt.Errorf("node builder.js: %w; stderr: %s", err, tail(stderr.Bytes(), 5))
-		}
-		var r frame.Result
-		if err := frame.Read(&stdout, &r, frame.MaxResultBytes); err != nil {
-			return nil, s, fmt.Errorf("node builder.js: %w", err)
-		}
-		return &r, s, nil
-	}
+	bareRun := func(req *frame.Request) (*frame.Result, buildSample, error) { return bareBuild(env, req) }
 
 	for rep := 0; rep < reps; rep++ {
 		// The same frames for both runs of a rep: same path, same ids, same
@@ -410,4 +374,51 @@ func relativeToIVFPQ(bs *buildsResult) []row {
 			Note: "supervised medians; the 'raw' column is the IVF_PQ build of the same sequence"}.withRatio())
 	}
 	return rows
+}
+
+// bareBuild runs one frame through a bare `node builder.js` (the baseline
+// of every supervised figure), sampling the child's peak RSS as the
+// supervised runs are.
+func bareBuild(env *backendEnv, req *frame.Request) (*frame.Result, buildSample, error) {
+	var in bytes.Buffer
+	if err := frame.Write(&in, req, frame.MaxRequestBytes); err != nil {
+		return nil, buildSample{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, env.node, env.builder)
+	cmd.Env = env.workEnv
+	cmd.Stdin = &in
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Its own process group only so that an interrupted run can end it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, buildSample{}, err
+	}
+	pid := cmd.Process.Pid
+	childPgid.Store(int64(pid))
+	h := startHWMSampler(func() int { return pid })
+	err := cmd.Wait()
+	wall := time.Since(t0)
+	peak, anon, file := h.finish()
+	childPgid.Store(0)
+	s := buildSample{WallMs: ms(wall), PeakRSSBytes: peak, AnonBytes: anon, FileBytes: file}
+	if err != nil {
+		return nil, s, fmt.Errorf("node builder.js: %w; stderr: %s", err, tail(stderr.Bytes(), 5))
+	}
+	var r frame.Result
+	if err := frame.Read(&stdout, &r, frame.MaxResultBytes); err != nil {
+		return nil, s, fmt.Errorf("node builder.js: %w", err)
+	}
+	return &r, s, nil
+}
+
+// benchSupervisor is the supervisor every build figure runs the builder
+// under: best-effort isolation with the backend's default limits.
+func benchSupervisor(env *backendEnv) (*supervisor.Supervisor, error) {
+	return supervisor.New(supervisor.Config{Command: []string{env.node, env.builder}, Env: env.workEnv,
+		Isolation: supervisor.IsolationBestEffort, MemoryLimitBytes: supervisor.DefaultMemoryLimitBytes,
+		PidsLimit: supervisor.DefaultPidsLimit})
 }

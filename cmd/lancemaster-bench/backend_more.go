@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
-	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/s3test"
@@ -38,9 +37,7 @@ type moreResult struct {
 }
 
 func runMoreBuilds(o *options, env *backendEnv, dir, pristineURI string) (*moreResult, error) {
-	sup, err := supervisor.New(supervisor.Config{Command: []string{env.node, env.builder}, Env: env.workEnv,
-		Isolation: supervisor.IsolationBestEffort, MemoryLimitBytes: supervisor.DefaultMemoryLimitBytes,
-		PidsLimit: supervisor.DefaultPidsLimit})
+	sup, err := benchSupervisor(env)
 	if err != nil {
 		return nil, err
 	}
@@ -192,31 +189,6 @@ func appendToDataset(env *backendEnv, uri string, n int) error {
 		return fmt.Errorf("make-dataset --append: %w: %s", err, tail(stderr.Bytes(), 5))
 	}
 	return nil
-}
-
-// bareBuild runs one frame through a bare `node builder.js`.
-func bareBuild(env *backendEnv, req *frame.Request) (*frame.Result, buildSample, error) {
-	var in bytes.Buffer
-	if err := frame.Write(&in, req, frame.MaxRequestBytes); err != nil {
-		return nil, buildSample{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, env.node, env.builder)
-	cmd.Env, cmd.Stdin = env.workEnv, &in
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	t0 := time.Now()
-	err := cmd.Run()
-	s := buildSample{WallMs: ms(time.Since(t0))}
-	if err != nil {
-		return nil, s, fmt.Errorf("node builder.js: %w; stderr: %s", err, tail(stderr.Bytes(), 5))
-	}
-	var r frame.Result
-	if err := frame.Read(&stdout, &r, frame.MaxResultBytes); err != nil {
-		return nil, s, err
-	}
-	return &r, s, nil
 }
 
 func moreRows(m *moreResult) []row {

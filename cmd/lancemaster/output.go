@@ -39,12 +39,8 @@ func printJSON(w io.Writer, v any) error {
 		return printNames(w, v)
 	}
 	if formatOf(w).yaml {
-		b, err := json.Marshal(v)
+		doc, err := jsonDoc(v)
 		if err != nil {
-			return err
-		}
-		var doc any
-		if err := json.Unmarshal(b, &doc); err != nil {
 			return err
 		}
 		enc := yaml.NewEncoder(w)
@@ -69,12 +65,8 @@ var nameKeys = []struct{ key, kind string }{
 // printNames is -o name: one "kind/name" line per resource of the answer
 // (a list, or an object with a list under "jobs" or "peers"), for scripts.
 func printNames(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
+	doc, err := jsonDoc(v)
 	if err != nil {
-		return err
-	}
-	var doc any
-	if err := json.Unmarshal(b, &doc); err != nil {
 		return err
 	}
 	var items []any
@@ -105,6 +97,18 @@ func printNames(w io.Writer, v any) error {
 		}
 	}
 	return nil
+}
+
+// jsonDoc is v as -o json would print it, decoded back into plain maps
+// and lists: the same keys for -o yaml and -o name.
+func jsonDoc(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var doc any
+	err = json.Unmarshal(b, &doc)
+	return doc, err
 }
 
 // jsonScalar prints JSON numbers as integers when they are.
