@@ -163,12 +163,16 @@ struct TListJobsRequest {
   6: optional i32 limit,            // default 100, at most 1000 (a page fits one frame)
   7: optional bool consistent,      // read through the leader
   8: optional bool unresolved,      // only jobs that still hold their fence or need an operator
+  9: optional bool oldest_first,    // id order (smallest first); default: newest (largest id) first
+  10: optional i64 since_ms,        // only jobs created at or after this time (master clock, ms)
+  11: optional i64 before_job_id,   // paging, newest first: jobs with a smaller id
 }
 
 struct TListJobsResponse {
   1: required list<TJobView> jobs,
   2: optional i64 next_after_job_id,  // set when more jobs match
   3: optional string stale_warning,   // a follower's answer that may be stale: why (no known leader, no recent contact)
+  4: optional i64 next_before_job_id, // newest first: set when more jobs match (pass as before_job_id)
 }
 
 struct TResolveRequest {

@@ -6173,15 +6173,21 @@ func (p *TJobLogs) String() string {
 //   - Limit
 //   - Consistent
 //   - Unresolved
+//   - OldestFirst
+//   - SinceMs
+//   - BeforeJobID
 type TListJobsRequest struct {
-	Catalog    *string `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
-	Db         *string `thrift:"db,2" db:"db" json:"db,omitempty"`
-	Table      *string `thrift:"table,3" db:"table" json:"table,omitempty"`
-	State      *string `thrift:"state,4" db:"state" json:"state,omitempty"`
-	AfterJobID *int64  `thrift:"after_job_id,5" db:"after_job_id" json:"after_job_id,omitempty"`
-	Limit      *int32  `thrift:"limit,6" db:"limit" json:"limit,omitempty"`
-	Consistent *bool   `thrift:"consistent,7" db:"consistent" json:"consistent,omitempty"`
-	Unresolved *bool   `thrift:"unresolved,8" db:"unresolved" json:"unresolved,omitempty"`
+	Catalog     *string `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
+	Db          *string `thrift:"db,2" db:"db" json:"db,omitempty"`
+	Table       *string `thrift:"table,3" db:"table" json:"table,omitempty"`
+	State       *string `thrift:"state,4" db:"state" json:"state,omitempty"`
+	AfterJobID  *int64  `thrift:"after_job_id,5" db:"after_job_id" json:"after_job_id,omitempty"`
+	Limit       *int32  `thrift:"limit,6" db:"limit" json:"limit,omitempty"`
+	Consistent  *bool   `thrift:"consistent,7" db:"consistent" json:"consistent,omitempty"`
+	Unresolved  *bool   `thrift:"unresolved,8" db:"unresolved" json:"unresolved,omitempty"`
+	OldestFirst *bool   `thrift:"oldest_first,9" db:"oldest_first" json:"oldest_first,omitempty"`
+	SinceMs     *int64  `thrift:"since_ms,10" db:"since_ms" json:"since_ms,omitempty"`
+	BeforeJobID *int64  `thrift:"before_job_id,11" db:"before_job_id" json:"before_job_id,omitempty"`
 }
 
 func NewTListJobsRequest() *TListJobsRequest {
@@ -6259,6 +6265,33 @@ func (p *TListJobsRequest) GetUnresolved() bool {
 	}
 	return *p.Unresolved
 }
+
+var TListJobsRequest_OldestFirst_DEFAULT bool
+
+func (p *TListJobsRequest) GetOldestFirst() bool {
+	if !p.IsSetOldestFirst() {
+		return TListJobsRequest_OldestFirst_DEFAULT
+	}
+	return *p.OldestFirst
+}
+
+var TListJobsRequest_SinceMs_DEFAULT int64
+
+func (p *TListJobsRequest) GetSinceMs() int64 {
+	if !p.IsSetSinceMs() {
+		return TListJobsRequest_SinceMs_DEFAULT
+	}
+	return *p.SinceMs
+}
+
+var TListJobsRequest_BeforeJobID_DEFAULT int64
+
+func (p *TListJobsRequest) GetBeforeJobID() int64 {
+	if !p.IsSetBeforeJobID() {
+		return TListJobsRequest_BeforeJobID_DEFAULT
+	}
+	return *p.BeforeJobID
+}
 func (p *TListJobsRequest) IsSetCatalog() bool {
 	return p.Catalog != nil
 }
@@ -6289,6 +6322,18 @@ func (p *TListJobsRequest) IsSetConsistent() bool {
 
 func (p *TListJobsRequest) IsSetUnresolved() bool {
 	return p.Unresolved != nil
+}
+
+func (p *TListJobsRequest) IsSetOldestFirst() bool {
+	return p.OldestFirst != nil
+}
+
+func (p *TListJobsRequest) IsSetSinceMs() bool {
+	return p.SinceMs != nil
+}
+
+func (p *TListJobsRequest) IsSetBeforeJobID() bool {
+	return p.BeforeJobID != nil
 }
 
 func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6385,6 +6430,36 @@ func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) err
 					return err
 				}
 			}
+		case 9:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 10:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -6472,6 +6547,33 @@ func (p *TListJobsRequest) ReadField8(ctx context.Context, iprot thrift.TProtoco
 	return nil
 }
 
+func (p *TListJobsRequest) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.OldestFirst = &v
+	}
+	return nil
+}
+
+func (p *TListJobsRequest) ReadField10(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 10: ", err)
+	} else {
+		p.SinceMs = &v
+	}
+	return nil
+}
+
+func (p *TListJobsRequest) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.BeforeJobID = &v
+	}
+	return nil
+}
+
 func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TListJobsRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6499,6 +6601,15 @@ func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) er
 			return err
 		}
 		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6631,6 +6742,51 @@ func (p *TListJobsRequest) writeField8(ctx context.Context, oprot thrift.TProtoc
 	return err
 }
 
+func (p *TListJobsRequest) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetOldestFirst() {
+		if err := oprot.WriteFieldBegin(ctx, "oldest_first", thrift.BOOL, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:oldest_first: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.OldestFirst)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.oldest_first (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:oldest_first: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListJobsRequest) writeField10(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSinceMs() {
+		if err := oprot.WriteFieldBegin(ctx, "since_ms", thrift.I64, 10); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 10:since_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.SinceMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.since_ms (10) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 10:since_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListJobsRequest) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBeforeJobID() {
+		if err := oprot.WriteFieldBegin(ctx, "before_job_id", thrift.I64, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:before_job_id: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.BeforeJobID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.before_job_id (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:before_job_id: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 	if p == other {
 		return true
@@ -6701,6 +6857,30 @@ func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 			return false
 		}
 	}
+	if p.OldestFirst != other.OldestFirst {
+		if p.OldestFirst == nil || other.OldestFirst == nil {
+			return false
+		}
+		if (*p.OldestFirst) != (*other.OldestFirst) {
+			return false
+		}
+	}
+	if p.SinceMs != other.SinceMs {
+		if p.SinceMs == nil || other.SinceMs == nil {
+			return false
+		}
+		if (*p.SinceMs) != (*other.SinceMs) {
+			return false
+		}
+	}
+	if p.BeforeJobID != other.BeforeJobID {
+		if p.BeforeJobID == nil || other.BeforeJobID == nil {
+			return false
+		}
+		if (*p.BeforeJobID) != (*other.BeforeJobID) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -6715,10 +6895,12 @@ func (p *TListJobsRequest) String() string {
 //   - Jobs
 //   - NextAfterJobID
 //   - StaleWarning
+//   - NextBeforeJobID
 type TListJobsResponse struct {
-	Jobs           []*TJobView `thrift:"jobs,1,required" db:"jobs" json:"jobs"`
-	NextAfterJobID *int64      `thrift:"next_after_job_id,2" db:"next_after_job_id" json:"next_after_job_id,omitempty"`
-	StaleWarning   *string     `thrift:"stale_warning,3" db:"stale_warning" json:"stale_warning,omitempty"`
+	Jobs            []*TJobView `thrift:"jobs,1,required" db:"jobs" json:"jobs"`
+	NextAfterJobID  *int64      `thrift:"next_after_job_id,2" db:"next_after_job_id" json:"next_after_job_id,omitempty"`
+	StaleWarning    *string     `thrift:"stale_warning,3" db:"stale_warning" json:"stale_warning,omitempty"`
+	NextBeforeJobID *int64      `thrift:"next_before_job_id,4" db:"next_before_job_id" json:"next_before_job_id,omitempty"`
 }
 
 func NewTListJobsResponse() *TListJobsResponse {
@@ -6746,12 +6928,25 @@ func (p *TListJobsResponse) GetStaleWarning() string {
 	}
 	return *p.StaleWarning
 }
+
+var TListJobsResponse_NextBeforeJobID_DEFAULT int64
+
+func (p *TListJobsResponse) GetNextBeforeJobID() int64 {
+	if !p.IsSetNextBeforeJobID() {
+		return TListJobsResponse_NextBeforeJobID_DEFAULT
+	}
+	return *p.NextBeforeJobID
+}
 func (p *TListJobsResponse) IsSetNextAfterJobID() bool {
 	return p.NextAfterJobID != nil
 }
 
 func (p *TListJobsResponse) IsSetStaleWarning() bool {
 	return p.StaleWarning != nil
+}
+
+func (p *TListJobsResponse) IsSetNextBeforeJobID() bool {
+	return p.NextBeforeJobID != nil
 }
 
 func (p *TListJobsResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6794,6 +6989,16 @@ func (p *TListJobsResponse) Read(ctx context.Context, iprot thrift.TProtocol) er
 		case 3:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -6857,6 +7062,15 @@ func (p *TListJobsResponse) ReadField3(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
+func (p *TListJobsResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.NextBeforeJobID = &v
+	}
+	return nil
+}
+
 func (p *TListJobsResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TListJobsResponse"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6869,6 +7083,9 @@ func (p *TListJobsResponse) Write(ctx context.Context, oprot thrift.TProtocol) e
 			return err
 		}
 		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6932,6 +7149,21 @@ func (p *TListJobsResponse) writeField3(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
+func (p *TListJobsResponse) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNextBeforeJobID() {
+		if err := oprot.WriteFieldBegin(ctx, "next_before_job_id", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:next_before_job_id: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.NextBeforeJobID)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.next_before_job_id (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:next_before_job_id: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TListJobsResponse) Equals(other *TListJobsResponse) bool {
 	if p == other {
 		return true
@@ -6960,6 +7192,14 @@ func (p *TListJobsResponse) Equals(other *TListJobsResponse) bool {
 			return false
 		}
 		if (*p.StaleWarning) != (*other.StaleWarning) {
+			return false
+		}
+	}
+	if p.NextBeforeJobID != other.NextBeforeJobID {
+		if p.NextBeforeJobID == nil || other.NextBeforeJobID == nil {
+			return false
+		}
+		if (*p.NextBeforeJobID) != (*other.NextBeforeJobID) {
 			return false
 		}
 	}
