@@ -166,6 +166,8 @@ struct TListJobsRequest {
   9: optional bool oldest_first,    // id order (smallest first); default: newest (largest id) first
   10: optional i64 since_ms,        // only jobs created at or after this time (master clock, ms)
   11: optional i64 before_job_id,   // paging, newest first: jobs with a smaller id
+  12: optional string mutation_type, // CREATE, CREATE_OR_REPLACE, DROP or OPTIMIZE
+  13: optional string index_type,    // IVF_PQ, BTREE, ...
 }
 
 struct TListJobsResponse {

@@ -6176,18 +6176,22 @@ func (p *TJobLogs) String() string {
 //   - OldestFirst
 //   - SinceMs
 //   - BeforeJobID
+//   - MutationType
+//   - IndexType
 type TListJobsRequest struct {
-	Catalog     *string `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
-	Db          *string `thrift:"db,2" db:"db" json:"db,omitempty"`
-	Table       *string `thrift:"table,3" db:"table" json:"table,omitempty"`
-	State       *string `thrift:"state,4" db:"state" json:"state,omitempty"`
-	AfterJobID  *int64  `thrift:"after_job_id,5" db:"after_job_id" json:"after_job_id,omitempty"`
-	Limit       *int32  `thrift:"limit,6" db:"limit" json:"limit,omitempty"`
-	Consistent  *bool   `thrift:"consistent,7" db:"consistent" json:"consistent,omitempty"`
-	Unresolved  *bool   `thrift:"unresolved,8" db:"unresolved" json:"unresolved,omitempty"`
-	OldestFirst *bool   `thrift:"oldest_first,9" db:"oldest_first" json:"oldest_first,omitempty"`
-	SinceMs     *int64  `thrift:"since_ms,10" db:"since_ms" json:"since_ms,omitempty"`
-	BeforeJobID *int64  `thrift:"before_job_id,11" db:"before_job_id" json:"before_job_id,omitempty"`
+	Catalog      *string `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
+	Db           *string `thrift:"db,2" db:"db" json:"db,omitempty"`
+	Table        *string `thrift:"table,3" db:"table" json:"table,omitempty"`
+	State        *string `thrift:"state,4" db:"state" json:"state,omitempty"`
+	AfterJobID   *int64  `thrift:"after_job_id,5" db:"after_job_id" json:"after_job_id,omitempty"`
+	Limit        *int32  `thrift:"limit,6" db:"limit" json:"limit,omitempty"`
+	Consistent   *bool   `thrift:"consistent,7" db:"consistent" json:"consistent,omitempty"`
+	Unresolved   *bool   `thrift:"unresolved,8" db:"unresolved" json:"unresolved,omitempty"`
+	OldestFirst  *bool   `thrift:"oldest_first,9" db:"oldest_first" json:"oldest_first,omitempty"`
+	SinceMs      *int64  `thrift:"since_ms,10" db:"since_ms" json:"since_ms,omitempty"`
+	BeforeJobID  *int64  `thrift:"before_job_id,11" db:"before_job_id" json:"before_job_id,omitempty"`
+	MutationType *string `thrift:"mutation_type,12" db:"mutation_type" json:"mutation_type,omitempty"`
+	IndexType    *string `thrift:"index_type,13" db:"index_type" json:"index_type,omitempty"`
 }
 
 func NewTListJobsRequest() *TListJobsRequest {
@@ -6292,6 +6296,24 @@ func (p *TListJobsRequest) GetBeforeJobID() int64 {
 	}
 	return *p.BeforeJobID
 }
+
+var TListJobsRequest_MutationType_DEFAULT string
+
+func (p *TListJobsRequest) GetMutationType() string {
+	if !p.IsSetMutationType() {
+		return TListJobsRequest_MutationType_DEFAULT
+	}
+	return *p.MutationType
+}
+
+var TListJobsRequest_IndexType_DEFAULT string
+
+func (p *TListJobsRequest) GetIndexType() string {
+	if !p.IsSetIndexType() {
+		return TListJobsRequest_IndexType_DEFAULT
+	}
+	return *p.IndexType
+}
 func (p *TListJobsRequest) IsSetCatalog() bool {
 	return p.Catalog != nil
 }
@@ -6334,6 +6356,14 @@ func (p *TListJobsRequest) IsSetSinceMs() bool {
 
 func (p *TListJobsRequest) IsSetBeforeJobID() bool {
 	return p.BeforeJobID != nil
+}
+
+func (p *TListJobsRequest) IsSetMutationType() bool {
+	return p.MutationType != nil
+}
+
+func (p *TListJobsRequest) IsSetIndexType() bool {
+	return p.IndexType != nil
 }
 
 func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6460,6 +6490,26 @@ func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) err
 					return err
 				}
 			}
+		case 12:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField13(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -6574,6 +6624,24 @@ func (p *TListJobsRequest) ReadField11(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
+func (p *TListJobsRequest) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.MutationType = &v
+	}
+	return nil
+}
+
+func (p *TListJobsRequest) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.IndexType = &v
+	}
+	return nil
+}
+
 func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TListJobsRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6610,6 +6678,12 @@ func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) er
 			return err
 		}
 		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6787,6 +6861,36 @@ func (p *TListJobsRequest) writeField11(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
+func (p *TListJobsRequest) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetMutationType() {
+		if err := oprot.WriteFieldBegin(ctx, "mutation_type", thrift.STRING, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:mutation_type: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.MutationType)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.mutation_type (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:mutation_type: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListJobsRequest) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndexType() {
+		if err := oprot.WriteFieldBegin(ctx, "index_type", thrift.STRING, 13); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:index_type: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.IndexType)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index_type (13) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 13:index_type: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 	if p == other {
 		return true
@@ -6878,6 +6982,22 @@ func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 			return false
 		}
 		if (*p.BeforeJobID) != (*other.BeforeJobID) {
+			return false
+		}
+	}
+	if p.MutationType != other.MutationType {
+		if p.MutationType == nil || other.MutationType == nil {
+			return false
+		}
+		if (*p.MutationType) != (*other.MutationType) {
+			return false
+		}
+	}
+	if p.IndexType != other.IndexType {
+		if p.IndexType == nil || other.IndexType == nil {
+			return false
+		}
+		if (*p.IndexType) != (*other.IndexType) {
 			return false
 		}
 	}
