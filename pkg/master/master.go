@@ -180,6 +180,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("master: rpc listener: %w", err), node.Shutdown(false))
 	}
+	mm.reg.MustRegister(metrics.RPCConnections("master", func() (rpc.ConnStats, bool) { return server.ConnStats(), true }))
 	httpSrv, err := startHTTP(n.HTTPBind, mm, node, fsm, o.ReadyMaxApplyLag, log.Named("http"))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("master: http listener: %w", err), server.Close(), node.Shutdown(false))
