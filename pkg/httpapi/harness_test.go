@@ -157,7 +157,7 @@ func (r *rig) dispatch(id int64, now int64) {
 	rec := r.job(id)
 	r.apply(raftfsm.CmdMarkRunningBatch, &journal.TMarkRunningBatch{NowMs: now, Jobs: []*journal.TMarkRunning{{
 		JobID: id, ExpectedRev: rec.Rev, BackendID: r.backend, ProcessEpoch: 1,
-		InvocationID: "inv-" + strconv.FormatInt(id, 10) + "-" + strconv.FormatInt(rec.Rev, 10),
+		InvocationID:     "inv-" + strconv.FormatInt(id, 10) + "-" + strconv.FormatInt(rec.Rev, 10),
 		InvocationSecret: secretCanary, DeadlineMs: now + 60_000, LeaderTerm: 1}}})
 }
 
