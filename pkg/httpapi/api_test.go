@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -239,5 +240,35 @@ func TestJobTimeline(t *testing.T) {
 		if got := strings.Join(kinds, " "); got != c.kinds {
 			t.Errorf("job %s: timeline %s, want %s", c.id, got, c.kinds)
 		}
+	}
+}
+
+// Without TLS the API answers only when Access allows plaintext; a TLS
+// listener's API never answers a plaintext request.
+func TestAccessWithoutTLS(t *testing.T) {
+	r := newRig(t)
+	for _, c := range []struct {
+		access Access
+		status int
+	}{{Access{Plaintext: true}, http.StatusOK}, {Access{}, http.StatusForbidden}, {Access{TLS: true}, http.StatusForbidden}} {
+		api := New(Deps{Admin: r.adm, Reader: r.fsm, Raft: leaderRaft{}, NodeID: "m1", Access: c.access})
+		for _, p := range []string{"/v1/jobs", "/ui/"} {
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+			want := c.status
+			if p == "/ui/" && want == http.StatusOK {
+				want = http.StatusNotFound // no console
+			}
+			if rec.Code != want || !strings.Contains(rec.Body.String(), "answered_by") {
+				t.Errorf("%+v GET %s: %d %s; want %d", c.access, p, rec.Code, rec.Body, want)
+			}
+		}
+	}
+	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("console " + r.URL.Path)) })
+	api := New(Deps{Admin: r.adm, Reader: r.fsm, Raft: leaderRaft{}, NodeID: "m1", Access: Access{Plaintext: true}, Console: console})
+	rec := httptest.NewRecorder()
+	api.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ui/jobs.html", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != "console /ui/jobs.html" {
+		t.Errorf("console: %d %q", rec.Code, rec.Body)
 	}
 }
