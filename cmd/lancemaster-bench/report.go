@@ -38,10 +38,16 @@ func (r row) withRatio() row {
 }
 
 // atLeastRatio: the target is Ratio >= x.
-func (r row) atLeastRatio(x float64) row {
-	r.Target = fmt.Sprintf(">= %g x raw", x)
+func (r row) atLeastRatio(x float64) row { return r.ratioTarget(">=", x, "raw") }
+
+// ratioTarget: the target is Ratio op x, x times the baseline named base.
+func (r row) ratioTarget(op string, x float64, base string) row {
+	r.Target = fmt.Sprintf("%s %g x %s", op, x, base)
 	if r.Ratio != nil {
 		met := *r.Ratio >= x
+		if op == "<=" {
+			met = *r.Ratio <= x
+		}
 		r.Met = &met
 	}
 	return r
