@@ -30,6 +30,10 @@
 //	           compare-and-swap Txn at c = 64 and 256 over 16 shared gRPC
 //	           connections, interleaved with the admission load points;
 //	           admission is quoted against etcd Txn at the same c.
+//	sustained  the same cluster as dispatch, jobs carried through the whole
+//	           lifecycle (admission → dispatch → report → refresh → DONE)
+//	           at steady state for 60 s, at most 1,024 in flight: jobs/s and
+//	           admission → DONE p50/p99, against raw Apply at c = 64.
 //	fsm        the raftfsm benchmarks (go test -bench, a subprocess): queries
 //	           over 1M retained jobs, snapshot persist/restore, heap per job,
 //	           against a same-run gob snapshot of 1M ~200 B records.
@@ -85,7 +89,7 @@ const (
 	secBackend   = "backend"
 )
 
-var allSections = []string{secRaw, secAdmission, secEtcd, secDispatch, secReports, secLatency, secFailover, secFSM, secBackend}
+var allSections = []string{secRaw, secAdmission, secEtcd, secDispatch, secReports, secLatency, secFailover, secSustained, secFSM, secBackend}
 
 // Load points and sizes of a default run and of a -quick smoke run.
 const (
@@ -299,6 +303,9 @@ func run(o *options) *report {
 	}
 	if o.only[secDispatch] || o.only[secReports] || o.only[secLatency] || o.only[secFailover] {
 		runLifecycleSections(o, rep)
+	}
+	if o.only[secSustained] {
+		runSustainedSection(o, rep)
 	}
 	if o.only[secFSM] {
 		runFSMSection(o, rep)

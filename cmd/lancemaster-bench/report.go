@@ -75,22 +75,24 @@ func (r row) atMost(x float64, unit string) row {
 
 // report is everything the run found; -json prints it as is.
 type report struct {
-	Date     string             `json:"date"`
-	Host     hostInfo           `json:"host"`
-	Options  map[string]any     `json:"options"`
-	Rows     []row              `json:"rows"`
-	Raw      []loadResult       `json:"raw_apply,omitempty"`
-	Admit    []loadResult       `json:"admission,omitempty"`
-	RawSnap  *snapResult        `json:"raw_snapshot,omitempty"`
-	RawLife  *rawLifeResult     `json:"raw_lifecycle,omitempty"`
-	Dispatch *dispatchResult    `json:"dispatch,omitempty"`
-	Reports  *reportsResult     `json:"reports,omitempty"`
-	Latency  *latencyResult     `json:"latency,omitempty"`
-	Failover *failoverResult    `json:"failover,omitempty"`
-	FSM      []benchLine        `json:"fsm_benchmarks,omitempty"`
-	Backend  *backendResult     `json:"backend,omitempty"`
-	Errors   []string           `json:"errors,omitempty"`
-	Sections map[string]float64 `json:"section_seconds"`
+	Date     string          `json:"date"`
+	Host     hostInfo        `json:"host"`
+	Options  map[string]any  `json:"options"`
+	Rows     []row           `json:"rows"`
+	Raw      []loadResult    `json:"raw_apply,omitempty"`
+	Admit    []loadResult    `json:"admission,omitempty"`
+	RawSnap  *snapResult     `json:"raw_snapshot,omitempty"`
+	RawLife  *rawLifeResult  `json:"raw_lifecycle,omitempty"`
+	Dispatch *dispatchResult `json:"dispatch,omitempty"`
+	Reports  *reportsResult  `json:"reports,omitempty"`
+	Latency  *latencyResult  `json:"latency,omitempty"`
+	Failover *failoverResult `json:"failover,omitempty"`
+	// Sustained is the whole lifecycle at steady state.
+	Sustained *sustainedResult   `json:"sustained,omitempty"`
+	FSM       []benchLine        `json:"fsm_benchmarks,omitempty"`
+	Backend   *backendResult     `json:"backend,omitempty"`
+	Errors    []string           `json:"errors,omitempty"`
+	Sections  map[string]float64 `json:"section_seconds"`
 }
 
 type hostInfo struct {
