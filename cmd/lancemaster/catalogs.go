@@ -222,7 +222,7 @@ func newCatalogsListCmd(g *globals) *cobra.Command {
 			for _, c := range cats {
 				rows = append(rows, []string{
 					i64(c.CatalogID), c.Name, str(c.Provider), str(c.RootURI), str(c.CredentialsRef),
-					str(c.RefreshKind), refreshTarget(c), optimizePolicy(c), i32(c.UnresolvedJobs), timeMs(c.UpdateTimeMs),
+					str(c.RefreshKind), refreshTarget(c), optimizePolicy(c), i32(c.UnresolvedJobs), when(cmd.OutOrStdout(), c.UpdateTimeMs),
 				})
 			}
 			return printTable(cmd.OutOrStdout(),

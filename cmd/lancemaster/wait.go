@@ -52,11 +52,8 @@ func (g *globals) waitAfterAdmit(cmd *cobra.Command, resp *adminapi.TAdmitRespon
 // passes. The first fetch's error ends the command; later ones are warned
 // about and retried on the next tick.
 func (g *globals) watchJobList(cmd *cobra.Command, fetch func() ([]*adminapi.TJobView, *int64, error), interval, total time.Duration) error {
-	if interval <= 0 {
-		return usagef("--interval must be positive, got %s", interval)
-	}
-	if total < 0 {
-		return usagef("--timeout-total must not be negative (0 = until interrupted), got %s", total)
+	if err := checkWatchFlags(interval, total); err != nil {
+		return err
 	}
 	var end <-chan time.Time
 	if total > 0 {
