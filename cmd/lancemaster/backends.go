@@ -113,7 +113,7 @@ func newBackendsRemoveCmd(g *globals) *cobra.Command {
 // parseBackendRef accepts a backend's ID or HOST:PORT.
 func parseBackendRef(arg string) (string, error) {
 	ref := strings.TrimSpace(arg)
-	if _, err := strconv.ParseInt(ref, 10, 64); err == nil {
+	if id, err := strconv.ParseInt(ref, 10, 64); err == nil && id > 0 {
 		return ref, nil
 	}
 	if ref, err := parseHostPort(ref); err == nil {

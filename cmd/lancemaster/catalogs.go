@@ -76,6 +76,9 @@ func (f *catalogFlags) fields(c *cobra.Command) (catalogRequestFields, error) {
 		statement:    changed(c, "refresh-statement", f.refreshStatement),
 		refreshCreds: changed(c, "refresh-credentials", f.refreshCredentials),
 	}
+	if err := checkRefreshFlags(r); err != nil {
+		return r, err
+	}
 	if c.Flags().Changed("optimize-unindexed-rows") {
 		if f.optimizeRows < 0 {
 			return r, usagef("--optimize-unindexed-rows must be ≥ 0 (0 switches the policy off)")

@@ -60,13 +60,20 @@ func newCreateIndexCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			typ, err := checkIndexType(indexType)
+			if err != nil {
+				return err
+			}
+			if err := checkWaitFlags(cmd); err != nil {
+				return err
+			}
 			req := &adminapi.TCreateIndexRequest{
 				Catalog:    catalog,
 				Db:         db,
 				Table:      table,
 				IndexName:  index,
 				Column:     col,
-				IndexType:  strings.ToUpper(strings.TrimSpace(indexType)),
+				IndexType:  typ,
 				Properties: properties,
 				Creator:    g.actor(),
 			}
@@ -114,6 +121,9 @@ func newDropIndexCmd(g *globals) *cobra.Command {
 			}
 			index, err := parseName("INDEX", args[1])
 			if err != nil {
+				return err
+			}
+			if err := checkWaitFlags(cmd); err != nil {
 				return err
 			}
 			req := &adminapi.TDropIndexRequest{

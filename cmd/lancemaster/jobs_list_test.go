@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,5 +86,27 @@ func TestHumanAge(t *testing.T) {
 		if got := humanAge(d); got != want {
 			t.Errorf("humanAge(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// Ages move with the clock alone: jobs list --watch prints the list again
+// when a job changed, not when its AGE did.
+func TestJobsListWatchIgnoresMovingAges(t *testing.T) {
+	t.Parallel()
+	f := &changingList{fakeMaster: &fakeMaster{}}
+	addr := serve(t, f)
+	var mu sync.Mutex
+	clock := testNow
+	tick := func() time.Time { // a minute per reading
+		mu.Lock()
+		defer mu.Unlock()
+		clock = clock.Add(time.Minute)
+		return clock
+	}
+	var out, errb bytes.Buffer
+	code := executeAt(t.Context(), tick, []string{"--address", addr, "jobs", "list", "--watch", "--interval", "10ms", "--timeout-total", "500ms"},
+		&out, &errb, func(string) string { return "" })
+	if code != exitOK || strings.Count(out.String(), "ID  CATALOG") != 2 {
+		t.Errorf("exit %d, stdout:\n%s\nstderr %s", code, out.String(), errb.String())
 	}
 }

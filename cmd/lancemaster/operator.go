@@ -193,6 +193,14 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 			if id == "" || raftAddr == "" {
 				return usagef("ID and RAFT_ADDRESS must not be empty")
 			}
+			if _, err := parseHostPort(raftAddr); err != nil {
+				return usagef("RAFT_ADDRESS: %v", err)
+			}
+			if a := strings.TrimSpace(rpcAddr); cmd.Flags().Changed("rpc-address") {
+				if _, err := parseHostPort(a); err != nil {
+					return usagef("--rpc-address: %v", err)
+				}
+			}
 			req := &adminapi.TAddVoterRequest{ID: id, RaftAddress: raftAddr}
 			if a := strings.TrimSpace(rpcAddr); a != "" {
 				req.RPCAddress = &a
