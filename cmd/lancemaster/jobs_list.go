@@ -30,8 +30,9 @@ type listFlags struct {
 // jobList is jobs list -o json|yaml: the page and the cursor of the next
 // one (omitted on the last page), the document GET /v1/jobs answers.
 type jobList struct {
-	Jobs       []*adminapi.TJobView `json:"jobs"`
-	NextCursor string               `json:"next_cursor,omitempty"`
+	Jobs         []*adminapi.TJobView `json:"jobs"`
+	NextCursor   string               `json:"next_cursor,omitempty"`
+	StaleWarning string               `json:"stale_warning,omitempty"`
 }
 
 func newJobsListCmd(g *globals) *cobra.Command {
@@ -73,9 +74,9 @@ func newJobsListCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			warned := false
+			stale := ""
 			fetch := func() ([]*adminapi.TJobView, *int64, error) {
-				return g.fetchJobs(cmd, req, &lf, term, &warned)
+				return g.fetchJobs(cmd, req, &lf, term, &stale)
 			}
 			if lf.watch {
 				return g.watchJobList(cmd, fetch, lf.interval, lf.total)
@@ -84,7 +85,7 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := g.printJobList(cmd, jobs, next); err != nil {
+			if err := g.printJobList(cmd, jobList{Jobs: jobs, StaleWarning: stale}, next); err != nil {
 				return err
 			}
 			if next != nil && !g.jsonOutput() {
@@ -182,7 +183,8 @@ func (lf *listFlags) request(cmd *cobra.Command, now time.Time) (*adminapi.TList
 }
 
 // fetchJobs reads one page (or, with --all, every page) from the cursor.
-func (g *globals) fetchJobs(cmd *cobra.Command, req *adminapi.TListJobsRequest, lf *listFlags, term int64, warned *bool) ([]*adminapi.TJobView, *int64, error) {
+// The first stale-read warning is printed on stderr and kept in stale.
+func (g *globals) fetchJobs(cmd *cobra.Command, req *adminapi.TListJobsRequest, lf *listFlags, term int64, stale *string) ([]*adminapi.TJobView, *int64, error) {
 	cursor := lf.cursor
 	jobs := []*adminapi.TJobView{}
 	for {
@@ -199,14 +201,21 @@ func (g *globals) fetchJobs(cmd *cobra.Command, req *adminapi.TListJobsRequest, 
 		}); err != nil {
 			return nil, nil, err
 		}
-		if w := resp.GetStaleWarning(); w != "" && !*warned {
+		if w := resp.GetStaleWarning(); w != "" && *stale == "" {
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
-			*warned = true
+			*stale = w
 		}
 		for _, j := range resp.GetJobs() {
-			if !lf.restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term {
+			if (!lf.restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term) && matchesNewFilters(j, req) {
 				jobs = append(jobs, j)
 			}
+		}
+		if !lf.reverse && resp.NextBeforeJobID == nil && resp.NextAfterJobID != nil {
+			// A master older than newest-first listing pages in id order:
+			// follow its order rather than stop after one page.
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: the master lists in id order (oldest first): it predates newest-first listing\n")
+			lf.reverse = true
+			req.OldestFirst = &lf.reverse
 		}
 		next := resp.NextBeforeJobID
 		if lf.reverse {
@@ -220,6 +229,19 @@ func (g *globals) fetchJobs(cmd *cobra.Command, req *adminapi.TListJobsRequest, 
 		}
 		cursor = *next
 	}
+}
+
+// matchesNewFilters applies --since, --type and --index-type to a view
+// again: a master older than these filters ignores them, and its answer
+// must not pass for a filtered one.
+func matchesNewFilters(j *adminapi.TJobView, req *adminapi.TListJobsRequest) bool {
+	mt := req.GetMutationType()
+	if mt == "CREATE_OR_REPLACE" {
+		mt = "REPLACE"
+	}
+	return (!req.IsSetSinceMs() || j.GetCreateTimeMs() >= req.GetSinceMs()) &&
+		(mt == "" || j.GetMutationType() == mt) &&
+		(req.GetIndexType() == "" || j.GetIndexType() == req.GetIndexType())
 }
 
 // checkStateFilter checks --state locally, the way the master reads it:
@@ -272,19 +294,20 @@ func parseSince(v string, now time.Time) (int64, error) {
 
 // printJobs prints jobs with no next page (jobs list --watch).
 func (g *globals) printJobs(cmd *cobra.Command, jobs []*adminapi.TJobView) error {
-	return g.printJobList(cmd, jobs, nil)
+	return g.printJobList(cmd, jobList{Jobs: jobs}, nil)
 }
 
-// printJobList prints a page of jobs: a table, or the jobList document.
-func (g *globals) printJobList(cmd *cobra.Command, jobs []*adminapi.TJobView, next *int64) error {
+// printJobList prints a page of jobs: a table, or the jobList document
+// with next as its cursor.
+func (g *globals) printJobList(cmd *cobra.Command, doc jobList, next *int64) error {
 	out := cmd.OutOrStdout()
 	if g.jsonOutput() {
-		doc := jobList{Jobs: jobs}
 		if next != nil {
 			doc.NextCursor = strconv.FormatInt(*next, 10)
 		}
 		return printJSON(out, doc)
 	}
+	jobs := doc.Jobs
 	rows := make([][]string, 0, len(jobs))
 	for _, j := range jobs {
 		st := str(j.MutationState)

@@ -110,3 +110,34 @@ func TestJobsListWatchIgnoresMovingAges(t *testing.T) {
 		t.Errorf("exit %d, stdout:\n%s\nstderr %s", code, out.String(), errb.String())
 	}
 }
+
+// A master older than newest-first listing ignores the new fields: it
+// answers in id order with next_after_job_id and unfiltered jobs. The CLI
+// says so, follows its order, and applies --type (and --since,
+// --index-type) itself.
+func TestJobsListAgainstAnOlderMaster(t *testing.T) {
+	t.Parallel()
+	jobs := testJobs() // 1 CREATE, 2 DROP
+	third := *jobs[0]
+	third.JobID = 3
+	f := &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{
+		0: {Jobs: jobs, NextAfterJobID: thrift.Int64Ptr(2)},
+		2: {Jobs: []*adminapi.TJobView{&third}},
+	}}
+	addr := serve(t, f)
+	out, errOut, code := cli(t, addr, "-o", "name", "jobs", "list", "--all", "--type", "create")
+	if code != exitOK || out != "job/1\njob/3\n" || !strings.Contains(errOut, "warning: the master lists in id order (oldest first)") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	calls := f.recordedCalls()
+	if len(calls) != 2 {
+		t.Fatalf("calls %+v", calls)
+	}
+	if r := calls[1].req.(*adminapi.TListJobsRequest); r.GetAfterJobID() != 2 || r.IsSetBeforeJobID() || !r.GetOldestFirst() {
+		t.Errorf("second page request %s", r)
+	}
+	out = mustOK(t)(cli(t, addr, "-o", "name", "jobs", "list", "--since", "2023-11-14T19:26:40Z"))
+	if out != "job/1\n" {
+		t.Errorf("--since against an older master: %q", out)
+	}
+}

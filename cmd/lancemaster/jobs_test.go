@@ -362,4 +362,8 @@ func TestJobsListPrintsTheStaleWarningOnStderr(t *testing.T) {
 	if strings.Count(errOut, "warning: master m2 knows no leader\n") != 1 || strings.Contains(out, "knows no leader") {
 		t.Errorf("stdout = %q, stderr = %q", out, errOut)
 	}
+	// -o json carries it too, as GET /v1/jobs does.
+	if out := mustOK(t)(cli(t, addr, "-o", "json", "jobs", "list")); !strings.Contains(out, `"stale_warning": "master m2 knows no leader"`) {
+		t.Errorf("-o json = %s", out)
+	}
 }
