@@ -76,7 +76,7 @@ func (f *catalogFlags) fields(c *cobra.Command) (catalogRequestFields, error) {
 		statement:    changed(c, "refresh-statement", f.refreshStatement),
 		refreshCreds: changed(c, "refresh-credentials", f.refreshCredentials),
 	}
-	if err := checkRefreshFlags(r); err != nil {
+	if err := checkCatalogFlags(r); err != nil {
 		return r, err
 	}
 	if c.Flags().Changed("optimize-unindexed-rows") {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -36,11 +37,26 @@ func checkIndexType(t string) (string, error) {
 	return u, nil
 }
 
-// checkRefreshFlags checks a catalog's refresh flags that are given and not
-// empty (an empty one clears the field on the master).
-func checkRefreshFlags(r catalogRequestFields) error {
+// checkCatalogFlags checks a catalog's flags that are given and not empty
+// (an empty one clears the field on the master), as the master would.
+func checkCatalogFlags(r catalogRequestFields) error {
+	if r.root != nil && strings.TrimSpace(*r.root) != "" {
+		if _, err := job.NormalizeLocator(*r.root); err != nil {
+			return usagef("--root: %s", errText(err))
+		}
+	}
+	if r.credentials != nil && *r.credentials != "" {
+		if err := job.ValidatePathName("credentials reference", *r.credentials); err != nil {
+			return usagef("--credentials: %s", errText(err))
+		}
+	}
+	if r.refreshCreds != nil && *r.refreshCreds != "" {
+		if err := raftfsm.ValidateRefreshCredentialsRef(*r.refreshCreds); err != nil {
+			return usagef("--refresh-credentials: %s", errText(err))
+		}
+	}
 	if r.kind != nil {
-		switch *r.kind {
+		switch strings.TrimSpace(*r.kind) {
 		case "", raftfsm.RefreshNone, raftfsm.RefreshWebhook, raftfsm.RefreshMySQL:
 		default:
 			return usagef("--refresh-kind must be none, webhook or mysql, got %q", *r.kind)

@@ -196,6 +196,9 @@ func newSnapshotInspectCmd(g *globals) *cobra.Command {
 		Example: "  lancemaster operator snapshot inspect /backup/lancemaster-2026-01-31.snap -o json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkReadable("FILE", args[0]); err != nil {
+				return err
+			}
 			f, err := os.Open(args[0])
 			if err != nil {
 				return fmt.Errorf("snapshot inspect: %w", err)
