@@ -308,7 +308,7 @@ func newCatalogsShowCmd(g *globals) *cobra.Command {
 			}
 			kvs = append(kvs, [2]string{"optimize policy", optimizePolicy(c)},
 				[2]string{"unresolved jobs", i32(c.UnresolvedJobs)},
-				[2]string{"created", timeMs(c.CreateTimeMs)}, [2]string{"updated", timeMs(c.UpdateTimeMs)})
+				[2]string{"created", whenAgo(cmd.OutOrStdout(), c.CreateTimeMs)}, [2]string{"updated", whenAgo(cmd.OutOrStdout(), c.UpdateTimeMs)})
 			return printKeyValues(cmd.OutOrStdout(), kvs)
 		},
 	}

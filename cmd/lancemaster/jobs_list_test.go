@@ -141,3 +141,21 @@ func TestJobsListAgainstAnOlderMaster(t *testing.T) {
 		t.Errorf("--since against an older master: %q", out)
 	}
 }
+
+// LANCEMASTER_VERBOSE mirrors --verbose; a value that is not a boolean is a
+// usage error.
+func TestVerboseEnvironmentVariable(t *testing.T) {
+	t.Parallel()
+	addr := serve(t, &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{0: {Jobs: testJobs()}}})
+	out := mustOK(t)(runCLI(t, map[string]string{envAddress: addr, envVerbose: "true"}, "jobs", "list"))
+	if !strings.Contains(out, "2023-11-14T22:13:20.000Z") || strings.Contains(out, "3h25m") {
+		t.Errorf("%s=true:\n%s", envVerbose, out)
+	}
+	if out := mustOK(t)(runCLI(t, map[string]string{envAddress: addr, envVerbose: "true"}, "--verbose=false", "jobs", "list")); !strings.Contains(out, "3h25m") {
+		t.Errorf("--verbose=false beats the environment:\n%s", out)
+	}
+	if _, errOut, code := runCLI(t, map[string]string{envAddress: addr, envVerbose: "loud"}, "jobs", "list"); code != exitUsage ||
+		!strings.Contains(errOut, envVerbose) {
+		t.Errorf("a bad %s: exit %d, stderr %q", envVerbose, code, errOut)
+	}
+}
