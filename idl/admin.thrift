@@ -163,7 +163,7 @@ struct TListJobsRequest {
   6: optional i32 limit,            // default 100, at most 1000 (a page fits one frame)
   7: optional bool consistent,      // read through the leader
   8: optional bool unresolved,      // only jobs that still hold their fence or need an operator
-  9: optional bool oldest_first,    // id order (smallest first); default: newest (largest id) first
+  9: optional bool oldest_first,    // true: id order (smallest first); false: newest (largest id) first; unset: id order, as before this field (older clients)
   10: optional i64 since_ms,        // only jobs created at or after this time (master clock, ms)
   11: optional i64 before_job_id,   // paging, newest first: jobs with a smaller id
   12: optional string mutation_type, // CREATE, CREATE_OR_REPLACE, DROP or OPTIMIZE
