@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -69,7 +70,7 @@ func newConfigSetCmd(g *globals) *cobra.Command {
 func newConfigListCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List every option; CHANGED marks the ones not at their default",
+		Short: "List every option; CHANGED says when one was last set (* if not known) and CHANGED BY by whom",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var opts []*adminapi.TOption
@@ -94,12 +95,10 @@ func (g *globals) printOptions(cmd *cobra.Command, opts []*adminapi.TOption, asJ
 		return printJSON(cmd.OutOrStdout(), asJSON)
 	}
 	rows := make([][]string, 0, len(opts))
+	now := time.Now()
 	for _, o := range opts {
-		mark := ""
-		if !o.IsDefault {
-			mark = "*"
-		}
-		rows = append(rows, []string{o.Key, o.Value, o.DefaultValue, mark})
+		when, by := changedColumns(o, now) // events.go
+		rows = append(rows, []string{o.Key, o.Value, o.DefaultValue, when, by})
 	}
-	return printTable(cmd.OutOrStdout(), []string{"KEY", "VALUE", "DEFAULT", "CHANGED"}, rows)
+	return printTable(cmd.OutOrStdout(), []string{"KEY", "VALUE", "DEFAULT", "CHANGED", "CHANGED BY"}, rows)
 }

@@ -76,6 +76,7 @@ func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (
 			return nil, err
 		}
 	}
+	s.auditAddMember(ctx, id, raftAddr, rpcAddr, req.GetNonVoter())
 	return s.peersAfterChange(ctx), nil
 }
 
@@ -108,6 +109,7 @@ func (s *Server) RemovePeer(ctx context.Context, req *adminapi.TRemovePeerReques
 			s.d.Logger.Warn("removed peer's RPC address not forgotten", zap.String("peer_id", id), zap.Error(err))
 		}
 	}
+	s.auditRemovePeer(ctx, id, req.GetForce())
 	return s.peersAfterChange(ctx), nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/report"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
 
 // okRunner stands in for the supervisor: every inspect finds a table with
@@ -39,14 +40,7 @@ func (okRunner) Run(_ context.Context, req *frame.Request, _ time.Time) backend.
 // tlsConfig loads role's certificate from a development PKI in dir.
 func tlsConfig(t *testing.T, dir string, role certs.Role) rpc.Config {
 	t.Helper()
-	ca, cert, key := certs.DevFiles(dir, role)
-	c, err := rpc.TLSFiles{CA: ca, Cert: cert, Key: key}.Load(role, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := rpc.DefaultConfig()
-	cfg.Certs = c
-	return cfg
+	return rpctest.DevTLSConfig(t, dir, role)
 }
 
 // Three masters and a real backend agent, every port mutual TLS (the
