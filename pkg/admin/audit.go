@@ -146,7 +146,7 @@ func (s *Server) auditRemovePeer(ctx context.Context, id string, force bool) {
 // after the restored state.
 func restoreAuditCommand(nowMs int64, who *journal.TAuditActor, res *RestoreResult) *journal.TAuditCommand {
 	summary := fmt.Sprintf("journal replaced by a snapshot of index %d (term %d): %d jobs, %d catalogs, %d backends; "+
-		"it continues from index %d; dispatcher paused", res.SnapshotIndex, res.SnapshotTerm, res.Jobs, res.Catalogs, res.Backends, res.Index)
+		"it continues from index %d", res.SnapshotIndex, res.SnapshotTerm, res.Jobs, res.Catalogs, res.Backends, res.Index)
 	return &journal.TAuditCommand{NowMs: nowMs, Kind: raftfsm.AuditSnapshotRestore,
 		Subject: fmt.Sprintf("snapshot of index %d", res.SnapshotIndex), Actor: who, Summary: &summary}
 }

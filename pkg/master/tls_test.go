@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/report"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
@@ -132,6 +134,14 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	c.waitSettled(l, []int64{resp.GetJobID()})
 	if r2, _ := c.masters[l].FSM().State().Job(resp.GetJobID()); r2.Creator != "lancemaster operator" || r2.ClaimedCreator != "alice" {
 		t.Fatalf("with --as alice: creator %q, claimed %q", r2.Creator, r2.ClaimedCreator)
+	}
+	// The audit trail names the same identity for the changes made through
+	// the follower: its actor travels in the forwarded command.
+	for i, m := range c.masters {
+		eventually(t, 10*time.Second, fmt.Sprintf("m%d's catalog.create event names the certificate", i+1), func() bool {
+			evs, _ := m.FSM().State().AuditEvents(raftfsm.AuditFilter{Kind: raftfsm.AuditCatalogCreate}, 0, 0)
+			return len(evs) == 1 && evs[0].Actor == (raftfsm.Actor{Name: "lancemaster operator", Verified: true})
+		})
 	}
 	// The result came by the backend's report (its certificate, its
 	// invocation secret), not only by the leader's query.

@@ -232,3 +232,25 @@ func TestAuditEventsFiltersAndCursor(t *testing.T) {
 		t.Fatalf("pages %v (%v) %v (%v)", seqs(page), more, seqs(next), more2)
 	}
 }
+
+// Entries written by an older leader carry no actor: they apply exactly as
+// before, and no replica records an event or an option's last change.
+func TestAuditOldEntriesWithoutAnActorStillApply(t *testing.T) {
+	h, id, be := unknownFixture(t)
+	pending := h.admit(h.st().Catalogs()[0].ID, "db", "t3", "idx3")
+	h.setOption(config.OptMaxDispatchPerRound, "4")
+	wantCode(t, h.apply(CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: h.now,
+		Catalog: &journal.TCatalogRecord{Name: "lake", CredentialsRef: thrift.StringPtr("c2")}}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdDrainBackend, &journal.TDrainBackendCommand{NowMs: h.now, BackendID: be + 1, Drained: true}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdRemoveBackend, &journal.TRemoveBackendCommand{NowMs: h.now, BackendID: be + 1}), journal.TApplyCode_OK)
+	wantCode(t, h.cancel(pending), journal.TApplyCode_OK)
+	wantCode(t, h.forceRelease(id, "checked"), journal.TApplyCode_OK)
+	st := h.st()
+	if v, _ := st.OptionValue(config.OptMaxDispatchPerRound); v != "4" || st.Catalogs()[0].CredentialsRef != "c2" ||
+		len(st.Backends()) != 1 || !h.job(id).ForceReleased || h.job(pending).MutationState != job.Cancelled {
+		t.Fatalf("an entry without an actor did not apply")
+	}
+	if _, ok := st.OptionChange(config.OptMaxDispatchPerRound); ok || st.AuditEventCount() != 0 {
+		t.Fatalf("entries without an actor recorded %d events", st.AuditEventCount())
+	}
+}
