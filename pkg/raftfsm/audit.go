@@ -273,7 +273,7 @@ func (f AuditFilter) match(e *AuditEvent) bool {
 // AuditEvents returns the events matching f with seq < beforeSeq (0: from
 // the newest), newest first, at most limit, and whether more match.
 func (s *State) AuditEvents(f AuditFilter, beforeSeq int64, limit int) (out []*AuditEvent, more bool) {
-	descendAudit(s.m.audit.events, beforeSeq, func(e *AuditEvent) bool {
+	descendAudit(s.m.audit.events, s.m.audit.lastSeq, beforeSeq, func(e *AuditEvent) bool {
 		if !f.match(e) {
 			return true
 		}
@@ -298,24 +298,40 @@ func (s *State) OptionChange(key string) (OptionChange, bool) {
 }
 
 // descendAudit walks the events with seq < before (every event when
-// before <= 0) from the newest. The ordered tree walks upwards only, and the
-// table is small (bounded by its retention): collect the range, then walk
-// it backwards.
-func descendAudit(t ordTree[*AuditEvent], before int64, fn func(*AuditEvent) bool) {
-	var all []*AuditEvent
-	t.ascend(nil, func(e *AuditEvent) bool {
-		if before > 0 && e.Seq >= before {
-			return false
+// before <= 0) from the newest, until fn returns false. The ordered tree
+// walks upwards only: it reads windows of auditWindow seqs downwards, so a
+// page of the newest events reads a few hundred rows, not the table.
+func descendAudit(t ordTree[*AuditEvent], lastSeq, before int64, fn func(*AuditEvent) bool) {
+	var first int64
+	t.ascend(nil, func(e *AuditEvent) bool { first = e.Seq; return false })
+	if t.size == 0 {
+		return
+	}
+	hi := lastSeq + 1
+	if before > 0 && before < hi {
+		hi = before
+	}
+	for hi > first {
+		lo := max(hi-auditWindow, first)
+		var win []*AuditEvent
+		t.ascend(func(e *AuditEvent) int { return cmp.Compare(e.Seq, lo) }, func(e *AuditEvent) bool {
+			if e.Seq >= hi {
+				return false
+			}
+			win = append(win, e)
+			return true
+		})
+		for i := len(win) - 1; i >= 0; i-- {
+			if !fn(win[i]) {
+				return
+			}
 		}
-		all = append(all, e)
-		return true
-	})
-	for i := len(all) - 1; i >= 0; i-- {
-		if !fn(all[i]) {
-			return
-		}
+		hi = lo
 	}
 }
+
+// auditWindow is how many seqs descendAudit reads at a time.
+const auditWindow = 256
 
 // ---- snapshot form ------------------------------------------------------------
 

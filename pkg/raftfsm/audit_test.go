@@ -254,3 +254,40 @@ func TestAuditOldEntriesWithoutAnActorStillApply(t *testing.T) {
 		t.Fatalf("entries without an actor recorded %d events", st.AuditEventCount())
 	}
 }
+
+// Newest first across many windows of the walk, with a filter and pages,
+// after the oldest were trimmed.
+func TestAuditEventsWalkAcrossWindows(t *testing.T) {
+	h := newHarness(t)
+	a := alice()
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptAuditRetentionCount, Value: "600", Audit: a}), journal.TApplyCode_OK)
+	for i := range 700 {
+		kind := AuditRaftPromote
+		if i%3 == 0 {
+			kind = AuditRaftAddVoter
+		}
+		wantCode(t, h.apply(CmdAudit, &journal.TAuditCommand{NowMs: int64(i), Kind: kind, Subject: "m" + itoa(int64(i)), Actor: a}), journal.TApplyCode_OK)
+	}
+	all, _ := h.st().AuditEvents(AuditFilter{}, 0, 0)
+	if len(all) != 600 || all[0].Seq != 701 || all[599].Seq != 102 {
+		t.Fatalf("%d events, seqs %d..%d", len(all), all[0].Seq, all[len(all)-1].Seq)
+	}
+	var want []int64
+	for _, e := range all {
+		if e.Kind == AuditRaftAddVoter {
+			want = append(want, e.Seq)
+		}
+	}
+	var got []int64
+	for before, pages := int64(0), 0; pages < 20; pages++ {
+		page, more := h.st().AuditEvents(AuditFilter{Kind: AuditRaftAddVoter}, before, 70)
+		got = append(got, seqs(page)...)
+		if !more {
+			break
+		}
+		before = page[len(page)-1].Seq
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged %d events, want %d", len(got), len(want))
+	}
+}
