@@ -85,6 +85,9 @@ func TestEventsVerboseJSONAndName(t *testing.T) {
 	if out := mustOK(t)(cli(t, addr, "-o", "json", "events", "--cursor", "8")); !strings.Contains(out, `"next_cursor": ""`) {
 		t.Fatalf("the last page's cursor: %s", out)
 	}
+	if out := mustOK(t)(cli(t, addr, "-o", "yaml", "events")); !strings.Contains(out, "next_cursor: \"8\"") || !strings.Contains(out, "kind: backend.drain") {
+		t.Fatalf("-o yaml: %s", out)
+	}
 	if out := mustOK(t)(cli(t, addr, "-o", "name", "events")); out != "event/9\nevent/8\n" {
 		t.Fatalf("-o name: %q", out)
 	}
