@@ -67,7 +67,7 @@ func TestAuditEveryCommandRecordsItsEvent(t *testing.T) {
 		{AuditBackendRemove, "3 (be3:9060)", "removed", CmdRemoveBackend, func(now int64) thrift.TStruct {
 			return &journal.TRemoveBackendCommand{NowMs: now, Audit: a, BackendID: 3}
 		}},
-		{AuditOptionSet, config.OptMaxDispatchPerRound, "value: 16 (default) → 4", CmdSetOption, func(now int64) thrift.TStruct {
+		{AuditOptionSet, config.OptMaxDispatchPerRound, "value: default → 4", CmdSetOption, func(now int64) thrift.TStruct {
 			return &journal.TSetOptionCommand{NowMs: now, Audit: a, Key: config.OptMaxDispatchPerRound, Value: "4"}
 		}},
 		{AuditOptionSet, config.OptMaxDispatchPerRound, "value: 4 → 8", CmdSetOption, func(now int64) thrift.TStruct {

@@ -31,10 +31,9 @@ func applySetOption(t *tx, c *journal.TSetOptionCommand) (*journal.TApplyRespons
 		return respOK(), nil // idempotent: nothing to change
 	}
 	if !ok {
+		// Not the default's value: that is the release's, and every
+		// replica must record the same summary.
 		old = "default"
-		if spec, known := config.LookupOption(c.Key); known {
-			old = spec.Default + " (default)"
-		}
 	}
 	setOption(&t.m, c.Key, v)
 	t.noteOptionChange(c.Audit, c.Key)
