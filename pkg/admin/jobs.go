@@ -245,6 +245,7 @@ func (s *Server) ResolveJob(ctx context.Context, r *adminapi.TResolveRequest) (*
 	}
 	resp, err := s.propose(ctx, raftfsm.CmdForceRelease, &journal.TForceReleaseCommand{
 		NowMs: s.nowMs(), JobID: r.JobID, Actor: actor, Note: r.Comment, Warning: ForceReleaseWarning,
+		Audit: auditActor(ctx, r.GetActor()),
 	}, journal.TApplyCode_NOOP)
 	if err != nil {
 		return nil, err
@@ -278,7 +279,7 @@ func (s *Server) CancelJob(ctx context.Context, r *adminapi.TCancelRequest) (*ad
 		return nil, adminError(adminapi.TErrorCode_INVALID,
 			"job %d is %s; only a PENDING job can be cancelled (an UNKNOWN one can be force-released)", r.JobID, rec.MutationState)
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdCancel, &journal.TCancelCommand{NowMs: s.nowMs(), JobID: r.JobID, Actor: actor},
+	if _, err := s.propose(ctx, raftfsm.CmdCancel, &journal.TCancelCommand{NowMs: s.nowMs(), JobID: r.JobID, Actor: actor, Audit: auditActor(ctx, r.GetActor())},
 		journal.TApplyCode_NOOP); err != nil {
 		return nil, err
 	}

@@ -124,7 +124,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return f.fatal(ct, l.Index, errors.New("unknown command type"))
 	}
 	prev := f.State()
-	t := &tx{tableTxn: prev.t.txn(), m: *prev.m, strs: f.strs}
+	t := &tx{tableTxn: prev.t.txn(), m: *prev.m, strs: f.strs, index: l.Index}
 	resp, err := fn(t, l.Data[1:])
 	if err != nil {
 		// Nothing to undo: the transaction copied every node it changed,
@@ -157,7 +157,8 @@ func (s *State) Preview(cmd []byte) (*journal.TApplyResponse, error) {
 	}
 	// fn decodes the body (an undecodable one is its error). strs: nil, the
 	// FSM's string pool is not shared with other goroutines.
-	return fn(&tx{tableTxn: s.t.txn(), m: *s.m}, cmd[1:])
+	// index: the entry would be the next one (audit events record it).
+	return fn(&tx{tableTxn: s.t.txn(), m: *s.m, index: s.m.appliedIndex + 1}, cmd[1:])
 }
 
 func (f *FSM) publish(t tables, index uint64, m meta) {
@@ -181,10 +182,11 @@ func (f *FSM) fatal(ct CommandType, index uint64, err error) *journal.TApplyResp
 // earlier writes: a batch naming one job twice sees its own first change.
 type tx struct {
 	*tableTxn
-	m    meta
-	bk   *bookTxn
-	now  int64
-	strs *strPool
+	m     meta
+	bk    *bookTxn
+	now   int64
+	strs  *strPool
+	index uint64 // the entry's log index (audit.go)
 }
 
 // job returns the current record of id, including earlier writes of this entry.
