@@ -80,9 +80,9 @@ func (a *API) jobsRequest(q *query) (*adminapi.TListJobsRequest, error) {
 	if unresolved {
 		req.Unresolved = &unresolved
 	}
-	if oldest {
-		req.OldestFirst = &oldest
-	}
+	// Always said: a request that does not say is an older client's,
+	// answered in id order.
+	req.OldestFirst = &oldest
 	if since != 0 {
 		req.SinceMs = &since
 	}
