@@ -144,6 +144,9 @@ func TestBadParameters(t *testing.T) {
 		{"/v1/jobs/0", "id"},
 		{"/v1/backends/x", "id"},
 		{"/v1/catalogs?all=1", "all"},
+		{"/v1/events?cursor=x", "cursor"},
+		{"/v1/events?since=-2h", "since"},
+		{"/v1/events?limit=5000", "limit"},
 	} {
 		status, body, _ := r.get(c.path)
 		e, _ := body["error"].(map[string]any)
@@ -191,7 +194,7 @@ func TestEveryEndpointAnswersWithTheEnvelope(t *testing.T) {
 		{"/v1/jobs", "jobs"}, {"/v1/jobs/1", "job"}, {"/v1/catalogs", "catalogs"}, {"/v1/backends", "backends"},
 		{"/v1/jobs/3/logs", "logs"}, {"/v1/jobs/1/logs?max_bytes=100", "logs"},
 		{"/v1/backends/1", "backend"}, {"/v1/options", "options"}, {"/v1/members", "members"}, {"/v1/health", "health"},
-		{"/v1/jobs?consistent", "jobs"}, {"/v1/jobs/2?consistent=true", "job"},
+		{"/v1/jobs?consistent", "jobs"}, {"/v1/jobs/2?consistent=true", "job"}, {"/v1/events", "events"},
 	} {
 		status, body, h := r.get(c.path)
 		if status != http.StatusOK || body[c.key] == nil {
@@ -325,5 +328,42 @@ func TestFollowerWithoutLeader(t *testing.T) {
 		if e, _ := body["error"].(map[string]any); status != http.StatusServiceUnavailable || e["code"] != "UNAVAILABLE" {
 			t.Errorf("%s: %d %v; want 503 UNAVAILABLE", p, status, body)
 		}
+	}
+}
+
+// The audit trail: newest first, filtered, paged through next_cursor.
+func TestEvents(t *testing.T) {
+	r := rigWithJobs(t)
+	_, all, _ := r.get("/v1/events")
+	events, _ := all["events"].([]any)
+	if len(events) < 2 || all["next_cursor"] != nil {
+		t.Fatalf("events %v", all)
+	}
+	var kinds []string
+	for _, e := range events {
+		kinds = append(kinds, e.(map[string]any)["kind"].(string))
+	}
+	var paged []string
+	q := "/v1/events?limit=1"
+	for pages := 0; ; pages++ {
+		if pages > len(events) {
+			t.Fatal("no end of pages")
+		}
+		_, body, _ := r.get(q)
+		for _, e := range body["events"].([]any) {
+			paged = append(paged, e.(map[string]any)["kind"].(string))
+		}
+		next, ok := body["next_cursor"].(string)
+		if !ok {
+			break
+		}
+		q = "/v1/events?limit=1&cursor=" + next
+	}
+	if !slices.Equal(paged, kinds) {
+		t.Fatalf("paged %v, want %v", paged, kinds)
+	}
+	_, body, _ := r.get("/v1/events?kind=catalog.")
+	if got := body["events"].([]any); len(got) != 1 || got[0].(map[string]any)["kind"] != "catalog.create" {
+		t.Fatalf("kind=catalog.: %v (all: %v)", got, kinds)
 	}
 }
