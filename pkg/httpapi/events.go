@@ -23,25 +23,13 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 				*p.dst = &s
 			}
 		}
-		limit, err := q.limit("limit", defaultJobsPage, maxJobsPage)
+		limit, since, cursor, err := q.page(a.d.Clock())
 		if err != nil {
 			return nil, "", err
 		}
-		since, err := q.since("since", a.d.Clock())
-		if err != nil {
-			return nil, "", err
-		}
-		l32 := int32(limit)
-		req.Limit = &l32
+		req.Limit, req.BeforeSeq = &limit, cursor
 		if since != 0 {
 			req.SinceMs = &since
-		}
-		if c := q.str("cursor"); c != "" {
-			seq, err := strconv.ParseInt(c, 10, 64)
-			if err != nil || seq <= 0 {
-				return nil, "", errBadParam("cursor", "%q is not a cursor: pass the next_cursor of the previous page unchanged", c)
-			}
-			req.BeforeSeq = &seq
 		}
 		resp, err := a.d.Admin.ListEvents(ctx, req)
 		if err != nil {
