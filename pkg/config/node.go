@@ -87,6 +87,11 @@ type Node struct {
 	// TLS turns on mutual TLS for every Thrift listener and client of the
 	// node and for Raft (tls.go); unset means plaintext.
 	TLS TLSFiles `yaml:"tls"`
+
+	// HTTPAPIPlaintext serves the read API (/v1) and the console (/ui) on
+	// a plaintext http_bind that is not loopback, where they answer 403
+	// otherwise (docs/http-api.md).
+	HTTPAPIPlaintext bool `yaml:"http_api_plaintext"`
 }
 
 // DefaultNode returns a Node with every default set and no identity or

@@ -84,6 +84,12 @@ type Record struct {
 	// form of EncodeOptimized ("" for none).
 	ResultDatasetVersion int64
 	OptimizedIndexes     string
+
+	// AdmitIndex is the journal index of the admission entry (0: admitted
+	// before it was recorded); Timeline the transitions since, encoded
+	// ("" until the first), bounded by MaxTimeline (timeline.go).
+	AdmitIndex uint64
+	Timeline   string
 }
 
 // Resources is what a build cost, as the backend's supervisor measured it

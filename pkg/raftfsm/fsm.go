@@ -157,7 +157,7 @@ func (s *State) Preview(cmd []byte) (*journal.TApplyResponse, error) {
 	}
 	// fn decodes the body (an undecodable one is its error). strs: nil, the
 	// FSM's string pool is not shared with other goroutines.
-	// index: the entry would be the next one (audit events record it).
+	// index: the entry would be the next one (audit events and job timelines record it).
 	return fn(&tx{tableTxn: s.t.txn(), m: *s.m, index: s.m.appliedIndex + 1}, cmd[1:])
 }
 
@@ -186,7 +186,7 @@ type tx struct {
 	bk    *bookTxn
 	now   int64
 	strs  *strPool
-	index uint64 // the entry's log index (audit.go)
+	index uint64 // the entry's log index (audit.go, timeline.go)
 }
 
 // job returns the current record of id, including earlier writes of this entry.
@@ -246,6 +246,7 @@ func (t *tx) transition(old *job.Record, change func(r *job.Record)) error {
 	change(r)
 	r.Rev = old.Rev + 1
 	r.UpdateTimeMs = t.now
+	t.recordTimeline(old, r)
 	return t.put(old, r)
 }
 
