@@ -24,6 +24,11 @@ lm() { "$bin" --timeout 60s "$@"; }
 [ -x "$bin" ] || die "no binary at $bin: run 'make build'"
 [ -d "$root/builders/lancedb/node_modules/@lancedb/lancedb" ] || die "the builder is not installed: run 'make setup'"
 
+if compgen -G "$state/*.pid" >/dev/null; then
+  step "stopping the demo cluster of an earlier run and deleting its state (make demo starts fresh)"
+  "$here/cluster.sh" down
+fi
+
 step "starting three masters and one backend"
 "$here/cluster.sh" up
 

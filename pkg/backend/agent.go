@@ -287,6 +287,17 @@ func (a *Agent) Addr() string {
 	return a.srv.Addr().String()
 }
 
+// rpcConnStats is the listener's connection pools (false before Start).
+func (a *Agent) rpcConnStats() (rpc.ConnStats, bool) {
+	a.mu.Lock()
+	srv := a.srv
+	a.mu.Unlock()
+	if srv == nil {
+		return rpc.ConnStats{}, false
+	}
+	return srv.ConnStats(), true
+}
+
 // OutboxPath returns the outbox file's path.
 func (a *Agent) OutboxPath() string { return a.outbox.Path() }
 

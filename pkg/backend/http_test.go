@@ -60,6 +60,14 @@ func TestBackendMetricsAndHealth(t *testing.T) {
 			t.Errorf("%s{%s=%q} before any event: %v %v, want 0", c.name, c.label, c.value, v, ok)
 		}
 	}
+	for _, reason := range []string{"evicted", "expired", "gave_up"} {
+		if v, ok := f0.Value("lancemaster_rpc_connections_closed_total", "role", "backend", "reason", reason); !ok || v != 0 {
+			t.Errorf("lancemaster_rpc_connections_closed_total{reason=%q}: %v %v, want 0", reason, v, ok)
+		}
+	}
+	if v, ok := f0.Value("lancemaster_rpc_connections", "role", "backend", "pool", "served"); !ok || v < 0 {
+		t.Errorf("lancemaster_rpc_connections{pool=served}: %v %v", v, ok)
+	}
 	if h.gauge("lancemaster_backend_heartbeaten") != 0 || h.gauge("lancemaster_backend_concurrency") != 1 ||
 		h.gauge("lancemaster_backend_queue_capacity") != 2 || h.gauge("lancemaster_backend_isolation_verified") != 1 {
 		t.Fatal("implausible static gauges")

@@ -95,6 +95,7 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 	}
 	m.reg.MustRegister(m.dispatches, m.proofs, m.results, m.oomKills, m.peakMemory, m.duration, m.reports, m.retries,
 		&agentCollector{a: a})
+	m.reg.MustRegister(metrics.RPCConnections("backend", a.rpcConnStats))
 	if c := a.cfg.RPC.Certs; c != nil {
 		m.reg.MustRegister(metrics.CertExpiry("backend", c.Leaf))
 	}

@@ -74,13 +74,8 @@ func openStorage(cfg Config, hl hclog.Logger) (*storage, error) {
 		st.close()
 		return nil, fmt.Errorf("cluster: resolve raft advertise address %q: %w", cfg.RaftAdvertise, err)
 	}
-	if cfg.RaftTLS != nil {
-		st.transport, err = newTLSTransport(cfg.RaftBind, advertise, cfg.RaftTLS,
-			transportMaxPool, transportTimeout, hl.Named("transport"))
-	} else {
-		st.transport, err = raft.NewTCPTransportWithLogger(cfg.RaftBind, advertise,
-			transportMaxPool, transportTimeout, hl.Named("transport"))
-	}
+	st.transport, err = newTransport(cfg.RaftBind, advertise, cfg.RaftTLS,
+		transportMaxPool, transportTimeout, hl.Named("transport"))
 	if err != nil {
 		st.close()
 		return nil, fmt.Errorf("cluster: raft transport on %s (advertise %s): %w", cfg.RaftBind, advertise, err)

@@ -37,23 +37,32 @@ func (t *RaftTLS) validate() error {
 	return nil
 }
 
-// tlsStreamLayer is a raft.StreamLayer over TLS: raft.NewNetworkTransport
-// speaks its usual protocol over the connections it accepts and dials.
-type tlsStreamLayer struct {
+// streamLayer is the raft.StreamLayer of both transports (raft's
+// NetworkTransport speaks its usual protocol over the connections it
+// accepts and dials): over mutual TLS when tls is set, else plaintext TCP.
+//
+// raft reads an accepted connection without a deadline, so a client that
+// connects and stays silent would hold a goroutine and a socket for ever.
+// Here every accepted connection must complete its first read — the TLS
+// handshake, or the first byte of a plaintext request — within
+// firstReadTimeout, or it is closed; after that it is a peer's connection
+// (raft pools them idle between requests) and no deadline is kept.
+type streamLayer struct {
 	ln        net.Listener // raw TCP; wrapped per connection in Accept
 	advertise net.Addr
-	cfg       *RaftTLS
-	// handshakeTimeout bounds a server-side handshake (raft reads an
-	// accepted connection without a deadline).
-	handshakeTimeout time.Duration
+	tls       *RaftTLS // nil: plaintext
+	// firstReadTimeout bounds an accepted connection's first read.
+	firstReadTimeout time.Duration
 }
 
-// newTLSTransport binds bind and returns raft's network transport over TLS,
-// advertising advertise. Like raft.NewTCPTransport it refuses an
-// unspecified advertise address.
-func newTLSTransport(bind string, advertise net.Addr, t *RaftTLS, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	if err := t.validate(); err != nil {
-		return nil, err
+// newTransport binds bind and returns raft's network transport over TLS
+// (t set) or plaintext TCP, advertising advertise. Like
+// raft.NewTCPTransport it refuses an unspecified advertise address.
+func newTransport(bind string, advertise net.Addr, t *RaftTLS, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	if t != nil {
+		if err := t.validate(); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
@@ -66,34 +75,63 @@ func newTLSTransport(bind string, advertise net.Addr, t *RaftTLS, maxPool int, t
 		ln.Close()
 		return nil, fmt.Errorf("local bind address is not advertisable: %v", advertise)
 	}
-	stream := &tlsStreamLayer{ln: ln, advertise: advertise, cfg: t, handshakeTimeout: timeout}
+	stream := &streamLayer{ln: ln, advertise: advertise, tls: t, firstReadTimeout: timeout}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: maxPool, Timeout: timeout, Logger: logger,
 	}), nil
 }
 
-// Accept returns the next connection; its TLS handshake runs on its first
-// read or write, in the goroutine raft serves it from, bounded by
-// handshakeTimeout, so a silent or refused peer never stalls the accept
-// loop.
-func (s *tlsStreamLayer) Accept() (net.Conn, error) {
+// Accept returns the next connection. Its first read (the TLS handshake
+// included) runs in the goroutine raft serves it from, bounded by
+// firstReadTimeout, so a silent or refused peer never stalls the accept
+// loop nor stays connected.
+func (s *streamLayer) Accept() (net.Conn, error) {
 	c, err := s.ln.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &serverConn{Conn: tls.Server(c, s.cfg.Server), timeout: s.handshakeTimeout}, nil
+	if s.tls != nil {
+		return &serverConn{Conn: tls.Server(c, s.tls.Server), timeout: s.firstReadTimeout}, nil
+	}
+	if err := c.SetReadDeadline(time.Now().Add(s.firstReadTimeout)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &firstReadConn{Conn: c}, nil
 }
 
-func (s *tlsStreamLayer) Close() error { return s.ln.Close() }
+func (s *streamLayer) Close() error { return s.ln.Close() }
 
-func (s *tlsStreamLayer) Addr() net.Addr { return s.advertise }
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
-// Dial connects and completes the handshake within timeout.
-func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+// Dial connects (and completes the TLS handshake) within timeout.
+func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.tls == nil {
+		return net.DialTimeout("tcp", string(address), timeout)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: s.cfg.ClientFor(string(address))}
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: s.tls.ClientFor(string(address))}
 	return d.DialContext(ctx, "tcp", string(address))
+}
+
+// firstReadConn is an accepted plaintext connection whose read deadline
+// (set at accept) is lifted once its first bytes arrived. raft serves a
+// connection from one goroutine, so Read is never concurrent.
+type firstReadConn struct {
+	net.Conn
+	heard bool
+}
+
+func (c *firstReadConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.heard {
+		c.heard = true
+		if derr := c.Conn.SetReadDeadline(time.Time{}); derr != nil && err == nil {
+			err = derr
+		}
+	}
+	return n, err
 }
 
 // serverConn handshakes once, on first use, within timeout.
@@ -127,4 +165,4 @@ func (c *serverConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
+var _ raft.StreamLayer = (*streamLayer)(nil)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/tls"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -122,7 +123,7 @@ func TestRaftOverTLSRefusesIntruders(t *testing.T) {
 func TestRaftTLSStreamRefusesPlaintextAndBadConfig(t *testing.T) {
 	ca := newCA(t, "cluster CA")
 	rt := raftTLSFor(t, ca, ca.CertPEM, certs.RoleMaster, "m1")
-	tr, err := newTLSTransport("127.0.0.1:0", nil, rt, 1, time.Second, nil)
+	tr, err := newTransport("127.0.0.1:0", nil, rt, 1, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +143,60 @@ func TestRaftTLSStreamRefusesPlaintextAndBadConfig(t *testing.T) {
 	noClientAuth := *rt
 	noClientAuth.Server = rt.Server.Clone()
 	noClientAuth.Server.ClientAuth = tls.NoClientCert
-	if _, err := newTLSTransport("127.0.0.1:0", nil, &noClientAuth, 1, time.Second, nil); err == nil {
+	if _, err := newTransport("127.0.0.1:0", nil, &noClientAuth, 1, time.Second, nil); err == nil {
 		t.Fatal("raft TLS without client certificates was accepted")
 	}
-	if _, err := newTLSTransport("0.0.0.0:0", nil, rt, 1, time.Second, nil); err == nil {
+	if _, err := newTransport("0.0.0.0:0", nil, rt, 1, time.Second, nil); err == nil {
 		t.Fatal("an unspecified advertise address was accepted")
 	}
-	if _, err := newTLSTransport("127.0.0.1:0", &net.TCPAddr{IP: net.IPv4zero, Port: 1}, rt, 1, time.Second, nil); err == nil {
+	if _, err := newTransport("127.0.0.1:0", &net.TCPAddr{IP: net.IPv4zero, Port: 1}, rt, 1, time.Second, nil); err == nil {
 		t.Fatal("an unspecified advertise address was accepted")
+	}
+}
+
+// A client that connects to the Raft port and sends nothing is closed once
+// the first-read deadline passes, over plaintext and over TLS (raft itself
+// would read it for ever); a real peer's request on a fresh connection is
+// still served after that deadline would have passed for the silent one.
+func TestSilentConnectionToRaftIsClosed(t *testing.T) {
+	ca := newCA(t, "cluster CA")
+	for name, rt := range map[string]*RaftTLS{"plaintext": nil, "tls": raftTLSFor(t, ca, ca.CertPEM, certs.RoleMaster, "m1")} {
+		t.Run(name, func(t *testing.T) {
+			tr, err := newTransport("127.0.0.1:0", nil, rt, 1, 200*time.Millisecond, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			go func() { // answer whatever reaches the consumer
+				for rpc := range tr.Consumer() {
+					rpc.Respond(&raft.RequestVoteResponse{Term: 9}, nil)
+				}
+			}()
+			c, err := net.Dial("tcp", string(tr.LocalAddr()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Read(make([]byte, 1))
+			if ne, ok := err.(net.Error); err == nil || (ok && ne.Timeout()) {
+				t.Fatalf("a silent connection was kept open (read: %v after %v)", err, time.Since(start))
+			}
+			if rt != nil {
+				return // a TLS peer's request is covered by TestRaftOverTLSElectsAndReplicates
+			}
+			peer, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			var resp raft.RequestVoteResponse
+			if err := peer.RequestVote("m1", tr.LocalAddr(), &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ID: []byte("x"), Addr: []byte(peer.LocalAddr())}, Term: 9}, &resp); err != nil || resp.Term != 9 {
+				t.Fatalf("a plaintext peer's RequestVote: %v %+v", err, resp)
+			}
+		})
 	}
 }

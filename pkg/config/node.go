@@ -87,6 +87,11 @@ type Node struct {
 	// TLS turns on mutual TLS for every Thrift listener and client of the
 	// node and for Raft (tls.go); unset means plaintext.
 	TLS TLSFiles `yaml:"tls"`
+
+	// HTTPAPIPlaintext serves the read API (/v1) and the console (/ui) on
+	// a plaintext http_bind that is not loopback, where they answer 403
+	// otherwise (docs/http-api.md).
+	HTTPAPIPlaintext bool `yaml:"http_api_plaintext"`
 }
 
 // DefaultNode returns a Node with every default set and no identity or
@@ -243,7 +248,7 @@ func (n *Node) Validate() error {
 	checkAddr(bad, "raft_bind", n.RaftBind, false)
 	checkAddr(bad, "rpc_bind", n.RPCBind, false)
 	if n.HTTPBind != "" {
-		checkAddr(bad, "http_bind", n.HTTPBind, false)
+		checkBindAddr(bad, "http_bind", n.HTTPBind)
 	}
 
 	if n.DataDir == "" {
@@ -311,6 +316,17 @@ func checkAddr(bad func(string, ...any), field, addr string, advertised bool) {
 			bad("%s %q: other nodes cannot dial an unspecified host", field, clip(addr))
 		}
 	}
+}
+
+// checkBindAddr checks a listener that nothing dials by configuration (the
+// HTTP listener): port 0 asks the kernel for a free port at start, which the
+// master logs and reports (tests use it so no port is picked, released and
+// bound again later).
+func checkBindAddr(bad func(string, ...any), field, addr string) {
+	if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+		return
+	}
+	checkAddr(bad, field, addr, false)
 }
 
 func orDefault(v, def string) string {

@@ -116,7 +116,8 @@ func TestValidateErrors(t *testing.T) {
 		"unspecified host":   {func(n *Node) { n.Peers[0].RaftAddress = "0.0.0.0:7001" }, "cannot dial an unspecified host"},
 		"advertise mismatch": {func(n *Node) { n.RPCAdvertise = "127.0.0.1:1" }, "rpc_advertise 127.0.0.1:1 differs"},
 		"bad bind":           {func(n *Node) { n.RaftBind = "nope" }, "raft_bind \"nope\" is not host:port"},
-		"bad http bind":      {func(n *Node) { n.HTTPBind = ":0" }, "http_bind"},
+		"bad http bind":      {func(n *Node) { n.HTTPBind = ":99999" }, "http_bind \":99999\": port must be 1-65535"},
+		"rpc bind port 0":    {func(n *Node) { n.RPCBind = "127.0.0.1:0" }, "rpc_bind \"127.0.0.1:0\": port must be"},
 		"no data dir":        {func(n *Node) { n.DataDir = "" }, "data_dir is required"},
 		"bad profile":        {func(n *Node) { n.Timeouts = "turbo" }, "timeouts \"turbo\""},
 		"tiny timeout":       {func(n *Node) { n.HeartbeatTimeout = time.Millisecond }, "heartbeat_timeout 1ms"},
@@ -136,6 +137,11 @@ func TestValidateErrors(t *testing.T) {
 	}
 	if err := validNode().Validate(); err != nil {
 		t.Fatalf("valid node: %v", err)
+	}
+	n := validNode()
+	n.HTTPBind = "127.0.0.1:0" // nothing dials it by configuration: the kernel picks the port
+	if err := n.Validate(); err != nil {
+		t.Fatalf("http_bind port 0: %v", err)
 	}
 }
 

@@ -84,6 +84,12 @@ type Record struct {
 	// form of EncodeOptimized ("" for none).
 	ResultDatasetVersion int64
 	OptimizedIndexes     string
+
+	// AdmitIndex is the journal index of the admission entry (0: admitted
+	// before it was recorded); Timeline the transitions since (nil until
+	// the first), bounded by MaxTimeline (timeline.go).
+	AdmitIndex uint64
+	Timeline   *Timeline
 }
 
 // Resources is what a build cost, as the backend's supervisor measured it
@@ -111,8 +117,9 @@ const (
 	MaxJobLogBytes  = 256 << 10
 )
 
-// Clone returns a copy to transition. Record holds no reference types, so a
-// shallow copy is a deep copy.
+// Clone returns a copy to transition. Record holds no reference types but
+// Timeline, which is replaced and never changed, so a shallow copy is as
+// good as a deep one.
 func (r *Record) Clone() *Record {
 	c := *r
 	return &c

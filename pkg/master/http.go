@@ -2,13 +2,18 @@ package master
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
+	"net/http"
 	"strconv"
 
 	"go.uber.org/zap"
 
+	"github.com/lancemaster/lancemaster/pkg/httpapi"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // DefaultReadyMaxApplyLag is how many committed entries the journal replica
@@ -61,13 +66,80 @@ func readyChecks(r raftView, fsm raftfsm.Reader, maxLag uint64) []metrics.Check 
 	}
 }
 
-// startHTTP serves /metrics, /livez and /readyz on addr; "" serves nothing.
-func startHTTP(addr string, mm *masterMetrics, r raftView, fsm raftfsm.Reader, maxLag uint64, log *zap.Logger) (*metrics.Server, error) {
-	if addr == "" {
+// httpListener is what the HTTP listener is built from.
+type httpListener struct {
+	addr      string
+	plaintext bool // http_api_plaintext: serve /v1 and /ui without TLS off loopback
+	certs     *rpc.Certs
+	api       httpapi.Deps // Access is set here
+	maxLag    uint64
+	log       *zap.Logger
+}
+
+// startHTTP serves /metrics, /livez, /readyz, the read API (/v1/) and the
+// console (/ui/) on addr; "" serves nothing. With certificates the
+// listener serves TLS, verifying client certificates when they are given:
+// scrapers present none, the API answers operator certificates only.
+// Without, the API answers only on a loopback listener, unless the
+// operator opted in.
+func startHTTP(h httpListener, mm *masterMetrics, r raftView, fsm raftfsm.Reader) (*metrics.Server, error) {
+	if h.addr == "" {
 		return nil, nil
 	}
-	if maxLag == 0 {
-		maxLag = DefaultReadyMaxApplyLag
+	if h.maxLag == 0 {
+		h.maxLag = DefaultReadyMaxApplyLag
 	}
-	return metrics.Listen(metrics.Options{Addr: addr, Gatherer: mm.reg, Ready: readyChecks(r, fsm, maxLag), Logger: log})
+	o := metrics.Options{Addr: h.addr, Gatherer: mm.reg, Ready: readyChecks(r, fsm, h.maxLag), Logger: h.log}
+	switch {
+	case h.certs != nil:
+		o.TLS = clientCertIfGiven(h.certs.ServerConfig())
+		h.api.Access = httpapi.Access{TLS: true}
+	case loopback(h.addr):
+		h.api.Access = httpapi.Access{Plaintext: true}
+	case h.plaintext:
+		h.api.Access = httpapi.Access{Plaintext: true}
+		h.log.Warn("http: no mutual TLS: every caller may read the /v1 API and the console (plaintext is for loopback demos only)",
+			zap.String("addr", h.addr))
+	default:
+		h.log.Info("http: /v1 and /ui answer 403 on this plaintext non-loopback listener (http_api_plaintext opts in)",
+			zap.String("addr", h.addr))
+	}
+	api := httpapi.New(h.api)
+	o.Mounts = map[string]http.Handler{}
+	for _, p := range httpapi.Patterns {
+		o.Mounts[p] = api
+	}
+	return metrics.Listen(o)
+}
+
+// clientCertIfGiven is a listener's TLS configuration that verifies a
+// client certificate when one is presented instead of requiring one.
+func clientCertIfGiven(c *tls.Config) *tls.Config {
+	c = c.Clone()
+	c.ClientAuth = tls.VerifyClientCertIfGiven
+	if get := c.GetConfigForClient; get != nil {
+		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			cc, err := get(hello)
+			if err != nil || cc == nil {
+				return cc, err
+			}
+			cc = cc.Clone()
+			cc.ClientAuth = tls.VerifyClientCertIfGiven
+			return cc, nil
+		}
+	}
+	return c
+}
+
+// loopback reports whether addr (host:port) binds a loopback address only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -27,13 +27,11 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/report"
 )
 
-// withHTTP gives each master of a cluster3 an http_bind on a free port.
+// withHTTP gives each master of a cluster3 an HTTP listener on a port the
+// kernel picks at bind time (read it with m.HTTPAddr()).
 func withHTTP(t *testing.T, more func(n *config.Node)) func(n *config.Node) {
-	ports := freePorts(t, 3)
-	next := 0
 	return func(n *config.Node) {
-		n.HTTPBind = "127.0.0.1:" + strconv.Itoa(ports[next])
-		next++
+		n.HTTPBind = "127.0.0.1:0"
 		if more != nil {
 			more(n)
 		}
@@ -227,7 +225,7 @@ func allJobs(st *raftfsm.State) []*job.Record {
 // alive, /readyz says not ready and why; once a second master starts and a
 // leader is elected, /readyz passes.
 func TestReadyzFollowsLeadership(t *testing.T) {
-	ports := freePorts(t, 9)
+	ports := freePorts(t, 6)
 	var peers []config.Peer
 	for i := 0; i < 3; i++ {
 		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i+1),
@@ -236,7 +234,7 @@ func TestReadyzFollowsLeadership(t *testing.T) {
 	start := func(i int) *Master {
 		n := config.DefaultNode()
 		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, t.TempDir(), config.RaftProfileFast
-		n.HTTPBind = "127.0.0.1:" + strconv.Itoa(ports[6+i])
+		n.HTTPBind = "127.0.0.1:0"
 		if err := n.Validate(); err != nil {
 			t.Fatal(err)
 		}

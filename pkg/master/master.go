@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
+	"github.com/lancemaster/lancemaster/pkg/httpapi"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/report"
@@ -57,6 +59,9 @@ type Options struct {
 	// ReadyMaxApplyLag is /readyz's allowance of committed entries not yet
 	// applied; 0 = DefaultReadyMaxApplyLag.
 	ReadyMaxApplyLag uint64
+	// Console is served under /ui/ on the HTTP listener (console.Handler());
+	// nil: /ui/ answers 404.
+	Console http.Handler
 }
 
 // Master is one running master. Its methods are safe for concurrent use.
@@ -180,7 +185,10 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("master: rpc listener: %w", err), node.Shutdown(false))
 	}
-	httpSrv, err := startHTTP(n.HTTPBind, mm, node, fsm, o.ReadyMaxApplyLag, log.Named("http"))
+	mm.reg.MustRegister(metrics.RPCConnections("master", func() (rpc.ConnStats, bool) { return server.ConnStats(), true }))
+	httpSrv, err := startHTTP(httpListener{addr: n.HTTPBind, plaintext: n.HTTPAPIPlaintext, certs: rcfg.Certs, maxLag: o.ReadyMaxApplyLag,
+		log: log.Named("http"), api: httpapi.Deps{Admin: adm, Reader: fsm, Raft: node, NodeID: n.NodeID, Clock: clock,
+			Logger: log.Named("httpapi"), Console: o.Console}}, mm, node, fsm)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("master: http listener: %w", err), server.Close(), node.Shutdown(false))
 	}
@@ -216,8 +224,8 @@ func (m *Master) Pool() *dispatch.Pool { return m.pool }
 // Registry is this master's Prometheus registry (what /metrics serves).
 func (m *Master) Registry() *prometheus.Registry { return m.metrics.reg }
 
-// HTTPAddr is the metrics and health listener's address ("" without
-// http_bind).
+// HTTPAddr is the HTTP listener's address (metrics, health, the read API
+// and the console; "" without http_bind).
 func (m *Master) HTTPAddr() string {
 	if m.http == nil {
 		return ""

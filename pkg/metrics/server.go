@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -55,6 +56,12 @@ type Options struct {
 	MaxConns int
 	// Logger; nil discards logs.
 	Logger *zap.Logger
+	// Mounts are more handlers on the listener, by http.ServeMux pattern
+	// ("/v1/"): a master's read API and console.
+	Mounts map[string]http.Handler
+	// TLS, when set, makes the listener serve TLS with this configuration
+	// (for scrapers too: /metrics, /livez and /readyz are then https).
+	TLS *tls.Config
 }
 
 // Handler is the HTTP handler of a Server: GET (and HEAD) /metrics, /livez
@@ -79,6 +86,9 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		serveReady(w, r, checks)
 	})
+	for pattern, h := range o.Mounts {
+		mux.Handle(pattern, h)
+	}
 	return mux
 }
 
@@ -144,9 +154,16 @@ func Listen(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s: %w", o.Addr, err)
 	}
+	var ln net.Listener = newLimitListener(raw, o.MaxConns)
+	scheme := "http"
+	if o.TLS != nil {
+		// The handshake runs on the connection's first read, in its own
+		// goroutine, bounded by the read header timeout.
+		ln, scheme = tls.NewListener(ln, o.TLS), "https"
+	}
 	s := &Server{
 		log: log,
-		ln:  newLimitListener(raw, o.MaxConns),
+		ln:  ln,
 		srv: &http.Server{
 			Handler:           Handler(o),
 			ReadHeaderTimeout: readHeaderTimeout,
@@ -164,7 +181,7 @@ func Listen(o Options) (*Server, error) {
 			log.Error("metrics: HTTP server stopped", zap.String("addr", raw.Addr().String()), zap.Error(err))
 		}
 	}()
-	log.Info("metrics: serving /metrics, /livez, /readyz", zap.String("addr", raw.Addr().String()))
+	log.Info("metrics: serving /metrics, /livez, /readyz", zap.String("addr", raw.Addr().String()), zap.String("scheme", scheme))
 	return s, nil
 }
 

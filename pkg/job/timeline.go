@@ -1,0 +1,164 @@
+package job
+
+import "strconv"
+
+// A job's timeline: its transitions in journal order, each with the
+// command's master clock, the actor where there is one and the journal
+// (Raft) index of the entry that made it. The FSM appends to it inside
+// Apply (raftfsm/timeline.go). Admission is never stored: it is derived
+// from the record's own CreateTimeMs and AdmitIndex, so a job that is only
+// admitted carries no list at all.
+
+// TransitionKind names one kind of transition. The values equal the
+// journal's TJobTransitionKind.
+type TransitionKind int32
+
+const (
+	TransitionAdmitted          TransitionKind = 1
+	TransitionDispatched        TransitionKind = 2 // detail: backend and attempt
+	TransitionAccepted          TransitionKind = 3 // the worker announced the index it builds (detail: uuid)
+	TransitionPhase             TransitionKind = 4 // detail: the phase
+	TransitionReported          TransitionKind = 5 // detail: the result code
+	TransitionReturnedToPending TransitionKind = 6 // a dispatch proven never enqueued (detail: attempts)
+	TransitionResolving         TransitionKind = 7
+	TransitionResolved          TransitionKind = 8 // detail: the outcome
+	TransitionUnknown           TransitionKind = 9
+	TransitionCancelled         TransitionKind = 10
+	TransitionForceReleased     TransitionKind = 11 // detail: the operator's note
+	TransitionRefreshRequired   TransitionKind = 12
+	TransitionRefreshRunning    TransitionKind = 13
+	TransitionRefreshDone       TransitionKind = 14
+	TransitionRefreshFailed     TransitionKind = 15
+	TransitionDone              TransitionKind = 16 // the job released its fence and quota
+	TransitionSlotReleased      TransitionKind = 17 // the worker is provably gone (detail: the proof)
+)
+
+var transitionNames = map[TransitionKind]string{
+	TransitionAdmitted: "ADMITTED", TransitionDispatched: "DISPATCHED", TransitionAccepted: "ACCEPTED",
+	TransitionPhase: "PHASE", TransitionReported: "REPORTED", TransitionReturnedToPending: "RETURNED_TO_PENDING",
+	TransitionResolving: "RESOLVING", TransitionResolved: "RESOLVED", TransitionUnknown: "UNKNOWN",
+	TransitionCancelled: "CANCELLED", TransitionForceReleased: "FORCE_RELEASED",
+	TransitionRefreshRequired: "REFRESH_REQUIRED", TransitionRefreshRunning: "REFRESH_RUNNING",
+	TransitionRefreshDone: "REFRESH_DONE", TransitionRefreshFailed: "REFRESH_FAILED", TransitionDone: "DONE",
+	TransitionSlotReleased: "SLOT_RELEASED",
+}
+
+func (k TransitionKind) String() string {
+	if n, ok := transitionNames[k]; ok {
+		return n
+	}
+	return "INVALID"
+}
+
+// TransitionKinds lists every kind, in value order.
+func TransitionKinds() []TransitionKind {
+	out := make([]TransitionKind, 0, len(transitionNames))
+	for k := TransitionAdmitted; k <= TransitionSlotReleased; k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Timeline is what a record keeps of its transitions after admission.
+// Published records share it: it is replaced, never changed.
+type Timeline struct{ Transitions []Transition }
+
+// Transition is one entry of a timeline.
+type Transition struct {
+	Kind   TransitionKind
+	TimeMs int64  // the command's master clock
+	Index  uint64 // the journal index of the entry; 0: not recorded (an entry older than timelines)
+	Actor  string // who asked for it, when someone did
+	Detail string
+}
+
+// MaxTimeline bounds the transitions a record keeps (admission not
+// counted: it is never stored). When full, the oldest PHASE goes first,
+// then the oldest transition.
+const MaxTimeline = 32
+
+// AppendTimeline returns tl with add appended, bounded by MaxTimeline. It
+// never changes tl's backing array: published records share it.
+func AppendTimeline(tl []Transition, add ...Transition) []Transition {
+	if len(add) == 0 {
+		return tl
+	}
+	out := make([]Transition, 0, min(len(tl)+len(add), MaxTimeline))
+	out = append(out, tl...)
+	for _, a := range add {
+		if len(out) == MaxTimeline {
+			out = dropOne(out)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func dropOne(tl []Transition) []Transition {
+	drop := 0
+	for i, e := range tl {
+		if e.Kind == TransitionPhase {
+			drop = i
+			break
+		}
+	}
+	return append(tl[:drop], tl[drop+1:]...)
+}
+
+// TimelineOf is r's timeline as shown: ADMITTED (derived from the record),
+// then what was journaled. A record journaled before timelines existed has
+// none: what it has is derived from its fields (index 0, not recorded).
+func TimelineOf(r *Record) []Transition {
+	out := []Transition{{Kind: TransitionAdmitted, TimeMs: r.CreateTimeMs, Index: r.AdmitIndex, Actor: r.Creator}}
+	if r.Timeline != nil {
+		return append(out, r.Timeline.Transitions...)
+	}
+	if r.AdmitIndex != 0 {
+		return out // admitted since timelines exist: nothing else happened yet
+	}
+	return append(out, derivedTimeline(r)...)
+}
+
+// derivedTimeline is what an old record's fields say happened, in order.
+func derivedTimeline(r *Record) []Transition {
+	var out []Transition
+	add := func(k TransitionKind, t int64, actor, detail string) {
+		out = append(out, Transition{Kind: k, TimeMs: t, Actor: actor, Detail: detail})
+	}
+	if r.InvocationID != "" {
+		add(TransitionDispatched, r.DispatchTimeMs, "", DispatchDetail(r))
+	}
+	if r.Result.Code != 0 {
+		add(TransitionReported, 0, "", r.Result.Code.String())
+	}
+	switch r.MutationState {
+	case Resolving:
+		add(TransitionResolving, 0, "", "")
+	case Committed, NotCommitted:
+		add(TransitionResolved, 0, "", r.MutationState.String())
+	case Unknown:
+		add(TransitionUnknown, 0, "", "")
+	case Cancelled:
+		add(TransitionCancelled, r.UpdateTimeMs, r.CancelActor, "")
+	}
+	if r.ForceReleased {
+		add(TransitionForceReleased, r.ForceTimeMs, r.ForceActor, r.ForceNote)
+	}
+	if r.MutationState.IsOutcome() {
+		switch r.RefreshState {
+		case RefreshDone:
+			add(TransitionRefreshDone, 0, "", "")
+		case RefreshFailed:
+			add(TransitionRefreshFailed, r.RefreshFailureTimeMs, "", "")
+		}
+	}
+	if !r.Unresolved() {
+		add(TransitionDone, r.UpdateTimeMs, "", "")
+	}
+	return out
+}
+
+// DispatchDetail names a dispatch: its backend and attempt.
+func DispatchDetail(r *Record) string {
+	return "backend " + strconv.FormatInt(r.BackendID, 10) + ", attempt " + strconv.FormatInt(int64(r.DispatchAttempts)+1, 10)
+}
