@@ -105,7 +105,8 @@ export function timeline(events) {
       h("div", { class: "ev-body" },
         h("div", { class: "ev-head" }, h("strong", { class: "ev-kind" }, kind),
           h("span", { class: "ev-time" }, fmtTime(e.time_ms)), delta ? h("span", { class: "ev-delta muted" }, delta) : null,
-          h("span", { class: "ev-index muted", title: "journal (Raft) index" }, "journal #" + text(e.index))),
+          h("span", { class: "ev-index muted", title: "journal (Raft) index of the entry that made it" },
+            e.index ? "journal #" + e.index : "journal # not recorded")),
         e.actor ? h("div", { class: "ev-actor" }, "by ", e.actor) : null,
         e.detail ? h("div", { class: "ev-detail" }, e.detail) : null)));
   }
