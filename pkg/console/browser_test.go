@@ -211,6 +211,9 @@ func TestConsolePagesAgainstFixtureAPI(t *testing.T) {
 			t.Errorf("backends page lacks %q:\n%s", s, txt)
 		}
 	}
+	if f.count("/v1/backends/1") == 0 || f.count("/v1/backends/2") == 0 {
+		t.Error("the backends page did not ask each backend for its slots (backends show)")
+	}
 	bn := b.Banners()
 	if !strings.Contains(bn["stale"], "may be stale") || !strings.Contains(bn["no-leader"], "knows no leader") {
 		t.Errorf("backends banners: %v", bn)

@@ -209,17 +209,31 @@ func (f *fixtureAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				map[string]any{"credentials": map[string]string{"aws_secret_access_key": canary}}),
 			with(f.t, &adminapi.TCatalog{Name: "docs", RootURI: thrift.StringPtr("/data/docs")}, nil),
 		}
-	case p == "/v1/backends":
+	case p == "/v1/backends" || strings.HasPrefix(p, "/v1/backends/"):
 		inv := with(f.t, &adminapi.TBackendInvocation{JobID: 8, MutationState: thrift.StringPtr("RUNNING"), InvocationID: thrift.StringPtr("inv-8"),
 			BuildPhase: thrift.StringPtr("training")}, map[string]any{"invocation_secret": canary})
-		body["backends"] = []any{
+		backends := []any{
 			with(f.t, &adminapi.TBackend{BackendID: 1, Address: "127.0.0.1:7401", Alive: thrift.BoolPtr(true), Accepting: thrift.BoolPtr(true),
 				HeldSlots: thrift.Int32Ptr(1), Capacity: thrift.Int32Ptr(4), ProcessEpoch: thrift.Int64Ptr(1764633000123),
 				Version: thrift.StringPtr("v0.9.0"), LastHeardMs: thrift.Int64Ptr(fixtureNow - 900)}, map[string]any{"invocations": []any{inv}}),
-			&adminapi.TBackend{BackendID: 2, Address: "127.0.0.1:7402", Alive: thrift.BoolPtr(false), Drained: thrift.BoolPtr(true),
+			&adminapi.TBackend{BackendID: 2, Address: "127.0.0.1:7402", Alive: thrift.BoolPtr(false), Drained: thrift.BoolPtr(true), Accepting: thrift.BoolPtr(false),
 				DrainActor: thrift.StringPtr("ops"), HeldSlots: thrift.Int32Ptr(0), Capacity: thrift.Int32Ptr(2), Warning: thrift.StringPtr("no heartbeat answer for 40s")},
 		}
-		// This answer came from a master that lost its leader.
+		if p != "/v1/backends" { // backends show: one, with its slots, capacity and invocations
+			id, _ := strconv.Atoi(strings.TrimPrefix(p, "/v1/backends/"))
+			body["backend"] = backends[id-1]
+			break
+		}
+		// The list: what the registry and the heartbeats say (as backends
+		// list), from a master that lost its leader.
+		for i, b := range backends {
+			m := with(f.t, b, nil)
+			for _, k := range []string{"accepting", "capacity", "invocations", "dispatchable"} {
+				delete(m, k)
+			}
+			backends[i] = m
+		}
+		body["backends"] = backends
 		body["answered_by"] = map[string]any{"node_id": "m3", "is_leader": false, "known_leader": false, "last_contact_ms": 41000}
 		body["stale_warning"] = "m3 has not heard from a leader for 41s: this answer may be stale"
 	case p == "/v1/options":
@@ -230,9 +244,9 @@ func (f *fixtureAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/v1/members":
 		body["members"] = &adminapi.TRaftPeersResponse{LeaderID: thrift.StringPtr("m1"), Term: thrift.Int64Ptr(4), CommitIndex: thrift.Int64Ptr(120),
 			Peers: []*adminapi.TRaftPeer{
-				{ID: "m1", RaftAddress: "127.0.0.1:7101", RPCAddress: thrift.StringPtr("127.0.0.1:7201"), Suffrage: thrift.StringPtr("Voter"), IsLeader: thrift.BoolPtr(true), Health: thrift.StringPtr("healthy"), LastContactMs: thrift.Int64Ptr(0)},
-				{ID: "m2", RaftAddress: "127.0.0.1:7102", RPCAddress: thrift.StringPtr("127.0.0.1:7202"), Suffrage: thrift.StringPtr("Voter"), Health: thrift.StringPtr("healthy"), LastContactMs: thrift.Int64Ptr(12)},
-				{ID: "m3", RaftAddress: "127.0.0.1:7103", RPCAddress: thrift.StringPtr("127.0.0.1:7203"), Suffrage: thrift.StringPtr("Voter"), Health: thrift.StringPtr("unhealthy"), LastContactMs: thrift.Int64Ptr(41000)},
+				{ID: "m1", RaftAddress: "127.0.0.1:7101", RPCAddress: thrift.StringPtr("127.0.0.1:7201"), Suffrage: thrift.StringPtr("Voter"), IsLeader: thrift.BoolPtr(true), Health: thrift.StringPtr("healthy"), LastContactMs: thrift.Int64Ptr(fixtureNow - 20)},
+				{ID: "m2", RaftAddress: "127.0.0.1:7102", RPCAddress: thrift.StringPtr("127.0.0.1:7202"), Suffrage: thrift.StringPtr("Voter"), Health: thrift.StringPtr("healthy"), LastContactMs: thrift.Int64Ptr(fixtureNow - 12)},
+				{ID: "m3", RaftAddress: "127.0.0.1:7103", RPCAddress: thrift.StringPtr("127.0.0.1:7203"), Suffrage: thrift.StringPtr("Voter"), Health: thrift.StringPtr("unhealthy"), LastContactMs: thrift.Int64Ptr(fixtureNow - 41000)},
 			}}
 	case p == "/v1/health":
 		st := func(id, state string, applied int64) *adminapi.TRaftMemberStatus {

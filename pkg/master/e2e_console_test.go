@@ -286,12 +286,15 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 		}
 	}
 	pages := map[string]string{}
-	for _, p := range []string{"#/jobs", "#/jobs/" + strconv.FormatInt(r.ids["unk"][0], 10), "#/backends", "#/cluster", "#/options"} {
+	for p, name := range map[string]string{"#/jobs": "", "#/jobs/" + strconv.FormatInt(r.ids["unk"][0], 10): "job-unknown",
+		"#/backends": "backends", "#/cluster": "cluster", "#/options": "options"} {
 		b.Go(p)
 		pages[p] = b.Everything()
 		check("page "+p, pages[p])
+		if name != "" {
+			b.Screenshot("e2e-console-" + name)
+		}
 	}
-	b.Screenshot("e2e-console-options")
 	if !strings.Contains(pages["#/backends"], r.c.backend.Addr()) || !strings.Contains(pages["#/cluster"], "m1") {
 		t.Error("the backends or cluster page does not show the cluster (the scan would prove nothing)")
 	}

@@ -2,7 +2,7 @@
 // "answered by" line and the banners (docs/console.md).
 //
 // Routes: #/jobs?FILTERS, #/jobs/ID, #/backends, #/cluster, #/options.
-import { h, clear, fmtTime } from "./dom.js";
+import { h, clear, fmtTime, fmtDuration } from "./dom.js";
 import { onAnswer } from "./api.js";
 import * as jobs from "./jobs.js";
 import * as job from "./job.js";
@@ -41,7 +41,9 @@ onAnswer((body) => answers.push(body));
 
 function showAnswers(errors) {
   clear(banners);
-  const last = answers[answers.length - 1];
+  // The footer names the master of the last answer, or one that knows no
+  // leader when an answer of this refresh came from such a master.
+  const last = answers.find((a) => a.answered_by && a.answered_by.known_leader === false) || answers[answers.length - 1];
   const stale = [...new Set(answers.map((a) => a.stale_warning).filter(Boolean))];
   for (const w of stale) banners.appendChild(h("div", { class: "banner warn", "data-banner": "stale" }, "Possibly stale: ", w));
   if (answers.some((a) => a.answered_by && a.answered_by.known_leader === false)) {
@@ -54,7 +56,7 @@ function showAnswers(errors) {
     const a = last.answered_by;
     const role = a.is_leader ? "the leader" : a.known_leader ? "a follower; leader " + (a.leader_id || "?") : "a master that knows no leader";
     const contact = a.is_leader ? "" : a.last_contact_ms === -1 ? " · never heard from a leader" :
-      a.last_contact_ms !== undefined ? " · last contact " + a.last_contact_ms + " ms ago" : "";
+      a.last_contact_ms !== undefined ? " · last contact " + fmtDuration(a.last_contact_ms) + " ago" : "";
     answeredBy.textContent = "answered by " + (a.node_id || "?") + " (" + role + ")" + contact;
     answeredBy.dataset.node = a.node_id || "";
   }

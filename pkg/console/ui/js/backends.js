@@ -11,8 +11,13 @@ export function mount(main) {
   clear(main).append(h("div", { class: "page-head" }, h("h1", null, "Backends"), summary), body, next);
   return {
     async refresh() {
+      // The list is the registry and the leader's heartbeat view; slots,
+      // capacity, accepting and the jobs holding slots are in each
+      // backend's own answer (backends show).
       const ans = await get("backends");
-      render(ans.backends || [], summary, body, next);
+      const list = await Promise.all((ans.backends || []).map((b) =>
+        get("backends/" + Number(b.backend_id)).then((d) => d.backend || b, () => b)));
+      render(list, summary, body, next);
     },
   };
 }

@@ -1,7 +1,7 @@
 // The cluster page: the Raft members as the leader sees them (list-peers),
 // and every member's own status (health): leader, term, lag, version,
 // failure tolerance.
-import { h, clear, text, yesNo, badge, kv, card, cli, table } from "./dom.js";
+import { h, clear, text, yesNo, badge, kv, card, cli, table, fmtTime, fmtAgo } from "./dom.js";
 import { get } from "./api.js";
 
 export function mount(main) {
@@ -33,7 +33,7 @@ function render(m, hl, top, peers, health, next) {
     h("td", null, h("code", null, text(p.raft_address))),
     h("td", null, h("code", null, text(p.rpc_address))),
     h("td", null, p.health ? badge(p.health) : "—"),
-    h("td", { class: "num" }, p.last_contact_ms === undefined ? "—" : p.last_contact_ms + " ms"),
+    h("td", { title: fmtTime(p.last_contact_ms) }, fmtAgo(p.last_contact_ms)),
     h("td", null, p.last_error ? h("span", { class: "warn-text" }, p.last_error) : ""));
   clear(peers).append(card("Members (as the leader sees them)",
     table(["Member", "Suffrage", "Raft address", "RPC address", "Health", "Last contact", "Last error"], (m.peers || []).map(prow), { class: "grid", id: "members" })));
