@@ -152,6 +152,38 @@ struct TJobRecord {
   52: optional list<TOptimizedIndexRecord> optimized_indexes, // OPTIMIZE's result
   53: optional i64 result_dataset_version, // NATIVE_OK: the version the builder verified
   54: optional string claimed_creator,     // the name the client claimed (--as) when creator is its verified certificate identity
+  55: optional list<TJobTransition> timeline, // the transitions after admission, appended by Apply (<= 32; absent: none yet)
+  56: optional i64 admit_index,            // the journal index of the admission entry (the timeline's ADMITTED)
+}
+
+// One kind of job transition (the timeline; pkg/job's TransitionKind).
+enum TJobTransitionKind {
+  ADMITTED = 1,            // derived from the record, never stored
+  DISPATCHED = 2,          // M1 (detail: backend and attempt)
+  ACCEPTED = 3,            // the worker announced the index it builds (detail: uuid)
+  PHASE = 4,               // detail: the phase
+  REPORTED = 5,            // a result (detail: its code)
+  RETURNED_TO_PENDING = 6, // M2'': never enqueued, back to PENDING
+  RESOLVING = 7,
+  RESOLVED = 8,            // detail: the outcome
+  UNKNOWN = 9,
+  CANCELLED = 10,
+  FORCE_RELEASED = 11,     // detail: the operator's note
+  REFRESH_REQUIRED = 12,
+  REFRESH_RUNNING = 13,
+  REFRESH_DONE = 14,
+  REFRESH_FAILED = 15,
+  DONE = 16,               // the job released its fence and quota
+  SLOT_RELEASED = 17,      // the worker is provably gone (detail: the proof)
+}
+
+// One entry of a job's timeline.
+struct TJobTransition {
+  1: required TJobTransitionKind kind,
+  2: optional i64 time_ms,   // the command's master clock
+  3: optional i64 index,     // the journal index of the entry that made it
+  4: optional string actor,  // who asked for it, when someone did
+  5: optional string detail,
 }
 
 struct TCatalogRecord {

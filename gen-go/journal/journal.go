@@ -493,6 +493,139 @@ func (p *TCompletionReason) Value() (driver.Value, error) {
 	return int64(*p), nil
 }
 
+type TJobTransitionKind int64
+
+const (
+	TJobTransitionKind_ADMITTED            TJobTransitionKind = 1
+	TJobTransitionKind_DISPATCHED          TJobTransitionKind = 2
+	TJobTransitionKind_ACCEPTED            TJobTransitionKind = 3
+	TJobTransitionKind_PHASE               TJobTransitionKind = 4
+	TJobTransitionKind_REPORTED            TJobTransitionKind = 5
+	TJobTransitionKind_RETURNED_TO_PENDING TJobTransitionKind = 6
+	TJobTransitionKind_RESOLVING           TJobTransitionKind = 7
+	TJobTransitionKind_RESOLVED            TJobTransitionKind = 8
+	TJobTransitionKind_UNKNOWN             TJobTransitionKind = 9
+	TJobTransitionKind_CANCELLED           TJobTransitionKind = 10
+	TJobTransitionKind_FORCE_RELEASED      TJobTransitionKind = 11
+	TJobTransitionKind_REFRESH_REQUIRED    TJobTransitionKind = 12
+	TJobTransitionKind_REFRESH_RUNNING     TJobTransitionKind = 13
+	TJobTransitionKind_REFRESH_DONE        TJobTransitionKind = 14
+	TJobTransitionKind_REFRESH_FAILED      TJobTransitionKind = 15
+	TJobTransitionKind_DONE                TJobTransitionKind = 16
+	TJobTransitionKind_SLOT_RELEASED       TJobTransitionKind = 17
+)
+
+func (p TJobTransitionKind) String() string {
+	switch p {
+	case TJobTransitionKind_ADMITTED:
+		return "ADMITTED"
+	case TJobTransitionKind_DISPATCHED:
+		return "DISPATCHED"
+	case TJobTransitionKind_ACCEPTED:
+		return "ACCEPTED"
+	case TJobTransitionKind_PHASE:
+		return "PHASE"
+	case TJobTransitionKind_REPORTED:
+		return "REPORTED"
+	case TJobTransitionKind_RETURNED_TO_PENDING:
+		return "RETURNED_TO_PENDING"
+	case TJobTransitionKind_RESOLVING:
+		return "RESOLVING"
+	case TJobTransitionKind_RESOLVED:
+		return "RESOLVED"
+	case TJobTransitionKind_UNKNOWN:
+		return "UNKNOWN"
+	case TJobTransitionKind_CANCELLED:
+		return "CANCELLED"
+	case TJobTransitionKind_FORCE_RELEASED:
+		return "FORCE_RELEASED"
+	case TJobTransitionKind_REFRESH_REQUIRED:
+		return "REFRESH_REQUIRED"
+	case TJobTransitionKind_REFRESH_RUNNING:
+		return "REFRESH_RUNNING"
+	case TJobTransitionKind_REFRESH_DONE:
+		return "REFRESH_DONE"
+	case TJobTransitionKind_REFRESH_FAILED:
+		return "REFRESH_FAILED"
+	case TJobTransitionKind_DONE:
+		return "DONE"
+	case TJobTransitionKind_SLOT_RELEASED:
+		return "SLOT_RELEASED"
+	}
+	return "<UNSET>"
+}
+
+func TJobTransitionKindFromString(s string) (TJobTransitionKind, error) {
+	switch s {
+	case "ADMITTED":
+		return TJobTransitionKind_ADMITTED, nil
+	case "DISPATCHED":
+		return TJobTransitionKind_DISPATCHED, nil
+	case "ACCEPTED":
+		return TJobTransitionKind_ACCEPTED, nil
+	case "PHASE":
+		return TJobTransitionKind_PHASE, nil
+	case "REPORTED":
+		return TJobTransitionKind_REPORTED, nil
+	case "RETURNED_TO_PENDING":
+		return TJobTransitionKind_RETURNED_TO_PENDING, nil
+	case "RESOLVING":
+		return TJobTransitionKind_RESOLVING, nil
+	case "RESOLVED":
+		return TJobTransitionKind_RESOLVED, nil
+	case "UNKNOWN":
+		return TJobTransitionKind_UNKNOWN, nil
+	case "CANCELLED":
+		return TJobTransitionKind_CANCELLED, nil
+	case "FORCE_RELEASED":
+		return TJobTransitionKind_FORCE_RELEASED, nil
+	case "REFRESH_REQUIRED":
+		return TJobTransitionKind_REFRESH_REQUIRED, nil
+	case "REFRESH_RUNNING":
+		return TJobTransitionKind_REFRESH_RUNNING, nil
+	case "REFRESH_DONE":
+		return TJobTransitionKind_REFRESH_DONE, nil
+	case "REFRESH_FAILED":
+		return TJobTransitionKind_REFRESH_FAILED, nil
+	case "DONE":
+		return TJobTransitionKind_DONE, nil
+	case "SLOT_RELEASED":
+		return TJobTransitionKind_SLOT_RELEASED, nil
+	}
+	return TJobTransitionKind(0), fmt.Errorf("not a valid TJobTransitionKind string")
+}
+
+func TJobTransitionKindPtr(v TJobTransitionKind) *TJobTransitionKind { return &v }
+
+func (p TJobTransitionKind) MarshalText() ([]byte, error) {
+	return []byte(p.String()), nil
+}
+
+func (p *TJobTransitionKind) UnmarshalText(text []byte) error {
+	q, err := TJobTransitionKindFromString(string(text))
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
+}
+
+func (p *TJobTransitionKind) Scan(value interface{}) error {
+	v, ok := value.(int64)
+	if !ok {
+		return errors.New("Scan value is not int64")
+	}
+	*p = TJobTransitionKind(v)
+	return nil
+}
+
+func (p *TJobTransitionKind) Value() (driver.Value, error) {
+	if p == nil {
+		return nil, nil
+	}
+	return int64(*p), nil
+}
+
 type TApplyCode int64
 
 const (
@@ -1864,6 +1997,8 @@ func (p *TJobResult_) String() string {
 //   - OptimizedIndexes
 //   - ResultDatasetVersion
 //   - ClaimedCreator
+//   - Timeline
+//   - AdmitIndex
 type TJobRecord struct {
 	JobID                  int64                    `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                *string                  `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -1919,6 +2054,8 @@ type TJobRecord struct {
 	OptimizedIndexes       []*TOptimizedIndexRecord `thrift:"optimized_indexes,52" db:"optimized_indexes" json:"optimized_indexes,omitempty"`
 	ResultDatasetVersion   *int64                   `thrift:"result_dataset_version,53" db:"result_dataset_version" json:"result_dataset_version,omitempty"`
 	ClaimedCreator         *string                  `thrift:"claimed_creator,54" db:"claimed_creator" json:"claimed_creator,omitempty"`
+	Timeline               []*TJobTransition        `thrift:"timeline,55" db:"timeline" json:"timeline,omitempty"`
+	AdmitIndex             *int64                   `thrift:"admit_index,56" db:"admit_index" json:"admit_index,omitempty"`
 }
 
 func NewTJobRecord() *TJobRecord {
@@ -2402,6 +2539,21 @@ func (p *TJobRecord) GetClaimedCreator() string {
 	}
 	return *p.ClaimedCreator
 }
+
+var TJobRecord_Timeline_DEFAULT []*TJobTransition
+
+func (p *TJobRecord) GetTimeline() []*TJobTransition {
+	return p.Timeline
+}
+
+var TJobRecord_AdmitIndex_DEFAULT int64
+
+func (p *TJobRecord) GetAdmitIndex() int64 {
+	if !p.IsSetAdmitIndex() {
+		return TJobRecord_AdmitIndex_DEFAULT
+	}
+	return *p.AdmitIndex
+}
 func (p *TJobRecord) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -2612,6 +2764,14 @@ func (p *TJobRecord) IsSetResultDatasetVersion() bool {
 
 func (p *TJobRecord) IsSetClaimedCreator() bool {
 	return p.ClaimedCreator != nil
+}
+
+func (p *TJobRecord) IsSetTimeline() bool {
+	return p.Timeline != nil
+}
+
+func (p *TJobRecord) IsSetAdmitIndex() bool {
+	return p.AdmitIndex != nil
 }
 
 func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3171,6 +3331,26 @@ func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 55:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField55(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 56:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField56(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -3688,6 +3868,35 @@ func (p *TJobRecord) ReadField54(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TJobRecord) ReadField55(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TJobTransition, 0, size)
+	p.Timeline = tSlice
+	for i := 0; i < size; i++ {
+		_elem1 := &TJobTransition{}
+		if err := _elem1.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem1), err)
+		}
+		p.Timeline = append(p.Timeline, _elem1)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TJobRecord) ReadField56(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 56: ", err)
+	} else {
+		p.AdmitIndex = &v
+	}
+	return nil
+}
+
 func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobRecord"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -3853,6 +4062,12 @@ func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField54(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField55(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField56(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4681,6 +4896,44 @@ func (p *TJobRecord) writeField54(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TJobRecord) writeField55(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTimeline() {
+		if err := oprot.WriteFieldBegin(ctx, "timeline", thrift.LIST, 55); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 55:timeline: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Timeline)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.Timeline {
+			if err := v.Write(ctx, oprot); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 55:timeline: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobRecord) writeField56(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAdmitIndex() {
+		if err := oprot.WriteFieldBegin(ctx, "admit_index", thrift.I64, 56); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 56:admit_index: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.AdmitIndex)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.admit_index (56) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 56:admit_index: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobRecord) Equals(other *TJobRecord) bool {
 	if p == other {
 		return true
@@ -5084,8 +5337,8 @@ func (p *TJobRecord) Equals(other *TJobRecord) bool {
 		return false
 	}
 	for i, _tgt := range p.OptimizedIndexes {
-		_src1 := other.OptimizedIndexes[i]
-		if !_tgt.Equals(_src1) {
+		_src2 := other.OptimizedIndexes[i]
+		if !_tgt.Equals(_src2) {
 			return false
 		}
 	}
@@ -5105,6 +5358,23 @@ func (p *TJobRecord) Equals(other *TJobRecord) bool {
 			return false
 		}
 	}
+	if len(p.Timeline) != len(other.Timeline) {
+		return false
+	}
+	for i, _tgt := range p.Timeline {
+		_src3 := other.Timeline[i]
+		if !_tgt.Equals(_src3) {
+			return false
+		}
+	}
+	if p.AdmitIndex != other.AdmitIndex {
+		if p.AdmitIndex == nil || other.AdmitIndex == nil {
+			return false
+		}
+		if (*p.AdmitIndex) != (*other.AdmitIndex) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -5113,6 +5383,364 @@ func (p *TJobRecord) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TJobRecord(%+v)", *p)
+}
+
+// Attributes:
+//   - Kind
+//   - TimeMs
+//   - Index
+//   - Actor
+//   - Detail
+type TJobTransition struct {
+	Kind   TJobTransitionKind `thrift:"kind,1,required" db:"kind" json:"kind"`
+	TimeMs *int64             `thrift:"time_ms,2" db:"time_ms" json:"time_ms,omitempty"`
+	Index  *int64             `thrift:"index,3" db:"index" json:"index,omitempty"`
+	Actor  *string            `thrift:"actor,4" db:"actor" json:"actor,omitempty"`
+	Detail *string            `thrift:"detail,5" db:"detail" json:"detail,omitempty"`
+}
+
+func NewTJobTransition() *TJobTransition {
+	return &TJobTransition{}
+}
+
+func (p *TJobTransition) GetKind() TJobTransitionKind {
+	return p.Kind
+}
+
+var TJobTransition_TimeMs_DEFAULT int64
+
+func (p *TJobTransition) GetTimeMs() int64 {
+	if !p.IsSetTimeMs() {
+		return TJobTransition_TimeMs_DEFAULT
+	}
+	return *p.TimeMs
+}
+
+var TJobTransition_Index_DEFAULT int64
+
+func (p *TJobTransition) GetIndex() int64 {
+	if !p.IsSetIndex() {
+		return TJobTransition_Index_DEFAULT
+	}
+	return *p.Index
+}
+
+var TJobTransition_Actor_DEFAULT string
+
+func (p *TJobTransition) GetActor() string {
+	if !p.IsSetActor() {
+		return TJobTransition_Actor_DEFAULT
+	}
+	return *p.Actor
+}
+
+var TJobTransition_Detail_DEFAULT string
+
+func (p *TJobTransition) GetDetail() string {
+	if !p.IsSetDetail() {
+		return TJobTransition_Detail_DEFAULT
+	}
+	return *p.Detail
+}
+func (p *TJobTransition) IsSetTimeMs() bool {
+	return p.TimeMs != nil
+}
+
+func (p *TJobTransition) IsSetIndex() bool {
+	return p.Index != nil
+}
+
+func (p *TJobTransition) IsSetActor() bool {
+	return p.Actor != nil
+}
+
+func (p *TJobTransition) IsSetDetail() bool {
+	return p.Detail != nil
+}
+
+func (p *TJobTransition) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetKind bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetKind = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetKind {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Kind is not set"))
+	}
+	return nil
+}
+
+func (p *TJobTransition) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		temp := TJobTransitionKind(v)
+		p.Kind = temp
+	}
+	return nil
+}
+
+func (p *TJobTransition) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.TimeMs = &v
+	}
+	return nil
+}
+
+func (p *TJobTransition) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Index = &v
+	}
+	return nil
+}
+
+func (p *TJobTransition) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
+func (p *TJobTransition) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Detail = &v
+	}
+	return nil
+}
+
+func (p *TJobTransition) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TJobTransition"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TJobTransition) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "kind", thrift.I32, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:kind: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Kind)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.kind (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:kind: ", p), err)
+	}
+	return err
+}
+
+func (p *TJobTransition) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "time_ms", thrift.I64, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.TimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.time_ms (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobTransition) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetIndex() {
+		if err := oprot.WriteFieldBegin(ctx, "index", thrift.I64, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:index: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.Index)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.index (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:index: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobTransition) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobTransition) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetDetail() {
+		if err := oprot.WriteFieldBegin(ctx, "detail", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:detail: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Detail)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.detail (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:detail: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TJobTransition) Equals(other *TJobTransition) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Kind != other.Kind {
+		return false
+	}
+	if p.TimeMs != other.TimeMs {
+		if p.TimeMs == nil || other.TimeMs == nil {
+			return false
+		}
+		if (*p.TimeMs) != (*other.TimeMs) {
+			return false
+		}
+	}
+	if p.Index != other.Index {
+		if p.Index == nil || other.Index == nil {
+			return false
+		}
+		if (*p.Index) != (*other.Index) {
+			return false
+		}
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
+			return false
+		}
+	}
+	if p.Detail != other.Detail {
+		if p.Detail == nil || other.Detail == nil {
+			return false
+		}
+		if (*p.Detail) != (*other.Detail) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TJobTransition) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TJobTransition(%+v)", *p)
 }
 
 // Attributes:
@@ -6762,11 +7390,11 @@ func (p *TAdmitBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) er
 	tSlice := make([]*TJobRecord, 0, size)
 	p.Jobs = tSlice
 	for i := 0; i < size; i++ {
-		_elem2 := &TJobRecord{}
-		if err := _elem2.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem2), err)
+		_elem4 := &TJobRecord{}
+		if err := _elem4.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
 		}
-		p.Jobs = append(p.Jobs, _elem2)
+		p.Jobs = append(p.Jobs, _elem4)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6869,8 +7497,8 @@ func (p *TAdmitBatch) Equals(other *TAdmitBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Jobs {
-		_src3 := other.Jobs[i]
-		if !_tgt.Equals(_src3) {
+		_src5 := other.Jobs[i]
+		if !_tgt.Equals(_src5) {
 			return false
 		}
 	}
@@ -7448,11 +8076,11 @@ func (p *TMarkRunningBatch) ReadField2(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*TMarkRunning, 0, size)
 	p.Jobs = tSlice
 	for i := 0; i < size; i++ {
-		_elem4 := &TMarkRunning{}
-		if err := _elem4.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem4), err)
+		_elem6 := &TMarkRunning{}
+		if err := _elem6.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
 		}
-		p.Jobs = append(p.Jobs, _elem4)
+		p.Jobs = append(p.Jobs, _elem6)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -7528,8 +8156,8 @@ func (p *TMarkRunningBatch) Equals(other *TMarkRunningBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Jobs {
-		_src5 := other.Jobs[i]
-		if !_tgt.Equals(_src5) {
+		_src7 := other.Jobs[i]
+		if !_tgt.Equals(_src7) {
 			return false
 		}
 	}
@@ -7996,11 +8624,11 @@ func (p *TCompletion) ReadField12(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*TOptimizedIndexRecord, 0, size)
 	p.OptimizedIndexes = tSlice
 	for i := 0; i < size; i++ {
-		_elem6 := &TOptimizedIndexRecord{}
-		if err := _elem6.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem6), err)
+		_elem8 := &TOptimizedIndexRecord{}
+		if err := _elem8.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
 		}
-		p.OptimizedIndexes = append(p.OptimizedIndexes, _elem6)
+		p.OptimizedIndexes = append(p.OptimizedIndexes, _elem8)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -8332,8 +8960,8 @@ func (p *TCompletion) Equals(other *TCompletion) bool {
 		return false
 	}
 	for i, _tgt := range p.OptimizedIndexes {
-		_src7 := other.OptimizedIndexes[i]
-		if !_tgt.Equals(_src7) {
+		_src9 := other.OptimizedIndexes[i]
+		if !_tgt.Equals(_src9) {
 			return false
 		}
 	}
@@ -8451,11 +9079,11 @@ func (p *TCompleteBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol)
 	tSlice := make([]*TCompletion, 0, size)
 	p.Completions = tSlice
 	for i := 0; i < size; i++ {
-		_elem8 := &TCompletion{}
-		if err := _elem8.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
+		_elem10 := &TCompletion{}
+		if err := _elem10.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
 		}
-		p.Completions = append(p.Completions, _elem8)
+		p.Completions = append(p.Completions, _elem10)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -8531,8 +9159,8 @@ func (p *TCompleteBatch) Equals(other *TCompleteBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Completions {
-		_src9 := other.Completions[i]
-		if !_tgt.Equals(_src9) {
+		_src11 := other.Completions[i]
+		if !_tgt.Equals(_src11) {
 			return false
 		}
 	}
@@ -9863,11 +10491,11 @@ func (p *TRecordProofBatch) ReadField2(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*TProof, 0, size)
 	p.Proofs = tSlice
 	for i := 0; i < size; i++ {
-		_elem10 := &TProof{}
-		if err := _elem10.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
+		_elem12 := &TProof{}
+		if err := _elem12.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
 		}
-		p.Proofs = append(p.Proofs, _elem10)
+		p.Proofs = append(p.Proofs, _elem12)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -9943,8 +10571,8 @@ func (p *TRecordProofBatch) Equals(other *TRecordProofBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Proofs {
-		_src11 := other.Proofs[i]
-		if !_tgt.Equals(_src11) {
+		_src13 := other.Proofs[i]
+		if !_tgt.Equals(_src13) {
 			return false
 		}
 	}
@@ -10283,11 +10911,11 @@ func (p *TReportBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) e
 	tSlice := make([]*TReportItem, 0, size)
 	p.Reports = tSlice
 	for i := 0; i < size; i++ {
-		_elem12 := &TReportItem{}
-		if err := _elem12.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
+		_elem14 := &TReportItem{}
+		if err := _elem14.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
 		}
-		p.Reports = append(p.Reports, _elem12)
+		p.Reports = append(p.Reports, _elem14)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -10363,8 +10991,8 @@ func (p *TReportBatch) Equals(other *TReportBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Reports {
-		_src13 := other.Reports[i]
-		if !_tgt.Equals(_src13) {
+		_src15 := other.Reports[i]
+		if !_tgt.Equals(_src15) {
 			return false
 		}
 	}
@@ -10690,11 +11318,11 @@ func (p *TRefreshBatch) ReadField2(ctx context.Context, iprot thrift.TProtocol) 
 	tSlice := make([]*TRefreshTransition, 0, size)
 	p.Transitions = tSlice
 	for i := 0; i < size; i++ {
-		_elem14 := &TRefreshTransition{}
-		if err := _elem14.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
+		_elem16 := &TRefreshTransition{}
+		if err := _elem16.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem16), err)
 		}
-		p.Transitions = append(p.Transitions, _elem14)
+		p.Transitions = append(p.Transitions, _elem16)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -10770,8 +11398,8 @@ func (p *TRefreshBatch) Equals(other *TRefreshBatch) bool {
 		return false
 	}
 	for i, _tgt := range p.Transitions {
-		_src15 := other.Transitions[i]
-		if !_tgt.Equals(_src15) {
+		_src17 := other.Transitions[i]
+		if !_tgt.Equals(_src17) {
 			return false
 		}
 	}
@@ -11439,13 +12067,13 @@ func (p *TGCCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) err
 	tSlice := make([]int64, 0, size)
 	p.JobIds = tSlice
 	for i := 0; i < size; i++ {
-		var _elem16 int64
+		var _elem18 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_elem16 = v
+			_elem18 = v
 		}
-		p.JobIds = append(p.JobIds, _elem16)
+		p.JobIds = append(p.JobIds, _elem18)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -11540,8 +12168,8 @@ func (p *TGCCommand) Equals(other *TGCCommand) bool {
 		return false
 	}
 	for i, _tgt := range p.JobIds {
-		_src17 := other.JobIds[i]
-		if _tgt != _src17 {
+		_src19 := other.JobIds[i]
+		if _tgt != _src19 {
 			return false
 		}
 	}
@@ -14008,11 +14636,11 @@ func (p *TApplyResponse) ReadField4(ctx context.Context, iprot thrift.TProtocol)
 	tSlice := make([]*TItemResult_, 0, size)
 	p.Items = tSlice
 	for i := 0; i < size; i++ {
-		_elem18 := &TItemResult_{}
-		if err := _elem18.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem18), err)
+		_elem20 := &TItemResult_{}
+		if err := _elem20.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem20), err)
 		}
-		p.Items = append(p.Items, _elem18)
+		p.Items = append(p.Items, _elem20)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -14196,8 +14824,8 @@ func (p *TApplyResponse) Equals(other *TApplyResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Items {
-		_src19 := other.Items[i]
-		if !_tgt.Equals(_src19) {
+		_src21 := other.Items[i]
+		if !_tgt.Equals(_src21) {
 			return false
 		}
 	}
@@ -14727,11 +15355,11 @@ func (p *TSnapshotHeader) ReadField5(ctx context.Context, iprot thrift.TProtocol
 	tSlice := make([]*TOptionValue, 0, size)
 	p.Options = tSlice
 	for i := 0; i < size; i++ {
-		_elem20 := &TOptionValue{}
-		if err := _elem20.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem20), err)
+		_elem22 := &TOptionValue{}
+		if err := _elem22.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem22), err)
 		}
-		p.Options = append(p.Options, _elem20)
+		p.Options = append(p.Options, _elem22)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -14783,11 +15411,11 @@ func (p *TSnapshotHeader) ReadField10(ctx context.Context, iprot thrift.TProtoco
 	tSlice := make([]*TMemberAddress, 0, size)
 	p.MemberAddresses = tSlice
 	for i := 0; i < size; i++ {
-		_elem21 := &TMemberAddress{}
-		if err := _elem21.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem21), err)
+		_elem23 := &TMemberAddress{}
+		if err := _elem23.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem23), err)
 		}
-		p.MemberAddresses = append(p.MemberAddresses, _elem21)
+		p.MemberAddresses = append(p.MemberAddresses, _elem23)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -15047,8 +15675,8 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 		return false
 	}
 	for i, _tgt := range p.Options {
-		_src22 := other.Options[i]
-		if !_tgt.Equals(_src22) {
+		_src24 := other.Options[i]
+		if !_tgt.Equals(_src24) {
 			return false
 		}
 	}
@@ -15088,8 +15716,8 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 		return false
 	}
 	for i, _tgt := range p.MemberAddresses {
-		_src23 := other.MemberAddresses[i]
-		if !_tgt.Equals(_src23) {
+		_src25 := other.MemberAddresses[i]
+		if !_tgt.Equals(_src25) {
 			return false
 		}
 	}

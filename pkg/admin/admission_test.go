@@ -29,7 +29,8 @@ func TestAdmitCreateJournalsTheAdmissionSnapshot(t *testing.T) {
 	want := job.Record{CatalogID: 1, DB: "db", Table: "items", Provider: job.ProviderDirectory, Locator: "/data/lake/db/items.lance",
 		DisplayIndexName: "Vec_Idx", NormalizedIndexName: "vec_idx", MutationType: job.Create, IndexType: job.IndexIVFPQ, Column: "vector",
 		PropertiesJSON: `{"metric":"cosine","num_partitions":4}`, AdmittedDatasetVersion: 7, MutationState: job.Pending,
-		RefreshState: job.RefreshNotRequired, Creator: "operator", CreateTimeMs: 1_700_000_000_000}
+		RefreshState: job.RefreshNotRequired, Creator: "operator", CreateTimeMs: 1_700_000_000_000,
+		AdmitIndex: h.prop.index} // the admission was the last entry
 	got := *rec
 	got.JobID, got.Rev, got.UpdateTimeMs, got.SchemaContract, got.TerminationProof = 0, 0, 0, "", 0
 	if got != want {

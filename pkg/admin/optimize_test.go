@@ -32,7 +32,8 @@ func TestOptimizeAdmitsADatasetScopedJob(t *testing.T) {
 	want := job.Record{JobID: rec.JobID, CatalogID: 1, DB: "db", Table: "items", Provider: job.ProviderDirectory,
 		Locator: "/data/lake/db/items.lance", NormalizedIndexName: job.OptimizeFenceName, MutationType: job.Optimize,
 		AdmittedDatasetVersion: 9, MutationState: job.Pending, RefreshState: job.RefreshNotRequired, Creator: "operator",
-		CreateTimeMs: 1_700_000_000_000, UpdateTimeMs: 1_700_000_000_000, TerminationProof: job.ProofNone}
+		CreateTimeMs: 1_700_000_000_000, UpdateTimeMs: 1_700_000_000_000, TerminationProof: job.ProofNone,
+		AdmitIndex: h.prop.index} // the admission was the last entry
 	if *rec != want {
 		t.Fatalf("record\n got %+v\nwant %+v", rec, &want)
 	}

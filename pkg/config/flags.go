@@ -37,6 +37,7 @@ const (
 	FlagRPCBind            = "rpc-bind"
 	FlagRPCAdvertise       = "rpc-advertise"
 	FlagHTTPBind           = "http-bind"
+	FlagHTTPAPIPlaintext   = "http-api-plaintext"
 	FlagDataDir            = "data-dir"
 	FlagSecretsDir         = "secrets-dir"
 	FlagPeer               = "peer"
@@ -61,7 +62,8 @@ func BindNodeFlags(fs *pflag.FlagSet) *NodeFlags {
 	fs.StringVar(&f.v.RaftAdvertise, FlagRaftAdvertise, "", "raft address other masters dial (default: this node's peer entry)")
 	fs.StringVar(&f.v.RPCBind, FlagRPCBind, "", "Thrift listen address host:port (default: rpc advertise address)")
 	fs.StringVar(&f.v.RPCAdvertise, FlagRPCAdvertise, "", "Thrift address clients and masters dial (default: this node's peer entry)")
-	fs.StringVar(&f.v.HTTPBind, FlagHTTPBind, "", "HTTP listen address for /metrics, /livez and /readyz (default: none)")
+	fs.StringVar(&f.v.HTTPBind, FlagHTTPBind, "", "HTTP listen address for /metrics, /livez, /readyz, the /v1 read API and the /ui console (default: none)")
+	fs.BoolVar(&f.v.HTTPAPIPlaintext, FlagHTTPAPIPlaintext, false, "without tls, serve /v1 and /ui on an http_bind that is not loopback (everyone who reaches it may read them)")
 	fs.StringVar(&f.v.DataDir, FlagDataDir, "", "directory of the raft log, stable store and snapshots")
 	fs.StringVar(&f.v.SecretsDir, FlagSecretsDir, "", "directory of credentials files (one file per credentials reference)")
 	fs.StringArrayVar(&f.peers, FlagPeer, nil, "a cluster member as ID=RAFT_ADDR,RPC_ADDR; repeat for each (replaces the file's peers)")
@@ -101,6 +103,7 @@ func (f *NodeFlags) Apply(n *Node) error {
 	set(FlagRPCBind, &n.RPCBind, &f.v.RPCBind)
 	set(FlagRPCAdvertise, &n.RPCAdvertise, &f.v.RPCAdvertise)
 	set(FlagHTTPBind, &n.HTTPBind, &f.v.HTTPBind)
+	set(FlagHTTPAPIPlaintext, &n.HTTPAPIPlaintext, &f.v.HTTPAPIPlaintext)
 	set(FlagDataDir, &n.DataDir, &f.v.DataDir)
 	set(FlagJoin, &n.Join, &f.v.Join)
 	set(FlagSecretsDir, &n.SecretsDir, &f.v.SecretsDir)

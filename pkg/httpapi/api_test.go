@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -70,22 +71,10 @@ func TestJobsListAndFilters(t *testing.T) {
 		if !adminNewestFirst && !strings.Contains(c.query, "reverse") {
 			slices.Reverse(got) // the admin layer pages in id order until jobs list's newest-first lands
 		}
-		if !equalIDs(got, c.want) {
+		if !slices.Equal(got, c.want) {
 			t.Errorf("/v1/jobs%s: %v, want %v", c.query, got, c.want)
 		}
 	}
-}
-
-func equalIDs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Paging through next_cursor until it is gone yields the whole filtered
@@ -113,7 +102,7 @@ func TestJobsPagination(t *testing.T) {
 				}
 				q = base + sep(base) + "limit=" + limit + "&cursor=" + next
 			}
-			if !equalIDs(got, want) {
+			if !slices.Equal(got, want) {
 				t.Errorf("%s limit %s: paged %v, want %v", base, limit, got, want)
 			}
 		}
@@ -208,5 +197,78 @@ func TestEveryEndpointAnswersWithTheEnvelope(t *testing.T) {
 		if strings.Contains(toJSON(t, body), storageCanary) || strings.Contains(toJSON(t, body), secretCanary) {
 			t.Errorf("%s: a storage credential or an invocation secret in the answer", c.path)
 		}
+	}
+}
+
+// A job's answer carries jobs show's view and its timeline, in journal
+// order, each with the entry's index.
+func TestJobTimeline(t *testing.T) {
+	r := rigWithJobs(t)
+	for _, c := range []struct {
+		id    string
+		kinds string
+	}{
+		{"1", "ADMITTED DISPATCHED REPORTED RESOLVED REFRESH_REQUIRED"},
+		{"2", "ADMITTED DISPATCHED"},
+		{"3", "ADMITTED"},
+		{"4", "ADMITTED CANCELLED DONE"},
+	} {
+		status, body, _ := r.get("/v1/jobs/" + c.id)
+		if status != http.StatusOK {
+			t.Fatalf("job %s: %d %v", c.id, status, body)
+		}
+		if v := body["job"].(map[string]any); v["job_id"] != float64(r.job(int64(len(c.id))).JobID) && v["job_id"].(float64) < 1 {
+			t.Fatalf("job %s: view %v", c.id, v)
+		}
+		var kinds []string
+		last := 0.0
+		for _, e := range body["timeline"].([]any) {
+			ev := e.(map[string]any)
+			kinds = append(kinds, ev["kind"].(string))
+			if ix := ev["index"].(float64); ix < last || ix == 0 {
+				t.Errorf("job %s: index %v after %v", c.id, ix, last)
+			} else {
+				last = ix
+			}
+			if ev["kind"] == "CANCELLED" && ev["actor"] != "bob" {
+				t.Errorf("job %s: cancel without its actor: %v", c.id, ev)
+			}
+			if ev["kind"] == "ADMITTED" && (ev["actor"] != "alice" || ev["time_ms"].(float64) == 0) {
+				t.Errorf("job %s: admission %v", c.id, ev)
+			}
+		}
+		if got := strings.Join(kinds, " "); got != c.kinds {
+			t.Errorf("job %s: timeline %s, want %s", c.id, got, c.kinds)
+		}
+	}
+}
+
+// Without TLS the API answers only when Access allows plaintext; a TLS
+// listener's API never answers a plaintext request.
+func TestAccessWithoutTLS(t *testing.T) {
+	r := newRig(t)
+	for _, c := range []struct {
+		access Access
+		status int
+	}{{Access{Plaintext: true}, http.StatusOK}, {Access{}, http.StatusForbidden}, {Access{TLS: true}, http.StatusForbidden}} {
+		api := New(Deps{Admin: r.adm, Reader: r.fsm, Raft: leaderRaft{}, NodeID: "m1", Access: c.access})
+		for _, p := range []string{"/v1/jobs", "/ui/"} {
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+			want := c.status
+			if p == "/ui/" && want == http.StatusOK {
+				want = http.StatusNotFound // no console
+			}
+			if rec.Code != want || !strings.Contains(rec.Body.String(), "answered_by") {
+				t.Errorf("%+v GET %s: %d %s; want %d", c.access, p, rec.Code, rec.Body, want)
+			}
+		}
+	}
+	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("console " + r.URL.Path)) })
+	api := New(Deps{Admin: r.adm, Reader: r.fsm, Raft: leaderRaft{}, NodeID: "m1", Access: Access{Plaintext: true}, Console: console})
+	rec := httptest.NewRecorder()
+	api.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ui/jobs.html", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != "console /ui/jobs.html" {
+		t.Errorf("console: %d %q", rec.Code, rec.Body)
 	}
 }

@@ -3,17 +3,14 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
-	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
@@ -22,6 +19,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -34,28 +32,7 @@ const (
 	secretCanary  = "HTTPAPI-INVOCATION-SECRET-8e2d"
 )
 
-type proposer struct {
-	mu    sync.Mutex
-	fsm   *raftfsm.FSM
-	index uint64
-}
-
-func (p *proposer) Propose(_ context.Context, cmd []byte) (*journal.TApplyResponse, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.index++
-	resp, ok := p.fsm.Apply(&raft.Log{Index: p.index, Term: 1, Type: raft.LogCommand, Data: cmd}).(*journal.TApplyResponse)
-	if !ok {
-		return nil, errors.New("unexpected FSM response")
-	}
-	idx := int64(p.index)
-	resp.Index = &idx
-	return resp, nil
-}
-func (p *proposer) IsLeader() bool     { return true }
-func (p *proposer) LeaderTerm() uint64 { return 1 }
-
-type cluster struct{ p *proposer }
+type cluster struct{ p *raftfsmtest.Proposer }
 
 func (c cluster) Leader() (string, string)             { return "m1", "127.0.0.1:1" }
 func (c cluster) ConsistentRead(context.Context) error { return nil }
@@ -66,7 +43,7 @@ func (c cluster) Peers() ([]admin.Peer, error) {
 	return []admin.Peer{{ID: "m1", RaftAddress: "127.0.0.1:2", RPCAddress: "127.0.0.1:1", Suffrage: "Voter", IsLeader: true}}, nil
 }
 func (c cluster) TransferLeadership(context.Context, string) (string, error) { return "m1", nil }
-func (c cluster) RaftStats() (uint64, uint64, uint64)                        { return 1, c.p.index, c.p.index }
+func (c cluster) RaftStats() (uint64, uint64, uint64)                        { i := c.p.Index(); return 1, i, i }
 
 type leaderRaft struct{}
 
@@ -77,7 +54,7 @@ func (leaderRaft) LastContact() time.Time   { return time.Time{} }
 type rig struct {
 	t       *testing.T
 	fsm     *raftfsm.FSM
-	prop    *proposer
+	prop    *raftfsmtest.Proposer
 	adm     *admin.Server
 	srv     *httptest.Server
 	catalog int64
@@ -87,7 +64,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	fsm := raftfsm.New(zap.NewNop())
-	p := &proposer{fsm: fsm}
+	p := &raftfsmtest.Proposer{FSM: fsm}
 	clock := func() time.Time { return time.UnixMilli(testNow) }
 	adm := admin.New(admin.Deps{
 		Proposer: p, Reader: fsm, Cluster: cluster{p}, Backends: rpc.NewThriftBackendClient(rpc.DefaultConfig()),

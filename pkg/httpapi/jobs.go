@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
@@ -19,39 +20,34 @@ var jobsParams = []string{"catalog", "db", "table", "state", "mutation_type", "i
 // listJobs is GET /v1/jobs: jobs list's filters and pages, newest first
 // (reverse=true: oldest first), with an opaque cursor.
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
-	req, rd, cancel, err := a.jobsRequest(r)
-	defer cancel()
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	resp, err := a.d.Admin.ListJobs(rd.ctx, req)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	jobs := resp.Jobs
-	if jobs == nil {
-		jobs = []*adminapi.TJobView{}
-	}
-	body := map[string]any{"jobs": jobs}
-	// The admin layer says how to go on in its paging direction; the
-	// cursor carries that direction, so it works with either.
-	switch {
-	case resp.IsSetNextBeforeJobID():
-		body["next_cursor"] = encodeCursor('b', resp.GetNextBeforeJobID())
-	case resp.IsSetNextAfterJobID():
-		body["next_cursor"] = encodeCursor('a', resp.GetNextAfterJobID())
-	}
-	a.reply(w, r, rd, body, resp.GetStaleWarning())
+	a.serve(w, r, jobsParams, func(ctx context.Context, q *query) (map[string]any, string, error) {
+		req, err := a.jobsRequest(q)
+		if err != nil {
+			return nil, "", err
+		}
+		resp, err := a.d.Admin.ListJobs(ctx, req)
+		if err != nil {
+			return nil, "", err
+		}
+		jobs := resp.Jobs
+		if jobs == nil {
+			jobs = []*adminapi.TJobView{}
+		}
+		body := map[string]any{"jobs": jobs}
+		// The admin layer says how to go on in its paging direction; the
+		// cursor carries that direction, so it works with either.
+		switch {
+		case resp.IsSetNextBeforeJobID():
+			body["next_cursor"] = encodeCursor('b', resp.GetNextBeforeJobID())
+		case resp.IsSetNextAfterJobID():
+			body["next_cursor"] = encodeCursor('a', resp.GetNextAfterJobID())
+		}
+		return body, resp.GetStaleWarning(), nil
+	})
 }
 
-func (a *API) jobsRequest(r *http.Request) (*adminapi.TListJobsRequest, read, func(), error) {
-	nop := func() {}
-	q, err := parseQuery(r, jobsParams...)
-	if err != nil {
-		return nil, read{}, nop, err
-	}
+// jobsRequest is the admin request of a jobs query.
+func (a *API) jobsRequest(q *query) (*adminapi.TListJobsRequest, error) {
 	req := &adminapi.TListJobsRequest{}
 	for _, p := range []struct {
 		name string
@@ -64,19 +60,19 @@ func (a *API) jobsRequest(r *http.Request) (*adminapi.TListJobsRequest, read, fu
 	}
 	unresolved, err := q.boolean("unresolved")
 	if err != nil {
-		return nil, read{}, nop, err
+		return nil, err
 	}
 	oldest, err := q.boolean("reverse")
 	if err != nil {
-		return nil, read{}, nop, err
+		return nil, err
 	}
 	limit, err := q.limit("limit", defaultJobsPage, maxJobsPage)
 	if err != nil {
-		return nil, read{}, nop, err
+		return nil, err
 	}
 	since, err := q.since("since", a.d.Clock())
 	if err != nil {
-		return nil, read{}, nop, err
+		return nil, err
 	}
 	l32 := int32(limit)
 	req.Limit = &l32
@@ -92,10 +88,10 @@ func (a *API) jobsRequest(r *http.Request) (*adminapi.TListJobsRequest, read, fu
 	if c := q.str("cursor"); c != "" {
 		dir, id, err := decodeCursor(c)
 		if err != nil {
-			return nil, read{}, nop, err
+			return nil, err
 		}
 		if dir == 'b' && oldest {
-			return nil, read{}, nop, errBadParam("cursor", "this cursor pages newest first; drop reverse=true or start again")
+			return nil, errBadParam("cursor", "this cursor pages newest first; drop reverse=true or start again")
 		}
 		if dir == 'a' {
 			req.AfterJobID = &id
@@ -103,11 +99,7 @@ func (a *API) jobsRequest(r *http.Request) (*adminapi.TListJobsRequest, read, fu
 			req.BeforeJobID = &id
 		}
 	}
-	rd, cancel, err := a.begin(r, q)
-	if err != nil {
-		return nil, read{}, cancel, err
-	}
-	return req, rd, cancel, nil
+	return req, nil
 }
 
 // Event is one transition of a job's timeline as the API shows it.
@@ -121,36 +113,26 @@ type Event struct {
 
 // showJob is GET /v1/jobs/{id}: jobs show's view and the timeline.
 func (a *API) showJob(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
 	id, err := positiveID("id", r.PathValue("id"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	rd, cancel, err := a.begin(r, q)
-	defer cancel()
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	// The timeline is read from the same state the view comes from or a
-	// later one; a job is never changed back, only further along.
-	v, err := a.d.Admin.ShowJob(rd.ctx, id, false)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	stale := v.GetStaleWarning()
-	v.StaleWarning = nil
-	events := []Event{}
-	if rec, ok := a.d.Reader.State().Job(id); ok {
-		for _, t := range job.TimelineOf(rec) {
-			events = append(events, Event{Kind: t.Kind.String(), TimeMs: t.TimeMs, Index: t.Index, Actor: t.Actor, Detail: t.Detail})
+	a.serve(w, r, nil, func(ctx context.Context, _ *query) (map[string]any, string, error) {
+		// The timeline is read from the view's state or a later one: a job
+		// only ever moves further along.
+		v, err := a.d.Admin.ShowJob(ctx, id, false)
+		if err != nil {
+			return nil, "", err
 		}
-	}
-	a.reply(w, r, rd, map[string]any{"job": v, "timeline": events}, stale)
+		stale := v.GetStaleWarning()
+		v.StaleWarning = nil
+		events := []Event{}
+		if rec, ok := a.d.Reader.State().Job(id); ok {
+			for _, t := range job.TimelineOf(rec) {
+				events = append(events, Event{Kind: t.Kind.String(), TimeMs: t.TimeMs, Index: t.Index, Actor: t.Actor, Detail: t.Detail})
+			}
+		}
+		return map[string]any{"job": v, "timeline": events}, stale, nil
+	})
 }

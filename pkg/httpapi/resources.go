@@ -7,10 +7,12 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 )
 
-// simple serves an endpoint without parameters (but consistent): get reads
-// the resource, which goes into the body under key.
-func (a *API) simple(w http.ResponseWriter, r *http.Request, key string, get func(ctx context.Context) (any, error)) {
-	q, err := parseQuery(r)
+// serve runs one read: the parameters checked against accepted, the
+// consistent-read barrier when asked, then fn, whose body goes out with
+// the envelope (and stale, the admin layer's warning, if any).
+func (a *API) serve(w http.ResponseWriter, r *http.Request, accepted []string,
+	fn func(ctx context.Context, q *query) (body map[string]any, stale string, err error)) {
+	q, err := parseQuery(r, accepted...)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -21,23 +23,28 @@ func (a *API) simple(w http.ResponseWriter, r *http.Request, key string, get fun
 		a.fail(w, r, err)
 		return
 	}
-	v, err := get(rd.ctx)
+	body, stale, err := fn(rd.ctx, q)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.reply(w, r, rd, map[string]any{key: v}, "")
+	a.reply(w, r, rd, body, stale)
+}
+
+// simple serves an endpoint without parameters (but consistent): get reads
+// the resource, which goes into the body under key.
+func (a *API) simple(w http.ResponseWriter, r *http.Request, key string, get func(ctx context.Context) (any, error)) {
+	a.serve(w, r, nil, func(ctx context.Context, _ *query) (map[string]any, string, error) {
+		v, err := get(ctx)
+		return map[string]any{key: v}, "", err
+	})
 }
 
 // listCatalogs is GET /v1/catalogs: catalogs list (a credentials
 // reference is a name under the secrets dir, never the file's content).
 func (a *API) listCatalogs(w http.ResponseWriter, r *http.Request) {
 	a.simple(w, r, "catalogs", func(ctx context.Context) (any, error) {
-		cats, err := a.d.Admin.ListCatalogs(ctx)
-		if cats == nil {
-			cats = []*adminapi.TCatalog{}
-		}
-		return cats, err
+		return list(a.d.Admin.ListCatalogs(ctx))
 	})
 }
 
@@ -45,11 +52,7 @@ func (a *API) listCatalogs(w http.ResponseWriter, r *http.Request) {
 // heartbeat view.
 func (a *API) listBackends(w http.ResponseWriter, r *http.Request) {
 	a.simple(w, r, "backends", func(ctx context.Context) (any, error) {
-		bes, err := a.d.Admin.ListBackends(ctx)
-		if bes == nil {
-			bes = []*adminapi.TBackend{}
-		}
-		return bes, err
+		return list(a.d.Admin.ListBackends(ctx))
 	})
 }
 
@@ -66,11 +69,7 @@ func (a *API) showBackend(w http.ResponseWriter, r *http.Request) {
 // listOptions is GET /v1/options: config list.
 func (a *API) listOptions(w http.ResponseWriter, r *http.Request) {
 	a.simple(w, r, "options", func(ctx context.Context) (any, error) {
-		opts, err := a.d.Admin.ListOptions(ctx)
-		if opts == nil {
-			opts = []*adminapi.TOption{}
-		}
-		return opts, err
+		return list(a.d.Admin.ListOptions(ctx))
 	})
 }
 
@@ -94,4 +93,12 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 		}
 		return resp, err
 	})
+}
+
+// list answers a list as a JSON array, never null.
+func list[T any](xs []T, err error) (any, error) {
+	if xs == nil {
+		xs = []T{}
+	}
+	return xs, err
 }

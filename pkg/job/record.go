@@ -86,10 +86,10 @@ type Record struct {
 	OptimizedIndexes     string
 
 	// AdmitIndex is the journal index of the admission entry (0: admitted
-	// before it was recorded); Timeline the transitions since (nil until
-	// the first), bounded by MaxTimeline (timeline.go).
+	// before it was recorded); Timeline the transitions since, encoded
+	// ("" until the first), bounded by MaxTimeline (timeline.go).
 	AdmitIndex uint64
-	Timeline   *Timeline
+	Timeline   string
 }
 
 // Resources is what a build cost, as the backend's supervisor measured it
@@ -117,9 +117,8 @@ const (
 	MaxJobLogBytes  = 256 << 10
 )
 
-// Clone returns a copy to transition. Record holds no reference types but
-// Timeline, which is replaced and never changed, so a shallow copy is as
-// good as a deep one.
+// Clone returns a copy to transition. Record holds no reference types, so a
+// shallow copy is a deep copy.
 func (r *Record) Clone() *Record {
 	c := *r
 	return &c

@@ -1,6 +1,9 @@
 package job
 
-import "strconv"
+import (
+	"encoding/binary"
+	"strconv"
+)
 
 // A job's timeline: its transitions in journal order, each with the
 // command's master clock, the actor where there is one and the journal
@@ -59,10 +62,6 @@ func TransitionKinds() []TransitionKind {
 	return out
 }
 
-// Timeline is what a record keeps of its transitions after admission.
-// Published records share it: it is replaced, never changed.
-type Timeline struct{ Transitions []Transition }
-
 // Transition is one entry of a timeline.
 type Transition struct {
 	Kind   TransitionKind
@@ -77,21 +76,29 @@ type Transition struct {
 // then the oldest transition.
 const MaxTimeline = 32
 
-// AppendTimeline returns tl with add appended, bounded by MaxTimeline. It
-// never changes tl's backing array: published records share it.
-func AppendTimeline(tl []Transition, add ...Transition) []Transition {
+// AppendTimeline returns the encoded timeline tl with add appended, bounded
+// by MaxTimeline.
+func AppendTimeline(tl string, add ...Transition) string {
 	if len(add) == 0 {
 		return tl
 	}
-	out := make([]Transition, 0, min(len(tl)+len(add), MaxTimeline))
-	out = append(out, tl...)
+	out := DecodeTimeline(tl)
 	for _, a := range add {
 		if len(out) == MaxTimeline {
 			out = dropOne(out)
 		}
 		out = append(out, a)
 	}
-	return out
+	return EncodeTimeline(out)
+}
+
+// BoundTimeline drops from tl, in place, what is past MaxTimeline (as
+// AppendTimeline would have).
+func BoundTimeline(tl []Transition) []Transition {
+	for len(tl) > MaxTimeline {
+		tl = dropOne(tl)
+	}
+	return tl
 }
 
 func dropOne(tl []Transition) []Transition {
@@ -105,13 +112,87 @@ func dropOne(tl []Transition) []Transition {
 	return append(tl[:drop], tl[drop+1:]...)
 }
 
+// A record keeps its timeline encoded in a string, as it keeps OPTIMIZE's
+// result: the record stays a value without references (Clone, ==), and a
+// job that was only admitted carries nothing. Per transition: kind, time,
+// index, then actor and detail, each as a varint length and its bytes.
+
+// EncodeTimeline is tl's canonical form ("" for none).
+func EncodeTimeline(tl []Transition) string {
+	if len(tl) == 0 {
+		return ""
+	}
+	b := make([]byte, 0, 24*len(tl))
+	for _, e := range tl {
+		b = binary.AppendUvarint(b, uint64(uint32(e.Kind)))
+		b = binary.AppendVarint(b, e.TimeMs)
+		b = binary.AppendUvarint(b, e.Index)
+		b = binary.AppendUvarint(b, uint64(len(e.Actor)))
+		b = append(b, e.Actor...)
+		b = binary.AppendUvarint(b, uint64(len(e.Detail)))
+		b = append(b, e.Detail...)
+	}
+	return string(b)
+}
+
+// DecodeTimeline reads EncodeTimeline's form; what does not parse ends the
+// list (it is shown, never evidence).
+func DecodeTimeline(s string) []Transition {
+	if s == "" {
+		return nil
+	}
+	b := []byte(s)
+	var out []Transition
+	for len(b) > 0 {
+		var e Transition
+		var ok bool
+		var k uint64
+		if k, b, ok = uvarint(b); !ok {
+			break
+		}
+		e.Kind = TransitionKind(int32(uint32(k)))
+		t, n := binary.Varint(b)
+		if n <= 0 {
+			break
+		}
+		e.TimeMs, b = t, b[n:]
+		if e.Index, b, ok = uvarint(b); !ok {
+			break
+		}
+		if e.Actor, b, ok = lenString(b); !ok {
+			break
+		}
+		if e.Detail, b, ok = lenString(b); !ok {
+			break
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func uvarint(b []byte) (uint64, []byte, bool) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, b, false
+	}
+	return v, b[n:], true
+}
+
+func lenString(b []byte) (string, []byte, bool) {
+	l, b, ok := uvarint(b)
+	if !ok || l > uint64(len(b)) {
+		return "", b, false
+	}
+	return string(b[:l]), b[l:], true
+}
+
 // TimelineOf is r's timeline as shown: ADMITTED (derived from the record),
 // then what was journaled. A record journaled before timelines existed has
 // none: what it has is derived from its fields (index 0, not recorded).
 func TimelineOf(r *Record) []Transition {
 	out := []Transition{{Kind: TransitionAdmitted, TimeMs: r.CreateTimeMs, Index: r.AdmitIndex, Actor: r.Creator}}
-	if r.Timeline != nil {
-		return append(out, r.Timeline.Transitions...)
+	if r.Timeline != "" {
+		return append(out, DecodeTimeline(r.Timeline)...)
 	}
 	if r.AdmitIndex != 0 {
 		return out // admitted since timelines exist: nothing else happened yet

@@ -203,6 +203,17 @@ func TestKubernetesManifests(t *testing.T) {
 		if c.StartupProbe == nil || c.LivenessProbe == nil || c.ReadinessProbe == nil {
 			t.Errorf("%s: a startup, liveness and readiness probe are all needed", name)
 		}
+		// Under mutual TLS a master's HTTP listener serves TLS; a backend's
+		// stays plain HTTP.
+		scheme := corev1.URISchemeHTTP
+		if pod.Labels["app.kubernetes.io/component"] == "master" {
+			scheme = corev1.URISchemeHTTPS
+		}
+		for _, p := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+			if p != nil && (p.HTTPGet == nil || p.HTTPGet.Scheme != scheme && (scheme != corev1.URISchemeHTTP || p.HTTPGet.Scheme != "")) {
+				t.Errorf("%s: a probe is not an HTTP GET with scheme %s", name, scheme)
+			}
+		}
 		paths := tlsPaths(t, o, pod)
 		for _, p := range paths {
 			if p == "" {
@@ -308,9 +319,19 @@ func TestKubernetesServiceMonitor(t *testing.T) {
 				MatchNames []string `yaml:"matchNames"`
 			} `yaml:"namespaceSelector"`
 			Endpoints []struct {
-				Port     string `yaml:"port"`
-				Path     string `yaml:"path"`
-				Interval string `yaml:"interval"`
+				Port      string `yaml:"port"`
+				Path      string `yaml:"path"`
+				Interval  string `yaml:"interval"`
+				Scheme    string `yaml:"scheme"`
+				TLSConfig *struct {
+					CA struct {
+						Secret struct {
+							Name string `yaml:"name"`
+							Key  string `yaml:"key"`
+						} `yaml:"secret"`
+					} `yaml:"ca"`
+					ServerName string `yaml:"serverName"`
+				} `yaml:"tlsConfig"`
 			} `yaml:"endpoints"`
 		} `yaml:"spec"`
 	}
@@ -329,13 +350,29 @@ func TestKubernetesServiceMonitor(t *testing.T) {
 		if !match {
 			continue
 		}
+		// Each Service is scraped by the endpoints naming a port it has:
+		// the masters' (mutual TLS: their listener serves TLS) over https
+		// with the cluster CA and a name their certificates carry, the
+		// backends' over http.
+		master := s.Labels["app.kubernetes.io/component"] == "master"
+		n := 0
 		for _, ep := range sm.Spec.Endpoints {
-			if !slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }) {
-				t.Errorf("service %s has no port %q to scrape", s.Name, ep.Port)
-			}
 			if ep.Path != "/metrics" {
 				t.Errorf("endpoint path %q, want /metrics", ep.Path)
 			}
+			if !slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }) {
+				continue
+			}
+			n++
+			tlsOK := ep.Scheme == "https" && ep.TLSConfig != nil && ep.TLSConfig.CA.Secret.Name == "lancemaster-master-tls" &&
+				ep.TLSConfig.CA.Secret.Key == "ca.crt" && ep.TLSConfig.ServerName != ""
+			if master != tlsOK {
+				t.Errorf("service %s (master %v) is scraped by port %s with scheme %q: the masters need https with the CA, the backends http",
+					s.Name, master, ep.Port, ep.Scheme)
+			}
+		}
+		if n == 0 {
+			t.Errorf("no endpoint scrapes a port of service %s", s.Name)
 		}
 		scraped[s.Labels["app.kubernetes.io/component"]] = true
 		if s.Spec.ClusterIP != corev1.ClusterIPNone && strings.HasPrefix(s.Name, "lancemaster-master") {

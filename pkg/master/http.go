@@ -90,18 +90,16 @@ func startHTTP(h httpListener, mm *masterMetrics, r raftView, fsm raftfsm.Reader
 		h.maxLag = DefaultReadyMaxApplyLag
 	}
 	o := metrics.Options{Addr: h.addr, Gatherer: mm.reg, Ready: readyChecks(r, fsm, h.maxLag), Logger: h.log}
+	access, warn := httpAccess(h.addr, h.plaintext, h.certs)
+	h.api.Access = access
 	switch {
 	case h.certs != nil:
 		o.TLS = clientCertIfGiven(h.certs.ServerConfig())
-		h.api.Access = httpapi.Access{TLS: true}
-	case loopback(h.addr):
-		h.api.Access = httpapi.Access{Plaintext: true}
-	case h.plaintext:
-		h.api.Access = httpapi.Access{Plaintext: true}
+	case warn:
 		h.log.Warn("http: no mutual TLS: every caller may read the /v1 API and the console (plaintext is for loopback demos only)",
 			zap.String("addr", h.addr))
-	default:
-		h.log.Info("http: /v1 and /ui answer 403 on this plaintext non-loopback listener (http_api_plaintext opts in)",
+	case !access.Plaintext:
+		h.log.Info("http: /v1 and /ui answer 403 on this plaintext listener, which is not loopback (http_api_plaintext opts in)",
 			zap.String("addr", h.addr))
 	}
 	api := httpapi.New(h.api)
@@ -110,6 +108,21 @@ func startHTTP(h httpListener, mm *masterMetrics, r raftView, fsm raftfsm.Reader
 		o.Mounts[p] = api
 	}
 	return metrics.Listen(o)
+}
+
+// httpAccess is who the API answers on a listener at addr: with
+// certificates, operator certificates; without, everyone on loopback, or
+// anywhere when the operator opted in (plaintext), which warns.
+func httpAccess(addr string, plaintext bool, c *rpc.Certs) (a httpapi.Access, warn bool) {
+	switch {
+	case c != nil:
+		return httpapi.Access{TLS: true}, false
+	case loopback(addr):
+		return httpapi.Access{Plaintext: true}, false
+	case plaintext:
+		return httpapi.Access{Plaintext: true}, true
+	}
+	return httpapi.Access{}, false
 }
 
 // clientCertIfGiven is a listener's TLS configuration that verifies a

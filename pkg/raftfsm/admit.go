@@ -97,6 +97,7 @@ func admit(t *tx, tj *journal.TJobRecord, rules int32) (*journal.TApplyResponse,
 	}
 	t.m.lastJobID++
 	r.JobID = t.m.lastJobID
+	r.AdmitIndex = t.index // the timeline's ADMITTED (timeline.go)
 	t.shareStrings(r)
 	if err := t.put(nil, r); err != nil {
 		return nil, err

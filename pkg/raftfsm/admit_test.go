@@ -29,6 +29,7 @@ func TestAdmitAllocatesAndOwnsFields(t *testing.T) {
 	want := newJob(cat, testRoot, "db", "t", "Idx_A", job.Create)
 	want.JobID, want.CreateTimeMs, want.UpdateTimeMs = 1, 1234, 1234
 	want.MutationState, want.RefreshState, want.TerminationProof = job.Pending, job.RefreshNotRequired, job.ProofNone
+	want.AdmitIndex = h.index // the admission entry's; no timeline yet
 	if *got != *want {
 		t.Fatalf("admitted record\n got %+v\nwant %+v", got, want)
 	}
@@ -334,6 +335,9 @@ func TestAdmitBatchEqualsSingleAdmits(t *testing.T) {
 		batches := 0
 		for i, entry := range h.log {
 			resp := batched.applyRaw(entry).(*journal.TApplyResponse)
+			// Both journal the same indexes (the timeline records them):
+			// a batch's items all at its entry's index.
+			single.index = batched.index - 1
 			if CommandType(entry[0]) != CmdAdmitBatch {
 				single.applyRaw(entry)
 				continue
@@ -347,6 +351,7 @@ func TestAdmitBatchEqualsSingleAdmits(t *testing.T) {
 				t.Fatalf("entry %d: %d items for %d jobs", i, len(resp.Items), len(c.Jobs))
 			}
 			for k, tj := range c.Jobs {
+				single.index = batched.index - 1
 				one := single.apply(CmdAdmit, &journal.TAdmitCommand{NowMs: c.NowMs, Job: tj})
 				it := resp.Items[k]
 				if it.Code != one.Code || it.GetMessage() != one.GetMessage() || it.GetID() != one.GetID() ||

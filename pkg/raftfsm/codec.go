@@ -107,6 +107,7 @@ type jobWire struct {
 	tp  journal.TTerminationProof
 	rc  journal.TResultCode
 	rr  journal.TCompletionReason
+	ai  int64
 }
 
 // load points w.t at a copy of r. Zero values are left unset (they decode
@@ -171,6 +172,11 @@ func (w *jobWire) load(r *job.Record) *journal.TJobRecord {
 		OptimizedIndexes:       optimizedOfRecord(c.OptimizedIndexes),
 		ResultDatasetVersion:   optInt64(&c.ResultDatasetVersion),
 		ClaimedCreator:         optString(&c.ClaimedCreator),
+		Timeline:               timelineToThrift(c.Timeline),
+	}
+	if c.AdmitIndex != 0 {
+		w.ai = int64(c.AdmitIndex)
+		w.t.AdmitIndex = &w.ai
 	}
 	if c.Resources != (job.Resources{}) {
 		w.t.Resources = ResourcesToThrift(&c.Resources)
@@ -261,6 +267,8 @@ func RecordFromThrift(t *journal.TJobRecord) *job.Record {
 		OptimizedIndexes:       optimizedOfThrift(t.OptimizedIndexes),
 		ResultDatasetVersion:   t.GetResultDatasetVersion(),
 		ClaimedCreator:         t.GetClaimedCreator(),
+		AdmitIndex:             uint64(max(t.GetAdmitIndex(), 0)),
+		Timeline:               timelineOfThrift(t.Timeline),
 	}
 	if t.IsSetMutationState() && validMutationState(job.MutationState(*t.MutationState)) {
 		r.MutationState = job.MutationState(*t.MutationState)

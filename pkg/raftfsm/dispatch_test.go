@@ -31,6 +31,8 @@ func TestMarkRunning(t *testing.T) {
 	want.BackendID, want.ProcessEpoch, want.InvocationID, want.InvocationSecret = be, 42, cmd.InvocationID, testSecret
 	want.DeadlineMs, want.LeaderTerm, want.PossibleLiveOwned, want.DispatchRevision = cmd.DeadlineMs, 3, true, 1
 	want.DispatchTimeMs = 2000 // M1 stamps the batch's now_ms
+	want.Timeline = job.EncodeTimeline([]job.Transition{{Kind: job.TransitionDispatched, TimeMs: 2000, Index: h.index,
+		Detail: "backend " + itoa(be) + ", attempt 1"}})
 	if *got != *want {
 		t.Fatalf("\n got %+v\nwant %+v", got, want)
 	}

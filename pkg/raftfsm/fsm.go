@@ -124,7 +124,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return f.fatal(ct, l.Index, errors.New("unknown command type"))
 	}
 	prev := f.State()
-	t := &tx{tableTxn: prev.t.txn(), m: *prev.m, strs: f.strs}
+	t := &tx{tableTxn: prev.t.txn(), m: *prev.m, strs: f.strs, index: l.Index}
 	resp, err := fn(t, l.Data[1:])
 	if err != nil {
 		// Nothing to undo: the transaction copied every node it changed,
@@ -157,7 +157,8 @@ func (s *State) Preview(cmd []byte) (*journal.TApplyResponse, error) {
 	}
 	// fn decodes the body (an undecodable one is its error). strs: nil, the
 	// FSM's string pool is not shared with other goroutines.
-	return fn(&tx{tableTxn: s.t.txn(), m: *s.m}, cmd[1:])
+	// index: the entry's, were it appended next (the timeline records it).
+	return fn(&tx{tableTxn: s.t.txn(), m: *s.m, index: s.m.appliedIndex + 1}, cmd[1:])
 }
 
 func (f *FSM) publish(t tables, index uint64, m meta) {
@@ -185,6 +186,8 @@ type tx struct {
 	bk   *bookTxn
 	now  int64
 	strs *strPool
+	// index is the entry's journal (Raft) index: job timelines record it.
+	index uint64
 }
 
 // job returns the current record of id, including earlier writes of this entry.
@@ -244,6 +247,7 @@ func (t *tx) transition(old *job.Record, change func(r *job.Record)) error {
 	change(r)
 	r.Rev = old.Rev + 1
 	r.UpdateTimeMs = t.now
+	t.recordTimeline(old, r)
 	return t.put(old, r)
 }
 

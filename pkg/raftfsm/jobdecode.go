@@ -381,6 +381,10 @@ func (r *compactReader) jobRecord(in *interner) *job.Record {
 			rec.ResultDatasetVersion = r.i64()
 		case 54:
 			rec.ClaimedCreator = str()
+		case 55:
+			rec.Timeline = r.timeline()
+		case 56:
+			rec.AdmitIndex = uint64(max(r.i64(), 0))
 		}
 	}
 	if r.err == nil && !haveID {
@@ -466,7 +470,7 @@ var jobFieldTypes = [...]byte{
 	37: ctBinary, 38: ctI64, 39: ctBinary, 40: ctI32, 41: ctBinary, 42: ctBinary,
 	43: ctBinary, 44: ctBinary, 45: ctI64,
 	46: ctBinary, 47: ctStruct, 48: ctBinary, 49: ctI64, 50: ctI64, 51: ctI64,
-	52: ctList, 53: ctI64, 54: ctBinary,
+	52: ctList, 53: ctI64, 54: ctBinary, 55: ctList, 56: ctI64,
 }
 
 // decodeCatalogBytes and decodeBackendBytes decode a struct's byte range

@@ -275,13 +275,8 @@ func optimizeFinished(n *job.Record, p *journal.TProof, msg string) {
 // an element without its name is malformed. The result is the canonical
 // string (optimizedOfThrift).
 func (r *compactReader) optimizedIndexes() string {
-	h := r.byte()
-	n := uint64(h >> 4)
-	if n == 15 {
-		n = r.uvarint()
-	}
-	if h&0x0f != ctStruct || n > uint64(len(r.b)-r.pos) {
-		r.skipN(n, h&0x0f, h&0x0f, false, 0)
+	n, ok := r.structList()
+	if !ok {
 		return ""
 	}
 	l := make([]*journal.TOptimizedIndexRecord, 0, min(n, job.MaxOptimizedIndexes+1))

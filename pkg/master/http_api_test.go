@@ -1,0 +1,275 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/certs"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/httpapi"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+)
+
+// httpGet answers GET url: the status and the raw body.
+func httpGet(t *testing.T, c *http.Client, url string) (int, []byte) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+func decodeObject(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("not a JSON object: %q", b)
+	}
+	return m
+}
+
+// apiJobIDs are the job ids of a /v1/jobs answer, sorted.
+func apiJobIDs(t *testing.T, body map[string]any) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, j := range body["jobs"].([]any) {
+		ids = append(ids, int64(j.(map[string]any)["job_id"].(float64)))
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Three masters over loopback, jobs COMMITTED, RUNNING, PENDING and
+// CANCELLED: every master answers every endpoint, says who it is and what
+// it knows of the leader; a follower's consistent read sees a job admitted
+// through the leader the moment before; a job's view is jobs show's, field
+// for field, with its timeline; and no answer carries the storage
+// credential or an invocation secret.
+func TestHTTPAPIOnThreeMasters(t *testing.T) {
+	creds := config.StaticCredentials{"lake-creds": {"aws_secret_access_key": storageCanary}}
+	c := newCluster3With(t, withHTTP(t, nil), func(int) Options {
+		return Options{Credentials: creds, HeartbeatInterval: 50 * time.Millisecond}
+	})
+	w := newWorker(c)
+	w.logTail = "opening s3 with aws_secret_access_key=" + storageCanary + "\n"
+	l := c.leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	call := func(i int, fn func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error) {
+		t.Helper()
+		if err := c.client(i).Call(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		root, ref := "/data/lake", "lake-creds"
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &ref}); err != nil {
+			return err
+		}
+		if _, err := a.AddBackend(ctx, c.backend.Addr()); err != nil {
+			return err
+		}
+		_, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		return err
+	})
+	c.backend.SetDataset("/data/lake/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+	committed := c.admitIDs(l, "lake", "t", "c", 2)
+	c.waitSettled(l, committed)
+	w.setSuppress(true)
+	running := c.admitIDs(l, "lake", "t", "r", 1)[0]
+	eventually(t, 20*time.Second, "a RUNNING job", func() bool {
+		r, ok := c.masters[l].FSM().State().Job(running)
+		return ok && r.MutationState == job.Running
+	})
+	c.setOptions(l, map[string]string{config.OptDispatcherPaused: "true"})
+	pending := c.admitIDs(l, "lake", "t", "p", 2)
+	call(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		_, err := a.CancelJob(ctx, &adminapi.TCancelRequest{JobID: pending[1]})
+		return err
+	})
+	all := append(append(append([]int64{}, committed...), running), pending...)
+
+	// Every invocation secret the journal holds: none may appear.
+	var secrets []string
+	for _, id := range all {
+		if r, ok := c.masters[l].FSM().State().Job(id); ok && r.InvocationSecret != "" {
+			secrets = append(secrets, r.InvocationSecret)
+		}
+	}
+	if len(secrets) < 3 {
+		t.Fatalf("only %d invocation secrets to look for", len(secrets))
+	}
+	scan := func(where string, b []byte) {
+		t.Helper()
+		for _, s := range append([]string{storageCanary, "/data/lake/db"}, secrets...) {
+			if strings.Contains(string(b), s) {
+				t.Fatalf("%s carries a secret or a locator (%.12s...): %s", where, s, b)
+			}
+		}
+	}
+
+	f := c.follower()
+	for i, m := range c.masters {
+		base := "http://" + m.HTTPAddr()
+		for _, p := range []string{"/v1/jobs", "/v1/jobs?consistent", "/v1/catalogs", "/v1/backends", "/v1/backends/1",
+			"/v1/options", "/v1/members", "/v1/health", "/v1/jobs?state=RUNNING", "/v1/jobs?unresolved=true"} {
+			status, b := httpGet(t, http.DefaultClient, base+p)
+			if status != http.StatusOK {
+				t.Fatalf("m%d %s: %d %s", i+1, p, status, b)
+			}
+			scan("m"+strconv.Itoa(i+1)+" "+p, b)
+			ab := decodeObject(t, b)["answered_by"].(map[string]any)
+			if ab["node_id"] != c.nodes[i].NodeID || ab["is_leader"] != (i == l) || ab["known_leader"] != true ||
+				ab["leader_id"] != c.nodes[l].NodeID {
+				t.Fatalf("m%d %s: answered_by %v", i+1, p, ab)
+			}
+		}
+		_, b := httpGet(t, http.DefaultClient, base+"/v1/jobs?consistent")
+		if got := apiJobIDs(t, decodeObject(t, b)); !slices.Equal(got, all) {
+			t.Fatalf("m%d: jobs %v, want %v", i+1, got, all)
+		}
+		_, b = httpGet(t, http.DefaultClient, base+"/v1/jobs?state=PENDING,CANCELLED")
+		if got := apiJobIDs(t, decodeObject(t, b)); !slices.Equal(got, pending) {
+			t.Fatalf("m%d: pending and cancelled %v, want %v", i+1, got, pending)
+		}
+		for _, id := range all {
+			_, b := httpGet(t, http.DefaultClient, base+"/v1/jobs/"+strconv.FormatInt(id, 10)+"?consistent")
+			scan("job", b)
+		}
+	}
+
+	// A follower's consistent read: the job admitted through the leader
+	// just now is there, without waiting.
+	fresh := c.admitIDs(l, "lake", "t", "f", 1)[0]
+	_, b := httpGet(t, http.DefaultClient, "http://"+c.masters[f].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(fresh, 10)+"?consistent")
+	if body := decodeObject(t, b); body["job"] == nil || body["stale_warning"] != nil {
+		t.Fatalf("follower's consistent read of job %d: %s", fresh, b)
+	}
+
+	// A job's view is jobs show -o json's; its timeline says what happened.
+	var show *adminapi.TJobView
+	call(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
+		show, err = a.ShowJob(ctx, committed[0], true)
+		return err
+	})
+	want, _ := json.Marshal(show)
+	_, b = httpGet(t, http.DefaultClient, "http://"+c.masters[l].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(committed[0], 10))
+	var got struct {
+		Job      json.RawMessage
+		Timeline []httpapi.Event
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Job) != string(want) {
+		t.Fatalf("the job's view\n got %s\nwant %s", got.Job, want)
+	}
+	var kinds []string
+	for _, e := range got.Timeline {
+		kinds = append(kinds, e.Kind)
+	}
+	if k := strings.Join(kinds, " "); !strings.HasPrefix(k, "ADMITTED DISPATCHED ") || !strings.Contains(k, "REPORTED") ||
+		!strings.Contains(k, "RESOLVED") || !strings.HasSuffix(k, "DONE") {
+		t.Fatalf("timeline of a committed job: %s", k)
+	}
+}
+
+// Under mutual TLS the listener serves https: /v1 and /ui answer operator
+// certificates only (403 for a master's, a backend's or none), while
+// /metrics, /livez and /readyz answer a scraper without a certificate.
+func TestHTTPAPIUnderMutualTLS(t *testing.T) {
+	pki := t.TempDir()
+	if _, err := certs.WriteDevCerts(pki, certs.DevOptions{Hosts: []string{"127.0.0.1", "localhost"}, Validity: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster3(t, withHTTP(t, func(n *config.Node) {
+		n.TLS.CA, n.TLS.Cert, n.TLS.Key = certs.DevFiles(pki, certs.RoleMaster)
+	}))
+	l := c.leader()
+	addr := c.masters[l].HTTPAddr()
+	client := func(role certs.Role) *http.Client {
+		cfg := tlsConfig(t, pki, role).Certs.ClientConfig(addr)
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+	noCert := client(certs.RoleOperator)
+	noCert.Transport.(*http.Transport).TLSClientConfig.GetClientCertificate = nil
+	for _, cc := range []struct {
+		who    string
+		c      *http.Client
+		status int
+	}{
+		{"operator", client(certs.RoleOperator), http.StatusOK},
+		{"master", client(certs.RoleMaster), http.StatusForbidden},
+		{"backend", client(certs.RoleBackend), http.StatusForbidden},
+		{"no certificate", noCert, http.StatusForbidden},
+	} {
+		for _, p := range []string{"/v1/jobs", "/v1/health", "/ui/"} {
+			status, b := httpGet(t, cc.c, "https://"+addr+p)
+			want := cc.status
+			if p == "/ui/" && want == http.StatusOK {
+				want = http.StatusNotFound // no console wired in this test
+			}
+			if status != want {
+				t.Fatalf("%s GET %s: %d %s; want %d", cc.who, p, status, b, want)
+			}
+			if status == http.StatusForbidden && !strings.Contains(string(b), "PERMISSION_DENIED") {
+				t.Fatalf("%s GET %s: %s", cc.who, p, b)
+			}
+		}
+		for _, p := range []string{"/livez", "/readyz", "/metrics"} {
+			if status, b := httpGet(t, cc.c, "https://"+addr+p); status != http.StatusOK {
+				t.Fatalf("%s GET %s: %d %s", cc.who, p, status, b)
+			}
+		}
+	}
+	// Plain http to the TLS listener gets no answer from the API.
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/v1/jobs"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plaintext request answered on the TLS listener")
+		}
+	}
+}
+
+// Without TLS the API answers on a loopback listener; elsewhere only when
+// http_api_plaintext opts in, with the RPC server's warning.
+func TestHTTPAccessWithoutTLS(t *testing.T) {
+	for _, c := range []struct {
+		addr      string
+		plaintext bool
+		want      httpapi.Access
+		warns     bool
+	}{
+		{"127.0.0.1:0", false, httpapi.Access{Plaintext: true}, false},
+		{"[::1]:9100", false, httpapi.Access{Plaintext: true}, false},
+		{"localhost:9100", false, httpapi.Access{Plaintext: true}, false},
+		{"0.0.0.0:9100", false, httpapi.Access{}, false},
+		{":9100", false, httpapi.Access{}, false},
+		{"10.0.0.5:9100", false, httpapi.Access{}, false},
+		{"10.0.0.5:9100", true, httpapi.Access{Plaintext: true}, true},
+		{":9100", true, httpapi.Access{Plaintext: true}, true},
+	} {
+		got, warn := httpAccess(c.addr, c.plaintext, nil)
+		if got != c.want || warn != c.warns {
+			t.Errorf("%s plaintext=%v: %+v warn=%v; want %+v warn=%v", c.addr, c.plaintext, got, warn, c.want, c.warns)
+		}
+	}
+	if got, warn := httpAccess("0.0.0.0:9100", true, &rpc.Certs{}); got != (httpapi.Access{TLS: true}) || warn {
+		t.Errorf("with certificates: %+v warn=%v", got, warn)
+	}
+}
