@@ -250,6 +250,9 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 		if i >= len(ans.Timeline) || e.Kind != ans.Timeline[i].Kind || e.Index != ans.Timeline[i].Index {
 			t.Errorf("timeline step %d %+v; the API says %+v", i, e, ans.Timeline)
 		}
+		if e.Index <= 0 {
+			t.Errorf("timeline step %d %+v has no journal index", i, e)
+		}
 		if i > 0 && e.Index < tl[i-1].Index {
 			t.Errorf("timeline out of journal order at step %d: %+v", i, tl)
 		}
