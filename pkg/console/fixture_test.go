@@ -71,7 +71,12 @@ func newFixtureAPI(t *testing.T) *fixtureAPI {
 		job(2, "NOT_COMMITTED", "REQUIRED", "lake", "items", "old_idx", "DROP", "", true),
 		job(1, "CANCELLED", "NOT_REQUIRED", "lake", "items", xssName, "CREATE", "BTREE", false),
 	}
-	jobs[1].BackendID, jobs[1].BuildPhase, jobs[1].HoldsSlot = thrift.Int64Ptr(1), thrift.StringPtr("training"), thrift.BoolPtr(true)
+	for _, j := range jobs {
+		if st := j.GetMutationState(); st != "PENDING" && st != "CANCELLED" {
+			j.BackendID, j.DispatchAttempts = thrift.Int64Ptr(1+j.JobID%2), thrift.Int32Ptr(1)
+		}
+	}
+	jobs[1].BuildPhase, jobs[1].HoldsSlot = thrift.StringPtr("training"), thrift.BoolPtr(true)
 	jobs[4].ForceReleased, jobs[4].ForceActor = thrift.BoolPtr(true), thrift.StringPtr("ops")
 	j3 := jobs[6]
 	j3.BackendID, j3.ProcessEpoch, j3.DispatchRevision = thrift.Int64Ptr(1), thrift.Int64Ptr(1764633000123), thrift.Int64Ptr(2)
