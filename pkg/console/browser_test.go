@@ -181,7 +181,7 @@ func TestConsolePagesAgainstFixtureAPI(t *testing.T) {
 		}
 	}
 	page := consoletest.Eval[string](b, `document.getElementById("job").innerText`)
-	for _, s := range []string{"inv-3-7d2f", "NATIVE_OK", "CHILD_REAPED", "8.4 s", "700.0 MiB (cgroup)", "1764633000123", "lancemaster jobs show 3"} {
+	for _, s := range []string{"inv-3-7d2f", "NATIVE_OK", "CHILD_REAPED", "8.4 s", "700.0 MiB (cgroup)", "training 4.0 s", "writing 2.4 s", "1764633000123", "lancemaster jobs show 3"} {
 		if !strings.Contains(page, s) {
 			t.Errorf("the job page lacks %q", s)
 		}

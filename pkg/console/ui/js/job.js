@@ -68,6 +68,7 @@ function render(ans, head, content) {
   ]));
   const build = card("Build", kv([
     ["phase", text(j.build_phase)],
+    ["phases", phases(ans.timeline || [], state)],
     ["build elapsed", j.build_elapsed_ms !== undefined ? fmtDuration(j.build_elapsed_ms) : "—"],
     ["last progress", j.progress_time_ms ? fmtTime(j.progress_time_ms) : undefined],
     ["started", fmtTime(j.start_time_ms)],
@@ -111,6 +112,19 @@ export function timeline(events) {
         e.detail ? h("div", { class: "ev-detail" }, e.detail) : null)));
   }
   return ol;
+}
+
+// phases: the build phases of the timeline, each with how long it lasted
+// (until the next transition), or "running" for the current one.
+function phases(events, state) {
+  const out = h("span", { class: "phases", id: "phases" });
+  events.forEach((e, i) => {
+    if (e.kind !== "PHASE") return;
+    const next = events.slice(i + 1).find((x) => x.time_ms);
+    const took = next && e.time_ms ? fmtDuration(Math.max(0, next.time_ms - e.time_ms)) : state === "RUNNING" ? "running" : "";
+    out.appendChild(h("span", { class: "phase" }, h("strong", null, e.detail || "?"), took ? " " + took : ""));
+  });
+  return out.childNodes.length ? out : undefined;
 }
 
 function logTail(ans) {
