@@ -25,7 +25,12 @@ let current = null; // { page, route, view, seq }
 let seq = 0;
 let timer = null;
 let answers = [];
-let paused = sessionStorage.getItem("lm.paused") === "1";
+// The pause lasts for the tab (sessionStorage), when the browser keeps it.
+const store = {
+  get() { try { return sessionStorage.getItem("lm.paused"); } catch (e) { return null; } },
+  set(v) { try { sessionStorage.setItem("lm.paused", v); } catch (e) { /* not kept */ } },
+};
+let paused = store.get() === "1";
 
 export function parseRoute(hash) {
   const raw = (hash || "").replace(/^#/, "");
@@ -107,7 +112,7 @@ function route() {
 
 function setPaused(p) {
   paused = p;
-  sessionStorage.setItem("lm.paused", p ? "1" : "0");
+  store.set(p ? "1" : "0");
   pauseBtn.textContent = p ? "Resume" : "Pause";
   pauseBtn.setAttribute("aria-pressed", String(p));
   document.body.classList.toggle("paused", p);
