@@ -187,7 +187,7 @@ func TestConsolePagesAgainstFixtureAPI(t *testing.T) {
 		}
 	}
 	noCanary(t, b, "job 3")
-	b.Screenshot("console-job")
+	b.FullScreenshot("console-job")
 
 	// An UNKNOWN job says what the operator may do, as a command.
 	b.Go("#/jobs/6")

@@ -87,18 +87,21 @@ func newFixtureAPI(t *testing.T) *fixtureAPI {
 	return &fixtureAPI{t: t, jobs: jobs, requests: map[string][]url.Values{}}
 }
 
+// t0 is job 3's admission.
+var t0 = fixtureNow - 7*7*60000
+
 // timeline3 is job 3's timeline, in journal order.
 var timeline3 = []map[string]any{
-	{"kind": "ADMITTED", "time_ms": 1764633780000, "index": 10, "actor": "alice"},
-	{"kind": "DISPATCHED", "time_ms": 1764633780400, "index": 12, "detail": "backend 1, attempt 1"},
-	{"kind": "ACCEPTED", "time_ms": 1764633781000, "index": 13, "detail": "index uuid 0c9e"},
-	{"kind": "PHASE", "time_ms": 1764633782000, "index": 15, "detail": "training"},
-	{"kind": "PHASE", "time_ms": 1764633786000, "index": 17, "detail": "writing"},
-	{"kind": "REPORTED", "time_ms": 1764633788400, "index": 18, "detail": "NATIVE_OK", "secret": canary},
-	{"kind": "SLOT_RELEASED", "time_ms": 1764633788400, "index": 18, "detail": "CHILD_REAPED"},
-	{"kind": "REFRESH_RUNNING", "time_ms": 1764633788600, "index": 19},
-	{"kind": "REFRESH_DONE", "time_ms": 1764633789000, "index": 20},
-	{"kind": "DONE", "time_ms": 1764633789000, "index": 20},
+	{"kind": "ADMITTED", "time_ms": t0 + 0, "index": 10, "actor": "alice"},
+	{"kind": "DISPATCHED", "time_ms": t0 + 400, "index": 12, "detail": "backend 1, attempt 1"},
+	{"kind": "ACCEPTED", "time_ms": t0 + 1000, "index": 13, "detail": "index uuid 0c9e"},
+	{"kind": "PHASE", "time_ms": t0 + 2000, "index": 15, "detail": "training"},
+	{"kind": "PHASE", "time_ms": t0 + 6000, "index": 17, "detail": "writing"},
+	{"kind": "REPORTED", "time_ms": t0 + 8400, "index": 18, "detail": "NATIVE_OK", "secret": canary},
+	{"kind": "SLOT_RELEASED", "time_ms": t0 + 8400, "index": 18, "detail": "CHILD_REAPED"},
+	{"kind": "REFRESH_RUNNING", "time_ms": t0 + 8600, "index": 19},
+	{"kind": "REFRESH_DONE", "time_ms": t0 + 9000, "index": 20},
+	{"kind": "DONE", "time_ms": t0 + 9000, "index": 20},
 }
 
 // with marshals v and adds fields to it.

@@ -344,9 +344,20 @@ func (b *Browser) problemText() string {
 // dir's path.
 func (b *Browser) Screenshot(name string) string {
 	b.t.Helper()
+	return b.screenshot(name, chromedp.CaptureScreenshot())
+}
+
+// FullScreenshot is Screenshot of the whole page, however long.
+func (b *Browser) FullScreenshot(name string) string {
+	b.t.Helper()
+	return b.screenshot(name, chromedp.FullScreenshot(100))
+}
+
+func (b *Browser) screenshot(name string, shot chromedp.Action[[]byte]) string {
+	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
