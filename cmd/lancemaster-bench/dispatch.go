@@ -124,7 +124,9 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 		return nil, nil, fmt.Errorf("dispatch: unpause: %w", err)
 	}
 	if !waitFor(lifeBound, pollEvery, func() bool { return len(l.FSM().State().PendingInIDOrder(1)) == 0 }) {
-		return nil, nil, fmt.Errorf("dispatch: jobs still PENDING %s after the unpause", lifeBound)
+		st := l.FSM().State()
+		return nil, nil, fmt.Errorf("dispatch: %d of %d jobs still PENDING %s after the unpause (%d hold a slot, %d submits received); master log: %v",
+			len(st.PendingInIDOrder(n+1)), n, lifeBound, st.HeldSlots(c.backendID), submitted.Load(), c.logs.snapshot())
 	}
 	run := time.Since(t0)
 	st := l.FSM().State()

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -101,10 +102,38 @@ func goTestBench(ctx context.Context, pkg, pattern, benchtime string, timeout ti
 // childPgid is the process group of the running go test, 0 when none.
 var childPgid atomic.Int64
 
-// killChild ends the running go test and its test binary, if any.
+// children are the process groups of other running children (the etcd
+// members), each its own group.
+var children struct {
+	sync.Mutex
+	pgids map[int]bool
+}
+
+func trackChild(pgid int) {
+	children.Lock()
+	defer children.Unlock()
+	if children.pgids == nil {
+		children.pgids = map[int]bool{}
+	}
+	children.pgids[pgid] = true
+}
+
+func untrackChild(pgid int) {
+	children.Lock()
+	defer children.Unlock()
+	delete(children.pgids, pgid)
+}
+
+// killChild ends the running go test and its test binary, and every
+// tracked child, if any.
 func killChild() {
 	if pg := childPgid.Load(); pg > 0 {
 		syscall.Kill(-int(pg), syscall.SIGKILL)
+	}
+	children.Lock()
+	defer children.Unlock()
+	for pg := range children.pgids {
+		syscall.Kill(-pg, syscall.SIGKILL)
 	}
 }
 

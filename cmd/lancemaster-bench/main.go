@@ -25,6 +25,15 @@
 //	           SIGTERM (leadership transfer) → first dispatch by the new
 //	           leader, median [min–max], against raw kill/transfer → first
 //	           commit with the same timeouts.
+//	etcd       the peer: a three-member etcd 3.7 cluster over loopback with
+//	           default settings (bench/etcd builds it), Put and
+//	           compare-and-swap Txn at c = 64 and 256 over 16 shared gRPC
+//	           connections, interleaved with the admission load points;
+//	           admission is quoted against etcd Txn at the same c.
+//	sustained  the same cluster as dispatch, jobs carried through the whole
+//	           lifecycle (admission → dispatch → report → refresh → DONE)
+//	           at steady state for 60 s, at most 1,024 in flight: jobs/s and
+//	           admission → DONE p50/p99, against raw Apply at c = 64.
 //	fsm        the raftfsm benchmarks (go test -bench, a subprocess): queries
 //	           over 1M retained jobs, snapshot persist/restore, heap per job,
 //	           against a same-run gob snapshot of 1M ~200 B records.
@@ -40,13 +49,13 @@
 // A section's baseline runs whenever the section does: admission runs raw
 // Apply at the same concurrency, dispatch, reports and latency run the raw
 // load points they compare with, failover runs raw failover and transfer,
-// fsm runs the gob snapshot baseline, backend runs every worker bare too.
+// etcd is itself a baseline of admission, fsm runs the gob snapshot baseline, backend runs every worker bare too.
 //
 // Usage (make bench BENCH_ARGS="..." runs the same):
 //
 //	go run ./cmd/lancemaster-bench [-dur 10s] [-quick] [-only raw,admission,...]
 //	    [-c 64,256] [-n 20000] [-lat 200] [-reps 5] [-tmp dir] [-json]
-//	    [-cpuprofile file]
+//	    [-cpuprofile file] [-etcd path]
 //
 // Progress goes to stderr, the table (or -json) to stdout. Everything runs on
 // 127.0.0.1 under one temp dir, removed at the end (also on SIGINT/SIGTERM).
@@ -80,7 +89,7 @@ const (
 	secBackend   = "backend"
 )
 
-var allSections = []string{secRaw, secAdmission, secDispatch, secReports, secLatency, secFailover, secFSM, secBackend}
+var allSections = []string{secRaw, secAdmission, secEtcd, secDispatch, secReports, secLatency, secFailover, secSustained, secFSM, secBackend}
 
 // Load points and sizes of a default run and of a -quick smoke run.
 const (
@@ -112,6 +121,7 @@ type options struct {
 	lifeJobs  int   // jobs of the dispatch and reports sections
 	latN      int   // samples of the latency section
 	reps      int   // repetitions of each failover kind
+	etcdBin   string
 }
 
 func main() {
@@ -187,6 +197,7 @@ func parseFlags() (*options, error) {
 	flag.IntVar(&o.lifeJobs, "n", defaultLifeJobs, fmt.Sprintf("jobs dispatched and reported by dispatch and reports (-quick: %d)", quickLifeJobs))
 	flag.IntVar(&o.latN, "lat", defaultLatencyN, fmt.Sprintf("sequential admissions measured by latency (-quick: %d)", quickLatencyN))
 	flag.IntVar(&o.reps, "reps", defaultFailoverReps, fmt.Sprintf("repetitions of each failover kind (-quick: %d)", quickFailoverReps))
+	flag.StringVar(&o.etcdBin, "etcd", "", "etcd server binary of the etcd section (default: built from bench/etcd on first use)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -287,11 +298,14 @@ func run(o *options) *report {
 		}
 	}()
 
-	if o.only[secRaw] || o.only[secAdmission] {
+	if o.only[secRaw] || o.only[secAdmission] || o.only[secEtcd] {
 		runLoadSections(o, rep)
 	}
 	if o.only[secDispatch] || o.only[secReports] || o.only[secLatency] || o.only[secFailover] {
 		runLifecycleSections(o, rep)
+	}
+	if o.only[secSustained] {
+		runSustainedSection(o, rep)
 	}
 	if o.only[secFSM] {
 		runFSMSection(o, rep)
@@ -303,45 +317,66 @@ func run(o *options) *report {
 	return rep
 }
 
-// runLoadSections interleaves raw and lancemaster load points (raw c=64,
-// admission c=64, raw c=256, ...) so that drift of the shared machine hits
-// both alike. Every load point gets a fresh cluster.
+// runLoadSections interleaves raw, lancemaster and etcd load points (raw
+// c=64, admission c=64, etcd Put and Txn c=64, raw c=256, ...) so that
+// drift of the shared machine hits them alike. Every load point gets a
+// fresh cluster.
 func runLoadSections(o *options, rep *report) {
-	for _, c := range o.conc {
-		t := time.Now()
-		raw, rawErr := runRawApply(o, c)
-		rep.Sections[fmt.Sprintf("raw_c%d", c)] = time.Since(t).Seconds()
-		if rawErr != nil {
-			rep.fail(secRaw, fmt.Errorf("c=%d: %w", c, rawErr))
-		} else {
-			rep.Raw = append(rep.Raw, raw)
-			progress("raw c=%d: %.0f commits/s, p50 %.1f ms, p99 %.1f ms", c, raw.OpsPerS, raw.P50Ms, raw.P99Ms)
-			rep.add(rawRows(raw)...)
+	etcdBin := ""
+	if o.only[secEtcd] {
+		var err error
+		if etcdBin, err = etcdBinary(o); err != nil {
+			rep.fail(secEtcd, err)
 		}
-		if !o.only[secAdmission] {
-			continue
-		}
-		t = time.Now()
-		adm, err := runAdmission(o, c)
-		rep.Sections[fmt.Sprintf("admission_c%d", c)] = time.Since(t).Seconds()
-		if err != nil {
-			rep.fail(secAdmission, fmt.Errorf("c=%d: %w", c, err))
-			continue
-		}
-		rep.Admit = append(rep.Admit, adm)
-		progress("admission c=%d: %.0f admissions/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d elections",
-			c, adm.OpsPerS, adm.P50Ms, adm.P99Ms, adm.Errors, adm.Elections)
-		if adm.Errors > 0 || adm.Elections > 0 {
-			for _, l := range adm.MasterLog {
-				progress("  master log: %s", clip(l, 300))
-			}
-		}
-		var base *loadResult
-		if rawErr == nil {
-			base = &raw
-		}
-		rep.add(admissionRows(adm, base)...)
 	}
+	for _, c := range o.conc {
+		var adm *loadResult
+		if o.only[secRaw] || o.only[secAdmission] {
+			adm = runAdmissionPoint(o, rep, c)
+		}
+		if etcdBin != "" {
+			runEtcdPoints(o, rep, etcdBin, c, adm)
+		}
+	}
+}
+
+// runAdmissionPoint runs raw Apply and, when selected, admission at c; it
+// returns the admission result (nil when it did not run or failed).
+func runAdmissionPoint(o *options, rep *report, c int) *loadResult {
+	t := time.Now()
+	raw, rawErr := runRawApply(o, c)
+	rep.Sections[fmt.Sprintf("raw_c%d", c)] = time.Since(t).Seconds()
+	if rawErr != nil {
+		rep.fail(secRaw, fmt.Errorf("c=%d: %w", c, rawErr))
+	} else {
+		rep.Raw = append(rep.Raw, raw)
+		progress("raw c=%d: %.0f commits/s, p50 %.1f ms, p99 %.1f ms", c, raw.OpsPerS, raw.P50Ms, raw.P99Ms)
+		rep.add(rawRows(raw)...)
+	}
+	if !o.only[secAdmission] {
+		return nil
+	}
+	t = time.Now()
+	adm, err := runAdmission(o, c)
+	rep.Sections[fmt.Sprintf("admission_c%d", c)] = time.Since(t).Seconds()
+	if err != nil {
+		rep.fail(secAdmission, fmt.Errorf("c=%d: %w", c, err))
+		return nil
+	}
+	rep.Admit = append(rep.Admit, adm)
+	progress("admission c=%d: %.0f admissions/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d elections",
+		c, adm.OpsPerS, adm.P50Ms, adm.P99Ms, adm.Errors, adm.Elections)
+	if adm.Errors > 0 || adm.Elections > 0 {
+		for _, l := range adm.MasterLog {
+			progress("  master log: %s", clip(l, 300))
+		}
+	}
+	var base *loadResult
+	if rawErr == nil {
+		base = &raw
+	}
+	rep.add(admissionRows(adm, base)...)
+	return &adm
 }
 
 func rawRows(r loadResult) []row {

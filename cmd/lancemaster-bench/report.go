@@ -38,10 +38,16 @@ func (r row) withRatio() row {
 }
 
 // atLeastRatio: the target is Ratio >= x.
-func (r row) atLeastRatio(x float64) row {
-	r.Target = fmt.Sprintf(">= %g x raw", x)
+func (r row) atLeastRatio(x float64) row { return r.ratioTarget(">=", x, "raw") }
+
+// ratioTarget: the target is Ratio op x, x times the baseline named base.
+func (r row) ratioTarget(op string, x float64, base string) row {
+	r.Target = fmt.Sprintf("%s %g x %s", op, x, base)
 	if r.Ratio != nil {
 		met := *r.Ratio >= x
+		if op == "<=" {
+			met = *r.Ratio <= x
+		}
 		r.Met = &met
 	}
 	return r
@@ -69,22 +75,24 @@ func (r row) atMost(x float64, unit string) row {
 
 // report is everything the run found; -json prints it as is.
 type report struct {
-	Date     string             `json:"date"`
-	Host     hostInfo           `json:"host"`
-	Options  map[string]any     `json:"options"`
-	Rows     []row              `json:"rows"`
-	Raw      []loadResult       `json:"raw_apply,omitempty"`
-	Admit    []loadResult       `json:"admission,omitempty"`
-	RawSnap  *snapResult        `json:"raw_snapshot,omitempty"`
-	RawLife  *rawLifeResult     `json:"raw_lifecycle,omitempty"`
-	Dispatch *dispatchResult    `json:"dispatch,omitempty"`
-	Reports  *reportsResult     `json:"reports,omitempty"`
-	Latency  *latencyResult     `json:"latency,omitempty"`
-	Failover *failoverResult    `json:"failover,omitempty"`
-	FSM      []benchLine        `json:"fsm_benchmarks,omitempty"`
-	Backend  *backendResult     `json:"backend,omitempty"`
-	Errors   []string           `json:"errors,omitempty"`
-	Sections map[string]float64 `json:"section_seconds"`
+	Date     string          `json:"date"`
+	Host     hostInfo        `json:"host"`
+	Options  map[string]any  `json:"options"`
+	Rows     []row           `json:"rows"`
+	Raw      []loadResult    `json:"raw_apply,omitempty"`
+	Admit    []loadResult    `json:"admission,omitempty"`
+	RawSnap  *snapResult     `json:"raw_snapshot,omitempty"`
+	RawLife  *rawLifeResult  `json:"raw_lifecycle,omitempty"`
+	Dispatch *dispatchResult `json:"dispatch,omitempty"`
+	Reports  *reportsResult  `json:"reports,omitempty"`
+	Latency  *latencyResult  `json:"latency,omitempty"`
+	Failover *failoverResult `json:"failover,omitempty"`
+	// Sustained is the whole lifecycle at steady state.
+	Sustained *sustainedResult   `json:"sustained,omitempty"`
+	FSM       []benchLine        `json:"fsm_benchmarks,omitempty"`
+	Backend   *backendResult     `json:"backend,omitempty"`
+	Errors    []string           `json:"errors,omitempty"`
+	Sections  map[string]float64 `json:"section_seconds"`
 }
 
 type hostInfo struct {

@@ -18,14 +18,14 @@ func TestSectionsRun(t *testing.T) {
 	o := &options{
 		dur: 300 * time.Millisecond, warm: 100 * time.Millisecond, quick: true, tmp: t.TempDir(),
 		only: map[string]bool{secRaw: true, secAdmission: true, secDispatch: true, secReports: true,
-			secLatency: true, secFailover: true},
+			secLatency: true, secFailover: true, secSustained: true},
 		conc: []int{4}, lifeJobs: 100, latN: 3, reps: 1, snapN: quickSnapN,
 	}
 	rep := run(o)
 	if len(rep.Errors) > 0 {
 		t.Fatalf("sections failed:\n%s", strings.Join(rep.Errors, "\n"))
 	}
-	for _, sec := range []string{secRaw, secAdmission, secDispatch, secReports, secLatency, secFailover} {
+	for _, sec := range []string{secRaw, secAdmission, secDispatch, secReports, secLatency, secFailover, secSustained} {
 		n := 0
 		for _, r := range rep.Rows {
 			if r.Section == sec && (r.LM != nil || r.Raw != nil) {

@@ -111,9 +111,9 @@ func drainedWord(b *adminapi.TBackend) string {
 
 // lastHeard is LAST HEARD: the latest OK heartbeat, "never" when the
 // leader heartbeats it without one, "-" when the leader was not asked.
-func lastHeard(b *adminapi.TBackend) string {
+func lastHeard(w io.Writer, b *adminapi.TBackend) string {
 	if b.IsSetLastHeardMs() {
-		return timeMs(b.LastHeardMs)
+		return when(w, b.LastHeardMs)
 	}
 	if b.IsSetAlive() {
 		return "never"
@@ -122,14 +122,17 @@ func lastHeard(b *adminapi.TBackend) string {
 }
 
 func printBackend(out io.Writer, b *adminapi.TBackend) error {
-	heard := lastHeard(b)
+	heard := lastHeard(out, b)
+	if b.IsSetLastHeardMs() {
+		heard = whenAgo(out, b.LastHeardMs)
+	}
 	drained := drainedWord(b)
 	if b.IsSetDrainTimeMs() {
 		verb := "drained"
 		if !b.GetDrained() {
 			verb = "undrained"
 		}
-		drained += fmt.Sprintf(" (%s %s by %s)", verb, timeMs(b.DrainTimeMs), str(b.DrainActor))
+		drained += fmt.Sprintf(" (%s %s by %s)", verb, whenAgo(out, b.DrainTimeMs), str(b.DrainActor))
 	}
 	accepting := yesNo(b.Accepting)
 	if r := b.GetNotAcceptingReason(); r != "" && !b.GetAccepting() {
@@ -138,7 +141,7 @@ func printBackend(out io.Writer, b *adminapi.TBackend) error {
 	kvs := [][2]string{
 		{"id", formatInt(b.BackendID)},
 		{"address", b.Address},
-		{"added", timeMs(b.AddTimeMs)},
+		{"added", whenAgo(out, b.AddTimeMs)},
 		{"drained", drained},
 		{"alive", yesNo(b.Alive)},
 		{"dispatchable", yesNo(b.Dispatchable)},
@@ -161,7 +164,7 @@ func printBackend(out io.Writer, b *adminapi.TBackend) error {
 	rows := make([][]string, 0, len(b.Invocations))
 	for _, inv := range b.Invocations {
 		rows = append(rows, []string{formatInt(inv.JobID), str(inv.MutationState), str(inv.MutationType), str(inv.Target),
-			str(inv.IndexName), str(inv.InvocationID), i64(inv.ProcessEpoch), timeMs(inv.DispatchTimeMs), str(inv.BuildPhase)})
+			str(inv.IndexName), str(inv.InvocationID), i64(inv.ProcessEpoch), when(out, inv.DispatchTimeMs), str(inv.BuildPhase)})
 	}
 	return printTable(out, []string{"JOB", "STATE", "MUTATION", "TABLE", "INDEX", "INVOCATION", "EPOCH", "DISPATCHED", "PHASE"}, rows)
 }

@@ -46,15 +46,16 @@ func TestBackendsShow(t *testing.T) {
 	out := mustOK(t)(cli(t, addr, "backends", "show", "10.0.0.21:7301"))
 	for _, want := range []string{
 		"address:       10.0.0.21:7301",
-		"drained:       yes (drained 2023-11-14T22:13:22Z by alice)",
+		"added:         3h25m ago",
+		"drained:       yes (drained 3h24m ago by alice)",
 		"dispatchable:  no",
 		"accepting:     yes",
 		"process epoch: 1700000000000000000",
 		"version:       v0.3.0 (d4eb1c96e706)",
-		"last heard:    2023-11-14T22:13:21Z",
+		"last heard:    3h24m ago",
 		"slots:         1 held of 4",
-		"JOB  STATE    MUTATION  TABLE      INDEX    INVOCATION  EPOCH                DISPATCHED            PHASE",
-		"7    RUNNING  CREATE    lake.db.t  vec_idx  inv-7       1700000000000000000  2023-11-14T22:13:21Z  training",
+		"JOB  STATE    MUTATION  TABLE      INDEX    INVOCATION  EPOCH                DISPATCHED  PHASE",
+		"7    RUNNING  CREATE    lake.db.t  vec_idx  inv-7       1700000000000000000  3h24m       training",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
@@ -75,6 +76,14 @@ func TestBackendsShow(t *testing.T) {
 	}
 	if calls := f.recordedCalls(); len(calls) != 2 || calls[0].req != "10.0.0.21:7301" || calls[1].req != "3" {
 		t.Fatalf("calls %+v", calls)
+	}
+	// --verbose: the exact times.
+	out = mustOK(t)(cli(t, addr, "--verbose", "backends", "show", "3"))
+	for _, want := range []string{"drained:       yes (drained 2023-11-14T22:13:22.000Z by alice)",
+		"last heard:    2023-11-14T22:13:21.000Z", "1700000000000000000  2023-11-14T22:13:21.500Z  training"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--verbose show lacks %q:\n%s", want, out)
+		}
 	}
 }
 

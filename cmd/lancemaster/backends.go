@@ -80,7 +80,7 @@ func newBackendsListCmd(g *globals) *cobra.Command {
 			rows := make([][]string, 0, len(bes))
 			for _, b := range bes {
 				rows = append(rows, []string{
-					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), lastHeard(b), i32(b.HeldSlots), drainedWord(b), str(b.Version),
+					formatInt(b.BackendID), b.Address, yesNo(b.Alive), i64(b.ProcessEpoch), lastHeard(cmd.OutOrStdout(), b), i32(b.HeldSlots), drainedWord(b), str(b.Version),
 				})
 			}
 			return printTable(cmd.OutOrStdout(), []string{"ID", "ADDRESS", "ALIVE", "EPOCH", "LAST HEARD", "HELD SLOTS", "DRAINED", "VERSION"}, rows)
@@ -113,7 +113,7 @@ func newBackendsRemoveCmd(g *globals) *cobra.Command {
 // parseBackendRef accepts a backend's ID or HOST:PORT.
 func parseBackendRef(arg string) (string, error) {
 	ref := strings.TrimSpace(arg)
-	if _, err := strconv.ParseInt(ref, 10, 64); err == nil {
+	if id, err := strconv.ParseInt(ref, 10, 64); err == nil && id > 0 {
 		return ref, nil
 	}
 	if ref, err := parseHostPort(ref); err == nil {

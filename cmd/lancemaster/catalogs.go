@@ -76,6 +76,9 @@ func (f *catalogFlags) fields(c *cobra.Command) (catalogRequestFields, error) {
 		statement:    changed(c, "refresh-statement", f.refreshStatement),
 		refreshCreds: changed(c, "refresh-credentials", f.refreshCredentials),
 	}
+	if err := checkCatalogFlags(r); err != nil {
+		return r, err
+	}
 	if c.Flags().Changed("optimize-unindexed-rows") {
 		if f.optimizeRows < 0 {
 			return r, usagef("--optimize-unindexed-rows must be ≥ 0 (0 switches the policy off)")
@@ -222,7 +225,7 @@ func newCatalogsListCmd(g *globals) *cobra.Command {
 			for _, c := range cats {
 				rows = append(rows, []string{
 					i64(c.CatalogID), c.Name, str(c.Provider), str(c.RootURI), str(c.CredentialsRef),
-					str(c.RefreshKind), refreshTarget(c), optimizePolicy(c), i32(c.UnresolvedJobs), timeMs(c.UpdateTimeMs),
+					str(c.RefreshKind), refreshTarget(c), optimizePolicy(c), i32(c.UnresolvedJobs), when(cmd.OutOrStdout(), c.UpdateTimeMs),
 				})
 			}
 			return printTable(cmd.OutOrStdout(),
@@ -305,7 +308,7 @@ func newCatalogsShowCmd(g *globals) *cobra.Command {
 			}
 			kvs = append(kvs, [2]string{"optimize policy", optimizePolicy(c)},
 				[2]string{"unresolved jobs", i32(c.UnresolvedJobs)},
-				[2]string{"created", timeMs(c.CreateTimeMs)}, [2]string{"updated", timeMs(c.UpdateTimeMs)})
+				[2]string{"created", whenAgo(cmd.OutOrStdout(), c.CreateTimeMs)}, [2]string{"updated", whenAgo(cmd.OutOrStdout(), c.UpdateTimeMs)})
 			return printKeyValues(cmd.OutOrStdout(), kvs)
 		},
 	}

@@ -63,6 +63,7 @@ func TestCatalogsListAndShowMySQL(t *testing.T) {
 		RefreshAddress: thrift.StringPtr("fe1:9030"), RefreshCredentialsRef: thrift.StringPtr("doris-refresh"),
 		RefreshStatement: thrift.StringPtr(""), OptimizeUnindexedRows: thrift.Int64Ptr(5000),
 		OptimizeMinIntervalSecond: thrift.Int64Ptr(3600), UnresolvedJobs: thrift.Int32Ptr(0),
+		CreateTimeMs: thrift.Int64Ptr(1700000000000 - 4*86400_000), UpdateTimeMs: thrift.Int64Ptr(1700000000000),
 	}}}
 	addr := serve(t, f)
 
@@ -77,6 +78,8 @@ func TestCatalogsListAndShowMySQL(t *testing.T) {
 		"refresh statement:   REFRESH TABLE {catalog}.{db}.{table} (default)\n",
 		"refresh credentials: doris-refresh\n",
 		"optimize policy:     > 5000 unindexed rows, every 3600s at most\n",
+		"created:             4d3h ago\n",
+		"updated:             3h25m ago\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)

@@ -27,7 +27,7 @@ func TestGlobalFlagsHaveEnvironmentVariables(t *testing.T) {
 	addr := serve(t, &fakeMaster{})
 	env := map[string]string{envAddress: addr, envOutput: "json", envTimeout: "7s", envAs: "bob"}
 	out := mustOK(t)(runCLI(t, env, "jobs", "list"))
-	if out != "[]\n" {
+	if out != "{\n  \"jobs\": []\n}\n" {
 		t.Errorf("LANCEMASTER_OUTPUT=json: %q", out)
 	}
 	if out := mustOK(t)(runCLI(t, env, "-o", "table", "jobs", "list")); !strings.HasPrefix(out, "ID") {
@@ -45,7 +45,8 @@ func TestYAMLOutputAndNoHeaders(t *testing.T) {
 	f := &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{0: {Jobs: testJobs()}}}
 	addr := serve(t, f)
 	out := mustOK(t)(cli(t, addr, "-o", "yaml", "jobs", "list"))
-	if !strings.HasPrefix(out, "- ") || !strings.Contains(out, "job_id: 1\n") || !strings.Contains(out, "mutation_state: RUNNING\n") {
+	if !strings.HasPrefix(out, "jobs:\n  - ") || !strings.Contains(out, "job_id: 1\n") || !strings.Contains(out, "mutation_state: RUNNING\n") ||
+		!strings.Contains(out, "update_time_ms: 1700000000000\n") {
 		t.Errorf("yaml:\n%s", out)
 	}
 	out = mustOK(t)(cli(t, addr, "--no-headers", "jobs", "list"))

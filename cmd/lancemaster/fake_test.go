@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
 
@@ -25,7 +26,7 @@ type recorded struct {
 type fakeMaster struct {
 	admit    *adminapi.TAdmitResponse
 	logs     *adminapi.TJobLogs
-	pages    map[int64]*adminapi.TListJobsResponse // by after_job_id
+	pages    map[int64]*adminapi.TListJobsResponse // by after_job_id, or before_job_id when set
 	job      *adminapi.TJobView
 	resolve  *adminapi.TResolveResponse
 	catalog  *adminapi.TCatalog
@@ -102,7 +103,11 @@ func (f *fakeMaster) ListJobs(_ context.Context, r *adminapi.TListJobsRequest) (
 	if err := f.record("ListJobs", r); err != nil {
 		return nil, err
 	}
-	if p, ok := f.pages[r.GetAfterJobID()]; ok {
+	cursor := r.GetAfterJobID()
+	if r.IsSetBeforeJobID() {
+		cursor = r.GetBeforeJobID()
+	}
+	if p, ok := f.pages[cursor]; ok {
 		return p, nil
 	}
 	return &adminapi.TListJobsResponse{Jobs: []*adminapi.TJobView{}}, nil
@@ -212,12 +217,17 @@ func deadAddress(t *testing.T) string {
 	return addr
 }
 
-// runCLI runs the CLI in-process with env as its whole environment.
+// testNow is the CLI's clock in tests: 3h25m after the update time of
+// testJobs' first job (2023-11-14T22:13:20Z).
+var testNow = time.UnixMilli(1_700_000_000_000).Add(3*time.Hour + 25*time.Minute)
+
+// runCLI runs the CLI in-process with env as its whole environment, at
+// testNow.
 func runCLI(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	getenv := func(k string) string { return env[k] }
-	code = execute(t.Context(), args, &out, &errb, getenv)
+	code = executeAt(t.Context(), func() time.Time { return testNow }, args, &out, &errb, getenv)
 	return out.String(), errb.String(), code
 }
 

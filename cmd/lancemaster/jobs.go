@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -62,13 +60,20 @@ func newCreateIndexCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			typ, err := checkIndexType(indexType)
+			if err != nil {
+				return err
+			}
+			if err := checkWaitFlags(cmd); err != nil {
+				return err
+			}
 			req := &adminapi.TCreateIndexRequest{
 				Catalog:    catalog,
 				Db:         db,
 				Table:      table,
 				IndexName:  index,
 				Column:     col,
-				IndexType:  strings.ToUpper(strings.TrimSpace(indexType)),
+				IndexType:  typ,
 				Properties: properties,
 				Creator:    g.actor(),
 			}
@@ -118,6 +123,9 @@ func newDropIndexCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkWaitFlags(cmd); err != nil {
+				return err
+			}
 			req := &adminapi.TDropIndexRequest{
 				Catalog: catalog, Db: db, Table: table, IndexName: index, Creator: g.actor(),
 			}
@@ -156,163 +164,6 @@ func (g *globals) printAdmit(cmd *cobra.Command, resp *adminapi.TAdmitResponse) 
 	}
 	_, err := fmt.Fprintf(out, "job %d admitted\n", resp.GetJobID())
 	return err
-}
-
-func newJobsListCmd(g *globals) *cobra.Command {
-	var (
-		catalog, db, table, state string
-		limit                     int32
-		after                     int64
-		all, consistent, restored bool
-		unresolved, watchList     bool
-		interval, total           time.Duration
-	)
-	c := &cobra.Command{
-		Use:   "list",
-		Short: "List jobs in id order",
-		Example: "  lancemaster jobs list --state UNKNOWN --unresolved   # the ones that still need an operator\n" +
-			"  lancemaster jobs list --restored --all    # after an operator snapshot restore\n" +
-			"  lancemaster jobs list --catalog lake --db sales --table items --all -o json",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("limit") && (limit < 1 || limit > maxListLimit) {
-				return usagef("--limit must be between 1 and %d, got %d", maxListLimit, limit)
-			}
-			if after < 0 {
-				return usagef("--after must not be negative, got %d", after)
-			}
-			if restored {
-				if state != "" && !strings.EqualFold(state, "RUNNING") {
-					return usagef("--restored lists RUNNING jobs; it cannot be combined with --state %s", state)
-				}
-				state = "RUNNING"
-			}
-			req := &adminapi.TListJobsRequest{
-				Catalog: optString(catalog),
-				Db:      optString(db),
-				Table:   optString(table),
-				State:   optString(strings.ToUpper(state)),
-			}
-			if limit > 0 {
-				req.Limit = &limit
-			}
-			if consistent {
-				req.Consistent = &consistent
-			}
-			if unresolved {
-				req.Unresolved = &unresolved
-			}
-			// --restored: RUNNING jobs not dispatched in the current term.
-			var term int64
-			if restored {
-				if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-					resp, err := c.ListPeers(ctx)
-					if err == nil && !resp.IsSetTerm() {
-						err = errors.New("the master did not say its raft term")
-					}
-					term = resp.GetTerm()
-					return err
-				}); err != nil {
-					return err
-				}
-			}
-			warned := false
-			startAfter := after
-			fetch := func() ([]*adminapi.TJobView, *int64, error) {
-				after := startAfter
-				jobs := []*adminapi.TJobView{}
-				var next *int64
-				for {
-					if after > 0 {
-						req.AfterJobID = &after
-					}
-					var resp *adminapi.TListJobsResponse
-					if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-						resp, err = c.ListJobs(ctx, req)
-						return err
-					}); err != nil {
-						return nil, nil, err
-					}
-					if w := resp.GetStaleWarning(); w != "" && !warned {
-						fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", sanitize(w))
-						warned = true
-					}
-					for _, j := range resp.GetJobs() {
-						if !restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term {
-							jobs = append(jobs, j)
-						}
-					}
-					next = resp.NextAfterJobID
-					if !all || next == nil {
-						break
-					}
-					if *next <= after {
-						return nil, nil, fmt.Errorf("the master returned a page cursor that does not advance (%d after %d)", *next, after)
-					}
-					after = *next
-				}
-				return jobs, next, nil
-			}
-			if watchList {
-				return g.watchJobList(cmd, fetch, interval, total)
-			}
-			jobs, next, err := fetch()
-			if err != nil {
-				return err
-			}
-			if err := g.printJobs(cmd, jobs); err != nil {
-				return err
-			}
-			if next != nil && !all {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more jobs match: use --all, or --after %d for the next page\n", *next)
-			}
-			return nil
-		},
-	}
-	c.Flags().BoolVar(&watchList, "watch", false, "print the list again whenever it changes, every --interval, until interrupted (or --timeout-total)")
-	c.Flags().DurationVar(&interval, "interval", defaultWatchInterval, "with --watch: time between two polls")
-	c.Flags().DurationVar(&total, "timeout-total", 0, "with --watch: stop after this long; 0 = until interrupted")
-	f := c.Flags()
-	f.StringVar(&catalog, "catalog", "", "only jobs of this catalog")
-	f.StringVar(&db, "db", "", "only jobs of this database")
-	f.StringVar(&table, "table", "", "only jobs of this table")
-	f.StringVar(&state, "state", "", "only jobs in this mutation or refresh state (e.g. UNKNOWN, PENDING, RESOLVING, refresh:FAILED); several, comma-separated, match any")
-	f.BoolVar(&unresolved, "unresolved", false,
-		"only jobs that still hold their fence or need an operator (leaves out force-released UNKNOWN jobs and resolved outcomes)")
-	f.BoolVar(&restored, "restored", false,
-		"only RUNNING jobs dispatched under an earlier leadership than the current raft term (after a snapshot restore: what it brought back as RUNNING)")
-	f.Int32Var(&limit, "limit", 0, fmt.Sprintf("jobs per page, 1..%d (server default 100)", maxListLimit))
-	f.Int64Var(&after, "after", 0, "start after this job id (paging)")
-	f.BoolVar(&all, "all", false, "follow the pages until every matching job is listed")
-	f.BoolVar(&consistent, "consistent", false, "read through the leader instead of the nearest master")
-	return c
-}
-
-func (g *globals) printJobs(cmd *cobra.Command, jobs []*adminapi.TJobView) error {
-	if g.jsonOutput() {
-		return printJSON(cmd.OutOrStdout(), jobs)
-	}
-	rows := make([][]string, 0, len(jobs))
-	for _, j := range jobs {
-		st := str(j.MutationState)
-		if j.GetForceReleased() {
-			st += " (released)"
-		}
-		rows = append(rows, []string{
-			strconv.FormatInt(j.JobID, 10),
-			str(j.Catalog),
-			str(j.Db) + "." + str(j.Table),
-			indexCell(j),
-			str(j.IndexType),
-			str(j.MutationType),
-			st,
-			str(j.RefreshState),
-			i64(j.BackendID),
-			timeMs(j.UpdateTimeMs),
-		})
-	}
-	return printTable(cmd.OutOrStdout(),
-		[]string{"ID", "CATALOG", "DB.TABLE", "INDEX", "TYPE", "MUTATION", "STATE", "REFRESH", "BACKEND", "UPDATED"}, rows)
 }
 
 func newJobsShowCmd(g *globals) *cobra.Command {

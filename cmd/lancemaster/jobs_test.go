@@ -153,7 +153,7 @@ func testJobs() []*adminapi.TJobView {
 			IndexName: thrift.StringPtr("emb_idx"), IndexType: thrift.StringPtr("IVF_PQ"),
 			MutationType: thrift.StringPtr("CREATE"), MutationState: thrift.StringPtr("RUNNING"),
 			RefreshState: thrift.StringPtr("NOT_REQUIRED"), BackendID: thrift.Int64Ptr(3),
-			UpdateTimeMs: thrift.Int64Ptr(1700000000000),
+			CreateTimeMs: thrift.Int64Ptr(1699990000000), UpdateTimeMs: thrift.Int64Ptr(1700000000000),
 		},
 		{
 			JobID: 2, Catalog: thrift.StringPtr("lake"), Db: thrift.StringPtr("sales"), Table: thrift.StringPtr("items"),
@@ -167,27 +167,32 @@ func testJobs() []*adminapi.TJobView {
 func TestJobsListTable(t *testing.T) {
 	t.Parallel()
 	f := &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{
-		0: {Jobs: testJobs(), NextAfterJobID: thrift.Int64Ptr(2)},
+		0: {Jobs: testJobs(), NextBeforeJobID: thrift.Int64Ptr(2)},
 	}}
 	addr := serve(t, f)
 
 	out, errOut, code := cli(t, addr, "jobs", "list", "--catalog", "lake", "--state", "running", "--limit", "2", "--consistent")
 	mustOK(t)(out, errOut, code)
 	want := "" +
-		"ID  CATALOG  DB.TABLE     INDEX    TYPE    MUTATION  STATE               REFRESH       BACKEND  UPDATED\n" +
-		"1   lake     sales.items  emb_idx  IVF_PQ  CREATE    RUNNING             NOT_REQUIRED  3        2023-11-14T22:13:20Z\n" +
-		"2   lake     sales.items  old_idx  -       DROP      UNKNOWN (released)  NOT_REQUIRED  -        -\n"
+		"ID  CATALOG  DB.TABLE     INDEX    TYPE    MUTATION  STATE               REFRESH       BACKEND  AGE    UPDATED\n" +
+		"1   lake     sales.items  emb_idx  IVF_PQ  CREATE    RUNNING             NOT_REQUIRED  3        6h11m  3h25m\n" +
+		"2   lake     sales.items  old_idx  -       DROP      UNKNOWN (released)  NOT_REQUIRED  -        -      -\n"
 	if out != want {
 		t.Errorf("stdout =\n%s\nwant\n%s", out, want)
 	}
-	if !strings.Contains(errOut, "--after 2") {
-		t.Errorf("stderr = %q, want a paging hint", errOut)
+	if errOut != "more jobs match: use --all, or --cursor 2 for the next page\n" {
+		t.Errorf("stderr = %q, want the paging hint", errOut)
 	}
 	req := f.onlyCall(t, "ListJobs").(*adminapi.TListJobsRequest)
 	want2 := &adminapi.TListJobsRequest{Catalog: thrift.StringPtr("lake"), State: thrift.StringPtr("RUNNING"),
-		Limit: thrift.Int32Ptr(2), Consistent: thrift.BoolPtr(true)}
+		Limit: thrift.Int32Ptr(2), Consistent: thrift.BoolPtr(true), OldestFirst: thrift.BoolPtr(false)}
 	if !reflect.DeepEqual(req, want2) {
 		t.Errorf("request = %s", req)
+	}
+	// --verbose: exact times instead of ages.
+	out = mustOK(t)(cli(t, addr, "--verbose", "jobs", "list"))
+	if !strings.Contains(out, "  2023-11-14T19:26:40.000Z  2023-11-14T22:13:20.000Z\n") {
+		t.Errorf("--verbose:\n%s", out)
 	}
 }
 
@@ -195,36 +200,39 @@ func TestJobsListAllFollowsPagesAsJSON(t *testing.T) {
 	t.Parallel()
 	jobs := testJobs()
 	f := &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{
-		0: {Jobs: jobs[:1], NextAfterJobID: thrift.Int64Ptr(1)},
-		1: {Jobs: jobs[1:]},
+		0: {Jobs: jobs[1:], NextBeforeJobID: thrift.Int64Ptr(2)},
+		2: {Jobs: jobs[:1]},
 	}}
 	addr := serve(t, f)
 
 	out := mustOK(t)(cli(t, addr, "-o", "json", "jobs", "list", "--all", "--limit", "1"))
-	var got []map[string]any
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("stdout is not a JSON array: %v\n%s", err, out)
+	var got struct {
+		Jobs       []map[string]any `json:"jobs"`
+		NextCursor *string          `json:"next_cursor"`
 	}
-	if len(got) != 2 || got[0]["job_id"] != 1.0 || got[1]["job_id"] != 2.0 ||
-		got[0]["mutation_state"] != "RUNNING" || got[1]["force_released"] != true {
-		t.Errorf("json = %v", got)
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("stdout is not a JSON object: %v\n%s", err, out)
+	}
+	if len(got.Jobs) != 2 || got.Jobs[0]["job_id"] != 2.0 || got.Jobs[1]["job_id"] != 1.0 || got.NextCursor != nil ||
+		got.Jobs[1]["mutation_state"] != "RUNNING" || got.Jobs[0]["force_released"] != true || got.Jobs[1]["update_time_ms"] != 1700000000000.0 {
+		t.Errorf("json = %s", out)
 	}
 	calls := f.recordedCalls()
 	if len(calls) != 2 {
 		t.Fatalf("calls = %+v, want 2 pages", calls)
 	}
-	if a := calls[0].req.(*adminapi.TListJobsRequest); a.IsSetAfterJobID() {
+	if a := calls[0].req.(*adminapi.TListJobsRequest); a.IsSetAfterJobID() || a.IsSetBeforeJobID() || a.GetOldestFirst() {
 		t.Errorf("first page request = %s", a)
 	}
-	if a := calls[1].req.(*adminapi.TListJobsRequest); a.GetAfterJobID() != 1 || a.GetLimit() != 1 {
+	if a := calls[1].req.(*adminapi.TListJobsRequest); a.GetBeforeJobID() != 2 || a.IsSetAfterJobID() || a.GetLimit() != 1 {
 		t.Errorf("second page request = %s", a)
 	}
 }
 
-func TestJobsListEmptyJSONIsAnArray(t *testing.T) {
+func TestJobsListEmptyJSONIsAnObject(t *testing.T) {
 	t.Parallel()
 	addr := serve(t, &fakeMaster{})
-	if out := mustOK(t)(cli(t, addr, "-o", "json", "jobs", "list")); out != "[]\n" {
+	if out := mustOK(t)(cli(t, addr, "-o", "json", "jobs", "list")); out != "{\n  \"jobs\": []\n}\n" {
 		t.Errorf("stdout = %q", out)
 	}
 }
@@ -353,5 +361,9 @@ func TestJobsListPrintsTheStaleWarningOnStderr(t *testing.T) {
 	mustOK(t)(out, errOut, code)
 	if strings.Count(errOut, "warning: master m2 knows no leader\n") != 1 || strings.Contains(out, "knows no leader") {
 		t.Errorf("stdout = %q, stderr = %q", out, errOut)
+	}
+	// -o json carries it too, as GET /v1/jobs does.
+	if out := mustOK(t)(cli(t, addr, "-o", "json", "jobs", "list")); !strings.Contains(out, `"stale_warning": "master m2 knows no leader"`) {
+		t.Errorf("-o json = %s", out)
 	}
 }

@@ -28,22 +28,49 @@ func newRaftListPeersCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list-peers",
 		Short: "List the Raft peers and the current leader",
-		Args:  cobra.NoArgs,
+		Long: "List the Raft configuration. HEALTH and LAST CONTACT are the leader's replication view; VERSION\n" +
+			"is what each member says it runs (asked as operator raft health does, a 2 s timeout each): \"?\"\n" +
+			"when a member could not be asked.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp *adminapi.TRaftPeersResponse
+			var versions map[string]string
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				resp, err = c.ListPeers(ctx)
-				return err
+				if resp, err = c.ListPeers(ctx); err != nil {
+					return err
+				}
+				if !g.jsonOutput() {
+					versions = memberVersions(ctx, c)
+				}
+				return nil
 			}); err != nil {
 				return err
 			}
-			return printPeers(cmd, g, resp)
+			return printPeers(cmd, g, resp, versions)
 		},
 	}
 }
 
-// printPeers prints a raft configuration (list-peers, add-voter, remove-peer).
-func printPeers(cmd *cobra.Command, g *globals, resp *adminapi.TRaftPeersResponse) error {
+// memberVersions asks the answering master for every member's own status
+// (raftHealth) and keeps their versions; a member that did not answer, or a
+// master that cannot ask (an older one), leaves the map without it.
+func memberVersions(ctx context.Context, c *adminapi.LanceMasterServiceClient) map[string]string {
+	out := map[string]string{}
+	h, err := c.RaftHealth(ctx)
+	if err != nil {
+		return out
+	}
+	for _, m := range h.GetMembers() {
+		if st := m.GetStatus(); m.Reachable && st != nil && st.GetVersion() != "" {
+			out[m.ID] = st.GetVersion()
+		}
+	}
+	return out
+}
+
+// printPeers prints a raft configuration (list-peers, add-voter,
+// remove-peer), with a VERSION column when versions is not nil.
+func printPeers(cmd *cobra.Command, g *globals, resp *adminapi.TRaftPeersResponse, versions map[string]string) error {
 	if resp.Peers == nil {
 		resp.Peers = []*adminapi.TRaftPeer{}
 	}
@@ -63,11 +90,23 @@ func printPeers(cmd *cobra.Command, g *globals, resp *adminapi.TRaftPeersRespons
 		}
 		contact := "-"
 		if p.IsSetLastContactMs() {
-			contact = timeMs(p.LastContactMs)
+			contact = when(out, p.LastContactMs)
 		}
-		rows = append(rows, []string{p.ID, p.RaftAddress, str(p.RPCAddress), str(p.Suffrage), leader, health, contact})
+		row := []string{p.ID, p.RaftAddress, str(p.RPCAddress), str(p.Suffrage), leader, health, contact}
+		if versions != nil {
+			v, ok := versions[p.ID]
+			if !ok {
+				v = "?"
+			}
+			row = append(row, v)
+		}
+		rows = append(rows, row)
 	}
-	if err := printTable(out, []string{"ID", "RAFT ADDRESS", "RPC ADDRESS", "SUFFRAGE", "LEADER", "HEALTH", "LAST CONTACT"}, rows); err != nil {
+	header := []string{"ID", "RAFT ADDRESS", "RPC ADDRESS", "SUFFRAGE", "LEADER", "HEALTH", "LAST CONTACT"}
+	if versions != nil {
+		header = append(header, "VERSION")
+	}
+	if err := printTable(out, header, rows); err != nil {
 		return err
 	}
 	for _, p := range resp.Peers {
@@ -154,6 +193,14 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 			if id == "" || raftAddr == "" {
 				return usagef("ID and RAFT_ADDRESS must not be empty")
 			}
+			if _, err := parseHostPort(raftAddr); err != nil {
+				return usagef("RAFT_ADDRESS: %v", err)
+			}
+			if a := strings.TrimSpace(rpcAddr); cmd.Flags().Changed("rpc-address") {
+				if _, err := parseHostPort(a); err != nil {
+					return usagef("--rpc-address: %v", err)
+				}
+			}
 			req := &adminapi.TAddVoterRequest{ID: id, RaftAddress: raftAddr}
 			if a := strings.TrimSpace(rpcAddr); a != "" {
 				req.RPCAddress = &a
@@ -168,7 +215,7 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			return printPeers(cmd, g, resp)
+			return printPeers(cmd, g, resp, nil)
 		},
 	}
 	c.Flags().StringVar(&rpcAddr, "rpc-address", "", "the new master's RPC address HOST:PORT (journaled: every master learns it)")
@@ -205,7 +252,7 @@ func newRaftRemovePeerCmd(g *globals) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			return printPeers(cmd, g, resp)
+			return printPeers(cmd, g, resp, nil)
 		},
 	}
 	c.Flags().BoolVar(&force, "force", false, "allow removing the leader itself")

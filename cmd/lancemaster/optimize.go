@@ -30,6 +30,9 @@ func newOptimizeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkWaitFlags(cmd); err != nil {
+				return err
+			}
 			req := &adminapi.TOptimizeRequest{Catalog: catalog, Db: db, Table: table, Creator: g.actor()}
 			var resp *adminapi.TAdmitResponse
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {

@@ -49,8 +49,8 @@ func TestJobsListShowsOptimizeWithoutAnIndex(t *testing.T) {
 	addr := serve(t, f)
 	out := mustOK(t)(cli(t, addr, "jobs", "list"))
 	want := "" +
-		"ID  CATALOG  DB.TABLE     INDEX  TYPE  MUTATION  STATE      REFRESH   BACKEND  UPDATED\n" +
-		"5   lake     sales.items  -      -     OPTIMIZE  COMMITTED  REQUIRED  -        -\n"
+		"ID  CATALOG  DB.TABLE     INDEX  TYPE  MUTATION  STATE      REFRESH   BACKEND  AGE  UPDATED\n" +
+		"5   lake     sales.items  -      -     OPTIMIZE  COMMITTED  REQUIRED  -        -    -\n"
 	if out != want {
 		t.Errorf("stdout =\n%s\nwant\n%s", out, want)
 	}

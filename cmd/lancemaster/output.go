@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +22,11 @@ const dash = "-"
 type formatWriter struct {
 	io.Writer
 	yaml, name, noHeaders bool
+	// now is the clock relative times (AGE) are measured against; nil
+	// (a writer the CLI did not set up) prints exact times. verbose
+	// (--verbose) prints exact times too.
+	now     func() time.Time
+	verbose bool
 }
 
 func formatOf(w io.Writer) formatWriter {
@@ -106,9 +112,36 @@ func jsonDoc(v any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
 	var doc any
-	err = json.Unmarshal(b, &doc)
-	return doc, err
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	return integers(doc), nil
+}
+
+// integers turns the JSON numbers of a decoded document into int64 where
+// they are integers (ids, Unix times in ms), float64 otherwise: -o yaml
+// prints 1700000000000, not 1.7e+12.
+func integers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = integers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = integers(x[k])
+		}
+	}
+	return v
 }
 
 // jsonScalar prints JSON numbers as integers when they are.
@@ -211,4 +244,68 @@ func timeMs(p *int64) string {
 // timeMsExact formats a Unix time in milliseconds, in UTC, to the millisecond.
 func timeMsExact(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// when is a time in a table cell: its age, as kubectl prints one (3m,
+// 2h5m, 4d), or with --verbose the exact time to the millisecond.
+func when(w io.Writer, p *int64) string {
+	if p == nil || *p == 0 {
+		return dash
+	}
+	f := formatOf(w)
+	switch {
+	case f.verbose:
+		return timeMsExact(*p)
+	case f.now == nil:
+		return timeMs(p)
+	}
+	return humanAge(f.now().Sub(time.UnixMilli(*p)))
+}
+
+// whenAgo is when for a "key: value" line: "3m ago".
+func whenAgo(w io.Writer, p *int64) string {
+	s := when(w, p)
+	if f := formatOf(w); s == dash || f.verbose || f.now == nil {
+		return s
+	}
+	return s + " ago"
+}
+
+// humanAge is k8s.io/apimachinery's HumanDuration: two units while the
+// first is small, one after; a time ahead of the clock (another machine's
+// clock) is 0s.
+func humanAge(d time.Duration) string {
+	if d < 0 {
+		return "0s"
+	}
+	s := int64(d.Seconds())
+	m, h := s/60, int64(d.Hours())
+	days := h / 24
+	switch {
+	case s < 60*2:
+		return units(s, "s", 0, "")
+	case m < 10:
+		return units(m, "m", s%60, "s")
+	case m < 60*3:
+		return units(m, "m", 0, "")
+	case h < 8:
+		return units(h, "h", m%60, "m")
+	case h < 48:
+		return units(h, "h", 0, "")
+	case h < 24*8:
+		return units(days, "d", h%24, "h")
+	case h < 24*365*2:
+		return units(days, "d", 0, "")
+	case h < 24*365*8:
+		return units(days/365, "y", days%365, "d")
+	}
+	return units(days/365, "y", 0, "")
+}
+
+// units prints a count of one unit and, when not zero, of the next.
+func units(a int64, ua string, b int64, ub string) string {
+	if b == 0 {
+		return strconv.FormatInt(a, 10) + ua
+	}
+	return strconv.FormatInt(a, 10) + ua + strconv.FormatInt(b, 10) + ub
 }

@@ -117,7 +117,7 @@ func newRaftPromoteCmd(g *globals) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			return printPeers(cmd, g, resp)
+			return printPeers(cmd, g, resp, nil)
 		},
 	}
 }

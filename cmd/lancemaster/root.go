@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ const (
 	envTimeout       = "LANCEMASTER_TIMEOUT"
 	envAs            = "LANCEMASTER_AS"
 	envTLSServerName = "LANCEMASTER_TLS_SERVER_NAME"
+	envVerbose       = "LANCEMASTER_VERBOSE"
 	defaultAddress   = "127.0.0.1:7201"
 	defaultTimeout   = 30 * time.Second
 	defaultActor     = "operator"
@@ -51,6 +53,11 @@ type globals struct {
 	timeout   time.Duration
 	as        string
 	noHeaders bool
+	// verbose prints exact times where tables print ages (--verbose).
+	verbose bool
+	// now is the clock of relative times and of --since durations
+	// (time.Now; tests inject one).
+	now func() time.Time
 	// tlsServerName overrides the host the masters' certificates are
 	// checked against (--tls-server-name).
 	tlsServerName string
@@ -119,6 +126,15 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 	}
 	pf.StringVarP(&g.output, "output", "o", output, "output format: table|json|yaml|name (env "+envOutput+")")
 	pf.BoolVar(&g.noHeaders, "no-headers", false, "tables without their header row (for scripts)")
+	verbose := false
+	if v := strings.TrimSpace(getenv(envVerbose)); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil && g.envErr == nil {
+			g.envErr = usagef("%s=%q is not a boolean (true or false)", envVerbose, v)
+		}
+		verbose = b
+	}
+	pf.BoolVar(&g.verbose, "verbose", verbose, "exact times (UTC, to the millisecond) where tables print ages like 3m (env "+envVerbose+")")
 	pf.DurationVar(&g.timeout, "timeout", timeout, "deadline for the whole command, failover included (env "+envTimeout+")")
 	pf.StringVar(&g.as, "as", as, "the name recorded as the job creator or actor ($USER when set); under mutual TLS the certificate's identity is recorded, and this name as a claim beside it")
 	bindTLSFlags(pf, &g.tls, getenv)
@@ -146,7 +162,12 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 // execute runs the CLI and returns the process exit code. It never calls
 // os.Exit, so tests can run it in-process.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	g := &globals{}
+	return executeAt(ctx, time.Now, args, stdout, stderr, getenv)
+}
+
+// executeAt is execute with the clock of relative times and --since.
+func executeAt(ctx context.Context, now func() time.Time, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	g := &globals{now: now}
 	root := newRootCmd(g, getenv)
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -201,7 +222,7 @@ func markRunStart(c *cobra.Command, g *globals, started *bool) {
 				return err
 			}
 			cmd.SetOut(&formatWriter{Writer: cmd.OutOrStdout(), yaml: g.output == outputYAML, name: g.output == outputName,
-				noHeaders: g.noHeaders})
+				noHeaders: g.noHeaders, now: g.now, verbose: g.verbose})
 			return run(cmd, args)
 		}
 	} else if run := c.Run; run != nil {
@@ -268,7 +289,7 @@ func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 // clientOnlyFlags are the global flags only the operator CLI reads: the
 // daemons' help does not list them (the --tls-* flags stay: a daemon takes
 // them as overrides of its configuration file).
-var clientOnlyFlags = []string{"address", "output", "no-headers", "timeout", "as", "tls-server-name"}
+var clientOnlyFlags = []string{"address", "output", "no-headers", "verbose", "timeout", "as", "tls-server-name"}
 
 // hideClientFlags makes c's help leave out the client-only global flags.
 func hideClientFlags(c *cobra.Command) *cobra.Command {

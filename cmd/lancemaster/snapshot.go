@@ -61,6 +61,9 @@ func newSnapshotSaveCmd(g *globals) *cobra.Command {
 				return saveToStdout(cmd, g, force)
 			}
 			path := args[0]
+			if err := checkWritableDir("FILE", path); err != nil {
+				return err
+			}
 			dir := filepath.Dir(path)
 			tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*") // 0600
 			if err != nil {
@@ -146,7 +149,7 @@ func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 			var err error
 			if args[0] == "-" {
 				f, err = spoolStdin(cmd.InOrStdin(), cluster.MaxSnapshotFileSize)
-			} else {
+			} else if err = checkReadable("FILE", args[0]); err == nil {
 				f, err = os.Open(args[0])
 			}
 			if err != nil {
@@ -193,6 +196,9 @@ func newSnapshotInspectCmd(g *globals) *cobra.Command {
 		Example: "  lancemaster operator snapshot inspect /backup/lancemaster-2026-01-31.snap -o json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkReadable("FILE", args[0]); err != nil {
+				return err
+			}
 			f, err := os.Open(args[0])
 			if err != nil {
 				return fmt.Errorf("snapshot inspect: %w", err)

@@ -44,6 +44,9 @@ func (g *globals) applyTLS(cfg *rpc.Config) error {
 	if err := g.tls.Validate(); err != nil {
 		return usagef("%v (--%s, --%s, --%s or %s, %s, %s)", err, flagTLSCA, flagTLSCert, flagTLSKey, envTLSCA, envTLSCert, envTLSKey)
 	}
+	if err := g.checkTLSFiles(); err != nil {
+		return err
+	}
 	// Any role: the masters decide what it may call (an operator's may
 	// call every admin method).
 	c, err := g.tls.Load("", nil)

@@ -46,17 +46,27 @@ func (g *globals) waitAfterAdmit(cmd *cobra.Command, resp *adminapi.TAdmitRespon
 	return true, w.run()
 }
 
+// renderJobs is what printJobs writes to the command's output, with
+// exact times when exact.
+func (g *globals) renderJobs(cmd *cobra.Command, jobs []*adminapi.TJobView, exact bool) (string, error) {
+	out := cmd.OutOrStdout()
+	var b bytes.Buffer
+	fw := formatOf(out)
+	fw.Writer, fw.verbose = &b, fw.verbose || exact
+	cmd.SetOut(&fw)
+	err := g.printJobs(cmd, jobs)
+	cmd.SetOut(out)
+	return b.String(), err
+}
+
 // watchJobList is `jobs list --watch`: the list is fetched every interval
 // and printed again only when it changed (a blank line between two
 // prints), until the command's context ends (an interrupt) or total
 // passes. The first fetch's error ends the command; later ones are warned
 // about and retried on the next tick.
 func (g *globals) watchJobList(cmd *cobra.Command, fetch func() ([]*adminapi.TJobView, *int64, error), interval, total time.Duration) error {
-	if interval <= 0 {
-		return usagef("--interval must be positive, got %s", interval)
-	}
-	if total < 0 {
-		return usagef("--timeout-total must not be negative (0 = until interrupted), got %s", total)
+	if err := checkWatchFlags(interval, total); err != nil {
+		return err
 	}
 	var end <-chan time.Time
 	if total > 0 {
@@ -74,23 +84,24 @@ func (g *globals) watchJobList(cmd *cobra.Command, fetch func() ([]*adminapi.TJo
 		case err != nil:
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s (retrying)\n", oneLine(err.Error()))
 		default:
-			var b bytes.Buffer
-			fw := formatOf(out)
-			fw.Writer = &b
-			cmd.SetOut(&fw)
-			err := g.printJobs(cmd, jobs)
-			cmd.SetOut(out)
+			// The list changed when its exact rendering did: ages (3m)
+			// move on their own.
+			exact, err := g.renderJobs(cmd, jobs, true)
 			if err != nil {
 				return err
 			}
-			if s := b.String(); s != last {
+			if exact != last {
+				s, err := g.renderJobs(cmd, jobs, false)
+				if err != nil {
+					return err
+				}
 				if last != "" {
 					fmt.Fprintln(out)
 				}
 				if _, err := io.WriteString(out, s); err != nil {
 					return err
 				}
-				last = s
+				last = exact
 			}
 		}
 		t := time.NewTimer(interval)

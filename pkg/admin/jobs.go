@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,7 +24,11 @@ const (
 	refreshStatePrefix = "refresh:"
 )
 
-// ListJobs lists jobs in id order, filtered and paged.
+// ListJobs lists jobs, filtered and paged: newest (largest id) first, paged
+// with before_job_id / next_before_job_id; or with oldest_first in id order,
+// paged with after_job_id / next_after_job_id. A request that sets
+// after_job_id without saying oldest_first (an older client paging) is read
+// oldest first, as it always was.
 func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*adminapi.TListJobsResponse, error) {
 	if r == nil {
 		r = &adminapi.TListJobsRequest{}
@@ -40,10 +45,18 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 		return nil, adminError(adminapi.TErrorCode_INVALID, "limit %d is above %d", limit, maxListLimit)
 	}
 	f := raftfsm.JobFilter{DB: r.GetDb(), Table: r.GetTable(), Unresolved: r.GetUnresolved()}
-	for _, field := range []struct{ name, v string }{{"catalog", r.GetCatalog()}, {"db", r.GetDb()}, {"table", r.GetTable()}, {"state", r.GetState()}} {
+	for _, field := range []struct{ name, v string }{{"catalog", r.GetCatalog()}, {"db", r.GetDb()}, {"table", r.GetTable()},
+		{"state", r.GetState()}, {"mutation_type", r.GetMutationType()}, {"index_type", r.GetIndexType()}} {
 		if err := job.CheckBytes(field.name, field.v, job.MaxNameBytes); err != nil {
 			return nil, toAdminError(err)
 		}
+	}
+	oldest, err := listOrder(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := parseTypeFilters(r, &f); err != nil {
+		return nil, err
 	}
 	if name := r.GetCatalog(); name != "" {
 		cat, ok := st.Catalog(name)
@@ -57,7 +70,13 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 			return nil, toAdminError(err)
 		}
 	}
-	recs, more := st.ListJobs(f, r.GetAfterJobID(), limit)
+	var recs []*job.Record
+	var more bool
+	if oldest {
+		recs, more = st.ListJobs(f, r.GetAfterJobID(), limit)
+	} else {
+		recs, more = st.ListJobsNewestFirst(f, r.GetBeforeJobID(), limit)
+	}
 	out := &adminapi.TListJobsResponse{Jobs: make([]*adminapi.TJobView, 0, len(recs))}
 	if w := s.staleWarning(r.GetConsistent()); w != "" {
 		out.StaleWarning = &w
@@ -67,9 +86,65 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 	}
 	if more && len(recs) > 0 {
 		next := recs[len(recs)-1].JobID
-		out.NextAfterJobID = &next
+		if oldest {
+			out.NextAfterJobID = &next
+		} else {
+			out.NextBeforeJobID = &next
+		}
 	}
 	return out, nil
+}
+
+// listOrder decides a list's direction and checks its cursor: after_job_id
+// pages oldest first, before_job_id newest first, never both.
+func listOrder(r *adminapi.TListJobsRequest) (oldest bool, err error) {
+	oldest = r.GetOldestFirst() || !r.IsSetOldestFirst() && r.IsSetAfterJobID()
+	switch {
+	case r.IsSetAfterJobID() && r.IsSetBeforeJobID():
+		return false, adminError(adminapi.TErrorCode_INVALID,
+			"after_job_id and before_job_id cannot be combined: after_job_id pages oldest first, before_job_id newest first")
+	case r.IsSetAfterJobID() && !oldest:
+		return false, adminError(adminapi.TErrorCode_INVALID,
+			"after_job_id pages oldest first; with oldest_first false, page with before_job_id")
+	case r.IsSetBeforeJobID() && oldest:
+		return false, adminError(adminapi.TErrorCode_INVALID,
+			"before_job_id pages newest first; with oldest_first, page with after_job_id")
+	case r.IsSetAfterJobID() && r.GetAfterJobID() < 0:
+		return false, adminError(adminapi.TErrorCode_INVALID, "after_job_id must not be negative, got %d", r.GetAfterJobID())
+	case r.IsSetBeforeJobID() && r.GetBeforeJobID() < 1:
+		return false, adminError(adminapi.TErrorCode_INVALID, "before_job_id must be a job id (1 or more), got %d", r.GetBeforeJobID())
+	case r.GetSinceMs() < 0:
+		return false, adminError(adminapi.TErrorCode_INVALID, "since_ms must not be negative, got %d", r.GetSinceMs())
+	}
+	return oldest, nil
+}
+
+// parseTypeFilters reads since_ms, mutation_type (CREATE, REPLACE — also
+// spelled CREATE_OR_REPLACE —, DROP, OPTIMIZE) and index_type (a supported
+// type), case-insensitively.
+func parseTypeFilters(r *adminapi.TListJobsRequest, f *raftfsm.JobFilter) error {
+	f.SinceMs = r.GetSinceMs()
+	if v := strings.ToUpper(strings.TrimSpace(r.GetMutationType())); v != "" {
+		for _, mt := range []job.MutationType{job.Create, job.Replace, job.Drop, job.Optimize} {
+			if v == mt.String() {
+				f.MutationType = mt
+			}
+		}
+		if v == "CREATE_OR_REPLACE" {
+			f.MutationType = job.Replace
+		}
+		if f.MutationType == 0 {
+			return adminError(adminapi.TErrorCode_INVALID, "unknown mutation_type %s (one of CREATE, REPLACE, DROP, OPTIMIZE)", quote(r.GetMutationType()))
+		}
+	}
+	if v := strings.ToUpper(strings.TrimSpace(r.GetIndexType())); v != "" {
+		if !slices.Contains(job.SupportedIndexTypes, v) {
+			return adminError(adminapi.TErrorCode_INVALID, "unknown index_type %s (one of %s)",
+				quote(r.GetIndexType()), strings.Join(job.SupportedIndexTypes, ", "))
+		}
+		f.IndexType = v
+	}
+	return nil
 }
 
 // parseStateFilter reads one state or several, comma-separated: a mutation

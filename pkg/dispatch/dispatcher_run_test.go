@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,4 +133,32 @@ func TestRunEndCancelsAndWaitsForSends(t *testing.T) {
 		t.Fatal("Run returned before its send did")
 	}
 	<-poolDone
+}
+
+// A backlog larger than the sends one backend may have in flight
+// (SendConcurrency) drains without waiting for the interval: every send
+// that ends makes room, and the round that room allows runs at once. The
+// interval is 10 s and the fake clock never moves, so only wake-ups can
+// dispatch the backlog here.
+func TestRunDrainsABacklogBeyondTheSendBound(t *testing.T) {
+	e := newEnv(t, func(d *Deps) { d.SendConcurrency = 2 })
+	e.addBackend("b1:9060", 1)
+	e.setOption(config.OptMaxDispatchPerRound, "1000")
+	e.setOption(config.OptMaxInflightPerBackend, "1000")
+	ids := e.admit(50)
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	go e.pool.Run(ctx)
+	go e.d.Run(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e.be.submitted()) != len(ids) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs sent\n%s", len(e.be.submitted()), len(ids), e.logText())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, id := range ids {
+		e.wantState(id, job.Running)
+	}
 }

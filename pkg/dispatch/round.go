@@ -42,6 +42,9 @@ func (r *round) dispatchPending() error {
 		return nil
 	}
 	picker := r.newBackendPicker(st, opts.MaxInflightPerBackend).withoutDrained(st)
+	// Once this round's sends have started: a backend it left without room
+	// for another call wakes the dispatcher when one of its calls ends.
+	defer func() { r.work.awaitRoom(picker.callCapped(), r.d.d.SendConcurrency) }()
 	registered := len(st.Backends())
 	prep := &preparer{r: r, st: st, opts: opts, creds: map[string]credsResult{}, cluster: clusterIDOf(st)}
 	var plans []*dispatchPlan
@@ -350,6 +353,18 @@ func (p *backendPicker) withoutDrained(st *raftfsm.State) *backendPicker {
 }
 
 func (p *backendPicker) room(c *backendSlot) bool { return c.load < p.max && c.calls < p.maxCalls }
+
+// callCapped lists the backends with slots to spare but no room for
+// another call (SendConcurrency in flight, this round's counted).
+func (p *backendPicker) callCapped() []int64 {
+	var ids []int64
+	for _, c := range p.cands {
+		if c.load < p.max && c.calls >= p.maxCalls {
+			ids = append(ids, c.id)
+		}
+	}
+	return ids
+}
 
 // pick returns the least loaded backend with room (lowest id on a tie) for
 // rec; full is true when no backend has room at all. A job that was

@@ -47,8 +47,11 @@ type termWork struct {
 	wg          sync.WaitGroup
 
 	mu         sync.Mutex
-	jobs       map[int64]bool  // jobs with a send or resolve in flight
-	perBackend map[int64]int   // calls in flight per backend
+	jobs       map[int64]bool // jobs with a send or resolve in flight
+	perBackend map[int64]int  // calls in flight per backend
+	// starved: backends a round left work for because they had no room for
+	// another call; the end of one of their calls wakes the dispatcher.
+	starved    map[int64]bool
 	lowerEpoch map[int64]int64 // per backend, the lower epoch last warned about
 	// sent remembers, per job, the invocation handed to Submit during this
 	// term. A dispatch of the current term may still be on the wire after
@@ -60,7 +63,7 @@ type termWork struct {
 }
 
 func newTermWork(d *Dispatcher, ctx context.Context, term uint64) *termWork {
-	w := &termWork{d: d, term: term, ctx: ctx, jobs: map[int64]bool{}, perBackend: map[int64]int{},
+	w := &termWork{d: d, term: term, ctx: ctx, jobs: map[int64]bool{}, perBackend: map[int64]int{}, starved: map[int64]bool{},
 		lowerEpoch: map[int64]int64{}, sent: map[int64]string{}, resolveTries: map[int64]int{}}
 	w.completions = groupcommit.New(groupcommit.Config[*journal.TCompletion]{
 		MaxItems: completionBatchItems, MaxFlights: completionFlights,
@@ -141,8 +144,9 @@ func (w *termWork) inflight(backendID int64) int {
 }
 
 // start runs fn on its own goroutine, tracked as a call about jobIDs to
-// backendID. When a backend had reached bound calls in flight, the end of
-// one wakes the dispatcher (work may have waited for that room).
+// backendID. When a backend had reached bound calls in flight, or a round
+// found it without room (awaitRoom), the end of one wakes the dispatcher
+// (work waited for that room).
 func (w *termWork) start(jobIDs []int64, backendID int64, bound int, fn func()) {
 	w.mu.Lock()
 	for _, id := range jobIDs {
@@ -155,7 +159,8 @@ func (w *termWork) start(jobIDs []int64, backendID int64, bound int, fn func()) 
 		defer w.wg.Done()
 		defer func() {
 			w.mu.Lock()
-			full := w.perBackend[backendID] >= bound
+			full := w.perBackend[backendID] >= bound || w.starved[backendID]
+			delete(w.starved, backendID)
 			for _, id := range jobIDs {
 				delete(w.jobs, id)
 			}
@@ -169,6 +174,34 @@ func (w *termWork) start(jobIDs []int64, backendID int64, bound int, fn func()) 
 		}()
 		fn()
 	}()
+}
+
+// awaitRoom is called by a round, after it started its calls, with the
+// backends it found without room for another (bound in flight, its own
+// counted). The round's view is older than the counters: a call may have
+// ended since it looked, and that end did not wake anyone (the backend was
+// not at bound then, or not yet marked). So, under the counters' lock:
+// where room exists now the dispatcher is woken at once; elsewhere the
+// backend is marked starved, and the end of its next call wakes it. No end
+// of a call is missed, so a backlog drains without waiting for the
+// interval, and a backend that stays busy is never polled.
+func (w *termWork) awaitRoom(backendIDs []int64, bound int) {
+	if len(backendIDs) == 0 {
+		return
+	}
+	w.mu.Lock()
+	wake := false
+	for _, id := range backendIDs {
+		if w.perBackend[id] < bound {
+			wake = true
+		} else {
+			w.starved[id] = true
+		}
+	}
+	w.mu.Unlock()
+	if wake {
+		w.d.d.Waker.Wake()
+	}
 }
 
 // complete journals one M2 / M2' / M2″ through the group commit and

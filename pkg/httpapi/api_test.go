@@ -6,13 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
-
-// adminNewestFirst: admin.Server.ListJobs answers newest first (the cli
-// branch); flipped when it is merged.
-const adminNewestFirst = false
 
 // jobIDs are the job_id fields of an answer's jobs, in order.
 func jobIDs(t *testing.T, body map[string]any) []int64 {
@@ -62,15 +59,18 @@ func TestJobsListAndFilters(t *testing.T) {
 		{"?catalog=lake&db=db&table=other&state=CANCELLED", []int64{4}},
 		{"?catalog=nosuch", []int64{}},
 		{"?unresolved=true&table=items", []int64{3, 2, 1}}, // 1: COMMITTED, refresh REQUIRED
+		{"?index_type=BTREE", []int64{4, 2}},
+		{"?mutation_type=CREATE&table=other", []int64{8, 7, 6, 5, 4}},
+		{"?mutation_type=DROP", []int64{}},
+		{"?since=58m", []int64{8, 7, 6, 5, 4, 3}}, // job i was admitted 61-i minutes ago
+		{"?since=" + time.UnixMilli(testNow-3_600_000+5*60_000).UTC().Format(time.RFC3339), []int64{8, 7, 6}},
+		{"?since=30m", []int64{}},
 	} {
 		status, body, _ := r.get("/v1/jobs" + c.query)
 		if status != http.StatusOK {
 			t.Fatalf("%s: %d %v", c.query, status, body)
 		}
 		got := jobIDs(t, body)
-		if !adminNewestFirst && !strings.Contains(c.query, "reverse") {
-			slices.Reverse(got) // the admin layer pages in id order until jobs list's newest-first lands
-		}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("/v1/jobs%s: %v, want %v", c.query, got, c.want)
 		}
@@ -126,11 +126,15 @@ func TestBadParameters(t *testing.T) {
 		{"/v1/jobs?reverse=yes", "reverse"},
 		{"/v1/jobs?since=yesterday", "since"},
 		{"/v1/jobs?cursor=!!", "cursor"},
+		{"/v1/jobs?cursor=0", "cursor"},
 		{"/v1/jobs?state=SLEEPING", "state"},
 		{"/v1/jobs?colour=red", "colour"},
 		{"/v1/jobs?limit=1&limit=2", "limit"},
 		{"/v1/jobs?consistent=perhaps", "consistent"},
 		{"/v1/jobs/abc", "id"},
+		{"/v1/jobs/1/logs?max_bytes=0", "max_bytes"},
+		{"/v1/jobs/1/logs?max_bytes=262145", "max_bytes"},
+		{"/v1/jobs/x/logs", "id"},
 		{"/v1/jobs/0", "id"},
 		{"/v1/backends/x", "id"},
 		{"/v1/catalogs?all=1", "all"},
@@ -148,7 +152,7 @@ func TestBadParameters(t *testing.T) {
 
 func TestNotFoundAndMethods(t *testing.T) {
 	r := rigWithJobs(t)
-	for _, p := range []string{"/v1/jobs/99", "/v1/backends/99", "/v1/nosuch", "/v1/", "/ui/"} {
+	for _, p := range []string{"/v1/jobs/99", "/v1/jobs/99/logs", "/v1/backends/99", "/v1/nosuch", "/v1/", "/ui/"} {
 		status, body, _ := r.get(p)
 		if e, _ := body["error"].(map[string]any); status != http.StatusNotFound || e["code"] != "NOT_FOUND" {
 			t.Errorf("GET %s: %d %v; want 404 NOT_FOUND", p, status, body)
@@ -179,6 +183,7 @@ func TestEveryEndpointAnswersWithTheEnvelope(t *testing.T) {
 	r := rigWithJobs(t)
 	for _, c := range []struct{ path, key string }{
 		{"/v1/jobs", "jobs"}, {"/v1/jobs/1", "job"}, {"/v1/catalogs", "catalogs"}, {"/v1/backends", "backends"},
+		{"/v1/jobs/3/logs", "logs"}, {"/v1/jobs/1/logs?max_bytes=100", "logs"},
 		{"/v1/backends/1", "backend"}, {"/v1/options", "options"}, {"/v1/members", "members"}, {"/v1/health", "health"},
 		{"/v1/jobs?consistent", "jobs"}, {"/v1/jobs/2?consistent=true", "job"},
 	} {

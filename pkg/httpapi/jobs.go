@@ -3,8 +3,10 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/admin"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
@@ -18,7 +20,7 @@ var jobsParams = []string{"catalog", "db", "table", "state", "mutation_type", "i
 	"limit", "cursor", "reverse", "since"}
 
 // listJobs is GET /v1/jobs: jobs list's filters and pages, newest first
-// (reverse=true: oldest first), with an opaque cursor.
+// (reverse=true: oldest first), with jobs list's cursor.
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 	a.serve(w, r, jobsParams, func(ctx context.Context, q *query) (map[string]any, string, error) {
 		req, err := a.jobsRequest(q)
@@ -34,13 +36,12 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 			jobs = []*adminapi.TJobView{}
 		}
 		body := map[string]any{"jobs": jobs}
-		// The admin layer says how to go on in its paging direction; the
-		// cursor carries that direction, so it works with either.
-		switch {
-		case resp.IsSetNextBeforeJobID():
-			body["next_cursor"] = encodeCursor('b', resp.GetNextBeforeJobID())
-		case resp.IsSetNextAfterJobID():
-			body["next_cursor"] = encodeCursor('a', resp.GetNextAfterJobID())
+		// The cursor is jobs list -o json's: the last job id of the page,
+		// continued in the request's direction.
+		if next := resp.NextBeforeJobID; next != nil {
+			body["next_cursor"] = strconv.FormatInt(*next, 10)
+		} else if next := resp.NextAfterJobID; next != nil {
+			body["next_cursor"] = strconv.FormatInt(*next, 10)
 		}
 		return body, resp.GetStaleWarning(), nil
 	})
@@ -86,14 +87,11 @@ func (a *API) jobsRequest(q *query) (*adminapi.TListJobsRequest, error) {
 		req.SinceMs = &since
 	}
 	if c := q.str("cursor"); c != "" {
-		dir, id, err := decodeCursor(c)
-		if err != nil {
-			return nil, err
+		id, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, errBadParam("cursor", "%q is not a cursor: pass the next_cursor of the previous page unchanged (a job id)", c)
 		}
-		if dir == 'b' && oldest {
-			return nil, errBadParam("cursor", "this cursor pages newest first; drop reverse=true or start again")
-		}
-		if dir == 'a' {
+		if oldest {
 			req.AfterJobID = &id
 		} else {
 			req.BeforeJobID = &id
@@ -134,5 +132,27 @@ func (a *API) showJob(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		return map[string]any{"job": v, "timeline": events}, stale, nil
+	})
+}
+
+// jobLogs is GET /v1/jobs/{id}/logs: jobs logs (the redacted worker log,
+// from its backend, else the journal's tail). max_bytes keeps the newest
+// bytes (1..262144; default all the backend keeps).
+func (a *API) jobLogs(w http.ResponseWriter, r *http.Request) {
+	id, err := positiveID("id", r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.serve(w, r, []string{"max_bytes"}, func(ctx context.Context, q *query) (map[string]any, string, error) {
+		maxBytes, err := q.limit("max_bytes", 0, admin.MaxJobLogBytes)
+		if err != nil {
+			return nil, "", err
+		}
+		logs, err := a.d.Admin.JobLogs(ctx, id, int32(maxBytes))
+		if err != nil {
+			return nil, "", err
+		}
+		return map[string]any{"logs": logs}, "", nil
 	})
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"net/http"
 	"net/url"
 	"slices"
@@ -80,22 +79,6 @@ func (q *query) since(name string, now time.Time) (int64, error) {
 		return now.Add(-d).UnixMilli(), nil
 	}
 	return 0, errBadParam(name, "%q is neither an RFC 3339 time (2026-12-01T08:00:00Z) nor a positive duration (2h, 30m)", s)
-}
-
-// A jobs cursor is opaque to clients: the direction and the last id of the
-// page, base64url. "b" pages newest first (ids below), "a" oldest first.
-func encodeCursor(dir byte, id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(string(dir) + strconv.FormatInt(id, 10)))
-}
-
-func decodeCursor(s string) (dir byte, id int64, err error) {
-	b, derr := base64.RawURLEncoding.DecodeString(s)
-	if derr == nil && len(b) > 1 && (b[0] == 'a' || b[0] == 'b') {
-		if n, perr := strconv.ParseInt(string(b[1:]), 10, 64); perr == nil && n > 0 {
-			return b[0], n, nil
-		}
-	}
-	return 0, 0, errBadParam("cursor", "not a cursor this API returned (pass next_cursor back unchanged)")
 }
 
 // positiveID reads a path id.

@@ -69,6 +69,7 @@ func New(d Deps) *API {
 	a := &API{d: d, mux: http.NewServeMux()}
 	a.mux.HandleFunc("/v1/jobs", a.listJobs)
 	a.mux.HandleFunc("/v1/jobs/{id}", a.showJob)
+	a.mux.HandleFunc("/v1/jobs/{id}/logs", a.jobLogs)
 	a.mux.HandleFunc("/v1/catalogs", a.listCatalogs)
 	a.mux.HandleFunc("/v1/backends", a.listBackends)
 	a.mux.HandleFunc("/v1/backends/{id}", a.showBackend)

@@ -148,9 +148,20 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 			t.Fatalf("m%d: pending and cancelled %v, want %v", i+1, got, pending)
 		}
 		for _, id := range all {
-			_, b := httpGet(t, http.DefaultClient, base+"/v1/jobs/"+strconv.FormatInt(id, 10)+"?consistent")
-			scan("job", b)
+			for _, p := range []string{"?consistent", "/logs"} {
+				status, b := httpGet(t, http.DefaultClient, base+"/v1/jobs/"+strconv.FormatInt(id, 10)+p)
+				if status != http.StatusOK {
+					t.Fatalf("m%d job %d%s: %d %s", i+1, id, p, status, b)
+				}
+				scan("job "+p, b)
+			}
 		}
+	}
+
+	// The scan of the logs proved something: the worker's tail carried the
+	// credential, the answer carries it redacted.
+	if _, b := httpGet(t, http.DefaultClient, "http://"+c.masters[l].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(committed[0], 10)+"/logs"); !strings.Contains(string(b), "[redacted]") {
+		t.Fatalf("the job's log is not the redacted tail: %s", b)
 	}
 
 	// A follower's consistent read: the job admitted through the leader

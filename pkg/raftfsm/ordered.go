@@ -96,6 +96,45 @@ func ascendNode[T any](n *node[T], from func(T) int, fn func(T) bool) bool {
 	return true
 }
 
+// descend calls fn for the items before the upper bound (every item when
+// below is nil), last first, until fn returns false. below compares an item
+// with the bound: negative when the item sorts before it, so the item equal
+// to the bound is left out.
+func (t ordTree[T]) descend(below func(T) int, fn func(T) bool) {
+	if t.root != nil {
+		descendNode(t.root, below, fn)
+	}
+}
+
+func descendNode[T any](n *node[T], below func(T) int, fn func(T) bool) bool {
+	i := n.n
+	if below != nil {
+		i = searchNode(n, below) // entries [0, i) sort before the bound
+	}
+	if n.leaf() {
+		for i--; i >= 0; i-- {
+			if !fn(n.items[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	// An inner entry is its kid's first item: kid i-1 is the last whose
+	// subtree starts before the bound, and the only one that may reach it.
+	if i--; i < 0 {
+		return true
+	}
+	if !descendNode(n.kids[i], below, fn) {
+		return false
+	}
+	for i--; i >= 0; i-- {
+		if !descendNode(n.kids[i], nil, fn) {
+			return false
+		}
+	}
+	return true
+}
+
 // get returns the item with to(item) == 0.
 func (t ordTree[T]) get(to func(T) int) (T, bool) {
 	var zero T

@@ -94,7 +94,94 @@ func checkOrdTree(t *testing.T, tr ordTree[*ordItem], want []*ordItem) {
 		if ok != found || found && g != want[i] {
 			t.Fatalf("get %d = %v %t", k, g, ok)
 		}
+		checkDescend(t, tr, want, k, 7)
 	}
+	checkDescend(t, tr, want, 1<<62, -1)
+}
+
+// checkDescend verifies that descend below k (1<<62: no bound) yields
+// want's items under k, last first, and stops after stopAfter of them
+// (-1: never).
+func checkDescend(t *testing.T, tr ordTree[*ordItem], want []*ordItem, k int64, stopAfter int) {
+	t.Helper()
+	var below func(*ordItem) int
+	if k != 1<<62 {
+		below = func(it *ordItem) int { return cmp.Compare(it.k, k) }
+	}
+	i, _ := slices.BinarySearchFunc(want, &ordItem{k: k}, cmpOrdItem) // want[:i] sort before k
+	exp := slices.Clone(want[:i])
+	slices.Reverse(exp)
+	if stopAfter >= 0 && len(exp) > stopAfter {
+		exp = exp[:stopAfter]
+	}
+	got := []*ordItem{}
+	calls := 0
+	tr.descend(below, func(it *ordItem) bool {
+		calls++
+		if stopAfter >= 0 && len(got) == stopAfter {
+			return false
+		}
+		got = append(got, it)
+		return true
+	})
+	if calls > len(got)+1 {
+		t.Fatalf("descend below %d went on %d calls after fn returned false", k, calls-len(got)-1)
+	}
+	if !slices.Equal(got, exp) && !(len(got) == 0 && len(exp) == 0) {
+		t.Fatalf("descend below %d (stop after %d): %d items, want %d", k, stopAfter, len(got), len(exp))
+	}
+}
+
+// TestOrdTreeDescend walks a three-level tree made by splits (appends,
+// then inserts into full nodes) backwards from every node boundary, the
+// keys around it and keys outside the range, stopping early or not.
+func TestOrdTreeDescend(t *testing.T) {
+	var tr ordTree[*ordItem]
+	var model []*ordItem
+	x := tr.txn(newOwner(), cmpOrdItem)
+	for k := int64(0); k < 40_000; k += 2 { // appends: new last nodes
+		it := &ordItem{k: k}
+		x.set(it)
+		model, _ = ordModelSet(model, it)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	for range 20_000 { // odd keys inside full nodes: splits in the middle
+		it := &ordItem{k: 2*rng.Int64N(20_000) + 1}
+		x.set(it)
+		model, _ = ordModelSet(model, it)
+	}
+	tr = x.tree()
+	if tr.root.leaf() || tr.root.kids[0].leaf() {
+		t.Fatalf("the tree is not three levels deep")
+	}
+	checkOrdTree(t, tr, model)
+	// Every leaf's first key is a separator somewhere above: a bound equal
+	// to it, one below and one above must each start in the right leaf.
+	var bounds []int64
+	var leaves func(n *node[*ordItem])
+	leaves = func(n *node[*ordItem]) {
+		if n.leaf() {
+			bounds = append(bounds, n.items[0].k-1, n.items[0].k, n.items[0].k+1, n.items[n.n-1].k, n.items[n.n-1].k+1)
+			return
+		}
+		for _, k := range n.kids[:n.n] {
+			leaves(k)
+		}
+	}
+	leaves(tr.root)
+	bounds = append(bounds, -5, 0, 1, 39_998, 39_999, 40_000, 1<<40)
+	for i, k := range bounds {
+		for _, stop := range []int{-1, 0, 1, nodeCap - 1, nodeCap + 3} {
+			if stop == -1 && i%10 != 0 {
+				continue // full walks of a sample of bounds keep it fast
+			}
+			checkDescend(t, tr, model, k, stop)
+		}
+	}
+	checkDescend(t, tr, model, 1<<62, nodeCap*nodeCap+1) // early stop deep in the tree
+	var empty ordTree[*ordItem]
+	checkDescend(t, empty, nil, 1<<62, -1)
+	checkDescend(t, empty, nil, 3, -1)
 }
 
 func TestOrdTreeAgainstModel(t *testing.T) {

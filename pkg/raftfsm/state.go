@@ -74,6 +74,16 @@ type JobFilter struct {
 	// set, when both match). They add to MutationState / RefreshState.
 	MutationStates []job.MutationState
 	RefreshStates  []job.RefreshState
+	// SinceMs keeps jobs created at or after this time (leader clock, ms).
+	// No index serves it and no walk stops early on it: job ids are
+	// allocated in log order but create times are each leader's clock, so
+	// after a leader change to a master whose clock is behind, a larger id
+	// may carry an earlier create time.
+	SinceMs int64
+	// MutationType and IndexType keep one kind of job (IndexType in its
+	// canonical upper case; an OPTIMIZE has none).
+	MutationType job.MutationType
+	IndexType    string
 }
 
 func (f JobFilter) match(r *job.Record) bool {
@@ -84,7 +94,10 @@ func (f JobFilter) match(r *job.Record) bool {
 		(f.DB == "" || r.DB == f.DB) &&
 		(f.Table == "" || r.Table == f.Table) &&
 		(f.MutationState == 0 || r.MutationState == f.MutationState) &&
-		(f.RefreshState == 0 || r.RefreshState == f.RefreshState)
+		(f.RefreshState == 0 || r.RefreshState == f.RefreshState) &&
+		(f.SinceMs == 0 || r.CreateTimeMs >= f.SinceMs) &&
+		(f.MutationType == 0 || r.MutationType == f.MutationType) &&
+		(f.IndexType == "" || r.IndexType == f.IndexType)
 }
 
 // State is an immutable view of the journal as of one applied entry.
@@ -124,7 +137,13 @@ func emptyMeta() *meta {
 // keeps the records matching keep until limit; stop ends the walk early (the
 // index is past the range).
 func (s *State) collect(ix jobIndex, from func(*job.Record) int, limit int, stop, keep func(*job.Record) bool) (out []*job.Record, more bool) {
-	s.t.jobs[ix].ascend(from, func(r *job.Record) bool {
+	return s.walk(ix, from, false, limit, stop, keep)
+}
+
+// walk is collect in either direction: ascending from a lower bound, or
+// (desc) descending from below an upper bound (bound nil: the whole index).
+func (s *State) walk(ix jobIndex, bound func(*job.Record) int, desc bool, limit int, stop, keep func(*job.Record) bool) (out []*job.Record, more bool) {
+	visit := func(r *job.Record) bool {
 		if stop != nil && stop(r) {
 			return false
 		}
@@ -137,32 +156,52 @@ func (s *State) collect(ix jobIndex, from func(*job.Record) int, limit int, stop
 		}
 		out = append(out, r)
 		return true
-	})
+	}
+	if desc {
+		s.t.jobs[ix].descend(bound, visit)
+	} else {
+		s.t.jobs[ix].ascend(bound, visit)
+	}
 	return out, more
 }
 
 // Job returns the record of id.
 func (s *State) Job(id int64) (*job.Record, bool) { return jobByID(s.t.jobs[ixID], id) }
 
-// ListJobs returns the jobs matching f with id > afterID, in id order, and
-// whether more follow. A catalog filter walks that catalog's jobs only; a
-// PENDING or refresh-RUNNING filter walks its own index; other filters walk
-// all jobs from afterID and skip what does not match.
+// ListJobs returns the jobs matching f with id > afterID, in id order
+// (oldest first), and whether more follow.
 func (s *State) ListJobs(f JobFilter, afterID int64, limit int) (jobs []*job.Record, more bool) {
 	if afterID == math.MaxInt64 {
 		return nil, false
 	}
-	from := afterID + 1
+	return s.listJobs(f, afterID+1, false, limit)
+}
+
+// ListJobsNewestFirst returns the jobs matching f with id < beforeID
+// (beforeID <= 0: from the newest), largest id first, and whether more
+// follow: the next page is the one before the last job returned.
+func (s *State) ListJobsNewestFirst(f JobFilter, beforeID int64, limit int) (jobs []*job.Record, more bool) {
+	if beforeID <= 0 {
+		beforeID = math.MaxInt64 // ids never reach it: they count entries
+	}
+	return s.listJobs(f, beforeID, true, limit)
+}
+
+// listJobs walks the index that serves f, from the id bound (inclusive
+// ascending, exclusive descending). A catalog filter walks that catalog's
+// jobs only; a PENDING or refresh-RUNNING filter walks its own index; other
+// filters walk all jobs and skip what does not match.
+func (s *State) listJobs(f JobFilter, id int64, desc bool, limit int) ([]*job.Record, bool) {
+	ix, k, stop := ixID, key2{id, 0}, func(*job.Record) bool { return false }
 	switch {
 	case f.CatalogID != 0:
-		return s.collect(ixCatalog, jobIndexes[ixCatalog].from(key2{f.CatalogID, from}), limit,
-			func(r *job.Record) bool { return r.CatalogID != f.CatalogID }, f.match)
+		ix, k, stop = ixCatalog, key2{f.CatalogID, id}, func(r *job.Record) bool { return r.CatalogID != f.CatalogID }
 	case f.MutationState == job.Pending:
-		return s.collect(ixPending, jobIndexes[ixPending].from(key2{from, 0}), limit, nil, f.match)
+		ix = ixPending
 	case f.RefreshState == job.RefreshRunning:
-		return s.collect(ixRefreshRunning, jobIndexes[ixRefreshRunning].from(key2{from, 0}), limit, nil, f.match)
+		ix = ixRefreshRunning
 	}
-	return s.collect(ixID, jobIndexes[ixID].from(key2{from, 0}), limit, nil, f.match)
+	return s.walk(ix, jobIndexes[ix].from(k), desc, limit, stop, f.match)
 }
 
 // PendingInIDOrder returns PENDING jobs, oldest (smallest id) first.

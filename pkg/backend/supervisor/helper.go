@@ -1,88 +1,29 @@
 package supervisor
 
-// The cgroup v1 placement helper.
-//
-// cgroup v1 has no clone-into-cgroup, and moving a worker after fork leaves
-// it running unconstrained for a moment. So on v1 the child the supervisor
-// forks is not the worker but this binary again ("/proc/self/exe", so an
-// upgraded or deleted binary still works), with a hidden argv[1]. Before any
-// worker code exists, the helper writes its own pid into the invocation's
-// memory and pids cgroup.procs (file descriptors 4 and 5, opened by the
-// supervisor), then execve()s the worker in place: same pid, same process
-// group, same Pdeathsig, stdin/stdout/stderr untouched. The worker's first
-// instruction already runs inside the limits.
-//
-// File descriptor 3 is a close-on-exec status pipe: a successful execve
-// closes it with nothing written; a failure (cgroup join, exec) is written
-// there before the helper exits. Bytes on that pipe therefore prove the
-// worker program never started (NEVER_LAUNCHED).
+// The cgroup v1 placement helper lives in package cgexec (its init runs it
+// before the host binary's heavy package initializations); this file starts
+// and probes it.
 
 import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/backend/supervisor/cgexec"
 )
 
-const (
-	helperArg   = "__lancemaster-supervisor-helper__"
-	helperRun   = "run"
-	helperProbe = "probe"
-	helperOK    = "ok"
-
-	helperStatusFD = 3
-	helperJoinFD   = 4
-)
-
-// MaybeRunHelper must be the first statement of main() in any binary that
-// creates a Supervisor (and of TestMain in its tests). In a normal start it
-// returns at once. When the binary was re-executed as the supervisor's
-// cgroup v1 placement helper it never returns: it joins the cgroup and
-// becomes the worker, or exits.
+// MaybeRunHelper runs the cgroup v1 placement helper when the binary was
+// re-executed as one (it then never returns), else returns at once. The
+// helper normally runs earlier, from package cgexec's init, which every
+// binary hosting a Supervisor has (this package imports it): calling
+// MaybeRunHelper first thing in main() is harmless and keeps a host that
+// initializes the supervisor some other way correct.
 func MaybeRunHelper() {
-	if len(os.Args) < 2 || os.Args[1] != helperArg {
-		return
+	if cgexec.IsHelper(os.Args) {
+		os.Exit(cgexec.Run(os.Args[2:]))
 	}
-	os.Exit(runHelper(os.Args[2:]))
-}
-
-// runHelper: args = mode, number of cgroup fds, then for "run" the worker's
-// path and argv.
-func runHelper(args []string) int {
-	report := func(msg string, code int) int {
-		_, _ = syscall.Write(helperStatusFD, []byte(msg))
-		return code
-	}
-	if len(args) < 2 {
-		return report("helper: bad arguments", 126)
-	}
-	n, err := strconv.Atoi(args[1])
-	if err != nil || n < 0 || n > 8 {
-		return report("helper: bad arguments", 126)
-	}
-	pid := []byte(strconv.Itoa(os.Getpid()))
-	for i := 0; i < n; i++ {
-		if _, err := syscall.Write(helperJoinFD+i, pid); err != nil {
-			return report("cgroup join: "+err.Error(), 125)
-		}
-		_ = syscall.Close(helperJoinFD + i)
-	}
-	switch {
-	case args[0] == helperProbe:
-		return report(helperOK, 0)
-	case args[0] != helperRun || len(args) < 4:
-		return report("helper: bad arguments", 126)
-	}
-	syscall.CloseOnExec(helperStatusFD)
-	err = syscall.Exec(args[2], args[3:], os.Environ())
-	return report("exec: "+err.Error(), 127)
-}
-
-// helperArgv is the helper's argv for the given mode.
-func helperArgv(mode string, nJoin int, path string, argv []string) []string {
-	return append([]string{"lancemaster-supervisor-helper", helperArg, mode, strconv.Itoa(nJoin), path}, argv...)
 }
 
 // readStatus reads the helper's status pipe to EOF (bounded by timeout).
@@ -99,6 +40,10 @@ func readStatus(f *os.File, timeout time.Duration) string {
 	}
 	return string(buf)
 }
+
+// selfExe is the host binary the helper runs in: this process's own
+// executable, even after an upgrade replaced or deleted the file.
+var selfExe = "/proc/self/exe"
 
 // probeHelper runs the helper once in probe mode inside test group c: it
 // proves MaybeRunHelper is wired into main and that a child can join.
@@ -123,7 +68,7 @@ func (s *Supervisor) probeHelper(c *invCgroup) error {
 	for _, f := range join {
 		files = append(files, f.Fd())
 	}
-	ch, err := s.spawn("/proc/self/exe", helperArgv(helperProbe, len(join), "", nil), s.cfg.Env, s.cfg.Dir, files, -1)
+	ch, err := s.spawn(selfExe, cgexec.Argv(cgexec.ModeProbe, len(join), "", nil), s.cfg.Env, s.cfg.Dir, files, -1)
 	statusW.Close()
 	if err != nil {
 		return fmt.Errorf("start the cgroup v1 re-exec helper: %w", err)
@@ -135,9 +80,9 @@ func (s *Supervisor) probeHelper(c *invCgroup) error {
 		signalGroup(ch, nil, syscall.SIGKILL) // not our helper: main() runs instead
 	}
 	res := s.finish(ch, nil, 10*time.Second, true)
-	if status != helperOK {
+	if status != cgexec.OK {
 		if status == "" {
-			return errors.New("the cgroup v1 re-exec helper did not answer: main() must call supervisor.MaybeRunHelper() first")
+			return errors.New("the cgroup v1 re-exec helper did not answer: the host binary does not run it (it must import package supervisor, whose cgexec runs it at start, or call supervisor.MaybeRunHelper first thing in main)")
 		}
 		return errors.New("cgroup v1 re-exec helper: " + status)
 	}

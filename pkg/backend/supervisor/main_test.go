@@ -26,16 +26,12 @@ import (
 )
 
 const (
-	workerEnv   = "LM_SUPERVISOR_TEST_WORKER"
-	noHelperEnv = "LM_SUPERVISOR_TEST_NO_HELPER"
-	tokenEnv    = "LM_SUPERVISOR_TEST_TOKEN"
+	workerEnv = "LM_SUPERVISOR_TEST_WORKER"
+	tokenEnv  = "LM_SUPERVISOR_TEST_TOKEN"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(noHelperEnv) != "" {
-		os.Exit(3) // a main() that forgot MaybeRunHelper
-	}
-	MaybeRunHelper()
+	MaybeRunHelper() // cgexec's init runs the helper first; this is the documented fallback
 	switch os.Getenv(workerEnv) {
 	case "":
 		if d := os.Getenv(parentEnv); d != "" {

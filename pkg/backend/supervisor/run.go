@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lancemaster/lancemaster/pkg/backend/supervisor/cgexec"
 	"io"
 	"os"
 	"os/exec"
@@ -242,7 +243,7 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 		for _, f := range join {
 			files = append(files, f.Fd())
 		}
-		argv0, argv = "/proc/self/exe", helperArgv(helperRun, len(join), path, s.cfg.Command)
+		argv0, argv = selfExe, cgexec.Argv(cgexec.ModeRun, len(join), path, s.cfg.Command)
 	} else if cg != nil {
 		dir, err := os.Open(cg.dirs[0])
 		if err != nil {
