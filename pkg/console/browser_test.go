@@ -142,11 +142,11 @@ func TestConsolePagesAgainstFixtureAPI(t *testing.T) {
 		}
 		checkRows(t, f, b.JobRows(), f.want(t, tc.want))
 	}
-	for _, tc := range []struct{ input, value, hash, param string }{
-		{"#f-catalog", "docs", "#/jobs?catalog=docs", "catalog"},
-		{"#f-table", "orders", "#/jobs?table=orders", "table"},
-		{"#f-mutation_type", "DROP", "#/jobs?mutation_type=DROP", "mutation_type"},
-		{"#f-index_type", "BTREE", "#/jobs?index_type=BTREE", "index_type"},
+	for _, tc := range []struct{ input, value, hash, param, flag string }{
+		{"#f-catalog", "docs", "#/jobs?catalog=docs", "catalog", "--catalog docs"},
+		{"#f-table", "orders", "#/jobs?table=orders", "table", "--table orders"},
+		{"#f-mutation_type", "DROP", "#/jobs?mutation_type=DROP", "mutation_type", "--type DROP"},
+		{"#f-index_type", "BTREE", "#/jobs?index_type=BTREE", "index_type", "--index-type BTREE"},
 	} {
 		b.Go("#/jobs")
 		consoletest.Eval[bool](b, `(() => { const e = document.querySelector(`+"`"+tc.input+"`"+`); e.value = `+"`"+tc.value+"`"+`;
@@ -156,6 +156,9 @@ func TestConsolePagesAgainstFixtureAPI(t *testing.T) {
 			t.Errorf("%s: sent %s=%q", tc.input, tc.param, got)
 		}
 		checkRows(t, f, b.JobRows(), f.want(t, map[string]string{tc.param: tc.value}))
+		if cmd := consoletest.Eval[string](b, `document.querySelector("#jobs-cli code").textContent`); cmd != "lancemaster jobs list "+tc.flag+" --all" {
+			t.Errorf("%s: the CLI box says %q", tc.input, cmd)
+		}
 	}
 	if len(f.queries("/v1/catalogs")) == 0 {
 		t.Error("the catalog filter never asked for the catalogs")
@@ -185,6 +188,12 @@ func TestConsolePagesAgainstFixtureAPI(t *testing.T) {
 		if !strings.Contains(page, s) {
 			t.Errorf("the job page lacks %q", s)
 		}
+	}
+	if got := consoletest.Eval[string](b, `document.getElementById("log-tail").textContent`); got != log3 {
+		t.Errorf("log tail %q, want %q", got, log3)
+	}
+	if q := f.lastQuery("/v1/jobs/3/logs"); q.Get("max_bytes") != "16384" {
+		t.Errorf("logs request %v, want max_bytes=16384", q)
 	}
 	noCanary(t, b, "job 3")
 	b.FullScreenshot("console-job")

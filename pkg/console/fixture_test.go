@@ -87,6 +87,9 @@ func newFixtureAPI(t *testing.T) *fixtureAPI {
 	return &fixtureAPI{t: t, jobs: jobs, requests: map[string][]url.Values{}}
 }
 
+// log3 is job 3's log tail; one line would be markup if a page used innerHTML.
+const log3 = "training IVF_PQ: 256 partitions\n<b>writing</b> 16 sub-vectors\ncommitted version 7\n"
+
 // t0 is job 3's admission.
 var t0 = fixtureNow - 7*7*60000
 
@@ -197,6 +200,12 @@ func (f *fixtureAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if next != "" {
 			body["next_cursor"] = next
 		}
+	case strings.HasPrefix(p, "/v1/jobs/") && strings.HasSuffix(p, "/logs"):
+		if p != "/v1/jobs/3/logs" {
+			body["logs"] = map[string]any{"log": "", "source": "none"}
+			break
+		}
+		body["logs"] = map[string]any{"log": log3, "source": "backend", "phase": "done", "secret": canary}
 	case strings.HasPrefix(p, "/v1/jobs/"):
 		id, _ := strconv.ParseInt(strings.TrimPrefix(p, "/v1/jobs/"), 10, 64)
 		i := slices.IndexFunc(f.jobs, func(j *adminapi.TJobView) bool { return j.JobID == id })

@@ -44,6 +44,9 @@ func newConsoleRig(t *testing.T) *consoleRig {
 	})
 	w := newWorker(c)
 	w.mu.Lock()
+	// A backend that failed to redact: its log tails carry the credential
+	// (the masters must keep it out of every answer, and so of every page).
+	w.logTail = "building btree on id\nopening s3 with aws_secret_access_key=" + storageCanary + "\nwrote 3 files\n"
 	w.code = func(d *wire.TLanceIndexJobDispatch) wire.TLanceIndexJobResultCode {
 		switch {
 		case strings.HasPrefix(d.GetIndexName(), "nc"):
@@ -268,6 +271,9 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 	if slices.Index(kinds, "ADMITTED") != 0 || slices.Index(kinds, "DISPATCHED") > slices.Index(kinds, "REPORTED") {
 		t.Errorf("timeline %v is not in the order of the job's life", kinds)
 	}
+	if got := consoletest.Eval[string](b, `(document.getElementById("log-tail") || {}).textContent || ""`); !strings.Contains(got, "wrote 3 files") || !strings.Contains(got, "[redacted]") {
+		t.Errorf("the job page's log tail is %q; the report carried one, with a credential to redact", got)
+	}
 	b.Screenshot("e2e-console-job")
 
 	// No secret anywhere: not in a page, not in an API answer.
@@ -304,7 +310,7 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 	paths := []string{"/v1/jobs", "/v1/catalogs", "/v1/backends", "/v1/backends/1", "/v1/options", "/v1/members", "/v1/health"}
 	for _, ids := range r.ids {
 		for _, id := range ids {
-			paths = append(paths, "/v1/jobs/"+strconv.FormatInt(id, 10))
+			paths = append(paths, "/v1/jobs/"+strconv.FormatInt(id, 10), "/v1/jobs/"+strconv.FormatInt(id, 10)+"/logs")
 		}
 	}
 	for _, p := range paths {

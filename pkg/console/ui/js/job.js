@@ -6,20 +6,32 @@
 import { h, clear, text, fmtTime, fmtDuration, fmtBytes, yesNo, badge, kv, card, cli } from "./dom.js";
 import { get } from "./api.js";
 
+// LOG_BYTES is how much of the log's end the page shows.
+export const LOG_BYTES = 16384;
+
 export function mount(main, route) {
   const id = Number(route.id);
   const head = h("div", { class: "page-head" }, h("h1", null, "Job " + id));
   const content = h("div", { id: "job" });
   clear(main).append(h("p", null, h("a", { href: "#/jobs" }, "« all jobs")), head, content);
+  // The log tail (/v1/jobs/ID/logs: the backend's redacted worker log, else
+  // the journal's tail) is read at the first render, then again only while
+  // the job may still write to it.
+  let logs = null;
+  let live = true;
   return {
     async refresh() {
-      const ans = await get("jobs/" + id);
-      render(ans, head, content);
+      const [ans, l] = await Promise.all([get("jobs/" + id),
+        live ? get("jobs/" + id + "/logs", { max_bytes: LOG_BYTES }).then((x) => x.logs || {}, (e) => ({ error: e })) : null]);
+      if (l) logs = l;
+      const st = ans.job && ans.job.mutation_state;
+      live = st === "PENDING" || st === "RUNNING" || st === "RESOLVING";
+      render(ans, logs, head, content);
     },
   };
 }
 
-function render(ans, head, content) {
+function render(ans, logs, head, content) {
   const j = ans.job || {};
   const state = j.mutation_state || "UNKNOWN";
   const what = [j.mutation_type, j.index_type, j.index_name].filter(Boolean).join(" ");
@@ -88,7 +100,7 @@ function render(ans, head, content) {
   ]));
   clear(content).append(...notes,
     h("div", { class: "job-layout" },
-      h("div", { class: "col-main" }, card("Timeline", tl), logTail(ans)),
+      h("div", { class: "col-main" }, card("Timeline", tl), logTail(Number(j.job_id), logs)),
       h("div", { class: "col-side" }, evidence, identity, build, def)),
     cli(commands(j)));
 }
@@ -127,12 +139,15 @@ function phases(events, state) {
   return out.childNodes.length ? out : undefined;
 }
 
-function logTail(ans) {
-  const logs = ans.logs || (ans.job && ans.job.logs);
-  const tail = logs ? logs.log : ans.log_tail || (ans.job && ans.job.log_tail);
-  if (!tail) return card("Log tail", h("p", { class: "empty" }, "No log tail in this answer. The backend's full log: lancemaster jobs logs " + Number(ans.job && ans.job.job_id)));
-  const src = logs && logs.source ? " (" + logs.source + (logs.truncated ? ", truncated" : "") + ")" : "";
-  return card("Log tail" + src, h("pre", { class: "log", id: "log-tail" }, tail));
+function logTail(id, logs) {
+  const more = "The whole log: lancemaster jobs logs " + id;
+  if (!logs) return card("Log tail", h("p", { class: "empty" }, more));
+  if (logs.error) return card("Log tail", h("p", { class: "empty" }, "The log could not be read (" + logs.error.message + "). " + more));
+  const from = logs.source === "backend" ? "from the backend" : logs.source === "journal" ? "the journal's tail" : "";
+  const meta = [from, logs.truncated ? "truncated" : "", logs.phase ? "phase " + logs.phase : ""].filter(Boolean).join(", ");
+  return card("Log tail" + (meta ? " (" + meta + ")" : ""),
+    logs.note ? h("p", { class: "muted" }, logs.note) : null,
+    logs.log ? h("pre", { class: "log", id: "log-tail" }, logs.log) : h("p", { class: "empty" }, "No log. " + more));
 }
 
 function commands(j) {

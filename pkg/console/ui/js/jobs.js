@@ -156,6 +156,8 @@ function render(ans, f, el) {
   const flags = [];
   if (f.state) flags.push("--state " + shellQuote(f.state));
   for (const k of TEXT_FILTERS) if (f[k]) flags.push("--" + k + " " + shellQuote(f[k]));
+  if (f.mutation_type) flags.push("--type " + shellQuote(f.mutation_type));
+  if (f.index_type) flags.push("--index-type " + shellQuote(f.index_type));
   if (f.unresolved) flags.push("--unresolved");
   const cmds = [["lancemaster jobs list " + [...flags, "--all"].join(" "), "the same list in a terminal (-o json for scripts)"]];
   if (stuck.length) {
