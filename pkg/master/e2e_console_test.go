@@ -211,7 +211,10 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 	r := newConsoleRig(t)
 	b := consoletest.New(t, r.base)
 
+	start := time.Now()
 	b.Open("", "#/jobs")
+	took := time.Since(start)
+	t.Logf("figure: console jobs page (%d jobs) loaded and rendered in %v", len(r.jobsList(&adminapi.TListJobsRequest{}).order), took.Round(time.Millisecond))
 	checkConsoleRows(t, b.JobRows(), r.jobsList(&adminapi.TListJobsRequest{}))
 	b.Screenshot("e2e-console-jobs")
 
