@@ -163,7 +163,7 @@ struct TListJobsRequest {
   6: optional i32 limit,            // default 100, at most 1000 (a page fits one frame)
   7: optional bool consistent,      // read through the leader
   8: optional bool unresolved,      // only jobs that still hold their fence or need an operator
-  9: optional bool oldest_first,    // id order (smallest first); default: newest (largest id) first
+  9: optional bool oldest_first,    // true: id order (smallest first); false: newest (largest id) first; unset: id order, as before this field (older clients)
   10: optional i64 since_ms,        // only jobs created at or after this time (master clock, ms)
   11: optional i64 before_job_id,   // paging, newest first: jobs with a smaller id
   12: optional string mutation_type, // CREATE, CREATE_OR_REPLACE, DROP or OPTIMIZE
@@ -284,6 +284,38 @@ struct TOption {
   3: required string default_value,
   4: required bool is_default,
   5: optional string description,
+  6: optional string changed_by,        // who set it last: the verified caller, else the claimed name
+  7: optional string changed_by_claimed, // the name that caller claimed (--as) when it differs
+  8: optional i64 changed_time_ms,       // when (master clock)
+}
+
+// The audit trail (docs/operations.md#audit-trail): who changed what, when.
+struct TAuditEvent {
+  1: required i64 seq,             // the cursor: newer events have larger ones
+  2: required i64 index,           // the journal index of the entry that recorded it
+  3: required i64 time_ms,         // master clock
+  4: required string kind,         // catalog.create, backend.drain, option.set, raft.add-voter, ...
+  5: required string subject,
+  6: optional string actor,        // the verified caller (certificate identity), else the claimed name
+  7: optional string claimed,      // the name the caller claimed (--as) when it differs from actor
+  8: optional bool verified,       // actor is a verified certificate identity
+  9: optional string summary,      // what changed
+}
+
+struct TListEventsRequest {
+  1: optional string kind,         // exact kind, or a prefix ending in '.' (backend.)
+  2: optional string subject,      // substring, case-insensitive
+  3: optional string actor,        // exact actor or claimed name, case-insensitive
+  4: optional i64 since_ms,        // only events at or after this time (master clock, ms)
+  5: optional i32 limit,           // default 100, at most 1000
+  6: optional i64 before_seq,      // paging, newest first: events with a smaller seq
+  7: optional bool consistent,     // read through the leader
+}
+
+struct TListEventsResponse {
+  1: required list<TAuditEvent> events,   // newest first
+  2: optional i64 next_before_seq,        // set when more events match (pass as before_seq)
+  3: optional string stale_warning,       // a follower's answer that may be stale: why
 }
 
 struct TRaftPeer {
@@ -465,4 +497,7 @@ service LanceMasterService {
   TRaftPeersResponse promote(1: TPromoteRequest request) throws (1: TAdminError err),
   // what this master says about itself; masters ask each other
   TRaftMemberStatus raftMemberStatus() throws (1: TAdminError err),
+
+  // The audit trail, newest first.
+  TListEventsResponse listEvents(1: TListEventsRequest request) throws (1: TAdminError err),
 }

@@ -212,6 +212,41 @@ struct TBackendRecord {
   6: optional string drain_actor,    // who did it (the verified caller, the claim in parentheses)
 }
 
+// ---- the audit trail (pkg/raftfsm/audit.go) ---------------------------------
+
+// Who made an admin change: the verified caller (the certificate identity
+// under mutual TLS), else the name the client claimed; the claim is kept
+// apart when it says something else. An entry without one (an older
+// leader's) records no audit event.
+struct TAuditActor {
+  1: required string actor,
+  2: optional string claimed,    // the claimed name (--as) when it differs from actor
+  3: optional bool verified,     // actor is a verified certificate identity
+}
+
+// One audited admin change, recorded by the entry (index) that made it.
+struct TAuditEvent {
+  1: required i64 seq,           // allocated in order by Apply; never reused
+  2: required i64 index,         // the journal index of the entry that made it
+  3: required i64 time_ms,       // master clock (the command's now_ms)
+  4: required string kind,       // catalog.create, backend.drain, option.set, raft.add-voter, ...
+  5: required string subject,    // catalog name, backend id and address, option key, job id, member id
+  6: optional TAuditActor actor,
+  7: optional string summary,    // what changed: "field: old -> new", ...
+}
+
+// An audit event for a change that is not itself an FSM command (raft
+// membership, snapshot restore), proposed by the leader after the change
+// succeeded. Command type 20 with the ignorable bit (148): an older master
+// skips it and only lacks the event.
+struct TAuditCommand {
+  1: required i64 now_ms,
+  2: required string kind,
+  3: required string subject,
+  4: optional TAuditActor actor,
+  5: optional string summary,
+}
+
 // ---- commands ------------------------------------------------------------
 // A log entry is one type byte (bit 7 = ignorable by older masters) followed
 // by the compact encoding of the command struct of that type.
@@ -342,6 +377,7 @@ struct TCancelCommand {
   1: required i64 now_ms,
   2: required i64 job_id,
   3: required string actor,
+  4: optional TAuditActor audit,   // who (audit.go): an audit event is recorded in the same entry
 }
 
 struct TForceReleaseCommand {
@@ -350,6 +386,7 @@ struct TForceReleaseCommand {
   3: required string actor,
   4: required string note,
   5: required string warning,
+  6: optional TAuditActor audit,
 }
 
 // Retention GC: the FSM re-checks eligibility against cutoff_ms.
@@ -362,21 +399,25 @@ struct TGCCommand {
 struct TCatalogCommand {
   1: required i64 now_ms,
   2: required TCatalogRecord catalog,   // create: catalog_id is allocated by the FSM
+  3: optional TAuditActor audit,
 }
 
 struct TRemoveCatalogCommand {
   1: required i64 now_ms,
   2: required string name,
+  3: optional TAuditActor audit,
 }
 
 struct TBackendCommand {
   1: required i64 now_ms,
   2: required string address,
+  3: optional TAuditActor audit,
 }
 
 struct TRemoveBackendCommand {
   1: required i64 now_ms,
   2: required i64 backend_id,
+  3: optional TAuditActor audit,
 }
 
 // Drain (drained = true) or undrain a backend: the leader's dispatcher
@@ -389,12 +430,14 @@ struct TDrainBackendCommand {
   2: required i64 backend_id,
   3: required bool drained,
   4: optional string actor,
+  5: optional TAuditActor audit,
 }
 
 struct TSetOptionCommand {
   1: required i64 now_ms,
   2: required string key,
   3: required string value,   // validated before proposing and again by Apply
+  4: optional TAuditActor audit,
 }
 
 // The cluster's address book: a master's RPC address, journaled by the
@@ -467,6 +510,8 @@ struct TApplyResponse {
 struct TOptionValue {
   1: required string key,
   2: required string value,
+  3: optional TAuditActor changed_by,   // who set it last (audit.go)
+  4: optional i64 changed_time_ms,     // when (master clock)
 }
 
 struct TSnapshotHeader {
@@ -481,6 +526,7 @@ struct TSnapshotHeader {
   9: optional i64 applied_index,   // the log index the snapshot was taken at
   10: optional list<TMemberAddress> member_addresses,   // sorted by node id
   11: optional string cluster_id,
+  12: optional i64 last_audit_seq,      // the last audit event sequence number allocated
 }
 
 struct TSnapshotItem {
@@ -488,4 +534,5 @@ struct TSnapshotItem {
   2: optional TBackendRecord backend,
   3: optional TJobRecord job,
   4: optional bool last,
+  5: optional TAuditEvent audit_event,  // after the jobs, by seq
 }

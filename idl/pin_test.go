@@ -550,6 +550,7 @@ var pinnedStructs = []pinnedStruct{
 		{"now_ms", 1, "i64", req},
 		{"job_id", 2, "i64", req},
 		{"actor", 3, "string", req},
+		{"audit", 4, "TAuditActor", opt},
 	}},
 	{"TForceReleaseCommand", func() thrift.TStruct { return journal.NewTForceReleaseCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -557,6 +558,7 @@ var pinnedStructs = []pinnedStruct{
 		{"actor", 3, "string", req},
 		{"note", 4, "string", req},
 		{"warning", 5, "string", req},
+		{"audit", 6, "TAuditActor", opt},
 	}},
 	{"TGCCommand", func() thrift.TStruct { return journal.NewTGCCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -566,29 +568,35 @@ var pinnedStructs = []pinnedStruct{
 	{"TCatalogCommand", func() thrift.TStruct { return journal.NewTCatalogCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"catalog", 2, "TCatalogRecord", req},
+		{"audit", 3, "TAuditActor", opt},
 	}},
 	{"TRemoveCatalogCommand", func() thrift.TStruct { return journal.NewTRemoveCatalogCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"name", 2, "string", req},
+		{"audit", 3, "TAuditActor", opt},
 	}},
 	{"TBackendCommand", func() thrift.TStruct { return journal.NewTBackendCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"address", 2, "string", req},
+		{"audit", 3, "TAuditActor", opt},
 	}},
 	{"TRemoveBackendCommand", func() thrift.TStruct { return journal.NewTRemoveBackendCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"backend_id", 2, "i64", req},
+		{"audit", 3, "TAuditActor", opt},
 	}},
 	{"TDrainBackendCommand", func() thrift.TStruct { return journal.NewTDrainBackendCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"backend_id", 2, "i64", req},
 		{"drained", 3, "bool", req},
 		{"actor", 4, "string", opt},
+		{"audit", 5, "TAuditActor", opt},
 	}},
 	{"TSetOptionCommand", func() thrift.TStruct { return journal.NewTSetOptionCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
 		{"key", 2, "string", req},
 		{"value", 3, "string", req},
+		{"audit", 4, "TAuditActor", opt},
 	}},
 	{"TMemberAddressCommand", func() thrift.TStruct { return journal.NewTMemberAddressCommand() }, []pin{
 		{"now_ms", 1, "i64", req},
@@ -598,6 +606,28 @@ var pinnedStructs = []pinnedStruct{
 	{"TMemberAddress", func() thrift.TStruct { return journal.NewTMemberAddress() }, []pin{
 		{"node_id", 1, "string", req},
 		{"rpc_address", 2, "string", req},
+	}},
+
+	{"TAuditActor", func() thrift.TStruct { return journal.NewTAuditActor() }, []pin{
+		{"actor", 1, "string", req},
+		{"claimed", 2, "string", opt},
+		{"verified", 3, "bool", opt},
+	}},
+	{"TAuditEvent", func() thrift.TStruct { return journal.NewTAuditEvent() }, []pin{
+		{"seq", 1, "i64", req},
+		{"index", 2, "i64", req},
+		{"time_ms", 3, "i64", req},
+		{"kind", 4, "string", req},
+		{"subject", 5, "string", req},
+		{"actor", 6, "TAuditActor", opt},
+		{"summary", 7, "string", opt},
+	}},
+	{"TAuditCommand", func() thrift.TStruct { return journal.NewTAuditCommand() }, []pin{
+		{"now_ms", 1, "i64", req},
+		{"kind", 2, "string", req},
+		{"subject", 3, "string", req},
+		{"actor", 4, "TAuditActor", opt},
+		{"summary", 5, "string", opt},
 	}},
 
 	// ---- journal.thrift: Apply responses (forwarded between masters) --------
@@ -623,6 +653,8 @@ var pinnedStructs = []pinnedStruct{
 	{"TOptionValue", func() thrift.TStruct { return journal.NewTOptionValue() }, []pin{
 		{"key", 1, "string", req},
 		{"value", 2, "string", req},
+		{"changed_by", 3, "TAuditActor", opt},
+		{"changed_time_ms", 4, "i64", opt},
 	}},
 	{"TSnapshotHeader", func() thrift.TStruct { return journal.NewTSnapshotHeader() }, []pin{
 		{"format_version", 1, "i32", req},
@@ -636,6 +668,7 @@ var pinnedStructs = []pinnedStruct{
 		{"applied_index", 9, "i64", opt},
 		{"member_addresses", 10, "list<TMemberAddress>", opt},
 		{"cluster_id", 11, "string", opt},
+		{"last_audit_seq", 12, "i64", opt},
 	}},
 	{"TProgress", func() thrift.TStruct { return journal.NewTProgress() }, []pin{
 		{"job_id", 1, "i64", req},
@@ -656,6 +689,7 @@ var pinnedStructs = []pinnedStruct{
 		{"backend", 2, "TBackendRecord", opt},
 		{"job", 3, "TJobRecord", opt},
 		{"last", 4, "bool", opt},
+		{"audit_event", 5, "TAuditEvent", opt},
 	}},
 }
 

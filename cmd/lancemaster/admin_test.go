@@ -132,16 +132,16 @@ func TestConfig(t *testing.T) {
 
 	out := mustOK(t)(cli(t, addr, "config", "set", "lance_index_job_dispatcher_paused", "true"))
 	want := "" +
-		"KEY                                VALUE  DEFAULT  CHANGED\n" +
-		"lance_index_job_dispatcher_paused  true   false    *\n"
+		"KEY                                VALUE  DEFAULT  CHANGED  CHANGED BY\n" +
+		"lance_index_job_dispatcher_paused  true   false    *        \n"
 	if out != want {
 		t.Errorf("set stdout =\n%s\nwant\n%s", out, want)
 	}
 	out = mustOK(t)(cli(t, addr, "config", "list"))
 	want = "" +
-		"KEY                                VALUE  DEFAULT  CHANGED\n" +
-		"enable_lance_index_mutation        true   true     \n" +
-		"lance_index_job_dispatcher_paused  true   false    *\n"
+		"KEY                                VALUE  DEFAULT  CHANGED  CHANGED BY\n" +
+		"enable_lance_index_mutation        true   true              \n" +
+		"lance_index_job_dispatcher_paused  true   false    *        \n"
 	if out != want {
 		t.Errorf("list stdout =\n%q\nwant\n%q", out, want)
 	}

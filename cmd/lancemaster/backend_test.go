@@ -111,15 +111,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // master is reachable, the backend is killed with SIGKILL, and the restarted
 // backend delivers the stored NATIVE_OK with the old process identity.
 func TestBackendKill9DeliversFromTheOutbox(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	bin := builtBinary(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "lancemaster")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	workerDir := filepath.Join(dir, "worker")
 	if err := os.MkdirAll(workerDir, 0o755); err != nil {
 		t.Fatal(err)

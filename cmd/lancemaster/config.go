@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/config"
 )
 
 func newConfigCmd(g *globals) *cobra.Command {
@@ -54,6 +55,14 @@ func newConfigSetCmd(g *globals) *cobra.Command {
 				return err
 			}
 			value := args[1]
+			// A value of an option this CLI knows is checked here (exit 2, no
+			// call); a key it does not know may be a newer master's, so the
+			// master judges it.
+			if _, known := config.LookupOption(key); known {
+				if _, err := config.ValidateOption(key, value); err != nil {
+					return usagef("%s", err.Error())
+				}
+			}
 			var opt *adminapi.TOption
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
 				opt, err = c.SetOption(ctx, key, value)
@@ -69,7 +78,7 @@ func newConfigSetCmd(g *globals) *cobra.Command {
 func newConfigListCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List every option; CHANGED marks the ones not at their default",
+		Short: "List every option; CHANGED says when one was last set (* if not known) and CHANGED BY by whom",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var opts []*adminapi.TOption
@@ -95,11 +104,8 @@ func (g *globals) printOptions(cmd *cobra.Command, opts []*adminapi.TOption, asJ
 	}
 	rows := make([][]string, 0, len(opts))
 	for _, o := range opts {
-		mark := ""
-		if !o.IsDefault {
-			mark = "*"
-		}
-		rows = append(rows, []string{o.Key, o.Value, o.DefaultValue, mark})
+		changed, by := changedColumns(cmd.OutOrStdout(), o) // events.go
+		rows = append(rows, []string{o.Key, o.Value, o.DefaultValue, changed, by})
 	}
-	return printTable(cmd.OutOrStdout(), []string{"KEY", "VALUE", "DEFAULT", "CHANGED"}, rows)
+	return printTable(cmd.OutOrStdout(), []string{"KEY", "VALUE", "DEFAULT", "CHANGED", "CHANGED BY"}, rows)
 }

@@ -146,6 +146,8 @@ func newRootCmd(g *globals, getenv func(string) string) *cobra.Command {
 		newCatalogsCmd(g),
 		newBackendsCmd(g),
 		newConfigCmd(g),
+		newEventsCmd(g),
+		newAuditCmd(g),
 		newOperatorCmd(g),
 		newDatasetsCmd(g),
 		newVersionCmd(g),

@@ -36,6 +36,8 @@ func TestBadValuesAreUsageErrorsBeforeAnyCall(t *testing.T) {
 		{[]string{"jobs", "drop-index", "lake.db.t", "i", "--wait", "--timeout-total", "-1s"}, "--timeout-total"},
 		{[]string{"jobs", "optimize", "lake.db"}, "CATALOG.DB.TABLE"},
 		{[]string{"jobs", "optimize", "lake.db.t", "--wait", "--timeout-total", "-1s"}, "--timeout-total"},
+		{[]string{"config", "set", "lance_index_job_dispatcher_paused", "maybe"}, "true or false"},
+		{[]string{"config", "set", "lance_index_job_max_dispatch_per_round", "0"}, "between 1 and"},
 		{[]string{"jobs", "list", "--limit", "0"}, "--limit"},
 		{[]string{"jobs", "list", "--limit", "5000"}, "--limit"},
 		{[]string{"jobs", "list", "--limit", "many"}, "--limit"},

@@ -11995,12 +11995,18 @@ func (p *TDatasetView) String() string {
 //   - DefaultValue
 //   - IsDefault
 //   - Description
+//   - ChangedBy
+//   - ChangedByClaimed
+//   - ChangedTimeMs
 type TOption struct {
-	Key          string  `thrift:"key,1,required" db:"key" json:"key"`
-	Value        string  `thrift:"value,2,required" db:"value" json:"value"`
-	DefaultValue string  `thrift:"default_value,3,required" db:"default_value" json:"default_value"`
-	IsDefault    bool    `thrift:"is_default,4,required" db:"is_default" json:"is_default"`
-	Description  *string `thrift:"description,5" db:"description" json:"description,omitempty"`
+	Key              string  `thrift:"key,1,required" db:"key" json:"key"`
+	Value            string  `thrift:"value,2,required" db:"value" json:"value"`
+	DefaultValue     string  `thrift:"default_value,3,required" db:"default_value" json:"default_value"`
+	IsDefault        bool    `thrift:"is_default,4,required" db:"is_default" json:"is_default"`
+	Description      *string `thrift:"description,5" db:"description" json:"description,omitempty"`
+	ChangedBy        *string `thrift:"changed_by,6" db:"changed_by" json:"changed_by,omitempty"`
+	ChangedByClaimed *string `thrift:"changed_by_claimed,7" db:"changed_by_claimed" json:"changed_by_claimed,omitempty"`
+	ChangedTimeMs    *int64  `thrift:"changed_time_ms,8" db:"changed_time_ms" json:"changed_time_ms,omitempty"`
 }
 
 func NewTOption() *TOption {
@@ -12031,8 +12037,47 @@ func (p *TOption) GetDescription() string {
 	}
 	return *p.Description
 }
+
+var TOption_ChangedBy_DEFAULT string
+
+func (p *TOption) GetChangedBy() string {
+	if !p.IsSetChangedBy() {
+		return TOption_ChangedBy_DEFAULT
+	}
+	return *p.ChangedBy
+}
+
+var TOption_ChangedByClaimed_DEFAULT string
+
+func (p *TOption) GetChangedByClaimed() string {
+	if !p.IsSetChangedByClaimed() {
+		return TOption_ChangedByClaimed_DEFAULT
+	}
+	return *p.ChangedByClaimed
+}
+
+var TOption_ChangedTimeMs_DEFAULT int64
+
+func (p *TOption) GetChangedTimeMs() int64 {
+	if !p.IsSetChangedTimeMs() {
+		return TOption_ChangedTimeMs_DEFAULT
+	}
+	return *p.ChangedTimeMs
+}
 func (p *TOption) IsSetDescription() bool {
 	return p.Description != nil
+}
+
+func (p *TOption) IsSetChangedBy() bool {
+	return p.ChangedBy != nil
+}
+
+func (p *TOption) IsSetChangedByClaimed() bool {
+	return p.ChangedByClaimed != nil
+}
+
+func (p *TOption) IsSetChangedTimeMs() bool {
+	return p.ChangedTimeMs != nil
 }
 
 func (p *TOption) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -12101,6 +12146,36 @@ func (p *TOption) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 5:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField8(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -12180,6 +12255,33 @@ func (p *TOption) ReadField5(ctx context.Context, iprot thrift.TProtocol) error 
 	return nil
 }
 
+func (p *TOption) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.ChangedBy = &v
+	}
+	return nil
+}
+
+func (p *TOption) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.ChangedByClaimed = &v
+	}
+	return nil
+}
+
+func (p *TOption) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.ChangedTimeMs = &v
+	}
+	return nil
+}
+
 func (p *TOption) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TOption"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -12198,6 +12300,15 @@ func (p *TOption) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -12277,6 +12388,51 @@ func (p *TOption) writeField5(ctx context.Context, oprot thrift.TProtocol) (err 
 	return err
 }
 
+func (p *TOption) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetChangedBy() {
+		if err := oprot.WriteFieldBegin(ctx, "changed_by", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:changed_by: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ChangedBy)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.changed_by (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:changed_by: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TOption) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetChangedByClaimed() {
+		if err := oprot.WriteFieldBegin(ctx, "changed_by_claimed", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:changed_by_claimed: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.ChangedByClaimed)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.changed_by_claimed (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:changed_by_claimed: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TOption) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetChangedTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "changed_time_ms", thrift.I64, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:changed_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ChangedTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.changed_time_ms (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:changed_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TOption) Equals(other *TOption) bool {
 	if p == other {
 		return true
@@ -12303,6 +12459,30 @@ func (p *TOption) Equals(other *TOption) bool {
 			return false
 		}
 	}
+	if p.ChangedBy != other.ChangedBy {
+		if p.ChangedBy == nil || other.ChangedBy == nil {
+			return false
+		}
+		if (*p.ChangedBy) != (*other.ChangedBy) {
+			return false
+		}
+	}
+	if p.ChangedByClaimed != other.ChangedByClaimed {
+		if p.ChangedByClaimed == nil || other.ChangedByClaimed == nil {
+			return false
+		}
+		if (*p.ChangedByClaimed) != (*other.ChangedByClaimed) {
+			return false
+		}
+	}
+	if p.ChangedTimeMs != other.ChangedTimeMs {
+		if p.ChangedTimeMs == nil || other.ChangedTimeMs == nil {
+			return false
+		}
+		if (*p.ChangedTimeMs) != (*other.ChangedTimeMs) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -12311,6 +12491,1308 @@ func (p *TOption) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TOption(%+v)", *p)
+}
+
+// Attributes:
+//   - Seq
+//   - Index
+//   - TimeMs
+//   - Kind
+//   - Subject
+//   - Actor
+//   - Claimed
+//   - Verified
+//   - Summary
+type TAuditEvent struct {
+	Seq      int64   `thrift:"seq,1,required" db:"seq" json:"seq"`
+	Index    int64   `thrift:"index,2,required" db:"index" json:"index"`
+	TimeMs   int64   `thrift:"time_ms,3,required" db:"time_ms" json:"time_ms"`
+	Kind     string  `thrift:"kind,4,required" db:"kind" json:"kind"`
+	Subject  string  `thrift:"subject,5,required" db:"subject" json:"subject"`
+	Actor    *string `thrift:"actor,6" db:"actor" json:"actor,omitempty"`
+	Claimed  *string `thrift:"claimed,7" db:"claimed" json:"claimed,omitempty"`
+	Verified *bool   `thrift:"verified,8" db:"verified" json:"verified,omitempty"`
+	Summary  *string `thrift:"summary,9" db:"summary" json:"summary,omitempty"`
+}
+
+func NewTAuditEvent() *TAuditEvent {
+	return &TAuditEvent{}
+}
+
+func (p *TAuditEvent) GetSeq() int64 {
+	return p.Seq
+}
+
+func (p *TAuditEvent) GetIndex() int64 {
+	return p.Index
+}
+
+func (p *TAuditEvent) GetTimeMs() int64 {
+	return p.TimeMs
+}
+
+func (p *TAuditEvent) GetKind() string {
+	return p.Kind
+}
+
+func (p *TAuditEvent) GetSubject() string {
+	return p.Subject
+}
+
+var TAuditEvent_Actor_DEFAULT string
+
+func (p *TAuditEvent) GetActor() string {
+	if !p.IsSetActor() {
+		return TAuditEvent_Actor_DEFAULT
+	}
+	return *p.Actor
+}
+
+var TAuditEvent_Claimed_DEFAULT string
+
+func (p *TAuditEvent) GetClaimed() string {
+	if !p.IsSetClaimed() {
+		return TAuditEvent_Claimed_DEFAULT
+	}
+	return *p.Claimed
+}
+
+var TAuditEvent_Verified_DEFAULT bool
+
+func (p *TAuditEvent) GetVerified() bool {
+	if !p.IsSetVerified() {
+		return TAuditEvent_Verified_DEFAULT
+	}
+	return *p.Verified
+}
+
+var TAuditEvent_Summary_DEFAULT string
+
+func (p *TAuditEvent) GetSummary() string {
+	if !p.IsSetSummary() {
+		return TAuditEvent_Summary_DEFAULT
+	}
+	return *p.Summary
+}
+func (p *TAuditEvent) IsSetActor() bool {
+	return p.Actor != nil
+}
+
+func (p *TAuditEvent) IsSetClaimed() bool {
+	return p.Claimed != nil
+}
+
+func (p *TAuditEvent) IsSetVerified() bool {
+	return p.Verified != nil
+}
+
+func (p *TAuditEvent) IsSetSummary() bool {
+	return p.Summary != nil
+}
+
+func (p *TAuditEvent) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetSeq bool = false
+	var issetIndex bool = false
+	var issetTimeMs bool = false
+	var issetKind bool = false
+	var issetSubject bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetSeq = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetIndex = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetTimeMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+				issetKind = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+				issetSubject = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField9(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetSeq {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Seq is not set"))
+	}
+	if !issetIndex {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Index is not set"))
+	}
+	if !issetTimeMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field TimeMs is not set"))
+	}
+	if !issetKind {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Kind is not set"))
+	}
+	if !issetSubject {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Subject is not set"))
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Seq = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Index = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.TimeMs = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Kind = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Subject = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Claimed = &v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.Verified = &v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.Summary = &v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TAuditEvent"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TAuditEvent) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "seq", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:seq: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Seq)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.seq (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:seq: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "index", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:index: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Index)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.index (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:index: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "time_ms", thrift.I64, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:time_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.TimeMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.time_ms (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:time_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "kind", thrift.STRING, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:kind: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Kind)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.kind (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:kind: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "subject", thrift.STRING, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:subject: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Subject)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.subject (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:subject: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClaimed() {
+		if err := oprot.WriteFieldBegin(ctx, "claimed", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:claimed: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Claimed)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.claimed (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:claimed: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetVerified() {
+		if err := oprot.WriteFieldBegin(ctx, "verified", thrift.BOOL, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:verified: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Verified)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.verified (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:verified: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSummary() {
+		if err := oprot.WriteFieldBegin(ctx, "summary", thrift.STRING, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:summary: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Summary)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.summary (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:summary: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditEvent) Equals(other *TAuditEvent) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Seq != other.Seq {
+		return false
+	}
+	if p.Index != other.Index {
+		return false
+	}
+	if p.TimeMs != other.TimeMs {
+		return false
+	}
+	if p.Kind != other.Kind {
+		return false
+	}
+	if p.Subject != other.Subject {
+		return false
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
+			return false
+		}
+	}
+	if p.Claimed != other.Claimed {
+		if p.Claimed == nil || other.Claimed == nil {
+			return false
+		}
+		if (*p.Claimed) != (*other.Claimed) {
+			return false
+		}
+	}
+	if p.Verified != other.Verified {
+		if p.Verified == nil || other.Verified == nil {
+			return false
+		}
+		if (*p.Verified) != (*other.Verified) {
+			return false
+		}
+	}
+	if p.Summary != other.Summary {
+		if p.Summary == nil || other.Summary == nil {
+			return false
+		}
+		if (*p.Summary) != (*other.Summary) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TAuditEvent) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TAuditEvent(%+v)", *p)
+}
+
+// Attributes:
+//   - Kind
+//   - Subject
+//   - Actor
+//   - SinceMs
+//   - Limit
+//   - BeforeSeq
+//   - Consistent
+type TListEventsRequest struct {
+	Kind       *string `thrift:"kind,1" db:"kind" json:"kind,omitempty"`
+	Subject    *string `thrift:"subject,2" db:"subject" json:"subject,omitempty"`
+	Actor      *string `thrift:"actor,3" db:"actor" json:"actor,omitempty"`
+	SinceMs    *int64  `thrift:"since_ms,4" db:"since_ms" json:"since_ms,omitempty"`
+	Limit      *int32  `thrift:"limit,5" db:"limit" json:"limit,omitempty"`
+	BeforeSeq  *int64  `thrift:"before_seq,6" db:"before_seq" json:"before_seq,omitempty"`
+	Consistent *bool   `thrift:"consistent,7" db:"consistent" json:"consistent,omitempty"`
+}
+
+func NewTListEventsRequest() *TListEventsRequest {
+	return &TListEventsRequest{}
+}
+
+var TListEventsRequest_Kind_DEFAULT string
+
+func (p *TListEventsRequest) GetKind() string {
+	if !p.IsSetKind() {
+		return TListEventsRequest_Kind_DEFAULT
+	}
+	return *p.Kind
+}
+
+var TListEventsRequest_Subject_DEFAULT string
+
+func (p *TListEventsRequest) GetSubject() string {
+	if !p.IsSetSubject() {
+		return TListEventsRequest_Subject_DEFAULT
+	}
+	return *p.Subject
+}
+
+var TListEventsRequest_Actor_DEFAULT string
+
+func (p *TListEventsRequest) GetActor() string {
+	if !p.IsSetActor() {
+		return TListEventsRequest_Actor_DEFAULT
+	}
+	return *p.Actor
+}
+
+var TListEventsRequest_SinceMs_DEFAULT int64
+
+func (p *TListEventsRequest) GetSinceMs() int64 {
+	if !p.IsSetSinceMs() {
+		return TListEventsRequest_SinceMs_DEFAULT
+	}
+	return *p.SinceMs
+}
+
+var TListEventsRequest_Limit_DEFAULT int32
+
+func (p *TListEventsRequest) GetLimit() int32 {
+	if !p.IsSetLimit() {
+		return TListEventsRequest_Limit_DEFAULT
+	}
+	return *p.Limit
+}
+
+var TListEventsRequest_BeforeSeq_DEFAULT int64
+
+func (p *TListEventsRequest) GetBeforeSeq() int64 {
+	if !p.IsSetBeforeSeq() {
+		return TListEventsRequest_BeforeSeq_DEFAULT
+	}
+	return *p.BeforeSeq
+}
+
+var TListEventsRequest_Consistent_DEFAULT bool
+
+func (p *TListEventsRequest) GetConsistent() bool {
+	if !p.IsSetConsistent() {
+		return TListEventsRequest_Consistent_DEFAULT
+	}
+	return *p.Consistent
+}
+func (p *TListEventsRequest) IsSetKind() bool {
+	return p.Kind != nil
+}
+
+func (p *TListEventsRequest) IsSetSubject() bool {
+	return p.Subject != nil
+}
+
+func (p *TListEventsRequest) IsSetActor() bool {
+	return p.Actor != nil
+}
+
+func (p *TListEventsRequest) IsSetSinceMs() bool {
+	return p.SinceMs != nil
+}
+
+func (p *TListEventsRequest) IsSetLimit() bool {
+	return p.Limit != nil
+}
+
+func (p *TListEventsRequest) IsSetBeforeSeq() bool {
+	return p.BeforeSeq != nil
+}
+
+func (p *TListEventsRequest) IsSetConsistent() bool {
+	return p.Consistent != nil
+}
+
+func (p *TListEventsRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Kind = &v
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Subject = &v
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.SinceMs = &v
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Limit = &v
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.BeforeSeq = &v
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Consistent = &v
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TListEventsRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TListEventsRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetKind() {
+		if err := oprot.WriteFieldBegin(ctx, "kind", thrift.STRING, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:kind: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Kind)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.kind (1) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:kind: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSubject() {
+		if err := oprot.WriteFieldBegin(ctx, "subject", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:subject: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Subject)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.subject (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:subject: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSinceMs() {
+		if err := oprot.WriteFieldBegin(ctx, "since_ms", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:since_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.SinceMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.since_ms (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:since_ms: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsRequest) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLimit() {
+		if err := oprot.WriteFieldBegin(ctx, "limit", thrift.I32, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:limit: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Limit)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.limit (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:limit: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsRequest) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetBeforeSeq() {
+		if err := oprot.WriteFieldBegin(ctx, "before_seq", thrift.I64, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:before_seq: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.BeforeSeq)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.before_seq (6) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:before_seq: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsRequest) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetConsistent() {
+		if err := oprot.WriteFieldBegin(ctx, "consistent", thrift.BOOL, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:consistent: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Consistent)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.consistent (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:consistent: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsRequest) Equals(other *TListEventsRequest) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Kind != other.Kind {
+		if p.Kind == nil || other.Kind == nil {
+			return false
+		}
+		if (*p.Kind) != (*other.Kind) {
+			return false
+		}
+	}
+	if p.Subject != other.Subject {
+		if p.Subject == nil || other.Subject == nil {
+			return false
+		}
+		if (*p.Subject) != (*other.Subject) {
+			return false
+		}
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
+			return false
+		}
+	}
+	if p.SinceMs != other.SinceMs {
+		if p.SinceMs == nil || other.SinceMs == nil {
+			return false
+		}
+		if (*p.SinceMs) != (*other.SinceMs) {
+			return false
+		}
+	}
+	if p.Limit != other.Limit {
+		if p.Limit == nil || other.Limit == nil {
+			return false
+		}
+		if (*p.Limit) != (*other.Limit) {
+			return false
+		}
+	}
+	if p.BeforeSeq != other.BeforeSeq {
+		if p.BeforeSeq == nil || other.BeforeSeq == nil {
+			return false
+		}
+		if (*p.BeforeSeq) != (*other.BeforeSeq) {
+			return false
+		}
+	}
+	if p.Consistent != other.Consistent {
+		if p.Consistent == nil || other.Consistent == nil {
+			return false
+		}
+		if (*p.Consistent) != (*other.Consistent) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TListEventsRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TListEventsRequest(%+v)", *p)
+}
+
+// Attributes:
+//   - Events
+//   - NextBeforeSeq
+//   - StaleWarning
+type TListEventsResponse struct {
+	Events        []*TAuditEvent `thrift:"events,1,required" db:"events" json:"events"`
+	NextBeforeSeq *int64         `thrift:"next_before_seq,2" db:"next_before_seq" json:"next_before_seq,omitempty"`
+	StaleWarning  *string        `thrift:"stale_warning,3" db:"stale_warning" json:"stale_warning,omitempty"`
+}
+
+func NewTListEventsResponse() *TListEventsResponse {
+	return &TListEventsResponse{}
+}
+
+func (p *TListEventsResponse) GetEvents() []*TAuditEvent {
+	return p.Events
+}
+
+var TListEventsResponse_NextBeforeSeq_DEFAULT int64
+
+func (p *TListEventsResponse) GetNextBeforeSeq() int64 {
+	if !p.IsSetNextBeforeSeq() {
+		return TListEventsResponse_NextBeforeSeq_DEFAULT
+	}
+	return *p.NextBeforeSeq
+}
+
+var TListEventsResponse_StaleWarning_DEFAULT string
+
+func (p *TListEventsResponse) GetStaleWarning() string {
+	if !p.IsSetStaleWarning() {
+		return TListEventsResponse_StaleWarning_DEFAULT
+	}
+	return *p.StaleWarning
+}
+func (p *TListEventsResponse) IsSetNextBeforeSeq() bool {
+	return p.NextBeforeSeq != nil
+}
+
+func (p *TListEventsResponse) IsSetStaleWarning() bool {
+	return p.StaleWarning != nil
+}
+
+func (p *TListEventsResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetEvents bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetEvents = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetEvents {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Events is not set"))
+	}
+	return nil
+}
+
+func (p *TListEventsResponse) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*TAuditEvent, 0, size)
+	p.Events = tSlice
+	for i := 0; i < size; i++ {
+		_elem12 := &TAuditEvent{}
+		if err := _elem12.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
+		}
+		p.Events = append(p.Events, _elem12)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *TListEventsResponse) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.NextBeforeSeq = &v
+	}
+	return nil
+}
+
+func (p *TListEventsResponse) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.StaleWarning = &v
+	}
+	return nil
+}
+
+func (p *TListEventsResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TListEventsResponse"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TListEventsResponse) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "events", thrift.LIST, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:events: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Events)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Events {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:events: ", p), err)
+	}
+	return err
+}
+
+func (p *TListEventsResponse) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetNextBeforeSeq() {
+		if err := oprot.WriteFieldBegin(ctx, "next_before_seq", thrift.I64, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:next_before_seq: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.NextBeforeSeq)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.next_before_seq (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:next_before_seq: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsResponse) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetStaleWarning() {
+		if err := oprot.WriteFieldBegin(ctx, "stale_warning", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:stale_warning: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.StaleWarning)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.stale_warning (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:stale_warning: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TListEventsResponse) Equals(other *TListEventsResponse) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if len(p.Events) != len(other.Events) {
+		return false
+	}
+	for i, _tgt := range p.Events {
+		_src13 := other.Events[i]
+		if !_tgt.Equals(_src13) {
+			return false
+		}
+	}
+	if p.NextBeforeSeq != other.NextBeforeSeq {
+		if p.NextBeforeSeq == nil || other.NextBeforeSeq == nil {
+			return false
+		}
+		if (*p.NextBeforeSeq) != (*other.NextBeforeSeq) {
+			return false
+		}
+	}
+	if p.StaleWarning != other.StaleWarning {
+		if p.StaleWarning == nil || other.StaleWarning == nil {
+			return false
+		}
+		if (*p.StaleWarning) != (*other.StaleWarning) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TListEventsResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TListEventsResponse(%+v)", *p)
 }
 
 // Attributes:
@@ -13030,11 +14512,11 @@ func (p *TRaftPeersResponse) ReadField1(ctx context.Context, iprot thrift.TProto
 	tSlice := make([]*TRaftPeer, 0, size)
 	p.Peers = tSlice
 	for i := 0; i < size; i++ {
-		_elem12 := &TRaftPeer{}
-		if err := _elem12.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem12), err)
+		_elem14 := &TRaftPeer{}
+		if err := _elem14.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
 		}
-		p.Peers = append(p.Peers, _elem12)
+		p.Peers = append(p.Peers, _elem14)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -13226,8 +14708,8 @@ func (p *TRaftPeersResponse) Equals(other *TRaftPeersResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Peers {
-		_src13 := other.Peers[i]
-		if !_tgt.Equals(_src13) {
+		_src15 := other.Peers[i]
+		if !_tgt.Equals(_src15) {
 			return false
 		}
 	}
@@ -16506,11 +17988,11 @@ func (p *TRaftHealthResponse) ReadField1(ctx context.Context, iprot thrift.TProt
 	tSlice := make([]*TRaftMemberHealth, 0, size)
 	p.Members = tSlice
 	for i := 0; i < size; i++ {
-		_elem14 := &TRaftMemberHealth{}
-		if err := _elem14.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem14), err)
+		_elem16 := &TRaftMemberHealth{}
+		if err := _elem16.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem16), err)
 		}
-		p.Members = append(p.Members, _elem14)
+		p.Members = append(p.Members, _elem16)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -16810,8 +18292,8 @@ func (p *TRaftHealthResponse) Equals(other *TRaftHealthResponse) bool {
 		return false
 	}
 	for i, _tgt := range p.Members {
-		_src15 := other.Members[i]
-		if !_tgt.Equals(_src15) {
+		_src17 := other.Members[i]
+		if !_tgt.Equals(_src17) {
 			return false
 		}
 	}
@@ -17181,6 +18663,9 @@ type LanceMasterService interface {
 	//  - Request
 	Promote(ctx context.Context, request *TPromoteRequest) (_r *TRaftPeersResponse, _err error)
 	RaftMemberStatus(ctx context.Context) (_r *TRaftMemberStatus, _err error)
+	// Parameters:
+	//  - Request
+	ListEvents(ctx context.Context, request *TListEventsRequest) (_r *TListEventsResponse, _err error)
 }
 
 type LanceMasterServiceClient struct {
@@ -17221,17 +18706,17 @@ func (p *LanceMasterServiceClient) SetLastResponseMeta_(meta thrift.ResponseMeta
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Context, report *wire.TLanceIndexJobReport) (_r *wire.TStatus, _err error) {
-	var _args16 LanceMasterServiceReportLanceIndexJobResultArgs
-	_args16.Report = report
-	var _result18 LanceMasterServiceReportLanceIndexJobResultResult
-	var _meta17 thrift.ResponseMeta
-	_meta17, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args16, &_result18)
-	p.SetLastResponseMeta_(_meta17)
+	var _args18 LanceMasterServiceReportLanceIndexJobResultArgs
+	_args18.Report = report
+	var _result20 LanceMasterServiceReportLanceIndexJobResultResult
+	var _meta19 thrift.ResponseMeta
+	_meta19, _err = p.Client_().Call(ctx, "reportLanceIndexJobResult", &_args18, &_result20)
+	p.SetLastResponseMeta_(_meta19)
 	if _err != nil {
 		return
 	}
-	if _ret19 := _result18.GetSuccess(); _ret19 != nil {
-		return _ret19, nil
+	if _ret21 := _result20.GetSuccess(); _ret21 != nil {
+		return _ret21, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobResult failed: unknown result")
 }
@@ -17239,17 +18724,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobResult_(ctx context.Contex
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Context, report *wire.TLanceIndexJobTerminationReport) (_r *wire.TStatus, _err error) {
-	var _args20 LanceMasterServiceReportLanceIndexJobTerminationArgs
-	_args20.Report = report
-	var _result22 LanceMasterServiceReportLanceIndexJobTerminationResult
-	var _meta21 thrift.ResponseMeta
-	_meta21, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args20, &_result22)
-	p.SetLastResponseMeta_(_meta21)
+	var _args22 LanceMasterServiceReportLanceIndexJobTerminationArgs
+	_args22.Report = report
+	var _result24 LanceMasterServiceReportLanceIndexJobTerminationResult
+	var _meta23 thrift.ResponseMeta
+	_meta23, _err = p.Client_().Call(ctx, "reportLanceIndexJobTermination", &_args22, &_result24)
+	p.SetLastResponseMeta_(_meta23)
 	if _err != nil {
 		return
 	}
-	if _ret23 := _result22.GetSuccess(); _ret23 != nil {
-		return _ret23, nil
+	if _ret25 := _result24.GetSuccess(); _ret25 != nil {
+		return _ret25, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobTermination failed: unknown result")
 }
@@ -17257,17 +18742,17 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobTermination(ctx context.Co
 // Parameters:
 //   - Report
 func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Context, report *wire.TLanceIndexJobProgressReport) (_r *wire.TStatus, _err error) {
-	var _args24 LanceMasterServiceReportLanceIndexJobProgressArgs
-	_args24.Report = report
-	var _result26 LanceMasterServiceReportLanceIndexJobProgressResult
-	var _meta25 thrift.ResponseMeta
-	_meta25, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args24, &_result26)
-	p.SetLastResponseMeta_(_meta25)
+	var _args26 LanceMasterServiceReportLanceIndexJobProgressArgs
+	_args26.Report = report
+	var _result28 LanceMasterServiceReportLanceIndexJobProgressResult
+	var _meta27 thrift.ResponseMeta
+	_meta27, _err = p.Client_().Call(ctx, "reportLanceIndexJobProgress", &_args26, &_result28)
+	p.SetLastResponseMeta_(_meta27)
 	if _err != nil {
 		return
 	}
-	if _ret27 := _result26.GetSuccess(); _ret27 != nil {
-		return _ret27, nil
+	if _ret29 := _result28.GetSuccess(); _ret29 != nil {
+		return _ret29, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "reportLanceIndexJobProgress failed: unknown result")
 }
@@ -17275,22 +18760,22 @@ func (p *LanceMasterServiceClient) ReportLanceIndexJobProgress(ctx context.Conte
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCreateIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args28 LanceMasterServiceCreateIndexArgs
-	_args28.Request = request
-	var _result30 LanceMasterServiceCreateIndexResult
-	var _meta29 thrift.ResponseMeta
-	_meta29, _err = p.Client_().Call(ctx, "createIndex", &_args28, &_result30)
-	p.SetLastResponseMeta_(_meta29)
+	var _args30 LanceMasterServiceCreateIndexArgs
+	_args30.Request = request
+	var _result32 LanceMasterServiceCreateIndexResult
+	var _meta31 thrift.ResponseMeta
+	_meta31, _err = p.Client_().Call(ctx, "createIndex", &_args30, &_result32)
+	p.SetLastResponseMeta_(_meta31)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result30.Err != nil:
-		return _r, _result30.Err
+	case _result32.Err != nil:
+		return _r, _result32.Err
 	}
 
-	if _ret31 := _result30.GetSuccess(); _ret31 != nil {
-		return _ret31, nil
+	if _ret33 := _result32.GetSuccess(); _ret33 != nil {
+		return _ret33, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createIndex failed: unknown result")
 }
@@ -17298,22 +18783,22 @@ func (p *LanceMasterServiceClient) CreateIndex(ctx context.Context, request *TCr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDropIndexRequest) (_r *TAdmitResponse, _err error) {
-	var _args32 LanceMasterServiceDropIndexArgs
-	_args32.Request = request
-	var _result34 LanceMasterServiceDropIndexResult
-	var _meta33 thrift.ResponseMeta
-	_meta33, _err = p.Client_().Call(ctx, "dropIndex", &_args32, &_result34)
-	p.SetLastResponseMeta_(_meta33)
+	var _args34 LanceMasterServiceDropIndexArgs
+	_args34.Request = request
+	var _result36 LanceMasterServiceDropIndexResult
+	var _meta35 thrift.ResponseMeta
+	_meta35, _err = p.Client_().Call(ctx, "dropIndex", &_args34, &_result36)
+	p.SetLastResponseMeta_(_meta35)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result34.Err != nil:
-		return _r, _result34.Err
+	case _result36.Err != nil:
+		return _r, _result36.Err
 	}
 
-	if _ret35 := _result34.GetSuccess(); _ret35 != nil {
-		return _ret35, nil
+	if _ret37 := _result36.GetSuccess(); _ret37 != nil {
+		return _ret37, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "dropIndex failed: unknown result")
 }
@@ -17321,22 +18806,22 @@ func (p *LanceMasterServiceClient) DropIndex(ctx context.Context, request *TDrop
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request *TOptimizeRequest) (_r *TAdmitResponse, _err error) {
-	var _args36 LanceMasterServiceOptimizeDatasetArgs
-	_args36.Request = request
-	var _result38 LanceMasterServiceOptimizeDatasetResult
-	var _meta37 thrift.ResponseMeta
-	_meta37, _err = p.Client_().Call(ctx, "optimizeDataset", &_args36, &_result38)
-	p.SetLastResponseMeta_(_meta37)
+	var _args38 LanceMasterServiceOptimizeDatasetArgs
+	_args38.Request = request
+	var _result40 LanceMasterServiceOptimizeDatasetResult
+	var _meta39 thrift.ResponseMeta
+	_meta39, _err = p.Client_().Call(ctx, "optimizeDataset", &_args38, &_result40)
+	p.SetLastResponseMeta_(_meta39)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result38.Err != nil:
-		return _r, _result38.Err
+	case _result40.Err != nil:
+		return _r, _result40.Err
 	}
 
-	if _ret39 := _result38.GetSuccess(); _ret39 != nil {
-		return _ret39, nil
+	if _ret41 := _result40.GetSuccess(); _ret41 != nil {
+		return _ret41, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "optimizeDataset failed: unknown result")
 }
@@ -17345,23 +18830,23 @@ func (p *LanceMasterServiceClient) OptimizeDataset(ctx context.Context, request 
 //   - JobID
 //   - MaxBytes
 func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, max_bytes int32) (_r *TJobLogs, _err error) {
-	var _args40 LanceMasterServiceJobLogsArgs
-	_args40.JobID = job_id
-	_args40.MaxBytes = max_bytes
-	var _result42 LanceMasterServiceJobLogsResult
-	var _meta41 thrift.ResponseMeta
-	_meta41, _err = p.Client_().Call(ctx, "jobLogs", &_args40, &_result42)
-	p.SetLastResponseMeta_(_meta41)
+	var _args42 LanceMasterServiceJobLogsArgs
+	_args42.JobID = job_id
+	_args42.MaxBytes = max_bytes
+	var _result44 LanceMasterServiceJobLogsResult
+	var _meta43 thrift.ResponseMeta
+	_meta43, _err = p.Client_().Call(ctx, "jobLogs", &_args42, &_result44)
+	p.SetLastResponseMeta_(_meta43)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result42.Err != nil:
-		return _r, _result42.Err
+	case _result44.Err != nil:
+		return _r, _result44.Err
 	}
 
-	if _ret43 := _result42.GetSuccess(); _ret43 != nil {
-		return _ret43, nil
+	if _ret45 := _result44.GetSuccess(); _ret45 != nil {
+		return _ret45, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "jobLogs failed: unknown result")
 }
@@ -17369,22 +18854,22 @@ func (p *LanceMasterServiceClient) JobLogs(ctx context.Context, job_id int64, ma
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJobsRequest) (_r *TListJobsResponse, _err error) {
-	var _args44 LanceMasterServiceListJobsArgs
-	_args44.Request = request
-	var _result46 LanceMasterServiceListJobsResult
-	var _meta45 thrift.ResponseMeta
-	_meta45, _err = p.Client_().Call(ctx, "listJobs", &_args44, &_result46)
-	p.SetLastResponseMeta_(_meta45)
+	var _args46 LanceMasterServiceListJobsArgs
+	_args46.Request = request
+	var _result48 LanceMasterServiceListJobsResult
+	var _meta47 thrift.ResponseMeta
+	_meta47, _err = p.Client_().Call(ctx, "listJobs", &_args46, &_result48)
+	p.SetLastResponseMeta_(_meta47)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result46.Err != nil:
-		return _r, _result46.Err
+	case _result48.Err != nil:
+		return _r, _result48.Err
 	}
 
-	if _ret47 := _result46.GetSuccess(); _ret47 != nil {
-		return _ret47, nil
+	if _ret49 := _result48.GetSuccess(); _ret49 != nil {
+		return _ret49, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listJobs failed: unknown result")
 }
@@ -17393,23 +18878,23 @@ func (p *LanceMasterServiceClient) ListJobs(ctx context.Context, request *TListJ
 //   - JobID
 //   - Consistent
 func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, consistent bool) (_r *TJobView, _err error) {
-	var _args48 LanceMasterServiceShowJobArgs
-	_args48.JobID = job_id
-	_args48.Consistent = consistent
-	var _result50 LanceMasterServiceShowJobResult
-	var _meta49 thrift.ResponseMeta
-	_meta49, _err = p.Client_().Call(ctx, "showJob", &_args48, &_result50)
-	p.SetLastResponseMeta_(_meta49)
+	var _args50 LanceMasterServiceShowJobArgs
+	_args50.JobID = job_id
+	_args50.Consistent = consistent
+	var _result52 LanceMasterServiceShowJobResult
+	var _meta51 thrift.ResponseMeta
+	_meta51, _err = p.Client_().Call(ctx, "showJob", &_args50, &_result52)
+	p.SetLastResponseMeta_(_meta51)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result50.Err != nil:
-		return _r, _result50.Err
+	case _result52.Err != nil:
+		return _r, _result52.Err
 	}
 
-	if _ret51 := _result50.GetSuccess(); _ret51 != nil {
-		return _ret51, nil
+	if _ret53 := _result52.GetSuccess(); _ret53 != nil {
+		return _ret53, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showJob failed: unknown result")
 }
@@ -17417,22 +18902,22 @@ func (p *LanceMasterServiceClient) ShowJob(ctx context.Context, job_id int64, co
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TResolveRequest) (_r *TResolveResponse, _err error) {
-	var _args52 LanceMasterServiceResolveJobArgs
-	_args52.Request = request
-	var _result54 LanceMasterServiceResolveJobResult
-	var _meta53 thrift.ResponseMeta
-	_meta53, _err = p.Client_().Call(ctx, "resolveJob", &_args52, &_result54)
-	p.SetLastResponseMeta_(_meta53)
+	var _args54 LanceMasterServiceResolveJobArgs
+	_args54.Request = request
+	var _result56 LanceMasterServiceResolveJobResult
+	var _meta55 thrift.ResponseMeta
+	_meta55, _err = p.Client_().Call(ctx, "resolveJob", &_args54, &_result56)
+	p.SetLastResponseMeta_(_meta55)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result54.Err != nil:
-		return _r, _result54.Err
+	case _result56.Err != nil:
+		return _r, _result56.Err
 	}
 
-	if _ret55 := _result54.GetSuccess(); _ret55 != nil {
-		return _ret55, nil
+	if _ret57 := _result56.GetSuccess(); _ret57 != nil {
+		return _ret57, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "resolveJob failed: unknown result")
 }
@@ -17440,22 +18925,22 @@ func (p *LanceMasterServiceClient) ResolveJob(ctx context.Context, request *TRes
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCancelRequest) (_r *TJobView, _err error) {
-	var _args56 LanceMasterServiceCancelJobArgs
-	_args56.Request = request
-	var _result58 LanceMasterServiceCancelJobResult
-	var _meta57 thrift.ResponseMeta
-	_meta57, _err = p.Client_().Call(ctx, "cancelJob", &_args56, &_result58)
-	p.SetLastResponseMeta_(_meta57)
+	var _args58 LanceMasterServiceCancelJobArgs
+	_args58.Request = request
+	var _result60 LanceMasterServiceCancelJobResult
+	var _meta59 thrift.ResponseMeta
+	_meta59, _err = p.Client_().Call(ctx, "cancelJob", &_args58, &_result60)
+	p.SetLastResponseMeta_(_meta59)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result58.Err != nil:
-		return _r, _result58.Err
+	case _result60.Err != nil:
+		return _r, _result60.Err
 	}
 
-	if _ret59 := _result58.GetSuccess(); _ret59 != nil {
-		return _ret59, nil
+	if _ret61 := _result60.GetSuccess(); _ret61 != nil {
+		return _ret61, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "cancelJob failed: unknown result")
 }
@@ -17465,24 +18950,24 @@ func (p *LanceMasterServiceClient) CancelJob(ctx context.Context, request *TCanc
 //   - Db
 //   - Table
 func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error) {
-	var _args60 LanceMasterServiceInspectDatasetArgs
-	_args60.Catalog = catalog
-	_args60.Db = db
-	_args60.Table = table
-	var _result62 LanceMasterServiceInspectDatasetResult
-	var _meta61 thrift.ResponseMeta
-	_meta61, _err = p.Client_().Call(ctx, "inspectDataset", &_args60, &_result62)
-	p.SetLastResponseMeta_(_meta61)
+	var _args62 LanceMasterServiceInspectDatasetArgs
+	_args62.Catalog = catalog
+	_args62.Db = db
+	_args62.Table = table
+	var _result64 LanceMasterServiceInspectDatasetResult
+	var _meta63 thrift.ResponseMeta
+	_meta63, _err = p.Client_().Call(ctx, "inspectDataset", &_args62, &_result64)
+	p.SetLastResponseMeta_(_meta63)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result62.Err != nil:
-		return _r, _result62.Err
+	case _result64.Err != nil:
+		return _r, _result64.Err
 	}
 
-	if _ret63 := _result62.GetSuccess(); _ret63 != nil {
-		return _ret63, nil
+	if _ret65 := _result64.GetSuccess(); _ret65 != nil {
+		return _ret65, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "inspectDataset failed: unknown result")
 }
@@ -17490,62 +18975,62 @@ func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog s
 // Parameters:
 //   - Catalog
 func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
-	var _args64 LanceMasterServiceCreateCatalogArgs
-	_args64.Catalog = catalog
-	var _result66 LanceMasterServiceCreateCatalogResult
-	var _meta65 thrift.ResponseMeta
-	_meta65, _err = p.Client_().Call(ctx, "createCatalog", &_args64, &_result66)
-	p.SetLastResponseMeta_(_meta65)
+	var _args66 LanceMasterServiceCreateCatalogArgs
+	_args66.Catalog = catalog
+	var _result68 LanceMasterServiceCreateCatalogResult
+	var _meta67 thrift.ResponseMeta
+	_meta67, _err = p.Client_().Call(ctx, "createCatalog", &_args66, &_result68)
+	p.SetLastResponseMeta_(_meta67)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result66.Err != nil:
-		return _r, _result66.Err
+	case _result68.Err != nil:
+		return _r, _result68.Err
 	}
 
-	if _ret67 := _result66.GetSuccess(); _ret67 != nil {
-		return _ret67, nil
+	if _ret69 := _result68.GetSuccess(); _ret69 != nil {
+		return _ret69, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "createCatalog failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error) {
-	var _args68 LanceMasterServiceListCatalogsArgs
-	var _result70 LanceMasterServiceListCatalogsResult
-	var _meta69 thrift.ResponseMeta
-	_meta69, _err = p.Client_().Call(ctx, "listCatalogs", &_args68, &_result70)
-	p.SetLastResponseMeta_(_meta69)
+	var _args70 LanceMasterServiceListCatalogsArgs
+	var _result72 LanceMasterServiceListCatalogsResult
+	var _meta71 thrift.ResponseMeta
+	_meta71, _err = p.Client_().Call(ctx, "listCatalogs", &_args70, &_result72)
+	p.SetLastResponseMeta_(_meta71)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result70.Err != nil:
-		return _r, _result70.Err
+	case _result72.Err != nil:
+		return _r, _result72.Err
 	}
 
-	return _result70.GetSuccess(), nil
+	return _result72.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error) {
-	var _args71 LanceMasterServiceUpdateCatalogArgs
-	_args71.Request = request
-	var _result73 LanceMasterServiceUpdateCatalogResult
-	var _meta72 thrift.ResponseMeta
-	_meta72, _err = p.Client_().Call(ctx, "updateCatalog", &_args71, &_result73)
-	p.SetLastResponseMeta_(_meta72)
+	var _args73 LanceMasterServiceUpdateCatalogArgs
+	_args73.Request = request
+	var _result75 LanceMasterServiceUpdateCatalogResult
+	var _meta74 thrift.ResponseMeta
+	_meta74, _err = p.Client_().Call(ctx, "updateCatalog", &_args73, &_result75)
+	p.SetLastResponseMeta_(_meta74)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result73.Err != nil:
-		return _r, _result73.Err
+	case _result75.Err != nil:
+		return _r, _result75.Err
 	}
 
-	if _ret74 := _result73.GetSuccess(); _ret74 != nil {
-		return _ret74, nil
+	if _ret76 := _result75.GetSuccess(); _ret76 != nil {
+		return _ret76, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "updateCatalog failed: unknown result")
 }
@@ -17553,18 +19038,18 @@ func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *T
 // Parameters:
 //   - Name
 func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
-	var _args75 LanceMasterServiceRemoveCatalogArgs
-	_args75.Name = name
-	var _result77 LanceMasterServiceRemoveCatalogResult
-	var _meta76 thrift.ResponseMeta
-	_meta76, _err = p.Client_().Call(ctx, "removeCatalog", &_args75, &_result77)
-	p.SetLastResponseMeta_(_meta76)
+	var _args77 LanceMasterServiceRemoveCatalogArgs
+	_args77.Name = name
+	var _result79 LanceMasterServiceRemoveCatalogResult
+	var _meta78 thrift.ResponseMeta
+	_meta78, _err = p.Client_().Call(ctx, "removeCatalog", &_args77, &_result79)
+	p.SetLastResponseMeta_(_meta78)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result77.Err != nil:
-		return _result77.Err
+	case _result79.Err != nil:
+		return _result79.Err
 	}
 
 	return nil
@@ -17573,58 +19058,58 @@ func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name strin
 // Parameters:
 //   - Address
 func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
-	var _args78 LanceMasterServiceAddBackendArgs
-	_args78.Address = address
-	var _result80 LanceMasterServiceAddBackendResult
-	var _meta79 thrift.ResponseMeta
-	_meta79, _err = p.Client_().Call(ctx, "addBackend", &_args78, &_result80)
-	p.SetLastResponseMeta_(_meta79)
+	var _args80 LanceMasterServiceAddBackendArgs
+	_args80.Address = address
+	var _result82 LanceMasterServiceAddBackendResult
+	var _meta81 thrift.ResponseMeta
+	_meta81, _err = p.Client_().Call(ctx, "addBackend", &_args80, &_result82)
+	p.SetLastResponseMeta_(_meta81)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result80.Err != nil:
-		return _r, _result80.Err
+	case _result82.Err != nil:
+		return _r, _result82.Err
 	}
 
-	if _ret81 := _result80.GetSuccess(); _ret81 != nil {
-		return _ret81, nil
+	if _ret83 := _result82.GetSuccess(); _ret83 != nil {
+		return _ret83, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addBackend failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBackend, _err error) {
-	var _args82 LanceMasterServiceListBackendsArgs
-	var _result84 LanceMasterServiceListBackendsResult
-	var _meta83 thrift.ResponseMeta
-	_meta83, _err = p.Client_().Call(ctx, "listBackends", &_args82, &_result84)
-	p.SetLastResponseMeta_(_meta83)
+	var _args84 LanceMasterServiceListBackendsArgs
+	var _result86 LanceMasterServiceListBackendsResult
+	var _meta85 thrift.ResponseMeta
+	_meta85, _err = p.Client_().Call(ctx, "listBackends", &_args84, &_result86)
+	p.SetLastResponseMeta_(_meta85)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result84.Err != nil:
-		return _r, _result84.Err
+	case _result86.Err != nil:
+		return _r, _result86.Err
 	}
 
-	return _result84.GetSuccess(), nil
+	return _result86.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Backend
 func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
-	var _args85 LanceMasterServiceRemoveBackendArgs
-	_args85.Backend = backend
-	var _result87 LanceMasterServiceRemoveBackendResult
-	var _meta86 thrift.ResponseMeta
-	_meta86, _err = p.Client_().Call(ctx, "removeBackend", &_args85, &_result87)
-	p.SetLastResponseMeta_(_meta86)
+	var _args87 LanceMasterServiceRemoveBackendArgs
+	_args87.Backend = backend
+	var _result89 LanceMasterServiceRemoveBackendResult
+	var _meta88 thrift.ResponseMeta
+	_meta88, _err = p.Client_().Call(ctx, "removeBackend", &_args87, &_result89)
+	p.SetLastResponseMeta_(_meta88)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result87.Err != nil:
-		return _result87.Err
+	case _result89.Err != nil:
+		return _result89.Err
 	}
 
 	return nil
@@ -17633,22 +19118,22 @@ func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend st
 // Parameters:
 //   - Backend
 func (p *LanceMasterServiceClient) ShowBackend(ctx context.Context, backend string) (_r *TBackend, _err error) {
-	var _args88 LanceMasterServiceShowBackendArgs
-	_args88.Backend = backend
-	var _result90 LanceMasterServiceShowBackendResult
-	var _meta89 thrift.ResponseMeta
-	_meta89, _err = p.Client_().Call(ctx, "showBackend", &_args88, &_result90)
-	p.SetLastResponseMeta_(_meta89)
+	var _args90 LanceMasterServiceShowBackendArgs
+	_args90.Backend = backend
+	var _result92 LanceMasterServiceShowBackendResult
+	var _meta91 thrift.ResponseMeta
+	_meta91, _err = p.Client_().Call(ctx, "showBackend", &_args90, &_result92)
+	p.SetLastResponseMeta_(_meta91)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result90.Err != nil:
-		return _r, _result90.Err
+	case _result92.Err != nil:
+		return _r, _result92.Err
 	}
 
-	if _ret91 := _result90.GetSuccess(); _ret91 != nil {
-		return _ret91, nil
+	if _ret93 := _result92.GetSuccess(); _ret93 != nil {
+		return _ret93, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "showBackend failed: unknown result")
 }
@@ -17656,22 +19141,22 @@ func (p *LanceMasterServiceClient) ShowBackend(ctx context.Context, backend stri
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) DrainBackend(ctx context.Context, request *TDrainBackendRequest) (_r *TDrainBackendResponse, _err error) {
-	var _args92 LanceMasterServiceDrainBackendArgs
-	_args92.Request = request
-	var _result94 LanceMasterServiceDrainBackendResult
-	var _meta93 thrift.ResponseMeta
-	_meta93, _err = p.Client_().Call(ctx, "drainBackend", &_args92, &_result94)
-	p.SetLastResponseMeta_(_meta93)
+	var _args94 LanceMasterServiceDrainBackendArgs
+	_args94.Request = request
+	var _result96 LanceMasterServiceDrainBackendResult
+	var _meta95 thrift.ResponseMeta
+	_meta95, _err = p.Client_().Call(ctx, "drainBackend", &_args94, &_result96)
+	p.SetLastResponseMeta_(_meta95)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result94.Err != nil:
-		return _r, _result94.Err
+	case _result96.Err != nil:
+		return _r, _result96.Err
 	}
 
-	if _ret95 := _result94.GetSuccess(); _ret95 != nil {
-		return _ret95, nil
+	if _ret97 := _result96.GetSuccess(); _ret97 != nil {
+		return _ret97, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "drainBackend failed: unknown result")
 }
@@ -17679,22 +19164,22 @@ func (p *LanceMasterServiceClient) DrainBackend(ctx context.Context, request *TD
 // Parameters:
 //   - Key
 func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_r *TOption, _err error) {
-	var _args96 LanceMasterServiceGetOptionArgs
-	_args96.Key = key
-	var _result98 LanceMasterServiceGetOptionResult
-	var _meta97 thrift.ResponseMeta
-	_meta97, _err = p.Client_().Call(ctx, "getOption", &_args96, &_result98)
-	p.SetLastResponseMeta_(_meta97)
+	var _args98 LanceMasterServiceGetOptionArgs
+	_args98.Key = key
+	var _result100 LanceMasterServiceGetOptionResult
+	var _meta99 thrift.ResponseMeta
+	_meta99, _err = p.Client_().Call(ctx, "getOption", &_args98, &_result100)
+	p.SetLastResponseMeta_(_meta99)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result98.Err != nil:
-		return _r, _result98.Err
+	case _result100.Err != nil:
+		return _r, _result100.Err
 	}
 
-	if _ret99 := _result98.GetSuccess(); _ret99 != nil {
-		return _ret99, nil
+	if _ret101 := _result100.GetSuccess(); _ret101 != nil {
+		return _ret101, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "getOption failed: unknown result")
 }
@@ -17703,60 +19188,60 @@ func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_
 //   - Key
 //   - Value
 func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
-	var _args100 LanceMasterServiceSetOptionArgs
-	_args100.Key = key
-	_args100.Value = value
-	var _result102 LanceMasterServiceSetOptionResult
-	var _meta101 thrift.ResponseMeta
-	_meta101, _err = p.Client_().Call(ctx, "setOption", &_args100, &_result102)
-	p.SetLastResponseMeta_(_meta101)
+	var _args102 LanceMasterServiceSetOptionArgs
+	_args102.Key = key
+	_args102.Value = value
+	var _result104 LanceMasterServiceSetOptionResult
+	var _meta103 thrift.ResponseMeta
+	_meta103, _err = p.Client_().Call(ctx, "setOption", &_args102, &_result104)
+	p.SetLastResponseMeta_(_meta103)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result102.Err != nil:
-		return _r, _result102.Err
+	case _result104.Err != nil:
+		return _r, _result104.Err
 	}
 
-	if _ret103 := _result102.GetSuccess(); _ret103 != nil {
-		return _ret103, nil
+	if _ret105 := _result104.GetSuccess(); _ret105 != nil {
+		return _ret105, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "setOption failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) ListOptions(ctx context.Context) (_r []*TOption, _err error) {
-	var _args104 LanceMasterServiceListOptionsArgs
-	var _result106 LanceMasterServiceListOptionsResult
-	var _meta105 thrift.ResponseMeta
-	_meta105, _err = p.Client_().Call(ctx, "listOptions", &_args104, &_result106)
-	p.SetLastResponseMeta_(_meta105)
+	var _args106 LanceMasterServiceListOptionsArgs
+	var _result108 LanceMasterServiceListOptionsResult
+	var _meta107 thrift.ResponseMeta
+	_meta107, _err = p.Client_().Call(ctx, "listOptions", &_args106, &_result108)
+	p.SetLastResponseMeta_(_meta107)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result106.Err != nil:
-		return _r, _result106.Err
+	case _result108.Err != nil:
+		return _r, _result108.Err
 	}
 
-	return _result106.GetSuccess(), nil
+	return _result108.GetSuccess(), nil
 }
 
 func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error) {
-	var _args107 LanceMasterServiceListPeersArgs
-	var _result109 LanceMasterServiceListPeersResult
-	var _meta108 thrift.ResponseMeta
-	_meta108, _err = p.Client_().Call(ctx, "listPeers", &_args107, &_result109)
-	p.SetLastResponseMeta_(_meta108)
+	var _args109 LanceMasterServiceListPeersArgs
+	var _result111 LanceMasterServiceListPeersResult
+	var _meta110 thrift.ResponseMeta
+	_meta110, _err = p.Client_().Call(ctx, "listPeers", &_args109, &_result111)
+	p.SetLastResponseMeta_(_meta110)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result109.Err != nil:
-		return _r, _result109.Err
+	case _result111.Err != nil:
+		return _r, _result111.Err
 	}
 
-	if _ret110 := _result109.GetSuccess(); _ret110 != nil {
-		return _ret110, nil
+	if _ret112 := _result111.GetSuccess(); _ret112 != nil {
+		return _ret112, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listPeers failed: unknown result")
 }
@@ -17764,59 +19249,59 @@ func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeer
 // Parameters:
 //   - TargetID
 func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
-	var _args111 LanceMasterServiceTransferLeaderArgs
-	_args111.TargetID = target_id
-	var _result113 LanceMasterServiceTransferLeaderResult
-	var _meta112 thrift.ResponseMeta
-	_meta112, _err = p.Client_().Call(ctx, "transferLeader", &_args111, &_result113)
-	p.SetLastResponseMeta_(_meta112)
+	var _args113 LanceMasterServiceTransferLeaderArgs
+	_args113.TargetID = target_id
+	var _result115 LanceMasterServiceTransferLeaderResult
+	var _meta114 thrift.ResponseMeta
+	_meta114, _err = p.Client_().Call(ctx, "transferLeader", &_args113, &_result115)
+	p.SetLastResponseMeta_(_meta114)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result113.Err != nil:
-		return _r, _result113.Err
+	case _result115.Err != nil:
+		return _r, _result115.Err
 	}
 
-	return _result113.GetSuccess(), nil
+	return _result115.GetSuccess(), nil
 }
 
 // Parameters:
 //   - Command
 func (p *LanceMasterServiceClient) ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error) {
-	var _args114 LanceMasterServiceForwardApplyArgs
-	_args114.Command = command
-	var _result116 LanceMasterServiceForwardApplyResult
-	var _meta115 thrift.ResponseMeta
-	_meta115, _err = p.Client_().Call(ctx, "forwardApply", &_args114, &_result116)
-	p.SetLastResponseMeta_(_meta115)
+	var _args116 LanceMasterServiceForwardApplyArgs
+	_args116.Command = command
+	var _result118 LanceMasterServiceForwardApplyResult
+	var _meta117 thrift.ResponseMeta
+	_meta117, _err = p.Client_().Call(ctx, "forwardApply", &_args116, &_result118)
+	p.SetLastResponseMeta_(_meta117)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result116.Err != nil:
-		return _r, _result116.Err
+	case _result118.Err != nil:
+		return _r, _result118.Err
 	}
 
-	return _result116.GetSuccess(), nil
+	return _result118.GetSuccess(), nil
 }
 
 func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *TSnapshotTransfer, _err error) {
-	var _args117 LanceMasterServiceBeginSnapshotSaveArgs
-	var _result119 LanceMasterServiceBeginSnapshotSaveResult
-	var _meta118 thrift.ResponseMeta
-	_meta118, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args117, &_result119)
-	p.SetLastResponseMeta_(_meta118)
+	var _args119 LanceMasterServiceBeginSnapshotSaveArgs
+	var _result121 LanceMasterServiceBeginSnapshotSaveResult
+	var _meta120 thrift.ResponseMeta
+	_meta120, _err = p.Client_().Call(ctx, "beginSnapshotSave", &_args119, &_result121)
+	p.SetLastResponseMeta_(_meta120)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result119.Err != nil:
-		return _r, _result119.Err
+	case _result121.Err != nil:
+		return _r, _result121.Err
 	}
 
-	if _ret120 := _result119.GetSuccess(); _ret120 != nil {
-		return _ret120, nil
+	if _ret122 := _result121.GetSuccess(); _ret122 != nil {
+		return _ret122, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotSave failed: unknown result")
 }
@@ -17825,23 +19310,23 @@ func (p *LanceMasterServiceClient) BeginSnapshotSave(ctx context.Context) (_r *T
 //   - TransferID
 //   - Offset
 func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transfer_id string, offset int64) (_r *TSnapshotChunk, _err error) {
-	var _args121 LanceMasterServiceReadSnapshotChunkArgs
-	_args121.TransferID = transfer_id
-	_args121.Offset = offset
-	var _result123 LanceMasterServiceReadSnapshotChunkResult
-	var _meta122 thrift.ResponseMeta
-	_meta122, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args121, &_result123)
-	p.SetLastResponseMeta_(_meta122)
+	var _args123 LanceMasterServiceReadSnapshotChunkArgs
+	_args123.TransferID = transfer_id
+	_args123.Offset = offset
+	var _result125 LanceMasterServiceReadSnapshotChunkResult
+	var _meta124 thrift.ResponseMeta
+	_meta124, _err = p.Client_().Call(ctx, "readSnapshotChunk", &_args123, &_result125)
+	p.SetLastResponseMeta_(_meta124)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result123.Err != nil:
-		return _r, _result123.Err
+	case _result125.Err != nil:
+		return _r, _result125.Err
 	}
 
-	if _ret124 := _result123.GetSuccess(); _ret124 != nil {
-		return _ret124, nil
+	if _ret126 := _result125.GetSuccess(); _ret126 != nil {
+		return _ret126, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "readSnapshotChunk failed: unknown result")
 }
@@ -17849,22 +19334,22 @@ func (p *LanceMasterServiceClient) ReadSnapshotChunk(ctx context.Context, transf
 // Parameters:
 //   - Size
 func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, size int64) (_r *TSnapshotTransfer, _err error) {
-	var _args125 LanceMasterServiceBeginSnapshotRestoreArgs
-	_args125.Size = size
-	var _result127 LanceMasterServiceBeginSnapshotRestoreResult
-	var _meta126 thrift.ResponseMeta
-	_meta126, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args125, &_result127)
-	p.SetLastResponseMeta_(_meta126)
+	var _args127 LanceMasterServiceBeginSnapshotRestoreArgs
+	_args127.Size = size
+	var _result129 LanceMasterServiceBeginSnapshotRestoreResult
+	var _meta128 thrift.ResponseMeta
+	_meta128, _err = p.Client_().Call(ctx, "beginSnapshotRestore", &_args127, &_result129)
+	p.SetLastResponseMeta_(_meta128)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result127.Err != nil:
-		return _r, _result127.Err
+	case _result129.Err != nil:
+		return _r, _result129.Err
 	}
 
-	if _ret128 := _result127.GetSuccess(); _ret128 != nil {
-		return _ret128, nil
+	if _ret130 := _result129.GetSuccess(); _ret130 != nil {
+		return _ret130, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "beginSnapshotRestore failed: unknown result")
 }
@@ -17872,18 +19357,18 @@ func (p *LanceMasterServiceClient) BeginSnapshotRestore(ctx context.Context, siz
 // Parameters:
 //   - Chunk
 func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error) {
-	var _args129 LanceMasterServiceWriteSnapshotChunkArgs
-	_args129.Chunk = chunk
-	var _result131 LanceMasterServiceWriteSnapshotChunkResult
-	var _meta130 thrift.ResponseMeta
-	_meta130, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args129, &_result131)
-	p.SetLastResponseMeta_(_meta130)
+	var _args131 LanceMasterServiceWriteSnapshotChunkArgs
+	_args131.Chunk = chunk
+	var _result133 LanceMasterServiceWriteSnapshotChunkResult
+	var _meta132 thrift.ResponseMeta
+	_meta132, _err = p.Client_().Call(ctx, "writeSnapshotChunk", &_args131, &_result133)
+	p.SetLastResponseMeta_(_meta132)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result131.Err != nil:
-		return _result131.Err
+	case _result133.Err != nil:
+		return _result133.Err
 	}
 
 	return nil
@@ -17892,22 +19377,22 @@ func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error) {
-	var _args132 LanceMasterServiceFinishSnapshotRestoreArgs
-	_args132.TransferID = transfer_id
-	var _result134 LanceMasterServiceFinishSnapshotRestoreResult
-	var _meta133 thrift.ResponseMeta
-	_meta133, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args132, &_result134)
-	p.SetLastResponseMeta_(_meta133)
+	var _args134 LanceMasterServiceFinishSnapshotRestoreArgs
+	_args134.TransferID = transfer_id
+	var _result136 LanceMasterServiceFinishSnapshotRestoreResult
+	var _meta135 thrift.ResponseMeta
+	_meta135, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args134, &_result136)
+	p.SetLastResponseMeta_(_meta135)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result134.Err != nil:
-		return _r, _result134.Err
+	case _result136.Err != nil:
+		return _r, _result136.Err
 	}
 
-	if _ret135 := _result134.GetSuccess(); _ret135 != nil {
-		return _ret135, nil
+	if _ret137 := _result136.GetSuccess(); _ret137 != nil {
+		return _ret137, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "finishSnapshotRestore failed: unknown result")
 }
@@ -17915,18 +19400,18 @@ func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, tr
 // Parameters:
 //   - TransferID
 func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error) {
-	var _args136 LanceMasterServiceAbortSnapshotTransferArgs
-	_args136.TransferID = transfer_id
-	var _result138 LanceMasterServiceAbortSnapshotTransferResult
-	var _meta137 thrift.ResponseMeta
-	_meta137, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args136, &_result138)
-	p.SetLastResponseMeta_(_meta137)
+	var _args138 LanceMasterServiceAbortSnapshotTransferArgs
+	_args138.TransferID = transfer_id
+	var _result140 LanceMasterServiceAbortSnapshotTransferResult
+	var _meta139 thrift.ResponseMeta
+	_meta139, _err = p.Client_().Call(ctx, "abortSnapshotTransfer", &_args138, &_result140)
+	p.SetLastResponseMeta_(_meta139)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result138.Err != nil:
-		return _result138.Err
+	case _result140.Err != nil:
+		return _result140.Err
 	}
 
 	return nil
@@ -17935,22 +19420,22 @@ func (p *LanceMasterServiceClient) AbortSnapshotTransfer(ctx context.Context, tr
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVoterRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args139 LanceMasterServiceAddVoterArgs
-	_args139.Request = request
-	var _result141 LanceMasterServiceAddVoterResult
-	var _meta140 thrift.ResponseMeta
-	_meta140, _err = p.Client_().Call(ctx, "addVoter", &_args139, &_result141)
-	p.SetLastResponseMeta_(_meta140)
+	var _args141 LanceMasterServiceAddVoterArgs
+	_args141.Request = request
+	var _result143 LanceMasterServiceAddVoterResult
+	var _meta142 thrift.ResponseMeta
+	_meta142, _err = p.Client_().Call(ctx, "addVoter", &_args141, &_result143)
+	p.SetLastResponseMeta_(_meta142)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result141.Err != nil:
-		return _r, _result141.Err
+	case _result143.Err != nil:
+		return _r, _result143.Err
 	}
 
-	if _ret142 := _result141.GetSuccess(); _ret142 != nil {
-		return _ret142, nil
+	if _ret144 := _result143.GetSuccess(); _ret144 != nil {
+		return _ret144, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "addVoter failed: unknown result")
 }
@@ -17958,42 +19443,42 @@ func (p *LanceMasterServiceClient) AddVoter(ctx context.Context, request *TAddVo
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) RemovePeer(ctx context.Context, request *TRemovePeerRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args143 LanceMasterServiceRemovePeerArgs
-	_args143.Request = request
-	var _result145 LanceMasterServiceRemovePeerResult
-	var _meta144 thrift.ResponseMeta
-	_meta144, _err = p.Client_().Call(ctx, "removePeer", &_args143, &_result145)
-	p.SetLastResponseMeta_(_meta144)
+	var _args145 LanceMasterServiceRemovePeerArgs
+	_args145.Request = request
+	var _result147 LanceMasterServiceRemovePeerResult
+	var _meta146 thrift.ResponseMeta
+	_meta146, _err = p.Client_().Call(ctx, "removePeer", &_args145, &_result147)
+	p.SetLastResponseMeta_(_meta146)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result145.Err != nil:
-		return _r, _result145.Err
+	case _result147.Err != nil:
+		return _r, _result147.Err
 	}
 
-	if _ret146 := _result145.GetSuccess(); _ret146 != nil {
-		return _ret146, nil
+	if _ret148 := _result147.GetSuccess(); _ret148 != nil {
+		return _ret148, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "removePeer failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) RaftHealth(ctx context.Context) (_r *TRaftHealthResponse, _err error) {
-	var _args147 LanceMasterServiceRaftHealthArgs
-	var _result149 LanceMasterServiceRaftHealthResult
-	var _meta148 thrift.ResponseMeta
-	_meta148, _err = p.Client_().Call(ctx, "raftHealth", &_args147, &_result149)
-	p.SetLastResponseMeta_(_meta148)
+	var _args149 LanceMasterServiceRaftHealthArgs
+	var _result151 LanceMasterServiceRaftHealthResult
+	var _meta150 thrift.ResponseMeta
+	_meta150, _err = p.Client_().Call(ctx, "raftHealth", &_args149, &_result151)
+	p.SetLastResponseMeta_(_meta150)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result149.Err != nil:
-		return _r, _result149.Err
+	case _result151.Err != nil:
+		return _r, _result151.Err
 	}
 
-	if _ret150 := _result149.GetSuccess(); _ret150 != nil {
-		return _ret150, nil
+	if _ret152 := _result151.GetSuccess(); _ret152 != nil {
+		return _ret152, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "raftHealth failed: unknown result")
 }
@@ -18001,44 +19486,67 @@ func (p *LanceMasterServiceClient) RaftHealth(ctx context.Context) (_r *TRaftHea
 // Parameters:
 //   - Request
 func (p *LanceMasterServiceClient) Promote(ctx context.Context, request *TPromoteRequest) (_r *TRaftPeersResponse, _err error) {
-	var _args151 LanceMasterServicePromoteArgs
-	_args151.Request = request
-	var _result153 LanceMasterServicePromoteResult
-	var _meta152 thrift.ResponseMeta
-	_meta152, _err = p.Client_().Call(ctx, "promote", &_args151, &_result153)
-	p.SetLastResponseMeta_(_meta152)
+	var _args153 LanceMasterServicePromoteArgs
+	_args153.Request = request
+	var _result155 LanceMasterServicePromoteResult
+	var _meta154 thrift.ResponseMeta
+	_meta154, _err = p.Client_().Call(ctx, "promote", &_args153, &_result155)
+	p.SetLastResponseMeta_(_meta154)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result153.Err != nil:
-		return _r, _result153.Err
+	case _result155.Err != nil:
+		return _r, _result155.Err
 	}
 
-	if _ret154 := _result153.GetSuccess(); _ret154 != nil {
-		return _ret154, nil
+	if _ret156 := _result155.GetSuccess(); _ret156 != nil {
+		return _ret156, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "promote failed: unknown result")
 }
 
 func (p *LanceMasterServiceClient) RaftMemberStatus(ctx context.Context) (_r *TRaftMemberStatus, _err error) {
-	var _args155 LanceMasterServiceRaftMemberStatusArgs
-	var _result157 LanceMasterServiceRaftMemberStatusResult
-	var _meta156 thrift.ResponseMeta
-	_meta156, _err = p.Client_().Call(ctx, "raftMemberStatus", &_args155, &_result157)
-	p.SetLastResponseMeta_(_meta156)
+	var _args157 LanceMasterServiceRaftMemberStatusArgs
+	var _result159 LanceMasterServiceRaftMemberStatusResult
+	var _meta158 thrift.ResponseMeta
+	_meta158, _err = p.Client_().Call(ctx, "raftMemberStatus", &_args157, &_result159)
+	p.SetLastResponseMeta_(_meta158)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result157.Err != nil:
-		return _r, _result157.Err
+	case _result159.Err != nil:
+		return _r, _result159.Err
 	}
 
-	if _ret158 := _result157.GetSuccess(); _ret158 != nil {
-		return _ret158, nil
+	if _ret160 := _result159.GetSuccess(); _ret160 != nil {
+		return _ret160, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "raftMemberStatus failed: unknown result")
+}
+
+// Parameters:
+//   - Request
+func (p *LanceMasterServiceClient) ListEvents(ctx context.Context, request *TListEventsRequest) (_r *TListEventsResponse, _err error) {
+	var _args161 LanceMasterServiceListEventsArgs
+	_args161.Request = request
+	var _result163 LanceMasterServiceListEventsResult
+	var _meta162 thrift.ResponseMeta
+	_meta162, _err = p.Client_().Call(ctx, "listEvents", &_args161, &_result163)
+	p.SetLastResponseMeta_(_meta162)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result163.Err != nil:
+		return _r, _result163.Err
+	}
+
+	if _ret164 := _result163.GetSuccess(); _ret164 != nil {
+		return _ret164, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "listEvents failed: unknown result")
 }
 
 type LanceMasterServiceProcessor struct {
@@ -18061,46 +19569,47 @@ func (p *LanceMasterServiceProcessor) ProcessorMap() map[string]thrift.TProcesso
 
 func NewLanceMasterServiceProcessor(handler LanceMasterService) *LanceMasterServiceProcessor {
 
-	self159 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self159.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
-	self159.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
-	self159.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
-	self159.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
-	self159.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
-	self159.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
-	self159.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
-	self159.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
-	self159.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
-	self159.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
-	self159.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
-	self159.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
-	self159.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
-	self159.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
-	self159.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
-	self159.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
-	self159.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
-	self159.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
-	self159.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
-	self159.processorMap["showBackend"] = &lanceMasterServiceProcessorShowBackend{handler: handler}
-	self159.processorMap["drainBackend"] = &lanceMasterServiceProcessorDrainBackend{handler: handler}
-	self159.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
-	self159.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
-	self159.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
-	self159.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
-	self159.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
-	self159.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
-	self159.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
-	self159.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
-	self159.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
-	self159.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
-	self159.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
-	self159.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
-	self159.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
-	self159.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
-	self159.processorMap["raftHealth"] = &lanceMasterServiceProcessorRaftHealth{handler: handler}
-	self159.processorMap["promote"] = &lanceMasterServiceProcessorPromote{handler: handler}
-	self159.processorMap["raftMemberStatus"] = &lanceMasterServiceProcessorRaftMemberStatus{handler: handler}
-	return self159
+	self165 := &LanceMasterServiceProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self165.processorMap["reportLanceIndexJobResult"] = &lanceMasterServiceProcessorReportLanceIndexJobResult_{handler: handler}
+	self165.processorMap["reportLanceIndexJobTermination"] = &lanceMasterServiceProcessorReportLanceIndexJobTermination{handler: handler}
+	self165.processorMap["reportLanceIndexJobProgress"] = &lanceMasterServiceProcessorReportLanceIndexJobProgress{handler: handler}
+	self165.processorMap["createIndex"] = &lanceMasterServiceProcessorCreateIndex{handler: handler}
+	self165.processorMap["dropIndex"] = &lanceMasterServiceProcessorDropIndex{handler: handler}
+	self165.processorMap["optimizeDataset"] = &lanceMasterServiceProcessorOptimizeDataset{handler: handler}
+	self165.processorMap["jobLogs"] = &lanceMasterServiceProcessorJobLogs{handler: handler}
+	self165.processorMap["listJobs"] = &lanceMasterServiceProcessorListJobs{handler: handler}
+	self165.processorMap["showJob"] = &lanceMasterServiceProcessorShowJob{handler: handler}
+	self165.processorMap["resolveJob"] = &lanceMasterServiceProcessorResolveJob{handler: handler}
+	self165.processorMap["cancelJob"] = &lanceMasterServiceProcessorCancelJob{handler: handler}
+	self165.processorMap["inspectDataset"] = &lanceMasterServiceProcessorInspectDataset{handler: handler}
+	self165.processorMap["createCatalog"] = &lanceMasterServiceProcessorCreateCatalog{handler: handler}
+	self165.processorMap["listCatalogs"] = &lanceMasterServiceProcessorListCatalogs{handler: handler}
+	self165.processorMap["updateCatalog"] = &lanceMasterServiceProcessorUpdateCatalog{handler: handler}
+	self165.processorMap["removeCatalog"] = &lanceMasterServiceProcessorRemoveCatalog{handler: handler}
+	self165.processorMap["addBackend"] = &lanceMasterServiceProcessorAddBackend{handler: handler}
+	self165.processorMap["listBackends"] = &lanceMasterServiceProcessorListBackends{handler: handler}
+	self165.processorMap["removeBackend"] = &lanceMasterServiceProcessorRemoveBackend{handler: handler}
+	self165.processorMap["showBackend"] = &lanceMasterServiceProcessorShowBackend{handler: handler}
+	self165.processorMap["drainBackend"] = &lanceMasterServiceProcessorDrainBackend{handler: handler}
+	self165.processorMap["getOption"] = &lanceMasterServiceProcessorGetOption{handler: handler}
+	self165.processorMap["setOption"] = &lanceMasterServiceProcessorSetOption{handler: handler}
+	self165.processorMap["listOptions"] = &lanceMasterServiceProcessorListOptions{handler: handler}
+	self165.processorMap["listPeers"] = &lanceMasterServiceProcessorListPeers{handler: handler}
+	self165.processorMap["transferLeader"] = &lanceMasterServiceProcessorTransferLeader{handler: handler}
+	self165.processorMap["forwardApply"] = &lanceMasterServiceProcessorForwardApply{handler: handler}
+	self165.processorMap["beginSnapshotSave"] = &lanceMasterServiceProcessorBeginSnapshotSave{handler: handler}
+	self165.processorMap["readSnapshotChunk"] = &lanceMasterServiceProcessorReadSnapshotChunk{handler: handler}
+	self165.processorMap["beginSnapshotRestore"] = &lanceMasterServiceProcessorBeginSnapshotRestore{handler: handler}
+	self165.processorMap["writeSnapshotChunk"] = &lanceMasterServiceProcessorWriteSnapshotChunk{handler: handler}
+	self165.processorMap["finishSnapshotRestore"] = &lanceMasterServiceProcessorFinishSnapshotRestore{handler: handler}
+	self165.processorMap["abortSnapshotTransfer"] = &lanceMasterServiceProcessorAbortSnapshotTransfer{handler: handler}
+	self165.processorMap["addVoter"] = &lanceMasterServiceProcessorAddVoter{handler: handler}
+	self165.processorMap["removePeer"] = &lanceMasterServiceProcessorRemovePeer{handler: handler}
+	self165.processorMap["raftHealth"] = &lanceMasterServiceProcessorRaftHealth{handler: handler}
+	self165.processorMap["promote"] = &lanceMasterServiceProcessorPromote{handler: handler}
+	self165.processorMap["raftMemberStatus"] = &lanceMasterServiceProcessorRaftMemberStatus{handler: handler}
+	self165.processorMap["listEvents"] = &lanceMasterServiceProcessorListEvents{handler: handler}
+	return self165
 }
 
 func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -18113,12 +19622,12 @@ func (p *LanceMasterServiceProcessor) Process(ctx context.Context, iprot, oprot 
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x160 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x166 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x160.Write(ctx, oprot)
+	x166.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x160
+	return false, x166
 
 }
 
@@ -18127,7 +19636,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobResult_ struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err161 error
+	var _write_err167 error
 	args := LanceMasterServiceReportLanceIndexJobResultArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18173,21 +19682,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc162 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
+		_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobResult: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err161 = thrift.WrapTException(err2)
+			_write_err167 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc162.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-			_write_err161 = thrift.WrapTException(err2)
+		if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+			_write_err167 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-			_write_err161 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+			_write_err167 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-			_write_err161 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+			_write_err167 = thrift.WrapTException(err2)
 		}
-		if _write_err161 != nil {
-			return false, thrift.WrapTException(_write_err161)
+		if _write_err167 != nil {
+			return false, thrift.WrapTException(_write_err167)
 		}
 		return true, err
 	} else {
@@ -18195,19 +19704,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobResult_) Process(ctx cont
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobResult", thrift.REPLY, seqId); err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err161 == nil && err2 != nil {
-		_write_err161 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
+		_write_err167 = thrift.WrapTException(err2)
 	}
-	if _write_err161 != nil {
-		return false, thrift.WrapTException(_write_err161)
+	if _write_err167 != nil {
+		return false, thrift.WrapTException(_write_err167)
 	}
 	return true, err
 }
@@ -18217,7 +19726,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobTermination struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err163 error
+	var _write_err169 error
 	args := LanceMasterServiceReportLanceIndexJobTerminationArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18263,21 +19772,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc164 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
+		_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobTermination: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err163 = thrift.WrapTException(err2)
+			_write_err169 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc164.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-			_write_err163 = thrift.WrapTException(err2)
+		if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+			_write_err169 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-			_write_err163 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+			_write_err169 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-			_write_err163 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+			_write_err169 = thrift.WrapTException(err2)
 		}
-		if _write_err163 != nil {
-			return false, thrift.WrapTException(_write_err163)
+		if _write_err169 != nil {
+			return false, thrift.WrapTException(_write_err169)
 		}
 		return true, err
 	} else {
@@ -18285,19 +19794,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobTermination) Process(ctx 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobTermination", thrift.REPLY, seqId); err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err163 == nil && err2 != nil {
-		_write_err163 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
+		_write_err169 = thrift.WrapTException(err2)
 	}
-	if _write_err163 != nil {
-		return false, thrift.WrapTException(_write_err163)
+	if _write_err169 != nil {
+		return false, thrift.WrapTException(_write_err169)
 	}
 	return true, err
 }
@@ -18307,7 +19816,7 @@ type lanceMasterServiceProcessorReportLanceIndexJobProgress struct {
 }
 
 func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err165 error
+	var _write_err171 error
 	args := LanceMasterServiceReportLanceIndexJobProgressArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18353,21 +19862,21 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 		if errors.Is(err2, thrift.ErrAbandonRequest) {
 			return false, thrift.WrapTException(err2)
 		}
-		_exc166 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
+		_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportLanceIndexJobProgress: "+err2.Error())
 		if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.EXCEPTION, seqId); err2 != nil {
-			_write_err165 = thrift.WrapTException(err2)
+			_write_err171 = thrift.WrapTException(err2)
 		}
-		if err2 := _exc166.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-			_write_err165 = thrift.WrapTException(err2)
+		if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+			_write_err171 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-			_write_err165 = thrift.WrapTException(err2)
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+			_write_err171 = thrift.WrapTException(err2)
 		}
-		if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-			_write_err165 = thrift.WrapTException(err2)
+		if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+			_write_err171 = thrift.WrapTException(err2)
 		}
-		if _write_err165 != nil {
-			return false, thrift.WrapTException(_write_err165)
+		if _write_err171 != nil {
+			return false, thrift.WrapTException(_write_err171)
 		}
 		return true, err
 	} else {
@@ -18375,19 +19884,19 @@ func (p *lanceMasterServiceProcessorReportLanceIndexJobProgress) Process(ctx con
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportLanceIndexJobProgress", thrift.REPLY, seqId); err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err165 == nil && err2 != nil {
-		_write_err165 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
+		_write_err171 = thrift.WrapTException(err2)
 	}
-	if _write_err165 != nil {
-		return false, thrift.WrapTException(_write_err165)
+	if _write_err171 != nil {
+		return false, thrift.WrapTException(_write_err171)
 	}
 	return true, err
 }
@@ -18397,7 +19906,7 @@ type lanceMasterServiceProcessorCreateIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err167 error
+	var _write_err173 error
 	args := LanceMasterServiceCreateIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18447,21 +19956,21 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc168 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
+			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc168.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-				_write_err167 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+				_write_err173 = thrift.WrapTException(err2)
 			}
-			if _write_err167 != nil {
-				return false, thrift.WrapTException(_write_err167)
+			if _write_err173 != nil {
+				return false, thrift.WrapTException(_write_err173)
 			}
 			return true, err
 		}
@@ -18470,19 +19979,19 @@ func (p *lanceMasterServiceProcessorCreateIndex) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err167 == nil && err2 != nil {
-		_write_err167 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
+		_write_err173 = thrift.WrapTException(err2)
 	}
-	if _write_err167 != nil {
-		return false, thrift.WrapTException(_write_err167)
+	if _write_err173 != nil {
+		return false, thrift.WrapTException(_write_err173)
 	}
 	return true, err
 }
@@ -18492,7 +20001,7 @@ type lanceMasterServiceProcessorDropIndex struct {
 }
 
 func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err169 error
+	var _write_err175 error
 	args := LanceMasterServiceDropIndexArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18542,21 +20051,21 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc170 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
+			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing dropIndex: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc170.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-				_write_err169 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+				_write_err175 = thrift.WrapTException(err2)
 			}
-			if _write_err169 != nil {
-				return false, thrift.WrapTException(_write_err169)
+			if _write_err175 != nil {
+				return false, thrift.WrapTException(_write_err175)
 			}
 			return true, err
 		}
@@ -18565,19 +20074,19 @@ func (p *lanceMasterServiceProcessorDropIndex) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "dropIndex", thrift.REPLY, seqId); err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err169 == nil && err2 != nil {
-		_write_err169 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
+		_write_err175 = thrift.WrapTException(err2)
 	}
-	if _write_err169 != nil {
-		return false, thrift.WrapTException(_write_err169)
+	if _write_err175 != nil {
+		return false, thrift.WrapTException(_write_err175)
 	}
 	return true, err
 }
@@ -18587,7 +20096,7 @@ type lanceMasterServiceProcessorOptimizeDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err171 error
+	var _write_err177 error
 	args := LanceMasterServiceOptimizeDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18637,21 +20146,21 @@ func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc172 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
+			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing optimizeDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc172.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-				_write_err171 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+				_write_err177 = thrift.WrapTException(err2)
 			}
-			if _write_err171 != nil {
-				return false, thrift.WrapTException(_write_err171)
+			if _write_err177 != nil {
+				return false, thrift.WrapTException(_write_err177)
 			}
 			return true, err
 		}
@@ -18660,19 +20169,19 @@ func (p *lanceMasterServiceProcessorOptimizeDataset) Process(ctx context.Context
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "optimizeDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err171 == nil && err2 != nil {
-		_write_err171 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
+		_write_err177 = thrift.WrapTException(err2)
 	}
-	if _write_err171 != nil {
-		return false, thrift.WrapTException(_write_err171)
+	if _write_err177 != nil {
+		return false, thrift.WrapTException(_write_err177)
 	}
 	return true, err
 }
@@ -18682,7 +20191,7 @@ type lanceMasterServiceProcessorJobLogs struct {
 }
 
 func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err173 error
+	var _write_err179 error
 	args := LanceMasterServiceJobLogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18732,21 +20241,21 @@ func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc174 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
+			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing jobLogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc174.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-				_write_err173 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+				_write_err179 = thrift.WrapTException(err2)
 			}
-			if _write_err173 != nil {
-				return false, thrift.WrapTException(_write_err173)
+			if _write_err179 != nil {
+				return false, thrift.WrapTException(_write_err179)
 			}
 			return true, err
 		}
@@ -18755,19 +20264,19 @@ func (p *lanceMasterServiceProcessorJobLogs) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "jobLogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err173 == nil && err2 != nil {
-		_write_err173 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
+		_write_err179 = thrift.WrapTException(err2)
 	}
-	if _write_err173 != nil {
-		return false, thrift.WrapTException(_write_err173)
+	if _write_err179 != nil {
+		return false, thrift.WrapTException(_write_err179)
 	}
 	return true, err
 }
@@ -18777,7 +20286,7 @@ type lanceMasterServiceProcessorListJobs struct {
 }
 
 func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err175 error
+	var _write_err181 error
 	args := LanceMasterServiceListJobsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18827,21 +20336,21 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc176 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
+			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listJobs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc176.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-				_write_err175 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+				_write_err181 = thrift.WrapTException(err2)
 			}
-			if _write_err175 != nil {
-				return false, thrift.WrapTException(_write_err175)
+			if _write_err181 != nil {
+				return false, thrift.WrapTException(_write_err181)
 			}
 			return true, err
 		}
@@ -18850,19 +20359,19 @@ func (p *lanceMasterServiceProcessorListJobs) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listJobs", thrift.REPLY, seqId); err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err175 == nil && err2 != nil {
-		_write_err175 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
+		_write_err181 = thrift.WrapTException(err2)
 	}
-	if _write_err175 != nil {
-		return false, thrift.WrapTException(_write_err175)
+	if _write_err181 != nil {
+		return false, thrift.WrapTException(_write_err181)
 	}
 	return true, err
 }
@@ -18872,7 +20381,7 @@ type lanceMasterServiceProcessorShowJob struct {
 }
 
 func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err177 error
+	var _write_err183 error
 	args := LanceMasterServiceShowJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -18922,21 +20431,21 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc178 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
+			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc178.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-				_write_err177 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+				_write_err183 = thrift.WrapTException(err2)
 			}
-			if _write_err177 != nil {
-				return false, thrift.WrapTException(_write_err177)
+			if _write_err183 != nil {
+				return false, thrift.WrapTException(_write_err183)
 			}
 			return true, err
 		}
@@ -18945,19 +20454,19 @@ func (p *lanceMasterServiceProcessorShowJob) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err177 == nil && err2 != nil {
-		_write_err177 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
+		_write_err183 = thrift.WrapTException(err2)
 	}
-	if _write_err177 != nil {
-		return false, thrift.WrapTException(_write_err177)
+	if _write_err183 != nil {
+		return false, thrift.WrapTException(_write_err183)
 	}
 	return true, err
 }
@@ -18967,7 +20476,7 @@ type lanceMasterServiceProcessorResolveJob struct {
 }
 
 func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err179 error
+	var _write_err185 error
 	args := LanceMasterServiceResolveJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19017,21 +20526,21 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc180 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
+			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing resolveJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc180.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-				_write_err179 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+				_write_err185 = thrift.WrapTException(err2)
 			}
-			if _write_err179 != nil {
-				return false, thrift.WrapTException(_write_err179)
+			if _write_err185 != nil {
+				return false, thrift.WrapTException(_write_err185)
 			}
 			return true, err
 		}
@@ -19040,19 +20549,19 @@ func (p *lanceMasterServiceProcessorResolveJob) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "resolveJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err179 == nil && err2 != nil {
-		_write_err179 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
+		_write_err185 = thrift.WrapTException(err2)
 	}
-	if _write_err179 != nil {
-		return false, thrift.WrapTException(_write_err179)
+	if _write_err185 != nil {
+		return false, thrift.WrapTException(_write_err185)
 	}
 	return true, err
 }
@@ -19062,7 +20571,7 @@ type lanceMasterServiceProcessorCancelJob struct {
 }
 
 func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err181 error
+	var _write_err187 error
 	args := LanceMasterServiceCancelJobArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19112,21 +20621,21 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc182 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
+			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing cancelJob: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc182.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-				_write_err181 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+				_write_err187 = thrift.WrapTException(err2)
 			}
-			if _write_err181 != nil {
-				return false, thrift.WrapTException(_write_err181)
+			if _write_err187 != nil {
+				return false, thrift.WrapTException(_write_err187)
 			}
 			return true, err
 		}
@@ -19135,19 +20644,19 @@ func (p *lanceMasterServiceProcessorCancelJob) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "cancelJob", thrift.REPLY, seqId); err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err181 == nil && err2 != nil {
-		_write_err181 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
+		_write_err187 = thrift.WrapTException(err2)
 	}
-	if _write_err181 != nil {
-		return false, thrift.WrapTException(_write_err181)
+	if _write_err187 != nil {
+		return false, thrift.WrapTException(_write_err187)
 	}
 	return true, err
 }
@@ -19157,7 +20666,7 @@ type lanceMasterServiceProcessorInspectDataset struct {
 }
 
 func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err183 error
+	var _write_err189 error
 	args := LanceMasterServiceInspectDatasetArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19207,21 +20716,21 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc184 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
+			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing inspectDataset: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc184.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-				_write_err183 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+				_write_err189 = thrift.WrapTException(err2)
 			}
-			if _write_err183 != nil {
-				return false, thrift.WrapTException(_write_err183)
+			if _write_err189 != nil {
+				return false, thrift.WrapTException(_write_err189)
 			}
 			return true, err
 		}
@@ -19230,19 +20739,19 @@ func (p *lanceMasterServiceProcessorInspectDataset) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "inspectDataset", thrift.REPLY, seqId); err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err183 == nil && err2 != nil {
-		_write_err183 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
+		_write_err189 = thrift.WrapTException(err2)
 	}
-	if _write_err183 != nil {
-		return false, thrift.WrapTException(_write_err183)
+	if _write_err189 != nil {
+		return false, thrift.WrapTException(_write_err189)
 	}
 	return true, err
 }
@@ -19252,7 +20761,7 @@ type lanceMasterServiceProcessorCreateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err185 error
+	var _write_err191 error
 	args := LanceMasterServiceCreateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19302,21 +20811,21 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc186 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
+			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing createCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc186.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-				_write_err185 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+				_write_err191 = thrift.WrapTException(err2)
 			}
-			if _write_err185 != nil {
-				return false, thrift.WrapTException(_write_err185)
+			if _write_err191 != nil {
+				return false, thrift.WrapTException(_write_err191)
 			}
 			return true, err
 		}
@@ -19325,19 +20834,19 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "createCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err185 == nil && err2 != nil {
-		_write_err185 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
+		_write_err191 = thrift.WrapTException(err2)
 	}
-	if _write_err185 != nil {
-		return false, thrift.WrapTException(_write_err185)
+	if _write_err191 != nil {
+		return false, thrift.WrapTException(_write_err191)
 	}
 	return true, err
 }
@@ -19347,7 +20856,7 @@ type lanceMasterServiceProcessorListCatalogs struct {
 }
 
 func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err187 error
+	var _write_err193 error
 	args := LanceMasterServiceListCatalogsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19397,21 +20906,21 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc188 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
+			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listCatalogs: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc188.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-				_write_err187 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+				_write_err193 = thrift.WrapTException(err2)
 			}
-			if _write_err187 != nil {
-				return false, thrift.WrapTException(_write_err187)
+			if _write_err193 != nil {
+				return false, thrift.WrapTException(_write_err193)
 			}
 			return true, err
 		}
@@ -19420,19 +20929,19 @@ func (p *lanceMasterServiceProcessorListCatalogs) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listCatalogs", thrift.REPLY, seqId); err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err187 == nil && err2 != nil {
-		_write_err187 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
+		_write_err193 = thrift.WrapTException(err2)
 	}
-	if _write_err187 != nil {
-		return false, thrift.WrapTException(_write_err187)
+	if _write_err193 != nil {
+		return false, thrift.WrapTException(_write_err193)
 	}
 	return true, err
 }
@@ -19442,7 +20951,7 @@ type lanceMasterServiceProcessorUpdateCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err189 error
+	var _write_err195 error
 	args := LanceMasterServiceUpdateCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19492,21 +21001,21 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc190 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
+			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing updateCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc190.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
-				_write_err189 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+				_write_err195 = thrift.WrapTException(err2)
 			}
-			if _write_err189 != nil {
-				return false, thrift.WrapTException(_write_err189)
+			if _write_err195 != nil {
+				return false, thrift.WrapTException(_write_err195)
 			}
 			return true, err
 		}
@@ -19515,19 +21024,19 @@ func (p *lanceMasterServiceProcessorUpdateCatalog) Process(ctx context.Context, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "updateCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err189 == nil && err2 != nil {
-		_write_err189 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
+		_write_err195 = thrift.WrapTException(err2)
 	}
-	if _write_err189 != nil {
-		return false, thrift.WrapTException(_write_err189)
+	if _write_err195 != nil {
+		return false, thrift.WrapTException(_write_err195)
 	}
 	return true, err
 }
@@ -19537,7 +21046,7 @@ type lanceMasterServiceProcessorRemoveCatalog struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err191 error
+	var _write_err197 error
 	args := LanceMasterServiceRemoveCatalogArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19587,40 +21096,40 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc192 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
+			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeCatalog: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc192.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
-				_write_err191 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+				_write_err197 = thrift.WrapTException(err2)
 			}
-			if _write_err191 != nil {
-				return false, thrift.WrapTException(_write_err191)
+			if _write_err197 != nil {
+				return false, thrift.WrapTException(_write_err197)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeCatalog", thrift.REPLY, seqId); err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err191 == nil && err2 != nil {
-		_write_err191 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
+		_write_err197 = thrift.WrapTException(err2)
 	}
-	if _write_err191 != nil {
-		return false, thrift.WrapTException(_write_err191)
+	if _write_err197 != nil {
+		return false, thrift.WrapTException(_write_err197)
 	}
 	return true, err
 }
@@ -19630,7 +21139,7 @@ type lanceMasterServiceProcessorAddBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err193 error
+	var _write_err199 error
 	args := LanceMasterServiceAddBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19680,21 +21189,21 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc194 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
+			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc194.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
-				_write_err193 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+				_write_err199 = thrift.WrapTException(err2)
 			}
-			if _write_err193 != nil {
-				return false, thrift.WrapTException(_write_err193)
+			if _write_err199 != nil {
+				return false, thrift.WrapTException(_write_err199)
 			}
 			return true, err
 		}
@@ -19703,19 +21212,19 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err193 == nil && err2 != nil {
-		_write_err193 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
+		_write_err199 = thrift.WrapTException(err2)
 	}
-	if _write_err193 != nil {
-		return false, thrift.WrapTException(_write_err193)
+	if _write_err199 != nil {
+		return false, thrift.WrapTException(_write_err199)
 	}
 	return true, err
 }
@@ -19725,7 +21234,7 @@ type lanceMasterServiceProcessorListBackends struct {
 }
 
 func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err195 error
+	var _write_err201 error
 	args := LanceMasterServiceListBackendsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19775,21 +21284,21 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc196 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
+			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listBackends: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc196.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
-				_write_err195 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+				_write_err201 = thrift.WrapTException(err2)
 			}
-			if _write_err195 != nil {
-				return false, thrift.WrapTException(_write_err195)
+			if _write_err201 != nil {
+				return false, thrift.WrapTException(_write_err201)
 			}
 			return true, err
 		}
@@ -19798,19 +21307,19 @@ func (p *lanceMasterServiceProcessorListBackends) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listBackends", thrift.REPLY, seqId); err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err195 == nil && err2 != nil {
-		_write_err195 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
+		_write_err201 = thrift.WrapTException(err2)
 	}
-	if _write_err195 != nil {
-		return false, thrift.WrapTException(_write_err195)
+	if _write_err201 != nil {
+		return false, thrift.WrapTException(_write_err201)
 	}
 	return true, err
 }
@@ -19820,7 +21329,7 @@ type lanceMasterServiceProcessorRemoveBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err197 error
+	var _write_err203 error
 	args := LanceMasterServiceRemoveBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19870,40 +21379,40 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc198 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
+			_exc204 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removeBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc198.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := _exc204.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
-				_write_err197 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
+				_write_err203 = thrift.WrapTException(err2)
 			}
-			if _write_err197 != nil {
-				return false, thrift.WrapTException(_write_err197)
+			if _write_err203 != nil {
+				return false, thrift.WrapTException(_write_err203)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removeBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err197 == nil && err2 != nil {
-		_write_err197 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
+		_write_err203 = thrift.WrapTException(err2)
 	}
-	if _write_err197 != nil {
-		return false, thrift.WrapTException(_write_err197)
+	if _write_err203 != nil {
+		return false, thrift.WrapTException(_write_err203)
 	}
 	return true, err
 }
@@ -19913,7 +21422,7 @@ type lanceMasterServiceProcessorShowBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorShowBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err199 error
+	var _write_err205 error
 	args := LanceMasterServiceShowBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -19963,21 +21472,21 @@ func (p *lanceMasterServiceProcessorShowBackend) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc200 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showBackend: "+err2.Error())
+			_exc206 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing showBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "showBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc200.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := _exc206.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
-				_write_err199 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
+				_write_err205 = thrift.WrapTException(err2)
 			}
-			if _write_err199 != nil {
-				return false, thrift.WrapTException(_write_err199)
+			if _write_err205 != nil {
+				return false, thrift.WrapTException(_write_err205)
 			}
 			return true, err
 		}
@@ -19986,19 +21495,19 @@ func (p *lanceMasterServiceProcessorShowBackend) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "showBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err199 == nil && err2 != nil {
-		_write_err199 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
+		_write_err205 = thrift.WrapTException(err2)
 	}
-	if _write_err199 != nil {
-		return false, thrift.WrapTException(_write_err199)
+	if _write_err205 != nil {
+		return false, thrift.WrapTException(_write_err205)
 	}
 	return true, err
 }
@@ -20008,7 +21517,7 @@ type lanceMasterServiceProcessorDrainBackend struct {
 }
 
 func (p *lanceMasterServiceProcessorDrainBackend) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err201 error
+	var _write_err207 error
 	args := LanceMasterServiceDrainBackendArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20058,21 +21567,21 @@ func (p *lanceMasterServiceProcessorDrainBackend) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc202 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing drainBackend: "+err2.Error())
+			_exc208 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing drainBackend: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "drainBackend", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc202.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := _exc208.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
-				_write_err201 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
+				_write_err207 = thrift.WrapTException(err2)
 			}
-			if _write_err201 != nil {
-				return false, thrift.WrapTException(_write_err201)
+			if _write_err207 != nil {
+				return false, thrift.WrapTException(_write_err207)
 			}
 			return true, err
 		}
@@ -20081,19 +21590,19 @@ func (p *lanceMasterServiceProcessorDrainBackend) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "drainBackend", thrift.REPLY, seqId); err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err201 == nil && err2 != nil {
-		_write_err201 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
+		_write_err207 = thrift.WrapTException(err2)
 	}
-	if _write_err201 != nil {
-		return false, thrift.WrapTException(_write_err201)
+	if _write_err207 != nil {
+		return false, thrift.WrapTException(_write_err207)
 	}
 	return true, err
 }
@@ -20103,7 +21612,7 @@ type lanceMasterServiceProcessorGetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err203 error
+	var _write_err209 error
 	args := LanceMasterServiceGetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20153,21 +21662,21 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc204 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
+			_exc210 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing getOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err203 = thrift.WrapTException(err2)
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc204.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
-				_write_err203 = thrift.WrapTException(err2)
+			if err2 := _exc210.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
-				_write_err203 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
-				_write_err203 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
+				_write_err209 = thrift.WrapTException(err2)
 			}
-			if _write_err203 != nil {
-				return false, thrift.WrapTException(_write_err203)
+			if _write_err209 != nil {
+				return false, thrift.WrapTException(_write_err209)
 			}
 			return true, err
 		}
@@ -20176,19 +21685,19 @@ func (p *lanceMasterServiceProcessorGetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "getOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err203 = thrift.WrapTException(err2)
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err203 == nil && err2 != nil {
-		_write_err203 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err203 == nil && err2 != nil {
-		_write_err203 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err203 == nil && err2 != nil {
-		_write_err203 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
+		_write_err209 = thrift.WrapTException(err2)
 	}
-	if _write_err203 != nil {
-		return false, thrift.WrapTException(_write_err203)
+	if _write_err209 != nil {
+		return false, thrift.WrapTException(_write_err209)
 	}
 	return true, err
 }
@@ -20198,7 +21707,7 @@ type lanceMasterServiceProcessorSetOption struct {
 }
 
 func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err205 error
+	var _write_err211 error
 	args := LanceMasterServiceSetOptionArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20248,21 +21757,21 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc206 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
+			_exc212 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing setOption: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err205 = thrift.WrapTException(err2)
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc206.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
-				_write_err205 = thrift.WrapTException(err2)
+			if err2 := _exc212.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
-				_write_err205 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
-				_write_err205 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
+				_write_err211 = thrift.WrapTException(err2)
 			}
-			if _write_err205 != nil {
-				return false, thrift.WrapTException(_write_err205)
+			if _write_err211 != nil {
+				return false, thrift.WrapTException(_write_err211)
 			}
 			return true, err
 		}
@@ -20271,19 +21780,19 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "setOption", thrift.REPLY, seqId); err2 != nil {
-		_write_err205 = thrift.WrapTException(err2)
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err205 == nil && err2 != nil {
-		_write_err205 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err205 == nil && err2 != nil {
-		_write_err205 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err205 == nil && err2 != nil {
-		_write_err205 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
+		_write_err211 = thrift.WrapTException(err2)
 	}
-	if _write_err205 != nil {
-		return false, thrift.WrapTException(_write_err205)
+	if _write_err211 != nil {
+		return false, thrift.WrapTException(_write_err211)
 	}
 	return true, err
 }
@@ -20293,7 +21802,7 @@ type lanceMasterServiceProcessorListOptions struct {
 }
 
 func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err207 error
+	var _write_err213 error
 	args := LanceMasterServiceListOptionsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20343,21 +21852,21 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc208 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
+			_exc214 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listOptions: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err207 = thrift.WrapTException(err2)
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc208.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
-				_write_err207 = thrift.WrapTException(err2)
+			if err2 := _exc214.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
-				_write_err207 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
-				_write_err207 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
+				_write_err213 = thrift.WrapTException(err2)
 			}
-			if _write_err207 != nil {
-				return false, thrift.WrapTException(_write_err207)
+			if _write_err213 != nil {
+				return false, thrift.WrapTException(_write_err213)
 			}
 			return true, err
 		}
@@ -20366,19 +21875,19 @@ func (p *lanceMasterServiceProcessorListOptions) Process(ctx context.Context, se
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listOptions", thrift.REPLY, seqId); err2 != nil {
-		_write_err207 = thrift.WrapTException(err2)
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err207 == nil && err2 != nil {
-		_write_err207 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err207 == nil && err2 != nil {
-		_write_err207 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err207 == nil && err2 != nil {
-		_write_err207 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
+		_write_err213 = thrift.WrapTException(err2)
 	}
-	if _write_err207 != nil {
-		return false, thrift.WrapTException(_write_err207)
+	if _write_err213 != nil {
+		return false, thrift.WrapTException(_write_err213)
 	}
 	return true, err
 }
@@ -20388,7 +21897,7 @@ type lanceMasterServiceProcessorListPeers struct {
 }
 
 func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err209 error
+	var _write_err215 error
 	args := LanceMasterServiceListPeersArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20438,21 +21947,21 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc210 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
+			_exc216 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listPeers: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err209 = thrift.WrapTException(err2)
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc210.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
-				_write_err209 = thrift.WrapTException(err2)
+			if err2 := _exc216.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
-				_write_err209 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
-				_write_err209 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
+				_write_err215 = thrift.WrapTException(err2)
 			}
-			if _write_err209 != nil {
-				return false, thrift.WrapTException(_write_err209)
+			if _write_err215 != nil {
+				return false, thrift.WrapTException(_write_err215)
 			}
 			return true, err
 		}
@@ -20461,19 +21970,19 @@ func (p *lanceMasterServiceProcessorListPeers) Process(ctx context.Context, seqI
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "listPeers", thrift.REPLY, seqId); err2 != nil {
-		_write_err209 = thrift.WrapTException(err2)
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err209 == nil && err2 != nil {
-		_write_err209 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err209 == nil && err2 != nil {
-		_write_err209 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err209 == nil && err2 != nil {
-		_write_err209 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
+		_write_err215 = thrift.WrapTException(err2)
 	}
-	if _write_err209 != nil {
-		return false, thrift.WrapTException(_write_err209)
+	if _write_err215 != nil {
+		return false, thrift.WrapTException(_write_err215)
 	}
 	return true, err
 }
@@ -20483,7 +21992,7 @@ type lanceMasterServiceProcessorTransferLeader struct {
 }
 
 func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err211 error
+	var _write_err217 error
 	args := LanceMasterServiceTransferLeaderArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20533,21 +22042,21 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc212 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
+			_exc218 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing transferLeader: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err211 = thrift.WrapTException(err2)
+				_write_err217 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc212.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
-				_write_err211 = thrift.WrapTException(err2)
+			if err2 := _exc218.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
-				_write_err211 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
-				_write_err211 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
+				_write_err217 = thrift.WrapTException(err2)
 			}
-			if _write_err211 != nil {
-				return false, thrift.WrapTException(_write_err211)
+			if _write_err217 != nil {
+				return false, thrift.WrapTException(_write_err217)
 			}
 			return true, err
 		}
@@ -20556,19 +22065,19 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "transferLeader", thrift.REPLY, seqId); err2 != nil {
-		_write_err211 = thrift.WrapTException(err2)
+		_write_err217 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err211 == nil && err2 != nil {
-		_write_err211 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err211 == nil && err2 != nil {
-		_write_err211 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err211 == nil && err2 != nil {
-		_write_err211 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
+		_write_err217 = thrift.WrapTException(err2)
 	}
-	if _write_err211 != nil {
-		return false, thrift.WrapTException(_write_err211)
+	if _write_err217 != nil {
+		return false, thrift.WrapTException(_write_err217)
 	}
 	return true, err
 }
@@ -20578,7 +22087,7 @@ type lanceMasterServiceProcessorForwardApply struct {
 }
 
 func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err213 error
+	var _write_err219 error
 	args := LanceMasterServiceForwardApplyArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20628,21 +22137,21 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc214 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
+			_exc220 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing forwardApply: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err213 = thrift.WrapTException(err2)
+				_write_err219 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc214.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
-				_write_err213 = thrift.WrapTException(err2)
+			if err2 := _exc220.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
-				_write_err213 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
-				_write_err213 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
+				_write_err219 = thrift.WrapTException(err2)
 			}
-			if _write_err213 != nil {
-				return false, thrift.WrapTException(_write_err213)
+			if _write_err219 != nil {
+				return false, thrift.WrapTException(_write_err219)
 			}
 			return true, err
 		}
@@ -20651,19 +22160,19 @@ func (p *lanceMasterServiceProcessorForwardApply) Process(ctx context.Context, s
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "forwardApply", thrift.REPLY, seqId); err2 != nil {
-		_write_err213 = thrift.WrapTException(err2)
+		_write_err219 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err213 == nil && err2 != nil {
-		_write_err213 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err213 == nil && err2 != nil {
-		_write_err213 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err213 == nil && err2 != nil {
-		_write_err213 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
+		_write_err219 = thrift.WrapTException(err2)
 	}
-	if _write_err213 != nil {
-		return false, thrift.WrapTException(_write_err213)
+	if _write_err219 != nil {
+		return false, thrift.WrapTException(_write_err219)
 	}
 	return true, err
 }
@@ -20673,7 +22182,7 @@ type lanceMasterServiceProcessorBeginSnapshotSave struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err215 error
+	var _write_err221 error
 	args := LanceMasterServiceBeginSnapshotSaveArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20723,21 +22232,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc216 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
+			_exc222 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotSave: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err215 = thrift.WrapTException(err2)
+				_write_err221 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc216.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
-				_write_err215 = thrift.WrapTException(err2)
+			if err2 := _exc222.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
-				_write_err215 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
-				_write_err215 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
+				_write_err221 = thrift.WrapTException(err2)
 			}
-			if _write_err215 != nil {
-				return false, thrift.WrapTException(_write_err215)
+			if _write_err221 != nil {
+				return false, thrift.WrapTException(_write_err221)
 			}
 			return true, err
 		}
@@ -20746,19 +22255,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotSave) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotSave", thrift.REPLY, seqId); err2 != nil {
-		_write_err215 = thrift.WrapTException(err2)
+		_write_err221 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err215 == nil && err2 != nil {
-		_write_err215 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err215 == nil && err2 != nil {
-		_write_err215 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err215 == nil && err2 != nil {
-		_write_err215 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
+		_write_err221 = thrift.WrapTException(err2)
 	}
-	if _write_err215 != nil {
-		return false, thrift.WrapTException(_write_err215)
+	if _write_err221 != nil {
+		return false, thrift.WrapTException(_write_err221)
 	}
 	return true, err
 }
@@ -20768,7 +22277,7 @@ type lanceMasterServiceProcessorReadSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err217 error
+	var _write_err223 error
 	args := LanceMasterServiceReadSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20818,21 +22327,21 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc218 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
+			_exc224 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing readSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err217 = thrift.WrapTException(err2)
+				_write_err223 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc218.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
-				_write_err217 = thrift.WrapTException(err2)
+			if err2 := _exc224.Write(ctx, oprot); _write_err223 == nil && err2 != nil {
+				_write_err223 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
-				_write_err217 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err223 == nil && err2 != nil {
+				_write_err223 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
-				_write_err217 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err223 == nil && err2 != nil {
+				_write_err223 = thrift.WrapTException(err2)
 			}
-			if _write_err217 != nil {
-				return false, thrift.WrapTException(_write_err217)
+			if _write_err223 != nil {
+				return false, thrift.WrapTException(_write_err223)
 			}
 			return true, err
 		}
@@ -20841,19 +22350,19 @@ func (p *lanceMasterServiceProcessorReadSnapshotChunk) Process(ctx context.Conte
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "readSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err217 = thrift.WrapTException(err2)
+		_write_err223 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err217 == nil && err2 != nil {
-		_write_err217 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err223 == nil && err2 != nil {
+		_write_err223 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err217 == nil && err2 != nil {
-		_write_err217 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err223 == nil && err2 != nil {
+		_write_err223 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err217 == nil && err2 != nil {
-		_write_err217 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err223 == nil && err2 != nil {
+		_write_err223 = thrift.WrapTException(err2)
 	}
-	if _write_err217 != nil {
-		return false, thrift.WrapTException(_write_err217)
+	if _write_err223 != nil {
+		return false, thrift.WrapTException(_write_err223)
 	}
 	return true, err
 }
@@ -20863,7 +22372,7 @@ type lanceMasterServiceProcessorBeginSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err219 error
+	var _write_err225 error
 	args := LanceMasterServiceBeginSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -20913,21 +22422,21 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc220 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
+			_exc226 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing beginSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err219 = thrift.WrapTException(err2)
+				_write_err225 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc220.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
-				_write_err219 = thrift.WrapTException(err2)
+			if err2 := _exc226.Write(ctx, oprot); _write_err225 == nil && err2 != nil {
+				_write_err225 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
-				_write_err219 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err225 == nil && err2 != nil {
+				_write_err225 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
-				_write_err219 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err225 == nil && err2 != nil {
+				_write_err225 = thrift.WrapTException(err2)
 			}
-			if _write_err219 != nil {
-				return false, thrift.WrapTException(_write_err219)
+			if _write_err225 != nil {
+				return false, thrift.WrapTException(_write_err225)
 			}
 			return true, err
 		}
@@ -20936,19 +22445,19 @@ func (p *lanceMasterServiceProcessorBeginSnapshotRestore) Process(ctx context.Co
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "beginSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err219 = thrift.WrapTException(err2)
+		_write_err225 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err219 == nil && err2 != nil {
-		_write_err219 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err225 == nil && err2 != nil {
+		_write_err225 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err219 == nil && err2 != nil {
-		_write_err219 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err225 == nil && err2 != nil {
+		_write_err225 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err219 == nil && err2 != nil {
-		_write_err219 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err225 == nil && err2 != nil {
+		_write_err225 = thrift.WrapTException(err2)
 	}
-	if _write_err219 != nil {
-		return false, thrift.WrapTException(_write_err219)
+	if _write_err225 != nil {
+		return false, thrift.WrapTException(_write_err225)
 	}
 	return true, err
 }
@@ -20958,7 +22467,7 @@ type lanceMasterServiceProcessorWriteSnapshotChunk struct {
 }
 
 func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err221 error
+	var _write_err227 error
 	args := LanceMasterServiceWriteSnapshotChunkArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -21008,40 +22517,40 @@ func (p *lanceMasterServiceProcessorWriteSnapshotChunk) Process(ctx context.Cont
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc222 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
+			_exc228 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing writeSnapshotChunk: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err221 = thrift.WrapTException(err2)
+				_write_err227 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc222.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
-				_write_err221 = thrift.WrapTException(err2)
+			if err2 := _exc228.Write(ctx, oprot); _write_err227 == nil && err2 != nil {
+				_write_err227 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
-				_write_err221 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err227 == nil && err2 != nil {
+				_write_err227 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
-				_write_err221 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err227 == nil && err2 != nil {
+				_write_err227 = thrift.WrapTException(err2)
 			}
-			if _write_err221 != nil {
-				return false, thrift.WrapTException(_write_err221)
+			if _write_err227 != nil {
+				return false, thrift.WrapTException(_write_err227)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "writeSnapshotChunk", thrift.REPLY, seqId); err2 != nil {
-		_write_err221 = thrift.WrapTException(err2)
+		_write_err227 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err221 == nil && err2 != nil {
-		_write_err221 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err227 == nil && err2 != nil {
+		_write_err227 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err221 == nil && err2 != nil {
-		_write_err221 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err227 == nil && err2 != nil {
+		_write_err227 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err221 == nil && err2 != nil {
-		_write_err221 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err227 == nil && err2 != nil {
+		_write_err227 = thrift.WrapTException(err2)
 	}
-	if _write_err221 != nil {
-		return false, thrift.WrapTException(_write_err221)
+	if _write_err227 != nil {
+		return false, thrift.WrapTException(_write_err227)
 	}
 	return true, err
 }
@@ -21051,7 +22560,7 @@ type lanceMasterServiceProcessorFinishSnapshotRestore struct {
 }
 
 func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err223 error
+	var _write_err229 error
 	args := LanceMasterServiceFinishSnapshotRestoreArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -21101,21 +22610,21 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc224 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
+			_exc230 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing finishSnapshotRestore: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err223 = thrift.WrapTException(err2)
+				_write_err229 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc224.Write(ctx, oprot); _write_err223 == nil && err2 != nil {
-				_write_err223 = thrift.WrapTException(err2)
+			if err2 := _exc230.Write(ctx, oprot); _write_err229 == nil && err2 != nil {
+				_write_err229 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err223 == nil && err2 != nil {
-				_write_err223 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err229 == nil && err2 != nil {
+				_write_err229 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err223 == nil && err2 != nil {
-				_write_err223 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err229 == nil && err2 != nil {
+				_write_err229 = thrift.WrapTException(err2)
 			}
-			if _write_err223 != nil {
-				return false, thrift.WrapTException(_write_err223)
+			if _write_err229 != nil {
+				return false, thrift.WrapTException(_write_err229)
 			}
 			return true, err
 		}
@@ -21124,19 +22633,19 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "finishSnapshotRestore", thrift.REPLY, seqId); err2 != nil {
-		_write_err223 = thrift.WrapTException(err2)
+		_write_err229 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err223 == nil && err2 != nil {
-		_write_err223 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err229 == nil && err2 != nil {
+		_write_err229 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err223 == nil && err2 != nil {
-		_write_err223 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err229 == nil && err2 != nil {
+		_write_err229 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err223 == nil && err2 != nil {
-		_write_err223 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err229 == nil && err2 != nil {
+		_write_err229 = thrift.WrapTException(err2)
 	}
-	if _write_err223 != nil {
-		return false, thrift.WrapTException(_write_err223)
+	if _write_err229 != nil {
+		return false, thrift.WrapTException(_write_err229)
 	}
 	return true, err
 }
@@ -21146,7 +22655,7 @@ type lanceMasterServiceProcessorAbortSnapshotTransfer struct {
 }
 
 func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err225 error
+	var _write_err231 error
 	args := LanceMasterServiceAbortSnapshotTransferArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -21196,40 +22705,40 @@ func (p *lanceMasterServiceProcessorAbortSnapshotTransfer) Process(ctx context.C
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc226 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
+			_exc232 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing abortSnapshotTransfer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err225 = thrift.WrapTException(err2)
+				_write_err231 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc226.Write(ctx, oprot); _write_err225 == nil && err2 != nil {
-				_write_err225 = thrift.WrapTException(err2)
+			if err2 := _exc232.Write(ctx, oprot); _write_err231 == nil && err2 != nil {
+				_write_err231 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err225 == nil && err2 != nil {
-				_write_err225 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err231 == nil && err2 != nil {
+				_write_err231 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err225 == nil && err2 != nil {
-				_write_err225 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err231 == nil && err2 != nil {
+				_write_err231 = thrift.WrapTException(err2)
 			}
-			if _write_err225 != nil {
-				return false, thrift.WrapTException(_write_err225)
+			if _write_err231 != nil {
+				return false, thrift.WrapTException(_write_err231)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "abortSnapshotTransfer", thrift.REPLY, seqId); err2 != nil {
-		_write_err225 = thrift.WrapTException(err2)
+		_write_err231 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err225 == nil && err2 != nil {
-		_write_err225 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err231 == nil && err2 != nil {
+		_write_err231 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err225 == nil && err2 != nil {
-		_write_err225 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err231 == nil && err2 != nil {
+		_write_err231 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err225 == nil && err2 != nil {
-		_write_err225 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err231 == nil && err2 != nil {
+		_write_err231 = thrift.WrapTException(err2)
 	}
-	if _write_err225 != nil {
-		return false, thrift.WrapTException(_write_err225)
+	if _write_err231 != nil {
+		return false, thrift.WrapTException(_write_err231)
 	}
 	return true, err
 }
@@ -21239,7 +22748,7 @@ type lanceMasterServiceProcessorAddVoter struct {
 }
 
 func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err227 error
+	var _write_err233 error
 	args := LanceMasterServiceAddVoterArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -21289,21 +22798,21 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc228 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
+			_exc234 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing addVoter: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err227 = thrift.WrapTException(err2)
+				_write_err233 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc228.Write(ctx, oprot); _write_err227 == nil && err2 != nil {
-				_write_err227 = thrift.WrapTException(err2)
+			if err2 := _exc234.Write(ctx, oprot); _write_err233 == nil && err2 != nil {
+				_write_err233 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err227 == nil && err2 != nil {
-				_write_err227 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err233 == nil && err2 != nil {
+				_write_err233 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err227 == nil && err2 != nil {
-				_write_err227 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err233 == nil && err2 != nil {
+				_write_err233 = thrift.WrapTException(err2)
 			}
-			if _write_err227 != nil {
-				return false, thrift.WrapTException(_write_err227)
+			if _write_err233 != nil {
+				return false, thrift.WrapTException(_write_err233)
 			}
 			return true, err
 		}
@@ -21312,19 +22821,19 @@ func (p *lanceMasterServiceProcessorAddVoter) Process(ctx context.Context, seqId
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "addVoter", thrift.REPLY, seqId); err2 != nil {
-		_write_err227 = thrift.WrapTException(err2)
+		_write_err233 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err227 == nil && err2 != nil {
-		_write_err227 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err233 == nil && err2 != nil {
+		_write_err233 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err227 == nil && err2 != nil {
-		_write_err227 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err233 == nil && err2 != nil {
+		_write_err233 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err227 == nil && err2 != nil {
-		_write_err227 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err233 == nil && err2 != nil {
+		_write_err233 = thrift.WrapTException(err2)
 	}
-	if _write_err227 != nil {
-		return false, thrift.WrapTException(_write_err227)
+	if _write_err233 != nil {
+		return false, thrift.WrapTException(_write_err233)
 	}
 	return true, err
 }
@@ -21334,7 +22843,7 @@ type lanceMasterServiceProcessorRemovePeer struct {
 }
 
 func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err229 error
+	var _write_err235 error
 	args := LanceMasterServiceRemovePeerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -21384,21 +22893,21 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc230 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
+			_exc236 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing removePeer: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err229 = thrift.WrapTException(err2)
+				_write_err235 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc230.Write(ctx, oprot); _write_err229 == nil && err2 != nil {
-				_write_err229 = thrift.WrapTException(err2)
+			if err2 := _exc236.Write(ctx, oprot); _write_err235 == nil && err2 != nil {
+				_write_err235 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err229 == nil && err2 != nil {
-				_write_err229 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err235 == nil && err2 != nil {
+				_write_err235 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err229 == nil && err2 != nil {
-				_write_err229 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err235 == nil && err2 != nil {
+				_write_err235 = thrift.WrapTException(err2)
 			}
-			if _write_err229 != nil {
-				return false, thrift.WrapTException(_write_err229)
+			if _write_err235 != nil {
+				return false, thrift.WrapTException(_write_err235)
 			}
 			return true, err
 		}
@@ -21407,19 +22916,19 @@ func (p *lanceMasterServiceProcessorRemovePeer) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "removePeer", thrift.REPLY, seqId); err2 != nil {
-		_write_err229 = thrift.WrapTException(err2)
+		_write_err235 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err229 == nil && err2 != nil {
-		_write_err229 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err235 == nil && err2 != nil {
+		_write_err235 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err229 == nil && err2 != nil {
-		_write_err229 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err235 == nil && err2 != nil {
+		_write_err235 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err229 == nil && err2 != nil {
-		_write_err229 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err235 == nil && err2 != nil {
+		_write_err235 = thrift.WrapTException(err2)
 	}
-	if _write_err229 != nil {
-		return false, thrift.WrapTException(_write_err229)
+	if _write_err235 != nil {
+		return false, thrift.WrapTException(_write_err235)
 	}
 	return true, err
 }
@@ -21429,7 +22938,7 @@ type lanceMasterServiceProcessorRaftHealth struct {
 }
 
 func (p *lanceMasterServiceProcessorRaftHealth) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err231 error
+	var _write_err237 error
 	args := LanceMasterServiceRaftHealthArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -21479,21 +22988,21 @@ func (p *lanceMasterServiceProcessorRaftHealth) Process(ctx context.Context, seq
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc232 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftHealth: "+err2.Error())
+			_exc238 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftHealth: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "raftHealth", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err231 = thrift.WrapTException(err2)
+				_write_err237 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc232.Write(ctx, oprot); _write_err231 == nil && err2 != nil {
-				_write_err231 = thrift.WrapTException(err2)
+			if err2 := _exc238.Write(ctx, oprot); _write_err237 == nil && err2 != nil {
+				_write_err237 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err231 == nil && err2 != nil {
-				_write_err231 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err237 == nil && err2 != nil {
+				_write_err237 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err231 == nil && err2 != nil {
-				_write_err231 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err237 == nil && err2 != nil {
+				_write_err237 = thrift.WrapTException(err2)
 			}
-			if _write_err231 != nil {
-				return false, thrift.WrapTException(_write_err231)
+			if _write_err237 != nil {
+				return false, thrift.WrapTException(_write_err237)
 			}
 			return true, err
 		}
@@ -21502,19 +23011,19 @@ func (p *lanceMasterServiceProcessorRaftHealth) Process(ctx context.Context, seq
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "raftHealth", thrift.REPLY, seqId); err2 != nil {
-		_write_err231 = thrift.WrapTException(err2)
+		_write_err237 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err231 == nil && err2 != nil {
-		_write_err231 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err237 == nil && err2 != nil {
+		_write_err237 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err231 == nil && err2 != nil {
-		_write_err231 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err237 == nil && err2 != nil {
+		_write_err237 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err231 == nil && err2 != nil {
-		_write_err231 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err237 == nil && err2 != nil {
+		_write_err237 = thrift.WrapTException(err2)
 	}
-	if _write_err231 != nil {
-		return false, thrift.WrapTException(_write_err231)
+	if _write_err237 != nil {
+		return false, thrift.WrapTException(_write_err237)
 	}
 	return true, err
 }
@@ -21524,7 +23033,7 @@ type lanceMasterServiceProcessorPromote struct {
 }
 
 func (p *lanceMasterServiceProcessorPromote) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err233 error
+	var _write_err239 error
 	args := LanceMasterServicePromoteArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -21574,21 +23083,21 @@ func (p *lanceMasterServiceProcessorPromote) Process(ctx context.Context, seqId 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc234 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing promote: "+err2.Error())
+			_exc240 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing promote: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "promote", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err233 = thrift.WrapTException(err2)
+				_write_err239 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc234.Write(ctx, oprot); _write_err233 == nil && err2 != nil {
-				_write_err233 = thrift.WrapTException(err2)
+			if err2 := _exc240.Write(ctx, oprot); _write_err239 == nil && err2 != nil {
+				_write_err239 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err233 == nil && err2 != nil {
-				_write_err233 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err239 == nil && err2 != nil {
+				_write_err239 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err233 == nil && err2 != nil {
-				_write_err233 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err239 == nil && err2 != nil {
+				_write_err239 = thrift.WrapTException(err2)
 			}
-			if _write_err233 != nil {
-				return false, thrift.WrapTException(_write_err233)
+			if _write_err239 != nil {
+				return false, thrift.WrapTException(_write_err239)
 			}
 			return true, err
 		}
@@ -21597,19 +23106,19 @@ func (p *lanceMasterServiceProcessorPromote) Process(ctx context.Context, seqId 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "promote", thrift.REPLY, seqId); err2 != nil {
-		_write_err233 = thrift.WrapTException(err2)
+		_write_err239 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err233 == nil && err2 != nil {
-		_write_err233 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err239 == nil && err2 != nil {
+		_write_err239 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err233 == nil && err2 != nil {
-		_write_err233 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err239 == nil && err2 != nil {
+		_write_err239 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err233 == nil && err2 != nil {
-		_write_err233 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err239 == nil && err2 != nil {
+		_write_err239 = thrift.WrapTException(err2)
 	}
-	if _write_err233 != nil {
-		return false, thrift.WrapTException(_write_err233)
+	if _write_err239 != nil {
+		return false, thrift.WrapTException(_write_err239)
 	}
 	return true, err
 }
@@ -21619,7 +23128,7 @@ type lanceMasterServiceProcessorRaftMemberStatus struct {
 }
 
 func (p *lanceMasterServiceProcessorRaftMemberStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err235 error
+	var _write_err241 error
 	args := LanceMasterServiceRaftMemberStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -21669,21 +23178,21 @@ func (p *lanceMasterServiceProcessorRaftMemberStatus) Process(ctx context.Contex
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc236 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftMemberStatus: "+err2.Error())
+			_exc242 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing raftMemberStatus: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "raftMemberStatus", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err235 = thrift.WrapTException(err2)
+				_write_err241 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc236.Write(ctx, oprot); _write_err235 == nil && err2 != nil {
-				_write_err235 = thrift.WrapTException(err2)
+			if err2 := _exc242.Write(ctx, oprot); _write_err241 == nil && err2 != nil {
+				_write_err241 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err235 == nil && err2 != nil {
-				_write_err235 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err241 == nil && err2 != nil {
+				_write_err241 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err235 == nil && err2 != nil {
-				_write_err235 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err241 == nil && err2 != nil {
+				_write_err241 = thrift.WrapTException(err2)
 			}
-			if _write_err235 != nil {
-				return false, thrift.WrapTException(_write_err235)
+			if _write_err241 != nil {
+				return false, thrift.WrapTException(_write_err241)
 			}
 			return true, err
 		}
@@ -21692,19 +23201,114 @@ func (p *lanceMasterServiceProcessorRaftMemberStatus) Process(ctx context.Contex
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "raftMemberStatus", thrift.REPLY, seqId); err2 != nil {
-		_write_err235 = thrift.WrapTException(err2)
+		_write_err241 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err235 == nil && err2 != nil {
-		_write_err235 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err241 == nil && err2 != nil {
+		_write_err241 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err235 == nil && err2 != nil {
-		_write_err235 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err241 == nil && err2 != nil {
+		_write_err241 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err235 == nil && err2 != nil {
-		_write_err235 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err241 == nil && err2 != nil {
+		_write_err241 = thrift.WrapTException(err2)
 	}
-	if _write_err235 != nil {
-		return false, thrift.WrapTException(_write_err235)
+	if _write_err241 != nil {
+		return false, thrift.WrapTException(_write_err241)
+	}
+	return true, err
+}
+
+type lanceMasterServiceProcessorListEvents struct {
+	handler LanceMasterService
+}
+
+func (p *lanceMasterServiceProcessorListEvents) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err243 error
+	args := LanceMasterServiceListEventsArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "listEvents", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := LanceMasterServiceListEventsResult{}
+	if retval, err2 := p.handler.ListEvents(ctx, args.Request); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TAdminError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc244 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing listEvents: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "listEvents", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err243 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc244.Write(ctx, oprot); _write_err243 == nil && err2 != nil {
+				_write_err243 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err243 == nil && err2 != nil {
+				_write_err243 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err243 == nil && err2 != nil {
+				_write_err243 = thrift.WrapTException(err2)
+			}
+			if _write_err243 != nil {
+				return false, thrift.WrapTException(_write_err243)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "listEvents", thrift.REPLY, seqId); err2 != nil {
+		_write_err243 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err243 == nil && err2 != nil {
+		_write_err243 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err243 == nil && err2 != nil {
+		_write_err243 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err243 == nil && err2 != nil {
+		_write_err243 = thrift.WrapTException(err2)
+	}
+	if _write_err243 != nil {
+		return false, thrift.WrapTException(_write_err243)
 	}
 	return true, err
 }
@@ -25315,11 +26919,11 @@ func (p *LanceMasterServiceListCatalogsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TCatalog, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem237 := &TCatalog{}
-		if err := _elem237.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem237), err)
+		_elem245 := &TCatalog{}
+		if err := _elem245.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem245), err)
 		}
-		p.Success = append(p.Success, _elem237)
+		p.Success = append(p.Success, _elem245)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -26281,11 +27885,11 @@ func (p *LanceMasterServiceListBackendsResult) ReadField0(ctx context.Context, i
 	tSlice := make([]*TBackend, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem238 := &TBackend{}
-		if err := _elem238.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem238), err)
+		_elem246 := &TBackend{}
+		if err := _elem246.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem246), err)
 		}
-		p.Success = append(p.Success, _elem238)
+		p.Success = append(p.Success, _elem246)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -27806,11 +29410,11 @@ func (p *LanceMasterServiceListOptionsResult) ReadField0(ctx context.Context, ip
 	tSlice := make([]*TOption, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem239 := &TOption{}
-		if err := _elem239.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem239), err)
+		_elem247 := &TOption{}
+		if err := _elem247.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem247), err)
 		}
-		p.Success = append(p.Success, _elem239)
+		p.Success = append(p.Success, _elem247)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -31310,4 +32914,271 @@ func (p *LanceMasterServiceRaftMemberStatusResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("LanceMasterServiceRaftMemberStatusResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Request
+type LanceMasterServiceListEventsArgs struct {
+	Request *TListEventsRequest `thrift:"request,1" db:"request" json:"request"`
+}
+
+func NewLanceMasterServiceListEventsArgs() *LanceMasterServiceListEventsArgs {
+	return &LanceMasterServiceListEventsArgs{}
+}
+
+var LanceMasterServiceListEventsArgs_Request_DEFAULT *TListEventsRequest
+
+func (p *LanceMasterServiceListEventsArgs) GetRequest() *TListEventsRequest {
+	if !p.IsSetRequest() {
+		return LanceMasterServiceListEventsArgs_Request_DEFAULT
+	}
+	return p.Request
+}
+func (p *LanceMasterServiceListEventsArgs) IsSetRequest() bool {
+	return p.Request != nil
+}
+
+func (p *LanceMasterServiceListEventsArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceListEventsArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Request = &TListEventsRequest{}
+	if err := p.Request.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Request), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceListEventsArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "listEvents_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceListEventsArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "request", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:request: ", p), err)
+	}
+	if err := p.Request.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Request), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:request: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceListEventsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceListEventsArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type LanceMasterServiceListEventsResult struct {
+	Success *TListEventsResponse `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TAdminError         `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewLanceMasterServiceListEventsResult() *LanceMasterServiceListEventsResult {
+	return &LanceMasterServiceListEventsResult{}
+}
+
+var LanceMasterServiceListEventsResult_Success_DEFAULT *TListEventsResponse
+
+func (p *LanceMasterServiceListEventsResult) GetSuccess() *TListEventsResponse {
+	if !p.IsSetSuccess() {
+		return LanceMasterServiceListEventsResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var LanceMasterServiceListEventsResult_Err_DEFAULT *TAdminError
+
+func (p *LanceMasterServiceListEventsResult) GetErr() *TAdminError {
+	if !p.IsSetErr() {
+		return LanceMasterServiceListEventsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *LanceMasterServiceListEventsResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *LanceMasterServiceListEventsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *LanceMasterServiceListEventsResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceListEventsResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &TListEventsResponse{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceListEventsResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TAdminError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceListEventsResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "listEvents_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *LanceMasterServiceListEventsResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceListEventsResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *LanceMasterServiceListEventsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LanceMasterServiceListEventsResult(%+v)", *p)
 }

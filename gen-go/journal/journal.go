@@ -7036,6 +7036,999 @@ func (p *TBackendRecord) String() string {
 }
 
 // Attributes:
+//   - Actor
+//   - Claimed
+//   - Verified
+type TAuditActor struct {
+	Actor    string  `thrift:"actor,1,required" db:"actor" json:"actor"`
+	Claimed  *string `thrift:"claimed,2" db:"claimed" json:"claimed,omitempty"`
+	Verified *bool   `thrift:"verified,3" db:"verified" json:"verified,omitempty"`
+}
+
+func NewTAuditActor() *TAuditActor {
+	return &TAuditActor{}
+}
+
+func (p *TAuditActor) GetActor() string {
+	return p.Actor
+}
+
+var TAuditActor_Claimed_DEFAULT string
+
+func (p *TAuditActor) GetClaimed() string {
+	if !p.IsSetClaimed() {
+		return TAuditActor_Claimed_DEFAULT
+	}
+	return *p.Claimed
+}
+
+var TAuditActor_Verified_DEFAULT bool
+
+func (p *TAuditActor) GetVerified() bool {
+	if !p.IsSetVerified() {
+		return TAuditActor_Verified_DEFAULT
+	}
+	return *p.Verified
+}
+func (p *TAuditActor) IsSetClaimed() bool {
+	return p.Claimed != nil
+}
+
+func (p *TAuditActor) IsSetVerified() bool {
+	return p.Verified != nil
+}
+
+func (p *TAuditActor) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetActor bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetActor = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetActor {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Actor is not set"))
+	}
+	return nil
+}
+
+func (p *TAuditActor) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Actor = v
+	}
+	return nil
+}
+
+func (p *TAuditActor) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Claimed = &v
+	}
+	return nil
+}
+
+func (p *TAuditActor) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Verified = &v
+	}
+	return nil
+}
+
+func (p *TAuditActor) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TAuditActor"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TAuditActor) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:actor: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Actor)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.actor (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:actor: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditActor) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetClaimed() {
+		if err := oprot.WriteFieldBegin(ctx, "claimed", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:claimed: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Claimed)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.claimed (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:claimed: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditActor) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetVerified() {
+		if err := oprot.WriteFieldBegin(ctx, "verified", thrift.BOOL, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:verified: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Verified)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.verified (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:verified: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditActor) Equals(other *TAuditActor) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Actor != other.Actor {
+		return false
+	}
+	if p.Claimed != other.Claimed {
+		if p.Claimed == nil || other.Claimed == nil {
+			return false
+		}
+		if (*p.Claimed) != (*other.Claimed) {
+			return false
+		}
+	}
+	if p.Verified != other.Verified {
+		if p.Verified == nil || other.Verified == nil {
+			return false
+		}
+		if (*p.Verified) != (*other.Verified) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TAuditActor) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TAuditActor(%+v)", *p)
+}
+
+// Attributes:
+//   - Seq
+//   - Index
+//   - TimeMs
+//   - Kind
+//   - Subject
+//   - Actor
+//   - Summary
+type TAuditEvent struct {
+	Seq     int64        `thrift:"seq,1,required" db:"seq" json:"seq"`
+	Index   int64        `thrift:"index,2,required" db:"index" json:"index"`
+	TimeMs  int64        `thrift:"time_ms,3,required" db:"time_ms" json:"time_ms"`
+	Kind    string       `thrift:"kind,4,required" db:"kind" json:"kind"`
+	Subject string       `thrift:"subject,5,required" db:"subject" json:"subject"`
+	Actor   *TAuditActor `thrift:"actor,6" db:"actor" json:"actor,omitempty"`
+	Summary *string      `thrift:"summary,7" db:"summary" json:"summary,omitempty"`
+}
+
+func NewTAuditEvent() *TAuditEvent {
+	return &TAuditEvent{}
+}
+
+func (p *TAuditEvent) GetSeq() int64 {
+	return p.Seq
+}
+
+func (p *TAuditEvent) GetIndex() int64 {
+	return p.Index
+}
+
+func (p *TAuditEvent) GetTimeMs() int64 {
+	return p.TimeMs
+}
+
+func (p *TAuditEvent) GetKind() string {
+	return p.Kind
+}
+
+func (p *TAuditEvent) GetSubject() string {
+	return p.Subject
+}
+
+var TAuditEvent_Actor_DEFAULT *TAuditActor
+
+func (p *TAuditEvent) GetActor() *TAuditActor {
+	if !p.IsSetActor() {
+		return TAuditEvent_Actor_DEFAULT
+	}
+	return p.Actor
+}
+
+var TAuditEvent_Summary_DEFAULT string
+
+func (p *TAuditEvent) GetSummary() string {
+	if !p.IsSetSummary() {
+		return TAuditEvent_Summary_DEFAULT
+	}
+	return *p.Summary
+}
+func (p *TAuditEvent) IsSetActor() bool {
+	return p.Actor != nil
+}
+
+func (p *TAuditEvent) IsSetSummary() bool {
+	return p.Summary != nil
+}
+
+func (p *TAuditEvent) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetSeq bool = false
+	var issetIndex bool = false
+	var issetTimeMs bool = false
+	var issetKind bool = false
+	var issetSubject bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetSeq = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetIndex = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetTimeMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+				issetKind = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+				issetSubject = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetSeq {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Seq is not set"))
+	}
+	if !issetIndex {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Index is not set"))
+	}
+	if !issetTimeMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field TimeMs is not set"))
+	}
+	if !issetKind {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Kind is not set"))
+	}
+	if !issetSubject {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Subject is not set"))
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Seq = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Index = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.TimeMs = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Kind = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Subject = v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Actor = &TAuditActor{}
+	if err := p.Actor.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Actor), err)
+	}
+	return nil
+}
+
+func (p *TAuditEvent) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Summary = &v
+	}
+	return nil
+}
+
+func (p *TAuditEvent) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TAuditEvent"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TAuditEvent) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "seq", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:seq: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Seq)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.seq (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:seq: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "index", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:index: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Index)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.index (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:index: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "time_ms", thrift.I64, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:time_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.TimeMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.time_ms (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:time_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "kind", thrift.STRING, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:kind: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Kind)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.kind (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:kind: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "subject", thrift.STRING, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:subject: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Subject)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.subject (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:subject: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRUCT, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:actor: ", p), err)
+		}
+		if err := p.Actor.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Actor), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditEvent) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSummary() {
+		if err := oprot.WriteFieldBegin(ctx, "summary", thrift.STRING, 7); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:summary: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Summary)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.summary (7) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 7:summary: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditEvent) Equals(other *TAuditEvent) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Seq != other.Seq {
+		return false
+	}
+	if p.Index != other.Index {
+		return false
+	}
+	if p.TimeMs != other.TimeMs {
+		return false
+	}
+	if p.Kind != other.Kind {
+		return false
+	}
+	if p.Subject != other.Subject {
+		return false
+	}
+	if !p.Actor.Equals(other.Actor) {
+		return false
+	}
+	if p.Summary != other.Summary {
+		if p.Summary == nil || other.Summary == nil {
+			return false
+		}
+		if (*p.Summary) != (*other.Summary) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TAuditEvent) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TAuditEvent(%+v)", *p)
+}
+
+// Attributes:
+//   - NowMs
+//   - Kind
+//   - Subject
+//   - Actor
+//   - Summary
+type TAuditCommand struct {
+	NowMs   int64        `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	Kind    string       `thrift:"kind,2,required" db:"kind" json:"kind"`
+	Subject string       `thrift:"subject,3,required" db:"subject" json:"subject"`
+	Actor   *TAuditActor `thrift:"actor,4" db:"actor" json:"actor,omitempty"`
+	Summary *string      `thrift:"summary,5" db:"summary" json:"summary,omitempty"`
+}
+
+func NewTAuditCommand() *TAuditCommand {
+	return &TAuditCommand{}
+}
+
+func (p *TAuditCommand) GetNowMs() int64 {
+	return p.NowMs
+}
+
+func (p *TAuditCommand) GetKind() string {
+	return p.Kind
+}
+
+func (p *TAuditCommand) GetSubject() string {
+	return p.Subject
+}
+
+var TAuditCommand_Actor_DEFAULT *TAuditActor
+
+func (p *TAuditCommand) GetActor() *TAuditActor {
+	if !p.IsSetActor() {
+		return TAuditCommand_Actor_DEFAULT
+	}
+	return p.Actor
+}
+
+var TAuditCommand_Summary_DEFAULT string
+
+func (p *TAuditCommand) GetSummary() string {
+	if !p.IsSetSummary() {
+		return TAuditCommand_Summary_DEFAULT
+	}
+	return *p.Summary
+}
+func (p *TAuditCommand) IsSetActor() bool {
+	return p.Actor != nil
+}
+
+func (p *TAuditCommand) IsSetSummary() bool {
+	return p.Summary != nil
+}
+
+func (p *TAuditCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	var issetNowMs bool = false
+	var issetKind bool = false
+	var issetSubject bool = false
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetNowMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetKind = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetSubject = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetNowMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NowMs is not set"))
+	}
+	if !issetKind {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Kind is not set"))
+	}
+	if !issetSubject {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Subject is not set"))
+	}
+	return nil
+}
+
+func (p *TAuditCommand) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.NowMs = v
+	}
+	return nil
+}
+
+func (p *TAuditCommand) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Kind = v
+	}
+	return nil
+}
+
+func (p *TAuditCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Subject = v
+	}
+	return nil
+}
+
+func (p *TAuditCommand) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Actor = &TAuditActor{}
+	if err := p.Actor.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Actor), err)
+	}
+	return nil
+}
+
+func (p *TAuditCommand) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Summary = &v
+	}
+	return nil
+}
+
+func (p *TAuditCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "TAuditCommand"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TAuditCommand) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "now_ms", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:now_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.NowMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.now_ms (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:now_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditCommand) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "kind", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:kind: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Kind)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.kind (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:kind: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "subject", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:subject: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Subject)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.subject (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:subject: ", p), err)
+	}
+	return err
+}
+
+func (p *TAuditCommand) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRUCT, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:actor: ", p), err)
+		}
+		if err := p.Actor.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Actor), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:actor: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditCommand) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSummary() {
+		if err := oprot.WriteFieldBegin(ctx, "summary", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:summary: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Summary)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.summary (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:summary: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TAuditCommand) Equals(other *TAuditCommand) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.NowMs != other.NowMs {
+		return false
+	}
+	if p.Kind != other.Kind {
+		return false
+	}
+	if p.Subject != other.Subject {
+		return false
+	}
+	if !p.Actor.Equals(other.Actor) {
+		return false
+	}
+	if p.Summary != other.Summary {
+		if p.Summary == nil || other.Summary == nil {
+			return false
+		}
+		if (*p.Summary) != (*other.Summary) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *TAuditCommand) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TAuditCommand(%+v)", *p)
+}
+
+// Attributes:
 //   - NowMs
 //   - Job
 //   - AdmitRules
@@ -11417,10 +12410,12 @@ func (p *TRefreshBatch) String() string {
 //   - NowMs
 //   - JobID
 //   - Actor
+//   - Audit
 type TCancelCommand struct {
-	NowMs int64  `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	JobID int64  `thrift:"job_id,2,required" db:"job_id" json:"job_id"`
-	Actor string `thrift:"actor,3,required" db:"actor" json:"actor"`
+	NowMs int64        `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	JobID int64        `thrift:"job_id,2,required" db:"job_id" json:"job_id"`
+	Actor string       `thrift:"actor,3,required" db:"actor" json:"actor"`
+	Audit *TAuditActor `thrift:"audit,4" db:"audit" json:"audit,omitempty"`
 }
 
 func NewTCancelCommand() *TCancelCommand {
@@ -11438,6 +12433,19 @@ func (p *TCancelCommand) GetJobID() int64 {
 func (p *TCancelCommand) GetActor() string {
 	return p.Actor
 }
+
+var TCancelCommand_Audit_DEFAULT *TAuditActor
+
+func (p *TCancelCommand) GetAudit() *TAuditActor {
+	if !p.IsSetAudit() {
+		return TCancelCommand_Audit_DEFAULT
+	}
+	return p.Audit
+}
+func (p *TCancelCommand) IsSetAudit() bool {
+	return p.Audit != nil
+}
+
 func (p *TCancelCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -11484,6 +12492,16 @@ func (p *TCancelCommand) Read(ctx context.Context, iprot thrift.TProtocol) error
 					return err
 				}
 				issetActor = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -11540,6 +12558,14 @@ func (p *TCancelCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol)
 	return nil
 }
 
+func (p *TCancelCommand) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Audit = &TAuditActor{}
+	if err := p.Audit.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Audit), err)
+	}
+	return nil
+}
+
 func (p *TCancelCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TCancelCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -11552,6 +12578,9 @@ func (p *TCancelCommand) Write(ctx context.Context, oprot thrift.TProtocol) erro
 			return err
 		}
 		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -11603,6 +12632,21 @@ func (p *TCancelCommand) writeField3(ctx context.Context, oprot thrift.TProtocol
 	return err
 }
 
+func (p *TCancelCommand) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAudit() {
+		if err := oprot.WriteFieldBegin(ctx, "audit", thrift.STRUCT, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:audit: ", p), err)
+		}
+		if err := p.Audit.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Audit), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:audit: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TCancelCommand) Equals(other *TCancelCommand) bool {
 	if p == other {
 		return true
@@ -11616,6 +12660,9 @@ func (p *TCancelCommand) Equals(other *TCancelCommand) bool {
 		return false
 	}
 	if p.Actor != other.Actor {
+		return false
+	}
+	if !p.Audit.Equals(other.Audit) {
 		return false
 	}
 	return true
@@ -11634,12 +12681,14 @@ func (p *TCancelCommand) String() string {
 //   - Actor
 //   - Note
 //   - Warning
+//   - Audit
 type TForceReleaseCommand struct {
-	NowMs   int64  `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	JobID   int64  `thrift:"job_id,2,required" db:"job_id" json:"job_id"`
-	Actor   string `thrift:"actor,3,required" db:"actor" json:"actor"`
-	Note    string `thrift:"note,4,required" db:"note" json:"note"`
-	Warning string `thrift:"warning,5,required" db:"warning" json:"warning"`
+	NowMs   int64        `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	JobID   int64        `thrift:"job_id,2,required" db:"job_id" json:"job_id"`
+	Actor   string       `thrift:"actor,3,required" db:"actor" json:"actor"`
+	Note    string       `thrift:"note,4,required" db:"note" json:"note"`
+	Warning string       `thrift:"warning,5,required" db:"warning" json:"warning"`
+	Audit   *TAuditActor `thrift:"audit,6" db:"audit" json:"audit,omitempty"`
 }
 
 func NewTForceReleaseCommand() *TForceReleaseCommand {
@@ -11665,6 +12714,19 @@ func (p *TForceReleaseCommand) GetNote() string {
 func (p *TForceReleaseCommand) GetWarning() string {
 	return p.Warning
 }
+
+var TForceReleaseCommand_Audit_DEFAULT *TAuditActor
+
+func (p *TForceReleaseCommand) GetAudit() *TAuditActor {
+	if !p.IsSetAudit() {
+		return TForceReleaseCommand_Audit_DEFAULT
+	}
+	return p.Audit
+}
+func (p *TForceReleaseCommand) IsSetAudit() bool {
+	return p.Audit != nil
+}
+
 func (p *TForceReleaseCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -11735,6 +12797,16 @@ func (p *TForceReleaseCommand) Read(ctx context.Context, iprot thrift.TProtocol)
 					return err
 				}
 				issetWarning = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -11815,6 +12887,14 @@ func (p *TForceReleaseCommand) ReadField5(ctx context.Context, iprot thrift.TPro
 	return nil
 }
 
+func (p *TForceReleaseCommand) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Audit = &TAuditActor{}
+	if err := p.Audit.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Audit), err)
+	}
+	return nil
+}
+
 func (p *TForceReleaseCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TForceReleaseCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -11833,6 +12913,9 @@ func (p *TForceReleaseCommand) Write(ctx context.Context, oprot thrift.TProtocol
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -11910,6 +12993,21 @@ func (p *TForceReleaseCommand) writeField5(ctx context.Context, oprot thrift.TPr
 	return err
 }
 
+func (p *TForceReleaseCommand) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAudit() {
+		if err := oprot.WriteFieldBegin(ctx, "audit", thrift.STRUCT, 6); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:audit: ", p), err)
+		}
+		if err := p.Audit.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Audit), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 6:audit: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TForceReleaseCommand) Equals(other *TForceReleaseCommand) bool {
 	if p == other {
 		return true
@@ -11929,6 +13027,9 @@ func (p *TForceReleaseCommand) Equals(other *TForceReleaseCommand) bool {
 		return false
 	}
 	if p.Warning != other.Warning {
+		return false
+	}
+	if !p.Audit.Equals(other.Audit) {
 		return false
 	}
 	return true
@@ -12186,9 +13287,11 @@ func (p *TGCCommand) String() string {
 // Attributes:
 //   - NowMs
 //   - Catalog
+//   - Audit
 type TCatalogCommand struct {
 	NowMs   int64           `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
 	Catalog *TCatalogRecord `thrift:"catalog,2,required" db:"catalog" json:"catalog"`
+	Audit   *TAuditActor    `thrift:"audit,3" db:"audit" json:"audit,omitempty"`
 }
 
 func NewTCatalogCommand() *TCatalogCommand {
@@ -12207,8 +13310,21 @@ func (p *TCatalogCommand) GetCatalog() *TCatalogRecord {
 	}
 	return p.Catalog
 }
+
+var TCatalogCommand_Audit_DEFAULT *TAuditActor
+
+func (p *TCatalogCommand) GetAudit() *TAuditActor {
+	if !p.IsSetAudit() {
+		return TCatalogCommand_Audit_DEFAULT
+	}
+	return p.Audit
+}
 func (p *TCatalogCommand) IsSetCatalog() bool {
 	return p.Catalog != nil
+}
+
+func (p *TCatalogCommand) IsSetAudit() bool {
+	return p.Audit != nil
 }
 
 func (p *TCatalogCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -12245,6 +13361,16 @@ func (p *TCatalogCommand) Read(ctx context.Context, iprot thrift.TProtocol) erro
 					return err
 				}
 				issetCatalog = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -12288,6 +13414,14 @@ func (p *TCatalogCommand) ReadField2(ctx context.Context, iprot thrift.TProtocol
 	return nil
 }
 
+func (p *TCatalogCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Audit = &TAuditActor{}
+	if err := p.Audit.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Audit), err)
+	}
+	return nil
+}
+
 func (p *TCatalogCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TCatalogCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -12297,6 +13431,9 @@ func (p *TCatalogCommand) Write(ctx context.Context, oprot thrift.TProtocol) err
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -12335,6 +13472,21 @@ func (p *TCatalogCommand) writeField2(ctx context.Context, oprot thrift.TProtoco
 	return err
 }
 
+func (p *TCatalogCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAudit() {
+		if err := oprot.WriteFieldBegin(ctx, "audit", thrift.STRUCT, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:audit: ", p), err)
+		}
+		if err := p.Audit.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Audit), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:audit: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TCatalogCommand) Equals(other *TCatalogCommand) bool {
 	if p == other {
 		return true
@@ -12345,6 +13497,9 @@ func (p *TCatalogCommand) Equals(other *TCatalogCommand) bool {
 		return false
 	}
 	if !p.Catalog.Equals(other.Catalog) {
+		return false
+	}
+	if !p.Audit.Equals(other.Audit) {
 		return false
 	}
 	return true
@@ -12360,9 +13515,11 @@ func (p *TCatalogCommand) String() string {
 // Attributes:
 //   - NowMs
 //   - Name
+//   - Audit
 type TRemoveCatalogCommand struct {
-	NowMs int64  `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	Name  string `thrift:"name,2,required" db:"name" json:"name"`
+	NowMs int64        `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	Name  string       `thrift:"name,2,required" db:"name" json:"name"`
+	Audit *TAuditActor `thrift:"audit,3" db:"audit" json:"audit,omitempty"`
 }
 
 func NewTRemoveCatalogCommand() *TRemoveCatalogCommand {
@@ -12376,6 +13533,19 @@ func (p *TRemoveCatalogCommand) GetNowMs() int64 {
 func (p *TRemoveCatalogCommand) GetName() string {
 	return p.Name
 }
+
+var TRemoveCatalogCommand_Audit_DEFAULT *TAuditActor
+
+func (p *TRemoveCatalogCommand) GetAudit() *TAuditActor {
+	if !p.IsSetAudit() {
+		return TRemoveCatalogCommand_Audit_DEFAULT
+	}
+	return p.Audit
+}
+func (p *TRemoveCatalogCommand) IsSetAudit() bool {
+	return p.Audit != nil
+}
+
 func (p *TRemoveCatalogCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -12410,6 +13580,16 @@ func (p *TRemoveCatalogCommand) Read(ctx context.Context, iprot thrift.TProtocol
 					return err
 				}
 				issetName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -12454,6 +13634,14 @@ func (p *TRemoveCatalogCommand) ReadField2(ctx context.Context, iprot thrift.TPr
 	return nil
 }
 
+func (p *TRemoveCatalogCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Audit = &TAuditActor{}
+	if err := p.Audit.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Audit), err)
+	}
+	return nil
+}
+
 func (p *TRemoveCatalogCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TRemoveCatalogCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -12463,6 +13651,9 @@ func (p *TRemoveCatalogCommand) Write(ctx context.Context, oprot thrift.TProtoco
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -12501,6 +13692,21 @@ func (p *TRemoveCatalogCommand) writeField2(ctx context.Context, oprot thrift.TP
 	return err
 }
 
+func (p *TRemoveCatalogCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAudit() {
+		if err := oprot.WriteFieldBegin(ctx, "audit", thrift.STRUCT, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:audit: ", p), err)
+		}
+		if err := p.Audit.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Audit), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:audit: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TRemoveCatalogCommand) Equals(other *TRemoveCatalogCommand) bool {
 	if p == other {
 		return true
@@ -12511,6 +13717,9 @@ func (p *TRemoveCatalogCommand) Equals(other *TRemoveCatalogCommand) bool {
 		return false
 	}
 	if p.Name != other.Name {
+		return false
+	}
+	if !p.Audit.Equals(other.Audit) {
 		return false
 	}
 	return true
@@ -12526,9 +13735,11 @@ func (p *TRemoveCatalogCommand) String() string {
 // Attributes:
 //   - NowMs
 //   - Address
+//   - Audit
 type TBackendCommand struct {
-	NowMs   int64  `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	Address string `thrift:"address,2,required" db:"address" json:"address"`
+	NowMs   int64        `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	Address string       `thrift:"address,2,required" db:"address" json:"address"`
+	Audit   *TAuditActor `thrift:"audit,3" db:"audit" json:"audit,omitempty"`
 }
 
 func NewTBackendCommand() *TBackendCommand {
@@ -12542,6 +13753,19 @@ func (p *TBackendCommand) GetNowMs() int64 {
 func (p *TBackendCommand) GetAddress() string {
 	return p.Address
 }
+
+var TBackendCommand_Audit_DEFAULT *TAuditActor
+
+func (p *TBackendCommand) GetAudit() *TAuditActor {
+	if !p.IsSetAudit() {
+		return TBackendCommand_Audit_DEFAULT
+	}
+	return p.Audit
+}
+func (p *TBackendCommand) IsSetAudit() bool {
+	return p.Audit != nil
+}
+
 func (p *TBackendCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -12576,6 +13800,16 @@ func (p *TBackendCommand) Read(ctx context.Context, iprot thrift.TProtocol) erro
 					return err
 				}
 				issetAddress = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -12620,6 +13854,14 @@ func (p *TBackendCommand) ReadField2(ctx context.Context, iprot thrift.TProtocol
 	return nil
 }
 
+func (p *TBackendCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Audit = &TAuditActor{}
+	if err := p.Audit.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Audit), err)
+	}
+	return nil
+}
+
 func (p *TBackendCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TBackendCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -12629,6 +13871,9 @@ func (p *TBackendCommand) Write(ctx context.Context, oprot thrift.TProtocol) err
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -12667,6 +13912,21 @@ func (p *TBackendCommand) writeField2(ctx context.Context, oprot thrift.TProtoco
 	return err
 }
 
+func (p *TBackendCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAudit() {
+		if err := oprot.WriteFieldBegin(ctx, "audit", thrift.STRUCT, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:audit: ", p), err)
+		}
+		if err := p.Audit.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Audit), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:audit: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TBackendCommand) Equals(other *TBackendCommand) bool {
 	if p == other {
 		return true
@@ -12677,6 +13937,9 @@ func (p *TBackendCommand) Equals(other *TBackendCommand) bool {
 		return false
 	}
 	if p.Address != other.Address {
+		return false
+	}
+	if !p.Audit.Equals(other.Audit) {
 		return false
 	}
 	return true
@@ -12692,9 +13955,11 @@ func (p *TBackendCommand) String() string {
 // Attributes:
 //   - NowMs
 //   - BackendID
+//   - Audit
 type TRemoveBackendCommand struct {
-	NowMs     int64 `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	BackendID int64 `thrift:"backend_id,2,required" db:"backend_id" json:"backend_id"`
+	NowMs     int64        `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	BackendID int64        `thrift:"backend_id,2,required" db:"backend_id" json:"backend_id"`
+	Audit     *TAuditActor `thrift:"audit,3" db:"audit" json:"audit,omitempty"`
 }
 
 func NewTRemoveBackendCommand() *TRemoveBackendCommand {
@@ -12708,6 +13973,19 @@ func (p *TRemoveBackendCommand) GetNowMs() int64 {
 func (p *TRemoveBackendCommand) GetBackendID() int64 {
 	return p.BackendID
 }
+
+var TRemoveBackendCommand_Audit_DEFAULT *TAuditActor
+
+func (p *TRemoveBackendCommand) GetAudit() *TAuditActor {
+	if !p.IsSetAudit() {
+		return TRemoveBackendCommand_Audit_DEFAULT
+	}
+	return p.Audit
+}
+func (p *TRemoveBackendCommand) IsSetAudit() bool {
+	return p.Audit != nil
+}
+
 func (p *TRemoveBackendCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -12742,6 +14020,16 @@ func (p *TRemoveBackendCommand) Read(ctx context.Context, iprot thrift.TProtocol
 					return err
 				}
 				issetBackendID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -12786,6 +14074,14 @@ func (p *TRemoveBackendCommand) ReadField2(ctx context.Context, iprot thrift.TPr
 	return nil
 }
 
+func (p *TRemoveBackendCommand) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Audit = &TAuditActor{}
+	if err := p.Audit.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Audit), err)
+	}
+	return nil
+}
+
 func (p *TRemoveBackendCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TRemoveBackendCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -12795,6 +14091,9 @@ func (p *TRemoveBackendCommand) Write(ctx context.Context, oprot thrift.TProtoco
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -12833,6 +14132,21 @@ func (p *TRemoveBackendCommand) writeField2(ctx context.Context, oprot thrift.TP
 	return err
 }
 
+func (p *TRemoveBackendCommand) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAudit() {
+		if err := oprot.WriteFieldBegin(ctx, "audit", thrift.STRUCT, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:audit: ", p), err)
+		}
+		if err := p.Audit.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Audit), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:audit: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TRemoveBackendCommand) Equals(other *TRemoveBackendCommand) bool {
 	if p == other {
 		return true
@@ -12843,6 +14157,9 @@ func (p *TRemoveBackendCommand) Equals(other *TRemoveBackendCommand) bool {
 		return false
 	}
 	if p.BackendID != other.BackendID {
+		return false
+	}
+	if !p.Audit.Equals(other.Audit) {
 		return false
 	}
 	return true
@@ -12860,11 +14177,13 @@ func (p *TRemoveBackendCommand) String() string {
 //   - BackendID
 //   - Drained
 //   - Actor
+//   - Audit
 type TDrainBackendCommand struct {
-	NowMs     int64   `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	BackendID int64   `thrift:"backend_id,2,required" db:"backend_id" json:"backend_id"`
-	Drained   bool    `thrift:"drained,3,required" db:"drained" json:"drained"`
-	Actor     *string `thrift:"actor,4" db:"actor" json:"actor,omitempty"`
+	NowMs     int64        `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	BackendID int64        `thrift:"backend_id,2,required" db:"backend_id" json:"backend_id"`
+	Drained   bool         `thrift:"drained,3,required" db:"drained" json:"drained"`
+	Actor     *string      `thrift:"actor,4" db:"actor" json:"actor,omitempty"`
+	Audit     *TAuditActor `thrift:"audit,5" db:"audit" json:"audit,omitempty"`
 }
 
 func NewTDrainBackendCommand() *TDrainBackendCommand {
@@ -12891,8 +14210,21 @@ func (p *TDrainBackendCommand) GetActor() string {
 	}
 	return *p.Actor
 }
+
+var TDrainBackendCommand_Audit_DEFAULT *TAuditActor
+
+func (p *TDrainBackendCommand) GetAudit() *TAuditActor {
+	if !p.IsSetAudit() {
+		return TDrainBackendCommand_Audit_DEFAULT
+	}
+	return p.Audit
+}
 func (p *TDrainBackendCommand) IsSetActor() bool {
 	return p.Actor != nil
+}
+
+func (p *TDrainBackendCommand) IsSetAudit() bool {
+	return p.Audit != nil
 }
 
 func (p *TDrainBackendCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -12949,6 +14281,16 @@ func (p *TDrainBackendCommand) Read(ctx context.Context, iprot thrift.TProtocol)
 		case 4:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField5(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -13016,6 +14358,14 @@ func (p *TDrainBackendCommand) ReadField4(ctx context.Context, iprot thrift.TPro
 	return nil
 }
 
+func (p *TDrainBackendCommand) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Audit = &TAuditActor{}
+	if err := p.Audit.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Audit), err)
+	}
+	return nil
+}
+
 func (p *TDrainBackendCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TDrainBackendCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -13031,6 +14381,9 @@ func (p *TDrainBackendCommand) Write(ctx context.Context, oprot thrift.TProtocol
 			return err
 		}
 		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -13097,6 +14450,21 @@ func (p *TDrainBackendCommand) writeField4(ctx context.Context, oprot thrift.TPr
 	return err
 }
 
+func (p *TDrainBackendCommand) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAudit() {
+		if err := oprot.WriteFieldBegin(ctx, "audit", thrift.STRUCT, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:audit: ", p), err)
+		}
+		if err := p.Audit.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Audit), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:audit: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TDrainBackendCommand) Equals(other *TDrainBackendCommand) bool {
 	if p == other {
 		return true
@@ -13120,6 +14488,9 @@ func (p *TDrainBackendCommand) Equals(other *TDrainBackendCommand) bool {
 			return false
 		}
 	}
+	if !p.Audit.Equals(other.Audit) {
+		return false
+	}
 	return true
 }
 
@@ -13134,10 +14505,12 @@ func (p *TDrainBackendCommand) String() string {
 //   - NowMs
 //   - Key
 //   - Value
+//   - Audit
 type TSetOptionCommand struct {
-	NowMs int64  `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
-	Key   string `thrift:"key,2,required" db:"key" json:"key"`
-	Value string `thrift:"value,3,required" db:"value" json:"value"`
+	NowMs int64        `thrift:"now_ms,1,required" db:"now_ms" json:"now_ms"`
+	Key   string       `thrift:"key,2,required" db:"key" json:"key"`
+	Value string       `thrift:"value,3,required" db:"value" json:"value"`
+	Audit *TAuditActor `thrift:"audit,4" db:"audit" json:"audit,omitempty"`
 }
 
 func NewTSetOptionCommand() *TSetOptionCommand {
@@ -13155,6 +14528,19 @@ func (p *TSetOptionCommand) GetKey() string {
 func (p *TSetOptionCommand) GetValue() string {
 	return p.Value
 }
+
+var TSetOptionCommand_Audit_DEFAULT *TAuditActor
+
+func (p *TSetOptionCommand) GetAudit() *TAuditActor {
+	if !p.IsSetAudit() {
+		return TSetOptionCommand_Audit_DEFAULT
+	}
+	return p.Audit
+}
+func (p *TSetOptionCommand) IsSetAudit() bool {
+	return p.Audit != nil
+}
+
 func (p *TSetOptionCommand) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -13201,6 +14587,16 @@ func (p *TSetOptionCommand) Read(ctx context.Context, iprot thrift.TProtocol) er
 					return err
 				}
 				issetValue = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -13257,6 +14653,14 @@ func (p *TSetOptionCommand) ReadField3(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
+func (p *TSetOptionCommand) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Audit = &TAuditActor{}
+	if err := p.Audit.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Audit), err)
+	}
+	return nil
+}
+
 func (p *TSetOptionCommand) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TSetOptionCommand"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -13269,6 +14673,9 @@ func (p *TSetOptionCommand) Write(ctx context.Context, oprot thrift.TProtocol) e
 			return err
 		}
 		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -13320,6 +14727,21 @@ func (p *TSetOptionCommand) writeField3(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
+func (p *TSetOptionCommand) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAudit() {
+		if err := oprot.WriteFieldBegin(ctx, "audit", thrift.STRUCT, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:audit: ", p), err)
+		}
+		if err := p.Audit.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Audit), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:audit: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TSetOptionCommand) Equals(other *TSetOptionCommand) bool {
 	if p == other {
 		return true
@@ -13333,6 +14755,9 @@ func (p *TSetOptionCommand) Equals(other *TSetOptionCommand) bool {
 		return false
 	}
 	if p.Value != other.Value {
+		return false
+	}
+	if !p.Audit.Equals(other.Audit) {
 		return false
 	}
 	return true
@@ -14858,9 +16283,13 @@ func (p *TApplyResponse) String() string {
 // Attributes:
 //   - Key
 //   - Value
+//   - ChangedBy
+//   - ChangedTimeMs
 type TOptionValue struct {
-	Key   string `thrift:"key,1,required" db:"key" json:"key"`
-	Value string `thrift:"value,2,required" db:"value" json:"value"`
+	Key           string       `thrift:"key,1,required" db:"key" json:"key"`
+	Value         string       `thrift:"value,2,required" db:"value" json:"value"`
+	ChangedBy     *TAuditActor `thrift:"changed_by,3" db:"changed_by" json:"changed_by,omitempty"`
+	ChangedTimeMs *int64       `thrift:"changed_time_ms,4" db:"changed_time_ms" json:"changed_time_ms,omitempty"`
 }
 
 func NewTOptionValue() *TOptionValue {
@@ -14874,6 +16303,32 @@ func (p *TOptionValue) GetKey() string {
 func (p *TOptionValue) GetValue() string {
 	return p.Value
 }
+
+var TOptionValue_ChangedBy_DEFAULT *TAuditActor
+
+func (p *TOptionValue) GetChangedBy() *TAuditActor {
+	if !p.IsSetChangedBy() {
+		return TOptionValue_ChangedBy_DEFAULT
+	}
+	return p.ChangedBy
+}
+
+var TOptionValue_ChangedTimeMs_DEFAULT int64
+
+func (p *TOptionValue) GetChangedTimeMs() int64 {
+	if !p.IsSetChangedTimeMs() {
+		return TOptionValue_ChangedTimeMs_DEFAULT
+	}
+	return *p.ChangedTimeMs
+}
+func (p *TOptionValue) IsSetChangedBy() bool {
+	return p.ChangedBy != nil
+}
+
+func (p *TOptionValue) IsSetChangedTimeMs() bool {
+	return p.ChangedTimeMs != nil
+}
+
 func (p *TOptionValue) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -14908,6 +16363,26 @@ func (p *TOptionValue) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 				issetValue = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -14952,6 +16427,23 @@ func (p *TOptionValue) ReadField2(ctx context.Context, iprot thrift.TProtocol) e
 	return nil
 }
 
+func (p *TOptionValue) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	p.ChangedBy = &TAuditActor{}
+	if err := p.ChangedBy.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.ChangedBy), err)
+	}
+	return nil
+}
+
+func (p *TOptionValue) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.ChangedTimeMs = &v
+	}
+	return nil
+}
+
 func (p *TOptionValue) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TOptionValue"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -14961,6 +16453,12 @@ func (p *TOptionValue) Write(ctx context.Context, oprot thrift.TProtocol) error 
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -14999,6 +16497,36 @@ func (p *TOptionValue) writeField2(ctx context.Context, oprot thrift.TProtocol) 
 	return err
 }
 
+func (p *TOptionValue) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetChangedBy() {
+		if err := oprot.WriteFieldBegin(ctx, "changed_by", thrift.STRUCT, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:changed_by: ", p), err)
+		}
+		if err := p.ChangedBy.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.ChangedBy), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:changed_by: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TOptionValue) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetChangedTimeMs() {
+		if err := oprot.WriteFieldBegin(ctx, "changed_time_ms", thrift.I64, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:changed_time_ms: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.ChangedTimeMs)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.changed_time_ms (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:changed_time_ms: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TOptionValue) Equals(other *TOptionValue) bool {
 	if p == other {
 		return true
@@ -15010,6 +16538,17 @@ func (p *TOptionValue) Equals(other *TOptionValue) bool {
 	}
 	if p.Value != other.Value {
 		return false
+	}
+	if !p.ChangedBy.Equals(other.ChangedBy) {
+		return false
+	}
+	if p.ChangedTimeMs != other.ChangedTimeMs {
+		if p.ChangedTimeMs == nil || other.ChangedTimeMs == nil {
+			return false
+		}
+		if (*p.ChangedTimeMs) != (*other.ChangedTimeMs) {
+			return false
+		}
 	}
 	return true
 }
@@ -15033,6 +16572,7 @@ func (p *TOptionValue) String() string {
 //   - AppliedIndex
 //   - MemberAddresses
 //   - ClusterID
+//   - LastAuditSeq
 type TSnapshotHeader struct {
 	FormatVersion   int32             `thrift:"format_version,1,required" db:"format_version" json:"format_version"`
 	LastJobID       int64             `thrift:"last_job_id,2,required" db:"last_job_id" json:"last_job_id"`
@@ -15045,6 +16585,7 @@ type TSnapshotHeader struct {
 	AppliedIndex    *int64            `thrift:"applied_index,9" db:"applied_index" json:"applied_index,omitempty"`
 	MemberAddresses []*TMemberAddress `thrift:"member_addresses,10" db:"member_addresses" json:"member_addresses,omitempty"`
 	ClusterID       *string           `thrift:"cluster_id,11" db:"cluster_id" json:"cluster_id,omitempty"`
+	LastAuditSeq    *int64            `thrift:"last_audit_seq,12" db:"last_audit_seq" json:"last_audit_seq,omitempty"`
 }
 
 func NewTSnapshotHeader() *TSnapshotHeader {
@@ -15123,6 +16664,15 @@ func (p *TSnapshotHeader) GetClusterID() string {
 	}
 	return *p.ClusterID
 }
+
+var TSnapshotHeader_LastAuditSeq_DEFAULT int64
+
+func (p *TSnapshotHeader) GetLastAuditSeq() int64 {
+	if !p.IsSetLastAuditSeq() {
+		return TSnapshotHeader_LastAuditSeq_DEFAULT
+	}
+	return *p.LastAuditSeq
+}
 func (p *TSnapshotHeader) IsSetOptions() bool {
 	return p.Options != nil
 }
@@ -15149,6 +16699,10 @@ func (p *TSnapshotHeader) IsSetMemberAddresses() bool {
 
 func (p *TSnapshotHeader) IsSetClusterID() bool {
 	return p.ClusterID != nil
+}
+
+func (p *TSnapshotHeader) IsSetLastAuditSeq() bool {
+	return p.LastAuditSeq != nil
 }
 
 func (p *TSnapshotHeader) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -15277,6 +16831,16 @@ func (p *TSnapshotHeader) Read(ctx context.Context, iprot thrift.TProtocol) erro
 		case 11:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField12(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -15432,6 +16996,15 @@ func (p *TSnapshotHeader) ReadField11(ctx context.Context, iprot thrift.TProtoco
 	return nil
 }
 
+func (p *TSnapshotHeader) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.LastAuditSeq = &v
+	}
+	return nil
+}
+
 func (p *TSnapshotHeader) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TSnapshotHeader"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -15468,6 +17041,9 @@ func (p *TSnapshotHeader) Write(ctx context.Context, oprot thrift.TProtocol) err
 			return err
 		}
 		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -15653,6 +17229,21 @@ func (p *TSnapshotHeader) writeField11(ctx context.Context, oprot thrift.TProtoc
 	return err
 }
 
+func (p *TSnapshotHeader) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetLastAuditSeq() {
+		if err := oprot.WriteFieldBegin(ctx, "last_audit_seq", thrift.I64, 12); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:last_audit_seq: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.LastAuditSeq)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.last_audit_seq (12) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 12:last_audit_seq: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 	if p == other {
 		return true
@@ -15729,6 +17320,14 @@ func (p *TSnapshotHeader) Equals(other *TSnapshotHeader) bool {
 			return false
 		}
 	}
+	if p.LastAuditSeq != other.LastAuditSeq {
+		if p.LastAuditSeq == nil || other.LastAuditSeq == nil {
+			return false
+		}
+		if (*p.LastAuditSeq) != (*other.LastAuditSeq) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -15744,11 +17343,13 @@ func (p *TSnapshotHeader) String() string {
 //   - Backend
 //   - Job
 //   - Last
+//   - AuditEvent
 type TSnapshotItem struct {
-	Catalog *TCatalogRecord `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
-	Backend *TBackendRecord `thrift:"backend,2" db:"backend" json:"backend,omitempty"`
-	Job     *TJobRecord     `thrift:"job,3" db:"job" json:"job,omitempty"`
-	Last    *bool           `thrift:"last,4" db:"last" json:"last,omitempty"`
+	Catalog    *TCatalogRecord `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
+	Backend    *TBackendRecord `thrift:"backend,2" db:"backend" json:"backend,omitempty"`
+	Job        *TJobRecord     `thrift:"job,3" db:"job" json:"job,omitempty"`
+	Last       *bool           `thrift:"last,4" db:"last" json:"last,omitempty"`
+	AuditEvent *TAuditEvent    `thrift:"audit_event,5" db:"audit_event" json:"audit_event,omitempty"`
 }
 
 func NewTSnapshotItem() *TSnapshotItem {
@@ -15790,6 +17391,15 @@ func (p *TSnapshotItem) GetLast() bool {
 	}
 	return *p.Last
 }
+
+var TSnapshotItem_AuditEvent_DEFAULT *TAuditEvent
+
+func (p *TSnapshotItem) GetAuditEvent() *TAuditEvent {
+	if !p.IsSetAuditEvent() {
+		return TSnapshotItem_AuditEvent_DEFAULT
+	}
+	return p.AuditEvent
+}
 func (p *TSnapshotItem) IsSetCatalog() bool {
 	return p.Catalog != nil
 }
@@ -15804,6 +17414,10 @@ func (p *TSnapshotItem) IsSetJob() bool {
 
 func (p *TSnapshotItem) IsSetLast() bool {
 	return p.Last != nil
+}
+
+func (p *TSnapshotItem) IsSetAuditEvent() bool {
+	return p.AuditEvent != nil
 }
 
 func (p *TSnapshotItem) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -15860,6 +17474,16 @@ func (p *TSnapshotItem) Read(ctx context.Context, iprot thrift.TProtocol) error 
 					return err
 				}
 			}
+		case 5:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -15908,6 +17532,14 @@ func (p *TSnapshotItem) ReadField4(ctx context.Context, iprot thrift.TProtocol) 
 	return nil
 }
 
+func (p *TSnapshotItem) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	p.AuditEvent = &TAuditEvent{}
+	if err := p.AuditEvent.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.AuditEvent), err)
+	}
+	return nil
+}
+
 func (p *TSnapshotItem) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TSnapshotItem"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -15923,6 +17555,9 @@ func (p *TSnapshotItem) Write(ctx context.Context, oprot thrift.TProtocol) error
 			return err
 		}
 		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -15995,6 +17630,21 @@ func (p *TSnapshotItem) writeField4(ctx context.Context, oprot thrift.TProtocol)
 	return err
 }
 
+func (p *TSnapshotItem) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAuditEvent() {
+		if err := oprot.WriteFieldBegin(ctx, "audit_event", thrift.STRUCT, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:audit_event: ", p), err)
+		}
+		if err := p.AuditEvent.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.AuditEvent), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:audit_event: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TSnapshotItem) Equals(other *TSnapshotItem) bool {
 	if p == other {
 		return true
@@ -16017,6 +17667,9 @@ func (p *TSnapshotItem) Equals(other *TSnapshotItem) bool {
 		if (*p.Last) != (*other.Last) {
 			return false
 		}
+	}
+	if !p.AuditEvent.Equals(other.AuditEvent) {
+		return false
 	}
 	return true
 }

@@ -107,7 +107,7 @@ func (s *Server) DrainBackend(ctx context.Context, r *adminapi.TDrainBackendRequ
 	}
 	actor := actorOf(ctx, r.GetActor())
 	resp, err := s.propose(ctx, raftfsm.CmdDrainBackend, &journal.TDrainBackendCommand{
-		NowMs: s.nowMs(), BackendID: b.ID, Drained: r.Drained, Actor: &actor}, journal.TApplyCode_NOOP)
+		NowMs: s.nowMs(), BackendID: b.ID, Drained: r.Drained, Actor: &actor, Audit: auditActor(ctx, r.GetActor())}, journal.TApplyCode_NOOP)
 	if err != nil {
 		return nil, err
 	}

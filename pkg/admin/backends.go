@@ -24,7 +24,7 @@ func (s *Server) AddBackend(ctx context.Context, address string) (*adminapi.TBac
 	if err := s.current(ctx); err != nil {
 		return nil, err
 	}
-	resp, err := s.propose(ctx, raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: s.nowMs(), Address: address})
+	resp, err := s.propose(ctx, raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: s.nowMs(), Address: address, Audit: auditActor(ctx, "")})
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (s *Server) RemoveBackend(ctx context.Context, ref string) error {
 		}
 		return adminError(adminapi.TErrorCode_NOT_FOUND, "backend %q is not registered", ref)
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdRemoveBackend, &journal.TRemoveBackendCommand{NowMs: s.nowMs(), BackendID: id}); err != nil {
+	if _, err := s.propose(ctx, raftfsm.CmdRemoveBackend, &journal.TRemoveBackendCommand{NowMs: s.nowMs(), BackendID: id, Audit: auditActor(ctx, "")}); err != nil {
 		return err
 	}
 	s.d.Logger.Info("backend removed", zap.Int64("backend_id", id))

@@ -23,7 +23,13 @@ func serveAdmin(t *testing.T, h *harness) string {
 	t.Helper()
 	cfg := rpc.DefaultConfig()
 	cfg.SocketTimeout = 2 * time.Second
-	srv, err := rpc.NewServer("127.0.0.1:0", h.srv.Processor(), cfg, zap.NewNop())
+	return serveAdminWith(t, h, cfg)
+}
+
+// serveAdminWith serves h's admin API with cfg (mutual TLS, say) and opts.
+func serveAdminWith(t *testing.T, h *harness, cfg rpc.Config, opts ...rpc.ServerOption) string {
+	t.Helper()
+	srv, err := rpc.NewServer("127.0.0.1:0", h.srv.Processor(), cfg, zap.NewNop(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

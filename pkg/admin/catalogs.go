@@ -57,7 +57,7 @@ func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*admi
 	if err := s.checkCatalogStore(ctx, rec, false); err != nil { // storeprobe.go
 		return nil, err
 	}
-	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec})
+	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec, Audit: auditActor(ctx, "")})
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (s *Server) UpdateCatalog(ctx context.Context, r *adminapi.TUpdateCatalogRe
 	if err := s.checkCatalogStore(ctx, rec, true); err != nil { // storeprobe.go
 		return nil, err
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec}); err != nil {
+	if _, err := s.propose(ctx, raftfsm.CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec, Audit: auditActor(ctx, "")}); err != nil {
 		return nil, err
 	}
 	s.d.Logger.Info("catalog updated", zap.String("catalog", r.Name))
@@ -221,7 +221,7 @@ func (s *Server) RemoveCatalog(ctx context.Context, name string) error {
 	if err := s.current(ctx); err != nil {
 		return err
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdRemoveCatalog, &journal.TRemoveCatalogCommand{NowMs: s.nowMs(), Name: name}); err != nil {
+	if _, err := s.propose(ctx, raftfsm.CmdRemoveCatalog, &journal.TRemoveCatalogCommand{NowMs: s.nowMs(), Name: name, Audit: auditActor(ctx, "")}); err != nil {
 		return err
 	}
 	s.d.Logger.Info("catalog removed", zap.String("catalog", name))

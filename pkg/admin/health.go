@@ -11,6 +11,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/version"
 )
 
@@ -291,5 +292,6 @@ func (s *Server) Promote(ctx context.Context, req *adminapi.TPromoteRequest) (*a
 		return nil, s.operatorError("promote", err)
 	}
 	s.d.Logger.Info("raft non-voter promoted", zap.String("peer_id", id), zap.Int64("member_applied_index", st.GetAppliedIndex()))
+	_ = s.recordAudit(ctx, auditActor(ctx, ""), raftfsm.AuditRaftPromote, id, "suffrage: nonvoter → voter")
 	return s.peersAfterChange(ctx), nil
 }

@@ -24,11 +24,12 @@ const (
 	refreshStatePrefix = "refresh:"
 )
 
-// ListJobs lists jobs, filtered and paged: newest (largest id) first, paged
-// with before_job_id / next_before_job_id; or with oldest_first in id order,
-// paged with after_job_id / next_after_job_id. A request that sets
-// after_job_id without saying oldest_first (an older client paging) is read
-// oldest first, as it always was.
+// ListJobs lists jobs, filtered and paged: with oldest_first false, newest
+// (largest id) first, paged with before_job_id / next_before_job_id; with
+// oldest_first true in id order, paged with after_job_id /
+// next_after_job_id. A request that does not set oldest_first is what a
+// client older than the field sends, and it gets what it always got: id
+// order (the CLI and the HTTP API always set it).
 func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*adminapi.TListJobsResponse, error) {
 	if r == nil {
 		r = &adminapi.TListJobsRequest{}
@@ -98,7 +99,7 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 // listOrder decides a list's direction and checks its cursor: after_job_id
 // pages oldest first, before_job_id newest first, never both.
 func listOrder(r *adminapi.TListJobsRequest) (oldest bool, err error) {
-	oldest = r.GetOldestFirst() || !r.IsSetOldestFirst() && r.IsSetAfterJobID()
+	oldest = !r.IsSetOldestFirst() || r.GetOldestFirst()
 	switch {
 	case r.IsSetAfterJobID() && r.IsSetBeforeJobID():
 		return false, adminError(adminapi.TErrorCode_INVALID,
@@ -244,6 +245,7 @@ func (s *Server) ResolveJob(ctx context.Context, r *adminapi.TResolveRequest) (*
 	}
 	resp, err := s.propose(ctx, raftfsm.CmdForceRelease, &journal.TForceReleaseCommand{
 		NowMs: s.nowMs(), JobID: r.JobID, Actor: actor, Note: r.Comment, Warning: ForceReleaseWarning,
+		Audit: auditActor(ctx, r.GetActor()),
 	}, journal.TApplyCode_NOOP)
 	if err != nil {
 		return nil, err
@@ -277,7 +279,7 @@ func (s *Server) CancelJob(ctx context.Context, r *adminapi.TCancelRequest) (*ad
 		return nil, adminError(adminapi.TErrorCode_INVALID,
 			"job %d is %s; only a PENDING job can be cancelled (an UNKNOWN one can be force-released)", r.JobID, rec.MutationState)
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdCancel, &journal.TCancelCommand{NowMs: s.nowMs(), JobID: r.JobID, Actor: actor},
+	if _, err := s.propose(ctx, raftfsm.CmdCancel, &journal.TCancelCommand{NowMs: s.nowMs(), JobID: r.JobID, Actor: actor, Audit: auditActor(ctx, r.GetActor())},
 		journal.TApplyCode_NOOP); err != nil {
 		return nil, err
 	}

@@ -36,18 +36,20 @@ func admitFour(t *testing.T, h *harness) {
 	}
 }
 
-// Newest first by default, paged with before_job_id; oldest first with
-// oldest_first, paged with after_job_id; and an older client that pages with
-// after_job_id alone keeps the id order it always had.
+// Newest first with oldest_first false, paged with before_job_id; oldest
+// first with oldest_first true, paged with after_job_id; and an older client,
+// which never sets oldest_first, gets the id order and the paging it always
+// had, first page included.
 func TestListJobsOrderAndCursors(t *testing.T) {
 	h := newHarness(t)
 	admitFour(t, h)
 	two := int32(2)
-	ids, after, before := listIDs(t, h, &adminapi.TListJobsRequest{Limit: &two})
+	newest := thrift.BoolPtr(false)
+	ids, after, before := listIDs(t, h, &adminapi.TListJobsRequest{Limit: &two, OldestFirst: newest})
 	if !slices.Equal(ids, []int64{4, 3}) || after != nil || before == nil || *before != 3 {
-		t.Fatalf("default: %v after %v before %v, want [4 3] and next_before_job_id 3", ids, after, before)
+		t.Fatalf("newest first: %v after %v before %v, want [4 3] and next_before_job_id 3", ids, after, before)
 	}
-	ids, after, before = listIDs(t, h, &adminapi.TListJobsRequest{Limit: &two, BeforeJobID: before})
+	ids, after, before = listIDs(t, h, &adminapi.TListJobsRequest{Limit: &two, OldestFirst: newest, BeforeJobID: before})
 	if !slices.Equal(ids, []int64{2, 1}) || after != nil || before != nil {
 		t.Fatalf("second page: %v after %v before %v, want [2 1] and no cursor", ids, after, before)
 	}
@@ -55,7 +57,12 @@ func TestListJobsOrderAndCursors(t *testing.T) {
 	if !slices.Equal(ids, []int64{1, 2}) || after == nil || *after != 2 {
 		t.Fatalf("oldest first: %v after %v, want [1 2] and next_after_job_id 2", ids, after)
 	}
-	// What an older CLI sends for its second page: after_job_id only.
+	// What an older CLI sends for its first page: nothing about the order.
+	ids, after, before = listIDs(t, h, &adminapi.TListJobsRequest{Limit: &two})
+	if !slices.Equal(ids, []int64{1, 2}) || after == nil || *after != 2 || before != nil {
+		t.Fatalf("an older client's first page: %v after %v before %v, want [1 2] and next_after_job_id 2", ids, after, before)
+	}
+	// And for its second page: after_job_id only.
 	ids, after, before = listIDs(t, h, &adminapi.TListJobsRequest{Limit: &two, AfterJobID: thrift.Int64Ptr(2)})
 	if !slices.Equal(ids, []int64{3, 4}) || after != nil || before != nil {
 		t.Fatalf("after_job_id alone: %v after %v before %v, want [3 4], last page", ids, after, before)
@@ -70,17 +77,18 @@ func TestListJobsTypeAndSinceFilters(t *testing.T) {
 	h := newHarness(t)
 	admitFour(t, h)
 	now := h.srv.nowMs()
+	newest := thrift.BoolPtr(false)
 	for _, c := range []struct {
 		req  *adminapi.TListJobsRequest
 		want []int64
 	}{
-		{&adminapi.TListJobsRequest{MutationType: thrift.StringPtr("drop")}, []int64{4}},
-		{&adminapi.TListJobsRequest{MutationType: thrift.StringPtr("CREATE")}, []int64{3, 2, 1}},
-		{&adminapi.TListJobsRequest{MutationType: thrift.StringPtr("CREATE_OR_REPLACE")}, nil},
-		{&adminapi.TListJobsRequest{IndexType: thrift.StringPtr("ivf_pq")}, []int64{3, 2, 1}},
-		{&adminapi.TListJobsRequest{IndexType: thrift.StringPtr("BTREE")}, nil},
-		{&adminapi.TListJobsRequest{SinceMs: thrift.Int64Ptr(now)}, []int64{4, 3, 2, 1}},
-		{&adminapi.TListJobsRequest{SinceMs: thrift.Int64Ptr(now + 1)}, nil},
+		{&adminapi.TListJobsRequest{OldestFirst: newest, MutationType: thrift.StringPtr("drop")}, []int64{4}},
+		{&adminapi.TListJobsRequest{OldestFirst: newest, MutationType: thrift.StringPtr("CREATE")}, []int64{3, 2, 1}},
+		{&adminapi.TListJobsRequest{OldestFirst: newest, MutationType: thrift.StringPtr("CREATE_OR_REPLACE")}, nil},
+		{&adminapi.TListJobsRequest{OldestFirst: newest, IndexType: thrift.StringPtr("ivf_pq")}, []int64{3, 2, 1}},
+		{&adminapi.TListJobsRequest{OldestFirst: newest, IndexType: thrift.StringPtr("BTREE")}, nil},
+		{&adminapi.TListJobsRequest{OldestFirst: newest, SinceMs: thrift.Int64Ptr(now)}, []int64{4, 3, 2, 1}},
+		{&adminapi.TListJobsRequest{OldestFirst: newest, SinceMs: thrift.Int64Ptr(now + 1)}, nil},
 		{&adminapi.TListJobsRequest{SinceMs: thrift.Int64Ptr(now), IndexType: thrift.StringPtr("IVF_PQ"),
 			OldestFirst: thrift.BoolPtr(true), AfterJobID: thrift.Int64Ptr(1)}, []int64{2, 3}},
 	} {

@@ -36,10 +36,10 @@ func TestListJobsSeveralStates(t *testing.T) {
 		return out
 	}
 	for state, want := range map[string][]int64{
-		"UNKNOWN,CANCELLED":                    {3, 2}, // newest first
-		"pending, unknown":                     {2, 1},
+		"UNKNOWN,CANCELLED":                    {2, 3},
+		"pending, unknown":                     {1, 2},
 		"UNKNOWN,CANCELLED,refresh:DONE":       nil,
-		"PENDING,UNKNOWN,refresh:NOT_REQUIRED": {2, 1},
+		"PENDING,UNKNOWN,refresh:NOT_REQUIRED": {1, 2},
 		"PENDING":                              {1},
 	} {
 		got := ids(state)

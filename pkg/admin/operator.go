@@ -104,5 +104,6 @@ func (s *Server) TransferLeader(ctx context.Context, target string) (string, err
 		return "", s.internal("leadership transfer", err)
 	}
 	s.d.Logger.Info("leadership transferred", zap.String("new_leader", leader))
+	_ = s.recordAudit(ctx, auditActor(ctx, ""), raftfsm.AuditRaftTransferLeader, leader, "leader: "+s.d.NodeID+" → "+leader)
 	return leader, nil
 }

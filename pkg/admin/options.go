@@ -17,7 +17,8 @@ func (s *Server) GetOption(ctx context.Context, key string) (*adminapi.TOption, 
 	if !ok {
 		return nil, toAdminError(unknownOption(key))
 	}
-	return optionView(spec, s.d.Reader.State().OptionValues()), nil
+	st := s.d.Reader.State()
+	return withOptionChange(st, optionView(spec, st.OptionValues())), nil
 }
 
 // SetOption validates and sets a cluster-wide option.
@@ -29,7 +30,7 @@ func (s *Server) SetOption(ctx context.Context, key, value string) (*adminapi.TO
 	if err := s.current(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: s.nowMs(), Key: key, Value: canon}); err != nil {
+	if _, err := s.propose(ctx, raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: s.nowMs(), Key: key, Value: canon, Audit: auditActor(ctx, "")}); err != nil {
 		return nil, err
 	}
 	s.d.Logger.Info("option set", zap.String("key", key), zap.String("value", canon))
@@ -38,10 +39,11 @@ func (s *Server) SetOption(ctx context.Context, key, value string) (*adminapi.TO
 
 // ListOptions lists every option, sorted by key.
 func (s *Server) ListOptions(ctx context.Context) ([]*adminapi.TOption, error) {
-	stored := s.d.Reader.State().OptionValues()
+	st := s.d.Reader.State()
+	stored := st.OptionValues()
 	out := []*adminapi.TOption{}
 	for _, spec := range config.OptionSpecs() {
-		out = append(out, optionView(spec, stored))
+		out = append(out, withOptionChange(st, optionView(spec, stored)))
 	}
 	return out, nil
 }

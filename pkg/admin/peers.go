@@ -63,6 +63,7 @@ func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (
 	}
 	s.d.Logger.Info("raft member added", zap.String("peer_id", id), zap.String("raft_address", raftAddr),
 		zap.String("rpc_address", rpcAddr), zap.Bool("non_voter", req.GetNonVoter()))
+	s.auditAddMember(ctx, id, raftAddr, rpcAddr, req.GetNonVoter()) // audit.go: the member is added, whatever follows
 	if rpcAddr != "" {
 		// The address book: every master can now name and forward to the
 		// new member, whatever its own peers list says.
@@ -108,6 +109,7 @@ func (s *Server) RemovePeer(ctx context.Context, req *adminapi.TRemovePeerReques
 			s.d.Logger.Warn("removed peer's RPC address not forgotten", zap.String("peer_id", id), zap.Error(err))
 		}
 	}
+	s.auditRemovePeer(ctx, id, req.GetForce())
 	return s.peersAfterChange(ctx), nil
 }
 

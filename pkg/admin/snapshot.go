@@ -380,7 +380,7 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		}
 		return nil, s.operatorError("snapshot restore", err)
 	}
-	leader, paused := s.afterRestore(ctx, id, clusterID)
+	leader, paused := s.afterRestore(ctx, id, clusterID, res)
 	if !paused {
 		return nil, adminError(adminapi.TErrorCode_UNAVAILABLE,
 			"the snapshot was restored (the journal now continues from index %d), but the dispatcher could not be paused: "+
@@ -415,18 +415,23 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 //  3. Leadership is handed over, so the next leader starts the leader
 //     services afresh from the restored state in a new term (barrier, R4,
 //     reconcile with a new fencing term).
-func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string) (leader string, paused bool) {
+func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string, res *RestoreResult) (leader string, paused bool) {
 	type step struct {
 		what string
 		t    raftfsm.CommandType
 		cmd  thrift.TStruct
 	}
+	who := auditActor(ctx, "")
 	steps := []step{{"pausing the dispatcher", raftfsm.CmdSetOption,
-		&journal.TSetOptionCommand{NowMs: s.nowMs(), Key: config.OptDispatcherPaused, Value: "true"}}}
+		&journal.TSetOptionCommand{NowMs: s.nowMs(), Key: config.OptDispatcherPaused, Value: "true", Audit: who}}}
 	if clusterID != "" {
 		steps = append(steps, step{"keeping the cluster id", raftfsm.CmdSetClusterID,
 			&journal.TClusterIDCommand{NowMs: s.nowMs(), ClusterID: clusterID, Replace: thrift.BoolPtr(true)}})
 	}
+	// The audit event comes after the restored state, so the restore does
+	// not replace it (audit.go).
+	steps = append(steps, step{"journaling its audit event (the restore is missing from the audit trail)", raftfsm.CmdAudit,
+		restoreAuditCommand(s.nowMs(), who, res)})
 	for i, st := range steps {
 		cmd, err := raftfsm.Encode(st.t, st.cmd)
 		var resp *journal.TApplyResponse

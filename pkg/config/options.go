@@ -37,6 +37,9 @@ const (
 	OptMaxMaxIterations          = "lance_index_max_max_iterations"
 	OptMaxFTSTokenLength         = "lance_index_max_fts_token_length"
 	OptHNSWExecuteDeadlineSecond = "lance_index_job_hnsw_execute_deadline_second"
+
+	// The audit trail (pkg/raftfsm/audit.go): how many events are kept.
+	OptAuditRetentionCount = "audit_retention_count"
 )
 
 // OptionKind is how an option's value is parsed.
@@ -83,6 +86,7 @@ var specs = []OptionSpec{
 	{OptMaxMaxIterations, KindPositiveInt, "200", "upper bound of max_iterations of IVF k-means training (every IVF_* type)"},
 	{OptMaxFTSTokenLength, KindPositiveInt, "256", "upper bound of FTS max_token_length, ngram_min_length and ngram_max_length"},
 	{OptHNSWExecuteDeadlineSecond, KindPositiveInt, "14400", "seconds a dispatched IVF_HNSW_SQ or IVF_HNSW_PQ job may run before it is given up as UNKNOWN (HNSW builds are many times slower than IVF_PQ)"},
+	{OptAuditRetentionCount, KindPositiveInt, "10000", "audit events kept (admin changes: who, when, what); recording one more removes the oldest"},
 	{OptKeepMaxSecond, KindPositiveInt, "604800", "seconds a resolved job is kept before retention GC removes it"},
 	{OptCleanIntervalSecond, KindPositiveInt, "3600", "seconds between retention GC passes"},
 	{OptMaxDispatchAttempts, KindPositiveInt, "5", "dispatches proven never enqueued (refused, unreachable) before a job ends NOT_COMMITTED; each earlier one returns it to PENDING"},
@@ -207,6 +211,8 @@ type Options struct {
 	// HNSWExecuteDeadlineSecond replaces ExecuteDeadlineSecond for the
 	// IVF_HNSW_* types (ExecuteDeadlineSecondOf chooses).
 	HNSWExecuteDeadlineSecond int64
+	// AuditRetentionCount is how many audit events the journal keeps.
+	AuditRetentionCount int64
 }
 
 // IndexLimits are the options that bound index parameters. Its fields are
@@ -288,6 +294,7 @@ func ResolveOptions(stored map[string]string) Options {
 		MaxFTSTokenLength:       n(OptMaxFTSTokenLength),
 
 		HNSWExecuteDeadlineSecond: n(OptHNSWExecuteDeadlineSecond),
+		AuditRetentionCount:       n(OptAuditRetentionCount),
 	}
 }
 

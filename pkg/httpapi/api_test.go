@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -8,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/admin"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // jobIDs are the job_id fields of an answer's jobs, in order.
@@ -138,6 +144,9 @@ func TestBadParameters(t *testing.T) {
 		{"/v1/jobs/0", "id"},
 		{"/v1/backends/x", "id"},
 		{"/v1/catalogs?all=1", "all"},
+		{"/v1/events?cursor=x", "cursor"},
+		{"/v1/events?since=-2h", "since"},
+		{"/v1/events?limit=5000", "limit"},
 	} {
 		status, body, _ := r.get(c.path)
 		e, _ := body["error"].(map[string]any)
@@ -185,7 +194,7 @@ func TestEveryEndpointAnswersWithTheEnvelope(t *testing.T) {
 		{"/v1/jobs", "jobs"}, {"/v1/jobs/1", "job"}, {"/v1/catalogs", "catalogs"}, {"/v1/backends", "backends"},
 		{"/v1/jobs/3/logs", "logs"}, {"/v1/jobs/1/logs?max_bytes=100", "logs"},
 		{"/v1/backends/1", "backend"}, {"/v1/options", "options"}, {"/v1/members", "members"}, {"/v1/health", "health"},
-		{"/v1/jobs?consistent", "jobs"}, {"/v1/jobs/2?consistent=true", "job"},
+		{"/v1/jobs?consistent", "jobs"}, {"/v1/jobs/2?consistent=true", "job"}, {"/v1/events", "events"},
 	} {
 		status, body, h := r.get(c.path)
 		if status != http.StatusOK || body[c.key] == nil {
@@ -275,5 +284,86 @@ func TestAccessWithoutTLS(t *testing.T) {
 	api.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ui/jobs.html", nil))
 	if rec.Code != http.StatusOK || rec.Body.String() != "console /ui/jobs.html" {
 		t.Errorf("console: %d %q", rec.Code, rec.Body)
+	}
+}
+
+type followerProposer struct{ *raftfsmtest.Proposer }
+
+func (followerProposer) IsLeader() bool { return false }
+
+type leaderless struct{ cluster }
+
+func (leaderless) Leader() (string, string) { return "", "" }
+
+type leaderlessRaft struct{}
+
+func (leaderlessRaft) IsLeader() bool           { return false }
+func (leaderlessRaft) Leader() (string, string) { return "", "" }
+func (leaderlessRaft) LastContact() time.Time   { return time.Time{} }
+
+// A follower that knows no leader: its answers say so and warn that they
+// may be stale; a consistent read cannot be served (503).
+func TestFollowerWithoutLeader(t *testing.T) {
+	r := rigWithJobs(t)
+	adm := admin.New(admin.Deps{
+		Proposer: followerProposer{r.prop}, Reader: r.fsm, Cluster: leaderless{cluster{r.prop}},
+		Backends: rpc.NewThriftBackendClient(rpc.DefaultConfig()), Credentials: config.StaticCredentials{}, NodeID: "m2",
+		Clock:     func() time.Time { return time.UnixMilli(testNow) },
+		ReadIndex: func(context.Context) (uint64, error) { return 0, raftfsm.ErrNotLeader },
+		CaughtUp:  func(uint64) bool { return true },
+	})
+	srv := httptest.NewServer(New(Deps{Admin: adm, Reader: r.fsm, Raft: leaderlessRaft{}, NodeID: "m2", Access: Access{Plaintext: true}}))
+	defer srv.Close()
+	status, body, h := getJSON(t, http.DefaultClient, srv.URL+"/v1/jobs")
+	ab, _ := body["answered_by"].(map[string]any)
+	if status != http.StatusOK || ab["known_leader"] != false || ab["last_contact_ms"] != -1.0 || ab["leader_id"] != nil ||
+		h.Get("X-Lancemaster-Known-Leader") != "false" || h.Get("X-Lancemaster-Last-Contact") != "-1" {
+		t.Fatalf("follower's answer: %d %v %v", status, body, h)
+	}
+	if w, _ := body["stale_warning"].(string); !strings.Contains(w, "master m2 knows no leader") {
+		t.Fatalf("stale_warning %q", w)
+	}
+	for _, p := range []string{"/v1/jobs?consistent", "/v1/jobs/1?consistent", "/v1/catalogs?consistent=true"} {
+		status, body, _ := getJSON(t, http.DefaultClient, srv.URL+p)
+		if e, _ := body["error"].(map[string]any); status != http.StatusServiceUnavailable || e["code"] != "UNAVAILABLE" {
+			t.Errorf("%s: %d %v; want 503 UNAVAILABLE", p, status, body)
+		}
+	}
+}
+
+// The audit trail: newest first, filtered, paged through next_cursor.
+func TestEvents(t *testing.T) {
+	r := rigWithJobs(t)
+	_, all, _ := r.get("/v1/events")
+	events, _ := all["events"].([]any)
+	if len(events) < 2 || all["next_cursor"] != nil {
+		t.Fatalf("events %v", all)
+	}
+	var kinds []string
+	for _, e := range events {
+		kinds = append(kinds, e.(map[string]any)["kind"].(string))
+	}
+	var paged []string
+	q := "/v1/events?limit=1"
+	for pages := 0; ; pages++ {
+		if pages > len(events) {
+			t.Fatal("no end of pages")
+		}
+		_, body, _ := r.get(q)
+		for _, e := range body["events"].([]any) {
+			paged = append(paged, e.(map[string]any)["kind"].(string))
+		}
+		next, ok := body["next_cursor"].(string)
+		if !ok {
+			break
+		}
+		q = "/v1/events?limit=1&cursor=" + next
+	}
+	if !slices.Equal(paged, kinds) {
+		t.Fatalf("paged %v, want %v", paged, kinds)
+	}
+	_, body, _ := r.get("/v1/events?kind=catalog.")
+	if got := body["events"].([]any); len(got) != 1 || got[0].(map[string]any)["kind"] != "catalog.create" {
+		t.Fatalf("kind=catalog.: %v (all: %v)", got, kinds)
 	}
 }

@@ -67,35 +67,24 @@ func (a *API) jobsRequest(q *query) (*adminapi.TListJobsRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	limit, err := q.limit("limit", defaultJobsPage, maxJobsPage)
+	limit, since, cursor, err := q.page(a.d.Clock())
 	if err != nil {
 		return nil, err
 	}
-	since, err := q.since("since", a.d.Clock())
-	if err != nil {
-		return nil, err
-	}
-	l32 := int32(limit)
-	req.Limit = &l32
+	req.Limit = &limit
 	if unresolved {
 		req.Unresolved = &unresolved
 	}
-	if oldest {
-		req.OldestFirst = &oldest
-	}
+	// Always said: a request that does not say is an older client's,
+	// answered in id order.
+	req.OldestFirst = &oldest
 	if since != 0 {
 		req.SinceMs = &since
 	}
-	if c := q.str("cursor"); c != "" {
-		id, err := strconv.ParseInt(c, 10, 64)
-		if err != nil || id <= 0 {
-			return nil, errBadParam("cursor", "%q is not a cursor: pass the next_cursor of the previous page unchanged (a job id)", c)
-		}
-		if oldest {
-			req.AfterJobID = &id
-		} else {
-			req.BeforeJobID = &id
-		}
+	if cursor != nil && oldest {
+		req.AfterJobID = cursor
+	} else {
+		req.BeforeJobID = cursor
 	}
 	return req, nil
 }

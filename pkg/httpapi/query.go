@@ -81,6 +81,26 @@ func (q *query) since(name string, now time.Time) (int64, error) {
 	return 0, errBadParam(name, "%q is neither an RFC 3339 time (2026-12-01T08:00:00Z) nor a positive duration (2h, 30m)", s)
 }
 
+// page reads what every paged list takes: limit (1..maxJobsPage), since
+// (0 when absent) and cursor (nil when absent: the first page).
+func (q *query) page(now time.Time) (limit int32, since int64, cursor *int64, err error) {
+	n, err := q.limit("limit", defaultJobsPage, maxJobsPage)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if since, err = q.since("since", now); err != nil {
+		return 0, 0, nil, err
+	}
+	if c := q.str("cursor"); c != "" {
+		id, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || id <= 0 {
+			return 0, 0, nil, errBadParam("cursor", "%q is not a cursor: pass the next_cursor of the previous page unchanged", c)
+		}
+		cursor = &id
+	}
+	return int32(n), since, cursor, nil
+}
+
 // positiveID reads a path id.
 func positiveID(name, s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)

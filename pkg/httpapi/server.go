@@ -76,6 +76,7 @@ func New(d Deps) *API {
 	a.mux.HandleFunc("/v1/options", a.listOptions)
 	a.mux.HandleFunc("/v1/members", a.members)
 	a.mux.HandleFunc("/v1/health", a.health)
+	a.mux.HandleFunc("/v1/events", a.listEvents)
 	a.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, errNotFound("no such resource %s (see docs/http-api.md for the endpoints)", r.URL.Path))
 	})

@@ -127,7 +127,7 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 	for i, m := range c.masters {
 		base := "http://" + m.HTTPAddr()
 		for _, p := range []string{"/v1/jobs", "/v1/jobs?consistent", "/v1/catalogs", "/v1/backends", "/v1/backends/1",
-			"/v1/options", "/v1/members", "/v1/health", "/v1/jobs?state=RUNNING", "/v1/jobs?unresolved=true"} {
+			"/v1/options", "/v1/members", "/v1/health", "/v1/jobs?state=RUNNING", "/v1/jobs?unresolved=true", "/v1/events"} {
 			status, b := httpGet(t, http.DefaultClient, base+p)
 			if status != http.StatusOK {
 				t.Fatalf("m%d %s: %d %s", i+1, p, status, b)

@@ -109,6 +109,7 @@ var commandNames = map[raftfsm.CommandType]string{
 	raftfsm.CmdUpdateCatalog: "update_catalog", raftfsm.CmdRemoveCatalog: "remove_catalog",
 	raftfsm.CmdAddBackend: "add_backend", raftfsm.CmdRemoveBackend: "remove_backend",
 	raftfsm.CmdSetOption: "set_option", raftfsm.CmdAdmitBatch: "admit_batch",
+	raftfsm.CmdAudit &^ raftfsm.IgnorableFlag: "audit", // looked up without the ignorable bit
 }
 
 func commandName(cmd []byte) string {

@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
@@ -89,20 +86,8 @@ func TestNonvoterJoinAndPromoteOverThrift(t *testing.T) {
 	ld := c.leader()
 	c.setup(ld)
 	c.admit(ld, "a", 3)
-	ports := freePorts(t, 4)
-	p4 := config.Peer{ID: "m4", RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[0]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[1])}
-	n4 := config.DefaultNode()
-	n4.NodeID, n4.DataDir, n4.Timeouts, n4.Join = "m4", t.TempDir(), config.RaftProfileFast, true
-	n4.Peers = append(append([]config.Peer(nil), c.nodes[0].Peers...), p4)
-	if err := n4.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	m4, err := Start(opsCtx(t), Options{Node: n4, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		Credentials: config.StaticCredentials{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m4.Close(false) })
+	p4, m4 := startFourthMaster(t, c, true) // audit_test.go
+	ports := freePorts(t, 2)
 
 	call := func(fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) error {
 		return c.client(c.leader()).Call(opsCtx(t), fn)
@@ -132,10 +117,10 @@ func TestNonvoterJoinAndPromoteOverThrift(t *testing.T) {
 	})
 	eventually(t, 15*time.Second, "m4 catches up", func() bool { return jobCount(m4) == 3 })
 
-	_, err = promote("m9")
+	_, err := promote("m9")
 	wantAdminError(t, err, adminapi.TErrorCode_NOT_FOUND, "no member")
 	// A non-voter nobody runs: its status cannot be read, nothing changes.
-	p5 := config.Peer{ID: "m5", RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[2]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[3])}
+	p5 := config.Peer{ID: "m5", RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[0]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[1])}
 	if err := add(p5); err != nil {
 		t.Fatalf("add-voter --non-voter m5: %v", err)
 	}

@@ -93,7 +93,8 @@ func (w wakingFSM) Apply(l *raft.Log) interface{} {
 	resp := w.FSM.Apply(l)
 	if len(l.Data) > 0 {
 		switch raftfsm.CommandType(l.Data[0]) {
-		case raftfsm.CmdMarkRunningBatch, raftfsm.CmdRefreshBatch, raftfsm.CmdGC:
+		case raftfsm.CmdMarkRunningBatch, raftfsm.CmdRefreshBatch, raftfsm.CmdGC,
+			raftfsm.CmdAudit: // an audit event changes nothing a round reads
 		default:
 			w.waker.Wake()
 		}

@@ -11,13 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/admin"
@@ -241,20 +239,7 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	c.setup(f)
 	c.admit(f, "a", 5)
 
-	ports := freePorts(t, 2)
-	p4 := config.Peer{ID: "m4", RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[0]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[1])}
-	n4 := config.DefaultNode()
-	n4.NodeID, n4.DataDir, n4.Timeouts, n4.Join = "m4", t.TempDir(), config.RaftProfileFast, join
-	n4.Peers = append(append([]config.Peer(nil), c.nodes[0].Peers...), p4)
-	if err := n4.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	m4, err := Start(opsCtx(t), Options{Node: n4, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		Credentials: config.StaticCredentials{}, Backends: nil})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m4.Close(false) })
+	p4, m4 := startFourthMaster(t, c, join) // audit_test.go
 	if join {
 		// Not a member yet: no configuration, no leader, nothing applied.
 		if peers, err := m4.Node().Peers(); err != nil || len(peers) != 0 {
@@ -316,7 +301,7 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	eventually(t, 15*time.Second, "m1 leads", func() bool { return c.masters[0].Node().LeaderTerm() != 0 })
 
 	// Refusals keep their codes through the API.
-	err = call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+	err := call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 		_, err := cl.AddVoter(ctx, &adminapi.TAddVoterRequest{ID: "m5", RaftAddress: p4.RaftAddress})
 		return err
 	})

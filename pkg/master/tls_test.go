@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,8 +18,10 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/report"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
 
 // okRunner stands in for the supervisor: every inspect finds a table with
@@ -39,14 +42,7 @@ func (okRunner) Run(_ context.Context, req *frame.Request, _ time.Time) backend.
 // tlsConfig loads role's certificate from a development PKI in dir.
 func tlsConfig(t *testing.T, dir string, role certs.Role) rpc.Config {
 	t.Helper()
-	ca, cert, key := certs.DevFiles(dir, role)
-	c, err := rpc.TLSFiles{CA: ca, Cert: cert, Key: key}.Load(role, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := rpc.DefaultConfig()
-	cfg.Certs = c
-	return cfg
+	return rpctest.DevTLSConfig(t, dir, role)
 }
 
 // Three masters and a real backend agent, every port mutual TLS (the
@@ -138,6 +134,14 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	c.waitSettled(l, []int64{resp.GetJobID()})
 	if r2, _ := c.masters[l].FSM().State().Job(resp.GetJobID()); r2.Creator != "lancemaster operator" || r2.ClaimedCreator != "alice" {
 		t.Fatalf("with --as alice: creator %q, claimed %q", r2.Creator, r2.ClaimedCreator)
+	}
+	// The audit trail names the same identity for the changes made through
+	// the follower: its actor travels in the forwarded command.
+	for i, m := range c.masters {
+		eventually(t, 10*time.Second, fmt.Sprintf("m%d's catalog.create event names the certificate", i+1), func() bool {
+			evs, _ := m.FSM().State().AuditEvents(raftfsm.AuditFilter{Kind: raftfsm.AuditCatalogCreate}, 0, 0)
+			return len(evs) == 1 && evs[0].Actor == (raftfsm.Actor{Name: "lancemaster operator", Verified: true})
+		})
 	}
 	// The result came by the backend's report (its certificate, its
 	// invocation secret), not only by the leader's query.

@@ -45,6 +45,10 @@ const (
 	// dispatches to the backend as before; nothing else it applies reads
 	// the flag, so its replica does not otherwise diverge.
 	CmdDrainBackend CommandType = 19 | IgnorableFlag // TDrainBackendCommand
+	// An audit event for a change that is not an FSM command (raft
+	// membership, snapshot restore; audit.go). Ignorable: a master that does
+	// not know it only lacks the event.
+	CmdAudit CommandType = 20 | IgnorableFlag // TAuditCommand
 )
 
 // Proposer is what admin, dispatch and report need from the cluster: a door

@@ -1,6 +1,7 @@
 package raftfsm
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 
@@ -19,6 +20,9 @@ func init() {
 }
 
 func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse, error) {
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
+	}
 	if err := validateBackendAddress(c.Address); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}
@@ -29,6 +33,7 @@ func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse
 	b := &Backend{ID: t.m.lastBackendID, Address: c.Address, AddTimeMs: t.now}
 	t.putBackend(b)
 	t.m.backends++
+	t.audit(c.Audit, AuditBackendAdd, BackendSubject(b.ID, b.Address), "registered")
 	return respID(b.ID), nil
 }
 
@@ -36,6 +41,9 @@ func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse
 // worker may still run there, and only a termination proof (or a
 // force-release) says otherwise (DESIGN.md §4.3).
 func applyRemoveBackend(t *tx, c *journal.TRemoveBackendCommand) (*journal.TApplyResponse, error) {
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
+	}
 	b, ok := backendByID(t.backends.tree(), c.BackendID)
 	if !ok {
 		return respFail(journal.TApplyCode_NOT_FOUND, "backend %d is not registered", c.BackendID), nil
@@ -46,6 +54,7 @@ func applyRemoveBackend(t *tx, c *journal.TRemoveBackendCommand) (*journal.TAppl
 	}
 	t.deleteBackend(b)
 	t.m.backends--
+	t.audit(c.Audit, AuditBackendRemove, BackendSubject(b.ID, b.Address), "removed")
 	return respID(c.BackendID), nil
 }
 
@@ -58,6 +67,9 @@ func applyDrainBackend(t *tx, c *journal.TDrainBackendCommand) (*journal.TApplyR
 		if err := job.ValidateActor("actor", c.GetActor()); err != nil {
 			return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 		}
+	}
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
 	}
 	b, ok := backendByID(t.backends.tree(), c.BackendID)
 	if !ok {
@@ -73,6 +85,11 @@ func applyDrainBackend(t *tx, c *journal.TDrainBackendCommand) (*journal.TApplyR
 	n := *b
 	n.Drained, n.DrainTimeMs, n.DrainActor = c.Drained, t.now, c.GetActor()
 	t.putBackend(&n)
+	kind := AuditBackendDrain
+	if !c.Drained {
+		kind = AuditBackendUndrain
+	}
+	t.audit(c.Audit, kind, BackendSubject(b.ID, b.Address), fmt.Sprintf("drained: %t → %t", b.Drained, c.Drained))
 	return respID(b.ID), nil
 }
 

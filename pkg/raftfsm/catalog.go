@@ -1,6 +1,7 @@
 package raftfsm
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
@@ -29,6 +30,9 @@ func applyCreateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyRespo
 	if c.Catalog == nil {
 		return respFail(journal.TApplyCode_INVALID, "create-catalog command carries no catalog"), nil
 	}
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
+	}
 	cat := CatalogFromThrift(c.Catalog)
 	if err := job.ValidatePathName("catalog name", cat.Name); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
@@ -44,6 +48,7 @@ func applyCreateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyRespo
 	cat.CreateTimeMs, cat.UpdateTimeMs = t.now, t.now
 	t.putCatalog(cat)
 	t.m.catalogs++
+	t.audit(c.Audit, AuditCatalogCreate, cat.Name, catalogChanges(nil, cat))
 	return respID(cat.ID), nil
 }
 
@@ -51,6 +56,9 @@ func applyCreateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyRespo
 func applyUpdateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyResponse, error) {
 	if c.Catalog == nil {
 		return respFail(journal.TApplyCode_INVALID, "update-catalog command carries no catalog"), nil
+	}
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
 	}
 	old := t.catalogByName(c.Catalog.Name)
 	if old == nil {
@@ -101,10 +109,14 @@ func applyUpdateCatalog(t *tx, c *journal.TCatalogCommand) (*journal.TApplyRespo
 	}
 	n.UpdateTimeMs = t.now
 	t.putCatalog(&n)
+	t.audit(c.Audit, AuditCatalogUpdate, n.Name, catalogChanges(old, &n))
 	return respID(n.ID), nil
 }
 
 func applyRemoveCatalog(t *tx, c *journal.TRemoveCatalogCommand) (*journal.TApplyResponse, error) {
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
+	}
 	old := t.catalogByName(c.Name)
 	if old == nil {
 		return respFail(journal.TApplyCode_NOT_FOUND, "catalog %q does not exist", c.Name), nil
@@ -115,6 +127,7 @@ func applyRemoveCatalog(t *tx, c *journal.TRemoveCatalogCommand) (*journal.TAppl
 	}
 	t.deleteCatalog(old)
 	t.m.catalogs--
+	t.audit(c.Audit, AuditCatalogRemove, old.Name, "removed (id "+strconv.FormatInt(old.ID, 10)+", root_uri "+old.RootURI+")")
 	return respID(old.ID), nil
 }
 

@@ -157,7 +157,7 @@ func (s *State) Preview(cmd []byte) (*journal.TApplyResponse, error) {
 	}
 	// fn decodes the body (an undecodable one is its error). strs: nil, the
 	// FSM's string pool is not shared with other goroutines.
-	// index: the entry's, were it appended next (the timeline records it).
+	// index: the entry would be the next one (audit events and job timelines record it).
 	return fn(&tx{tableTxn: s.t.txn(), m: *s.m, index: s.m.appliedIndex + 1}, cmd[1:])
 }
 
@@ -182,12 +182,11 @@ func (f *FSM) fatal(ct CommandType, index uint64, err error) *journal.TApplyResp
 // earlier writes: a batch naming one job twice sees its own first change.
 type tx struct {
 	*tableTxn
-	m    meta
-	bk   *bookTxn
-	now  int64
-	strs *strPool
-	// index is the entry's journal (Raft) index: job timelines record it.
-	index uint64
+	m     meta
+	bk    *bookTxn
+	now   int64
+	strs  *strPool
+	index uint64 // the entry's log index (audit.go, timeline.go)
 }
 
 // job returns the current record of id, including earlier writes of this entry.

@@ -77,7 +77,7 @@ func TestEveryCommandTypeIsRegistered(t *testing.T) {
 		}
 	}
 	// The ignorable ones (bit 7 set) are pinned below too.
-	if ignorable := []CommandType{CmdSetMemberAddress, CmdSetClusterID, CmdDrainBackend}; len(registry) != int(CmdReportBatch)+len(ignorable) {
+	if ignorable := []CommandType{CmdSetMemberAddress, CmdSetClusterID, CmdDrainBackend, CmdAudit}; len(registry) != int(CmdReportBatch)+len(ignorable) {
 		t.Errorf("%d command types registered; the last pinned is %d (pin a new one here and below)", len(registry), CmdReportBatch)
 	}
 }
@@ -105,6 +105,9 @@ func TestCommandTypesArePinned(t *testing.T) {
 	}
 	if CmdDrainBackend != 19|IgnorableFlag || registry[CmdDrainBackend] == nil {
 		t.Errorf("the drain command is pinned to %d (19 | ignorable)", uint8(CmdDrainBackend))
+	}
+	if CmdAudit != 20|IgnorableFlag || registry[CmdAudit] == nil {
+		t.Errorf("the audit command is pinned to %d (20 | ignorable)", uint8(CmdAudit))
 	}
 }
 

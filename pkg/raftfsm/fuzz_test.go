@@ -234,6 +234,10 @@ func fuzzApplySeeds(tb testing.TB) map[string][]byte {
 		"remove-backend": enc(CmdRemoveBackend, &journal.TRemoveBackendCommand{NowMs: now, BackendID: fzBackend2}),
 		"drain-backend":  enc(CmdDrainBackend, &journal.TDrainBackendCommand{NowMs: now, BackendID: fzBackend2, Drained: true, Actor: thrift.StringPtr("ops")}),
 		"set-option":     enc(CmdSetOption, &journal.TSetOptionCommand{NowMs: now, Key: "lance_index_job_max_dispatch_per_round", Value: "7"}),
+		"audit": enc(CmdAudit, &journal.TAuditCommand{NowMs: now, Kind: AuditRaftAddVoter, Subject: "m4",
+			Actor: &journal.TAuditActor{Actor: "alice", Claimed: thrift.StringPtr("bob"), Verified: thrift.BoolPtr(true)}}),
+		"set-option-audited": enc(CmdSetOption, &journal.TSetOptionCommand{NowMs: now, Key: "audit_retention_count", Value: "2",
+			Audit: &journal.TAuditActor{Actor: "alice"}}),
 		// Malformed: nothing, an unknown type, an unknown ignorable type, a
 		// known type with a truncated or empty body, a body of another type.
 		"empty":             {},

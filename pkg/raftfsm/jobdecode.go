@@ -204,6 +204,7 @@ type snapshotItem struct {
 	job     *job.Record
 	catalog *Catalog
 	backend *Backend
+	audit   *AuditEvent
 	last    bool
 }
 
@@ -233,6 +234,11 @@ func decodeSnapshotItem(b []byte, in *interner) (snapshotItem, error) {
 			}
 		case id == 3 && typ == ctStruct:
 			it.job = r.jobRecord(in)
+		case id == 5 && typ == ctStruct:
+			r.skip(typ, true, 0)
+			if r.err == nil {
+				it.audit, err = decodeAuditEventBytes(b[start:r.pos])
+			}
 		case id == 4 && (typ == ctTrue || typ == ctFalse):
 			it.last = typ == ctTrue
 		default:

@@ -111,6 +111,15 @@ func randomRecord(rng *rand.Rand) *job.Record {
 		}
 		r.OptimizedIndexes, _ = job.EncodeOptimized(ixs)
 	}
+	if b() {
+		r.AdmitIndex = rng.Uint64N(1 << 40)
+		var tl []job.Transition
+		for range rng.IntN(6) {
+			tl = append(tl, job.Transition{Kind: job.TransitionKind(rng.IntN(19)), TimeMs: i(), Index: rng.Uint64N(1 << 40),
+				Actor: s(), Detail: s()})
+		}
+		r.Timeline = job.EncodeTimeline(tl)
+	}
 	return r
 }
 

@@ -15,6 +15,9 @@ func init() {
 }
 
 func applyCancel(t *tx, c *journal.TCancelCommand) (*journal.TApplyResponse, error) {
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
+	}
 	if err := job.ValidateActor("actor", c.Actor); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}
@@ -35,6 +38,7 @@ func applyCancel(t *tx, c *journal.TCancelCommand) (*journal.TApplyResponse, err
 	if err != nil {
 		return nil, err
 	}
+	t.audit(c.Audit, AuditJobCancel, JobSubject(c.JobID), "mutation_state: PENDING → CANCELLED")
 	return respID(c.JobID), nil
 }
 
@@ -58,6 +62,9 @@ func applyForceRelease(t *tx, c *journal.TForceReleaseCommand) (*journal.TApplyR
 			return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 		}
 	}
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
+	}
 	r := t.job(c.JobID)
 	switch {
 	case r == nil:
@@ -78,5 +85,6 @@ func applyForceRelease(t *tx, c *journal.TForceReleaseCommand) (*journal.TApplyR
 	if err != nil {
 		return nil, err
 	}
+	t.audit(c.Audit, AuditJobForce, JobSubject(c.JobID), "force_released: false → true (state UNKNOWN; fence, quota and slot freed); comment: "+c.Note)
 	return respID(c.JobID), nil
 }

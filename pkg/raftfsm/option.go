@@ -22,11 +22,22 @@ func applySetOption(t *tx, c *journal.TSetOptionCommand) (*journal.TApplyRespons
 	if err := config.CheckStoredOption(c.Key, c.Value); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", err.Error()), nil
 	}
+	if resp := checkAuditActor(c.Audit); resp != nil {
+		return resp, nil
+	}
 	v := c.Value
-	if old, ok := t.m.options[c.Key]; ok && old == v {
+	old, ok := t.m.options[c.Key]
+	if ok && old == v {
 		return respOK(), nil // idempotent: nothing to change
 	}
+	if !ok {
+		// Not the default's value: that is the release's, and every
+		// replica must record the same summary.
+		old = "default"
+	}
 	setOption(&t.m, c.Key, v)
+	t.noteOptionChange(c.Audit, c.Key)
+	t.audit(c.Audit, AuditOptionSet, c.Key, "value: "+old+" → "+v)
 	return respOK(), nil
 }
 

@@ -87,6 +87,9 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 			return emit(item)
 		})
 	}
+	if err == nil {
+		s.writeAuditItems(emit)
+	}
 	if err != nil {
 		return err
 	}
@@ -104,7 +107,7 @@ func snapshotHeader(m *meta) *journal.TSnapshotHeader {
 	slices.Sort(keys)
 	opts := make([]*journal.TOptionValue, 0, len(keys))
 	for _, k := range keys {
-		opts = append(opts, &journal.TOptionValue{Key: k, Value: m.options[k]})
+		opts = append(opts, optionValueOf(m, k))
 	}
 	ids := slices.Sorted(maps.Keys(m.members))
 	var members []*journal.TMemberAddress
@@ -123,6 +126,7 @@ func snapshotHeader(m *meta) *journal.TSnapshotHeader {
 		BackendCount:    thrift.Int64Ptr(m.backends),
 		AppliedIndex:    thrift.Int64Ptr(int64(m.appliedIndex)),
 		ClusterID:       optString(&m.clusterID),
+		LastAuditSeq:    optInt64(&m.audit.lastSeq),
 	}
 }
 
@@ -238,10 +242,12 @@ func readSnapshot(r io.Reader) (tables, *meta, error) {
 			// Kept as stored, unknown keys included (a newer master's), so
 			// the next snapshot carries them on unchanged.
 			m.options[o.Key] = o.Value
+			restoreOptionChange(m, o)
 		}
 	}
 	m.resolved = config.ResolveOptions(m.options)
 	m.clusterID = h.GetClusterID()
+	m.audit.lastSeq = h.GetLastAuditSeq()
 	for _, a := range h.MemberAddresses {
 		if a != nil && a.RPCAddress != "" {
 			if m.members == nil {
@@ -325,6 +331,8 @@ type loader struct {
 	catalogs                []*Catalog
 	backends                []*Backend
 	names, addrs            map[string]bool // folded, for the uniqueness checks
+	audit                   []*AuditEvent
+	lastAudit               int64
 }
 
 func (l *loader) load(it snapshotItem) error {
@@ -366,6 +374,8 @@ func (l *loader) load(it snapshotItem) error {
 		book(l.bk, nil, r)
 		l.jobs = append(l.jobs, r)
 		return nil
+	case it.audit != nil:
+		return l.loadAuditEvent(it.audit)
 	}
 	// An item of a kind this master does not know (a newer writer): skip it.
 	return nil
@@ -391,6 +401,7 @@ func (l *loader) finish(h *journal.TSnapshotHeader) error {
 	l.m.lastJobID = max(l.m.lastJobID, l.lastJB)
 	l.m.lastCatalogID = max(l.m.lastCatalogID, l.lastCat)
 	l.m.lastBackendID = max(l.m.lastBackendID, l.lastBE)
+	l.m.audit.lastSeq = max(l.m.audit.lastSeq, l.lastAudit)
 	return nil
 }
 
@@ -400,5 +411,6 @@ func (l *loader) build() tables {
 	t.jobs = buildJobIndexes(l.jobs)
 	t.catalogs, t.catalogNames = buildCatalogs(l.catalogs)
 	t.backends, t.backendAddrs = buildBackends(l.backends)
+	l.m.audit.events = buildOrdTree(l.audit)
 	return t
 }

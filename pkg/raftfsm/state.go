@@ -127,6 +127,7 @@ type meta struct {
 	appliedIndex                            uint64
 	books                                   *bookTree
 	counts                                  stateCounts // jobs per state (counts.go)
+	audit                                   auditBook   // the audit trail (audit.go)
 }
 
 func emptyMeta() *meta {

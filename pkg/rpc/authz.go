@@ -130,7 +130,7 @@ var (
 	// them too (a follower asks the leader for listBackends and showBackend).
 	masterReadMethods = []string{
 		"listJobs", "showJob", "jobLogs", "inspectDataset", "listCatalogs", "listBackends", "showBackend",
-		"getOption", "listOptions", "listPeers", "raftHealth", "raftMemberStatus",
+		"getOption", "listOptions", "listPeers", "raftHealth", "raftMemberStatus", "listEvents",
 	}
 	// masterOperatorMethods change the cluster, or export all of it (a
 	// snapshot holds the whole journal): operators only.
