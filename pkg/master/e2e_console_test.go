@@ -126,6 +126,7 @@ type listed struct {
 
 func (r *consoleRig) jobsList(req *adminapi.TListJobsRequest) listed {
 	r.c.t.Helper()
+	req.OldestFirst = ptr(false) // newest first, as jobs list asks
 	out := listed{jobs: map[int64]map[string]any{}}
 	r.admin(r.via, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		resp, err := a.ListJobs(ctx, req)
