@@ -245,6 +245,25 @@ func TestConsolePagesAgainstFixtureAPI(t *testing.T) {
 	}
 	noCanary(t, b, "options")
 	b.Screenshot("console-options")
+
+	// Events: the audit trail, filtered by a kind prefix.
+	b.Go("#/events")
+	if n := consoletest.Eval[int](b, `document.querySelectorAll("#events tbody tr").length`); n != len(fixtureEvents) {
+		t.Errorf("events page shows %d rows, want %d", n, len(fixtureEvents))
+	}
+	b.Screenshot("console-events")
+	consoletest.Eval[bool](b, `(() => { const e = document.getElementById("e-kind"); e.value = "backend."; e.dispatchEvent(new Event("change")); return true; })()`)
+	b.WaitRendered("#/events?kind=backend.")
+	if k := f.lastQuery("/v1/events").Get("kind"); k != "backend." {
+		t.Errorf("events kind filter sent %q", k)
+	}
+	if got := consoletest.Eval[[]string](b, `[...document.querySelectorAll('#events td[data-col="kind"]')].map((td) => td.textContent)`); !slices.Equal(got, []string{"backend.drain", "backend.add"}) {
+		t.Errorf("events filtered by backend.: %v", got)
+	}
+	if cmd := consoletest.Eval[string](b, `document.querySelector("#events-cli code").textContent`); cmd != "lancemaster events --kind backend." {
+		t.Errorf("events CLI box %q", cmd)
+	}
+	noCanary(t, b, "events")
 	b.NoProblems("all pages")
 
 	// Auto-refresh: it polls, the pause stops it, resume restarts it.

@@ -87,6 +87,14 @@ func newFixtureAPI(t *testing.T) *fixtureAPI {
 	return &fixtureAPI{t: t, jobs: jobs, requests: map[string][]url.Values{}}
 }
 
+// fixtureEvents is the audit trail, newest first.
+var fixtureEvents = []*adminapi.TAuditEvent{
+	{Seq: 4, Index: 40, TimeMs: fixtureNow - 60000, Kind: "backend.drain", Subject: "2 (127.0.0.1:7402)", Actor: thrift.StringPtr("ops"), Verified: thrift.BoolPtr(true)},
+	{Seq: 3, Index: 31, TimeMs: fixtureNow - 600000, Kind: "option.set", Subject: "lance_index_job_dispatcher_paused", Actor: thrift.StringPtr("ops"), Summary: thrift.StringPtr("false -> true")},
+	{Seq: 2, Index: 5, TimeMs: fixtureNow - 3600000, Kind: "backend.add", Subject: "1 (127.0.0.1:7401)", Actor: thrift.StringPtr("alice")},
+	{Seq: 1, Index: 3, TimeMs: fixtureNow - 3700000, Kind: "catalog.create", Subject: "lake", Actor: thrift.StringPtr("alice"), Claimed: thrift.StringPtr("al")},
+}
+
 // log3 is job 3's log tail; one line would be markup if a page used innerHTML.
 const log3 = "training IVF_PQ: 256 partitions\n<b>writing</b> 16 sub-vectors\ncommitted version 7\n"
 
@@ -253,6 +261,15 @@ func (f *fixtureAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body["backends"] = backends
 		body["answered_by"] = map[string]any{"node_id": "m3", "is_leader": false, "known_leader": false, "last_contact_ms": 41000}
 		body["stale_warning"] = "m3 has not heard from a leader for 41s: this answer may be stale"
+	case p == "/v1/events":
+		var out []any
+		for _, e := range fixtureEvents {
+			if k := q.Get("kind"); k != "" && e.Kind != k && !(strings.HasSuffix(k, ".") && strings.HasPrefix(e.Kind, k)) {
+				continue
+			}
+			out = append(out, with(f.t, e, map[string]any{"credentials": canary}))
+		}
+		body["events"] = out
 	case p == "/v1/options":
 		body["options"] = []*adminapi.TOption{
 			{Key: "enable_lance_index_mutation", Value: "true", DefaultValue: "true", IsDefault: true, Description: thrift.StringPtr("the admission kill switch")},

@@ -300,7 +300,7 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 	}
 	pages := map[string]string{}
 	for p, name := range map[string]string{"#/jobs": "", "#/jobs/" + strconv.FormatInt(r.ids["unk"][0], 10): "job-unknown",
-		"#/backends": "backends", "#/cluster": "cluster", "#/options": "options"} {
+		"#/backends": "backends", "#/cluster": "cluster", "#/options": "options", "#/events": "events"} {
 		b.Go(p)
 		pages[p] = b.Everything()
 		check("page "+p, pages[p])
@@ -308,10 +308,11 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 			b.Screenshot("e2e-console-" + name)
 		}
 	}
-	if !strings.Contains(pages["#/backends"], r.c.backend.Addr()) || !strings.Contains(pages["#/cluster"], "m1") {
-		t.Error("the backends or cluster page does not show the cluster (the scan would prove nothing)")
+	if !strings.Contains(pages["#/backends"], r.c.backend.Addr()) || !strings.Contains(pages["#/cluster"], "m1") ||
+		!strings.Contains(pages["#/events"], "catalog.update") {
+		t.Error("the backends, cluster or events page does not show the cluster (the scan would prove nothing)")
 	}
-	paths := []string{"/v1/jobs", "/v1/catalogs", "/v1/backends", "/v1/backends/1", "/v1/options", "/v1/members", "/v1/health"}
+	paths := []string{"/v1/jobs", "/v1/events", "/v1/catalogs", "/v1/backends", "/v1/backends/1", "/v1/options", "/v1/members", "/v1/health"}
 	for _, ids := range r.ids {
 		for _, id := range ids {
 			paths = append(paths, "/v1/jobs/"+strconv.FormatInt(id, 10), "/v1/jobs/"+strconv.FormatInt(id, 10)+"/logs")

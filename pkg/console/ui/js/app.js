@@ -1,7 +1,8 @@
 // The console's shell: hash routing, the auto-refresh loop, the footer's
 // "answered by" line and the banners (docs/console.md).
 //
-// Routes: #/jobs?FILTERS, #/jobs/ID, #/backends, #/cluster, #/options.
+// Routes: #/jobs?FILTERS, #/jobs/ID, #/backends, #/cluster, #/options,
+// #/events?FILTERS.
 import { h, clear, fmtTime, fmtDuration } from "./dom.js";
 import { onAnswer } from "./api.js";
 import * as jobs from "./jobs.js";
@@ -9,12 +10,13 @@ import * as job from "./job.js";
 import * as backends from "./backends.js";
 import * as cluster from "./cluster.js";
 import * as options from "./options.js";
+import * as events from "./events.js";
 
 // REFRESH_MS is the auto-refresh period; /ui/?refresh_ms=N sets another
 // (at least 200 ms).
 export const REFRESH_MS = Math.max(200, Number(new URLSearchParams(location.search).get("refresh_ms")) || 5000);
 
-const pages = { jobs, job, backends, cluster, options };
+const pages = { jobs, job, backends, cluster, options, events };
 const main = document.getElementById("app");
 const banners = document.getElementById("banners");
 const answeredBy = document.getElementById("answered-by");
