@@ -12,7 +12,7 @@ CLUSTER := deploy/local/cluster.sh
 GO_SOURCES = $(shell find . -name '*.go' -not -path './gen-go/*' -not -path './.git/*' \
                -not -path '*/node_modules/*' -not -path './deploy/local/.state/*')
 
-.PHONY: build test fuzz gen bench setup demo demo-down certs vet fmt fmt-check clean builder-modules
+.PHONY: build test fuzz gen bench setup demo demo-down certs vet fmt fmt-check clean builder-modules screenshots
 
 # What `lancemaster version`, lancemaster_build_info and backend heartbeats
 # say (pkg/version). -buildvcs=auto also stamps the commit into the build
@@ -102,6 +102,15 @@ certs: build
 
 clean:
 	rm -rf bin
+
+# The console's screenshots (docs/console.md): the browser test against
+# fixture API answers (pkg/console) in headless chromium, writing one PNG
+# per page (console-jobs.png, console-job.png, ...) into SCREENSHOT_DIR.
+# Only docs/images/console-jobs.png is committed.
+SCREENSHOT_DIR ?= docs/images
+screenshots:
+	LANCEMASTER_SCREENSHOT_DIR=$(CURDIR)/$(SCREENSHOT_DIR) $(GO) test -count=1 -run '^TestConsolePagesAgainstFixtureAPI$$' ./pkg/console
+	@ls -1 $(SCREENSHOT_DIR)/console-*.png
 
 # Randomized fault schedules (pkg/faults, docs/faults.md): runs seeds from
 # FAULTS_SEED0 (default: the clock) for FAULTS_DURATION and prints how many

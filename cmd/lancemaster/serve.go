@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/console"
 	"github.com/lancemaster/lancemaster/pkg/master"
 )
 
@@ -63,7 +64,7 @@ func newServeCmd() *cobra.Command {
 
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		m, err := master.Start(ctx, master.Options{Node: n, Logger: log})
+		m, err := master.Start(ctx, master.Options{Node: n, Logger: log, Console: console.Handler()})
 		if err != nil {
 			log.Error("master failed to start", zap.Error(err))
 			return fmt.Errorf("serve: %w", err)

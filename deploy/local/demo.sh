@@ -75,5 +75,6 @@ The demo ran end to end. The cluster is still up:
   export LANCEMASTER_ADDR=$LANCEMASTER_ADDR
   $bin jobs list
   $bin backends list
+The read-only web console (every master serves it): http://127.0.0.1:7301/ui/
 Stop it and delete its state with: make demo-down
 MSG

@@ -32,8 +32,10 @@ type worker struct {
 	suppress bool
 	finished map[int64]bool // job ids the backend finished
 	logTail  string         // when set, every report carries it as its log tail
-	wg       sync.WaitGroup
-	stop     chan struct{}
+	// code, when set, chooses each dispatch's result code (else NATIVE_OK).
+	code func(*wire.TLanceIndexJobDispatch) wire.TLanceIndexJobResultCode
+	wg   sync.WaitGroup
+	stop chan struct{}
 }
 
 func newWorker(c *cluster3) *worker {
@@ -53,6 +55,9 @@ func (w *worker) submit(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wir
 	w.accepted[d.InvocationID] = true
 	w.finished[d.JobID] = true
 	code, proof := wire.TLanceIndexJobResultCode_NATIVE_OK, wire.TLanceIndexTerminationProof_CHILD_REAPED
+	if w.code != nil {
+		code = w.code(d)
+	}
 	rep := &wire.TLanceIndexJobReport{JobID: d.JobID, DispatchRevision: d.DispatchRevision, InvocationID: d.InvocationID,
 		BeProcessEpoch: d.BeProcessEpoch, ResultCode: &code, TerminationProof: &proof, InvocationSecret: d.InvocationSecret}
 	if w.logTail != "" {
