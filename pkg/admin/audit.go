@@ -24,12 +24,6 @@ import (
 // and the master logs that its audit event is missing; the answer to the
 // operator is the change's own.
 
-func init() {
-	// A transfer-leader's event is proposed after this master stepped
-	// down: it is forwarded to the new leader.
-	forwardable[raftfsm.CmdAudit] = true
-}
-
 // auditActor is who a change records: the verified caller, else the claim
 // ("operator" when the client claimed nothing).
 func auditActor(ctx context.Context, claimed string) *journal.TAuditActor {

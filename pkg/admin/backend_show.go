@@ -26,11 +26,6 @@ type BackendState struct {
 // until its epoch has been heard this term.
 type BackendStatus func(backendID int64) (BackendState, bool)
 
-func init() {
-	// A follower forwards a drain to the leader like every admin write.
-	forwardable[raftfsm.CmdDrainBackend] = true
-}
-
 // ShowBackend is everything the leader knows of one backend: the journaled
 // record (address, drained), its heartbeat view (epoch, version, accepting,
 // capacity, last heard) and the jobs holding its possible-live slots. A

@@ -258,11 +258,13 @@ func (s *Server) internal(what string, err error) error {
 	return adminError(adminapi.TErrorCode_INTERNAL, "internal error: %s failed; see the master's log", what)
 }
 
-// forwardable are the command types an admin write produces.
-var forwardable = map[raftfsm.CommandType]bool{
-	raftfsm.CmdAdmit: true, raftfsm.CmdAdmitBatch: true, raftfsm.CmdCancel: true, raftfsm.CmdForceRelease: true,
-	raftfsm.CmdCreateCatalog: true, raftfsm.CmdUpdateCatalog: true, raftfsm.CmdRemoveCatalog: true,
-	raftfsm.CmdAddBackend: true, raftfsm.CmdRemoveBackend: true, raftfsm.CmdSetOption: true,
+// forwardable reports whether an admin write on a follower produces the
+// command type, so the leader accepts it from another master (its
+// registration says: raftfsm.CommandSpec.Forward). A transfer-leader's
+// audit event is one: it is proposed after this master stepped down.
+func forwardable(ct raftfsm.CommandType) bool {
+	s, ok := raftfsm.LookupCommand(ct)
+	return ok && s.Forwardable()
 }
 
 // ForwardApply is the leader side of propose-or-forward: a follower's encoded
@@ -279,7 +281,7 @@ func (s *Server) ForwardApply(ctx context.Context, command []byte) ([]byte, erro
 	// its term) and followers forward reports, not commands. Refusing the
 	// dispatch-lifecycle commands here means nobody who can reach this port
 	// can forge a RUNNING, a result, a proof, a refresh or a GC entry.
-	if !forwardable[raftfsm.CommandType(command[0])] {
+	if !forwardable(raftfsm.CommandType(command[0])) {
 		s.d.Logger.Warn("forwardApply: refused a command type that is never forwarded", zap.Uint8("command_type", command[0]))
 		return nil, adminError(adminapi.TErrorCode_INVALID, "this command type is not accepted from another master")
 	}

@@ -101,26 +101,17 @@ func (m *masterMetrics) observePropose(cmd []byte, start time.Time, resp *journa
 	m.propose.WithLabelValues(commandName(cmd), result).Observe(time.Since(start).Seconds())
 }
 
-// commandNames label the propose histogram; an unknown type is "type_N".
-var commandNames = map[raftfsm.CommandType]string{
-	raftfsm.CmdAdmit: "admit", raftfsm.CmdMarkRunningBatch: "mark_running", raftfsm.CmdCompleteBatch: "complete",
-	raftfsm.CmdRecordProofBatch: "record_proof", raftfsm.CmdRefreshBatch: "refresh", raftfsm.CmdCancel: "cancel",
-	raftfsm.CmdForceRelease: "force_release", raftfsm.CmdGC: "gc", raftfsm.CmdCreateCatalog: "create_catalog",
-	raftfsm.CmdUpdateCatalog: "update_catalog", raftfsm.CmdRemoveCatalog: "remove_catalog",
-	raftfsm.CmdAddBackend: "add_backend", raftfsm.CmdRemoveBackend: "remove_backend",
-	raftfsm.CmdSetOption: "set_option", raftfsm.CmdAdmitBatch: "admit_batch",
-	raftfsm.CmdAudit &^ raftfsm.IgnorableFlag: "audit", // looked up without the ignorable bit
-}
-
+// commandName labels the propose histogram: the command type's registered
+// name (raftfsm.CommandSpec.Name); a type this master does not know is
+// "type_N".
 func commandName(cmd []byte) string {
 	if len(cmd) == 0 {
 		return "empty"
 	}
-	ct := raftfsm.CommandType(cmd[0]) &^ raftfsm.IgnorableFlag
-	if n, ok := commandNames[ct]; ok {
-		return n
+	if s, ok := raftfsm.LookupCommand(raftfsm.CommandType(cmd[0])); ok {
+		return s.Name
 	}
-	return "type_" + strconv.Itoa(int(ct))
+	return "type_" + strconv.Itoa(int(cmd[0]&^byte(raftfsm.IgnorableFlag)))
 }
 
 // timedProposer is the node as admin, reports and the leader services see

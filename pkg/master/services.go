@@ -79,11 +79,14 @@ type clockFunc func() time.Time
 
 func (f clockFunc) Now() time.Time { return f() }
 
-// wakingFSM wakes the dispatcher after every entry that can give it work:
-// an admission, a report's result or proof, a cancel or release, a backend
-// or an option change. Its own entries (M1 batches, refresh transitions,
-// GC) do not, so a round does not wake itself. Waking is a non-blocking
-// send; Apply stays deterministic.
+// wakingFSM wakes the dispatcher after every entry that can give it work
+// (its registration says: raftfsm.CommandSpec.Wake): an admission, a
+// report's result or proof, a cancel or release, a backend or an option
+// change. Its own entries (M1 batches, refresh transitions, GC) and audit
+// events do not, so a round does not wake itself. An entry of a type this
+// master does not know wakes it (harmless: a round that finds nothing
+// proposes nothing). Waking is a non-blocking send; Apply stays
+// deterministic.
 type wakingFSM struct {
 	*raftfsm.FSM
 	waker *dispatch.Waker
@@ -92,10 +95,7 @@ type wakingFSM struct {
 func (w wakingFSM) Apply(l *raft.Log) interface{} {
 	resp := w.FSM.Apply(l)
 	if len(l.Data) > 0 {
-		switch raftfsm.CommandType(l.Data[0]) {
-		case raftfsm.CmdMarkRunningBatch, raftfsm.CmdRefreshBatch, raftfsm.CmdGC,
-			raftfsm.CmdAudit: // an audit event changes nothing a round reads
-		default:
+		if s, ok := raftfsm.LookupCommand(raftfsm.CommandType(l.Data[0])); !ok || s.WakesDispatcher() {
 			w.waker.Wake()
 		}
 	}

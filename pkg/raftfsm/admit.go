@@ -24,8 +24,8 @@ import (
 const AdmitRulesRecheck int32 = 2
 
 func init() {
-	register(CmdAdmit, journal.NewTAdmitCommand, applyAdmit)
-	register(CmdAdmitBatch, journal.NewTAdmitBatch, applyAdmitBatch)
+	register(CommandSpec{Type: CmdAdmit, Name: "admit", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTAdmitCommand, applyAdmit)
+	register(CommandSpec{Type: CmdAdmitBatch, Name: "admit_batch", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTAdmitBatch, applyAdmitBatch)
 }
 
 func applyAdmit(t *tx, c *journal.TAdmitCommand) (*journal.TApplyResponse, error) {

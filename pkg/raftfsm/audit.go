@@ -30,7 +30,9 @@ import (
 // last change of each option (who, when) is kept apart from the events, so
 // trimming them never loses it. Both are in snapshots.
 
-func init() { register(CmdAudit, journal.NewTAuditCommand, applyAudit) }
+func init() {
+	register(CommandSpec{Type: CmdAudit, Name: "audit", Forward: ForwardFromFollower, Wake: WakeNever}, journal.NewTAuditCommand, applyAudit)
+}
 
 // Bounds of what an event holds.
 const (

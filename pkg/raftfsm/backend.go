@@ -14,9 +14,9 @@ import (
 // reused, so a job's backend_id always names the agent that ran it.
 
 func init() {
-	register(CmdAddBackend, journal.NewTBackendCommand, applyAddBackend)
-	register(CmdRemoveBackend, journal.NewTRemoveBackendCommand, applyRemoveBackend)
-	register(CmdDrainBackend, journal.NewTDrainBackendCommand, applyDrainBackend)
+	register(CommandSpec{Type: CmdAddBackend, Name: "add_backend", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTBackendCommand, applyAddBackend)
+	register(CommandSpec{Type: CmdRemoveBackend, Name: "remove_backend", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTRemoveBackendCommand, applyRemoveBackend)
+	register(CommandSpec{Type: CmdDrainBackend, Name: "drain_backend", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTDrainBackendCommand, applyDrainBackend)
 }
 
 func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse, error) {

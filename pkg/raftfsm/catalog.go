@@ -15,9 +15,9 @@ import (
 // reference or changing the refresh target is always allowed.
 
 func init() {
-	register(CmdCreateCatalog, journal.NewTCatalogCommand, applyCreateCatalog)
-	register(CmdUpdateCatalog, journal.NewTCatalogCommand, applyUpdateCatalog)
-	register(CmdRemoveCatalog, journal.NewTRemoveCatalogCommand, applyRemoveCatalog)
+	register(CommandSpec{Type: CmdCreateCatalog, Name: "create_catalog", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTCatalogCommand, applyCreateCatalog)
+	register(CommandSpec{Type: CmdUpdateCatalog, Name: "update_catalog", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTCatalogCommand, applyUpdateCatalog)
+	register(CommandSpec{Type: CmdRemoveCatalog, Name: "remove_catalog", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTRemoveCatalogCommand, applyRemoveCatalog)
 }
 
 // catalogByName finds a catalog by name, case-insensitively (nil: none).

@@ -15,7 +15,9 @@ import (
 // new id, and the backends, which remember the old cluster's higher terms,
 // fence the new one from scratch.
 
-func init() { register(CmdSetClusterID, journal.NewTClusterIDCommand, applySetClusterID) }
+func init() {
+	register(CommandSpec{Type: CmdSetClusterID, Name: "set_cluster_id", Forward: ForwardNever, Wake: WakeDispatcher}, journal.NewTClusterIDCommand, applySetClusterID)
+}
 
 // MaxClusterIDBytes bounds a cluster id; ids are printable ASCII.
 const MaxClusterIDBytes = 64

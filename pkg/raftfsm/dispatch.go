@@ -11,10 +11,10 @@ import (
 // not stop the others.
 
 func init() {
-	register(CmdMarkRunningBatch, journal.NewTMarkRunningBatch, applyMarkRunningBatch)
-	register(CmdCompleteBatch, journal.NewTCompleteBatch, applyCompleteBatch)
-	register(CmdRecordProofBatch, journal.NewTRecordProofBatch, applyRecordProofBatch)
-	register(CmdReportBatch, journal.NewTReportBatch, applyReportBatch)
+	register(CommandSpec{Type: CmdMarkRunningBatch, Name: "mark_running", Forward: ForwardNever, Wake: WakeNever}, journal.NewTMarkRunningBatch, applyMarkRunningBatch)
+	register(CommandSpec{Type: CmdCompleteBatch, Name: "complete", Forward: ForwardNever, Wake: WakeDispatcher}, journal.NewTCompleteBatch, applyCompleteBatch)
+	register(CommandSpec{Type: CmdRecordProofBatch, Name: "record_proof", Forward: ForwardNever, Wake: WakeDispatcher}, journal.NewTRecordProofBatch, applyRecordProofBatch)
+	register(CommandSpec{Type: CmdReportBatch, Name: "report_batch", Forward: ForwardNever, Wake: WakeDispatcher}, journal.NewTReportBatch, applyReportBatch)
 }
 
 // applyBatch runs one item function per element.

@@ -89,12 +89,14 @@ type applyFunc func(t *tx, body []byte) (*journal.TApplyResponse, error)
 // registers itself from its own file (admit.go, dispatch.go, ...).
 var registry = map[CommandType]applyFunc{}
 
-// register adds a command family's apply function. C is the command's
-// generated Thrift struct; newCmd allocates one to decode into.
-func register[C command](ct CommandType, newCmd func() C, apply func(t *tx, cmd C) (*journal.TApplyResponse, error)) {
-	if _, dup := registry[ct]; dup {
-		panic(fmt.Sprintf("raftfsm: command type %d registered twice", ct))
-	}
+// register adds a command family's apply function with the command type's
+// spec (commands.go): one registration carries everything about the type.
+// C is the command's generated Thrift struct; newCmd allocates one to
+// decode into.
+func register[C command](spec CommandSpec, newCmd func() C, apply func(t *tx, cmd C) (*journal.TApplyResponse, error)) {
+	checkSpec(spec)
+	ct := spec.Type
+	specs[ct] = spec
 	registry[ct] = func(t *tx, body []byte) (*journal.TApplyResponse, error) {
 		cmd := newCmd()
 		if err := decodeCompact(body, cmd); err != nil {

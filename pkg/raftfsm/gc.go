@@ -12,7 +12,9 @@ import (
 // MaxGCBatch bounds the ids of one GC entry.
 const MaxGCBatch = 1024
 
-func init() { register(CmdGC, journal.NewTGCCommand, applyGC) }
+func init() {
+	register(CommandSpec{Type: CmdGC, Name: "gc", Forward: ForwardNever, Wake: WakeNever}, journal.NewTGCCommand, applyGC)
+}
 
 func applyGC(t *tx, c *journal.TGCCommand) (*journal.TApplyResponse, error) {
 	if len(c.JobIds) > MaxGCBatch {

@@ -14,7 +14,9 @@ import (
 // and, through this, from the journal, so a member added after its start is
 // reachable without a restart.
 
-func init() { register(CmdSetMemberAddress, journal.NewTMemberAddressCommand, applySetMemberAddress) }
+func init() {
+	register(CommandSpec{Type: CmdSetMemberAddress, Name: "set_member_address", Forward: ForwardNever, Wake: WakeDispatcher}, journal.NewTMemberAddressCommand, applySetMemberAddress)
+}
 
 // maxMemberAddressBytes bounds an address (a host:port).
 const maxMemberAddressBytes = 256

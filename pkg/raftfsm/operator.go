@@ -10,8 +10,8 @@ import (
 // both free the fence and quota through book, never by hand.
 
 func init() {
-	register(CmdCancel, journal.NewTCancelCommand, applyCancel)
-	register(CmdForceRelease, journal.NewTForceReleaseCommand, applyForceRelease)
+	register(CommandSpec{Type: CmdCancel, Name: "cancel", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTCancelCommand, applyCancel)
+	register(CommandSpec{Type: CmdForceRelease, Name: "force_release", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTForceReleaseCommand, applyForceRelease)
 }
 
 func applyCancel(t *tx, c *journal.TCancelCommand) (*journal.TApplyResponse, error) {

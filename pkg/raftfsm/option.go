@@ -16,7 +16,9 @@ import (
 // not know, and both must store the same bytes (issue: replicas diverged when
 // Apply refused unknown keys). Every reader clamps (config.ResolveOptions).
 
-func init() { register(CmdSetOption, journal.NewTSetOptionCommand, applySetOption) }
+func init() {
+	register(CommandSpec{Type: CmdSetOption, Name: "set_option", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTSetOptionCommand, applySetOption)
+}
 
 func applySetOption(t *tx, c *journal.TSetOptionCommand) (*journal.TApplyResponse, error) {
 	if err := config.CheckStoredOption(c.Key, c.Value); err != nil {

@@ -10,7 +10,9 @@ import (
 // its fence and quota. Every step is a rev compare-and-set, so a refresh
 // driver on a deposed leader cannot overwrite its successor's progress.
 
-func init() { register(CmdRefreshBatch, journal.NewTRefreshBatch, applyRefreshBatch) }
+func init() {
+	register(CommandSpec{Type: CmdRefreshBatch, Name: "refresh", Forward: ForwardNever, Wake: WakeNever}, journal.NewTRefreshBatch, applyRefreshBatch)
+}
 
 func applyRefreshBatch(t *tx, c *journal.TRefreshBatch) (*journal.TApplyResponse, error) {
 	return applyBatch(t, c.Transitions, refreshTransition)
