@@ -225,7 +225,7 @@ func (d *Dispatcher) RunRound(ctx context.Context) error {
 	start := time.Now()
 	defer func() { d.d.Observer.RoundDone(time.Since(start)) }()
 	w := d.work(ctx, term)
-	r := &round{d: d, ctx: ctx, term: term, work: w}
+	r := &round{d: d, deps: &d.d, ctx: ctx, term: term, work: w}
 	var errs []error
 	step := func(name string, fn func() error) {
 		if ctx.Err() != nil {
@@ -282,7 +282,7 @@ func (d *Dispatcher) reconcileRunning(ctx context.Context) (wait func(), err err
 	if len(live) == 0 {
 		return nil, nil
 	}
-	r := &round{d: d, ctx: ctx, term: term, work: w}
+	r := &round{d: d, deps: &d.d, ctx: ctx, term: term, work: w}
 	_, wait = r.ask(st, groupForQuery(live), false)
 	return wait, nil
 }
@@ -291,6 +291,7 @@ func (d *Dispatcher) reconcileRunning(ctx context.Context) (wait func(), err err
 // keep it (it is never modified after RunRound built it).
 type round struct {
 	d    *Dispatcher
+	deps *Deps // d's dependencies (the Deps it was built with)
 	ctx  context.Context
 	term uint64
 	work *termWork

@@ -69,7 +69,7 @@ type queryGroup struct {
 // and a function that waits for these calls.
 func (r *round) ask(st *raftfsm.State, groups []queryGroup, giveUp bool) (asked map[int64]bool, wait func()) {
 	cluster := clusterIDOf(st)
-	a := answerCtx{term: r.term, opts: st.Options(), nowMs: r.d.d.Clock.Now().UnixMilli()}
+	a := answerCtx{term: r.term, opts: st.Options(), nowMs: r.deps.Clock.Now().UnixMilli()}
 	asked = map[int64]bool{}
 	var wg sync.WaitGroup
 	for _, g := range groups {
@@ -83,7 +83,7 @@ func (r *round) ask(st *raftfsm.State, groups []queryGroup, giveUp bool) (asked 
 			asked[rec.JobID] = true
 		}
 		wg.Add(1)
-		r.work.start(ids, g.backendID, r.d.d.SendConcurrency, func() {
+		r.work.start(ids, g.backendID, r.deps.SendConcurrency, func() {
 			defer wg.Done()
 			plan := reconcilePlan{settled: map[int64]bool{}}
 			if resp := r.d.query(r.ctx, r.term, cluster, b.Address, g); resp != nil {

@@ -58,8 +58,8 @@ const (
 // maxResolvesPerRound calls start per round, at most SendConcurrency calls
 // are in flight per backend, and each is bounded by ResolveTimeout.
 func (r *round) resolveStep() error {
-	st := r.d.d.Reader.State()
-	nowMs := r.d.d.Clock.Now().UnixMilli()
+	st := r.deps.Reader.State()
+	nowMs := r.deps.Clock.Now().UnixMilli()
 	recs := st.ResolvingDue(nowMs, maxResolveScan) // earliest resolve_after first: give-ups lead
 	if len(recs) == 0 {
 		return nil
@@ -93,7 +93,7 @@ func (r *round) resolveStep() error {
 		if job.IsLocalLocator(rec.Locator) && (!opts.EnableLocalFileMutation || registered != 1) {
 			continue
 		}
-		b := pickResolver(cands, r.d.d.SendConcurrency, r.work.nextResolveTry(rec.JobID))
+		b := pickResolver(cands, r.deps.SendConcurrency, r.work.nextResolveTry(rec.JobID))
 		if b == nil {
 			continue
 		}
@@ -103,10 +103,10 @@ func (r *round) resolveStep() error {
 				zap.Int64("job_id", rec.JobID), zap.String("error_kind", errorKind(err)), safeErr(err))
 			continue
 		}
-		req := buildResolveRequest(rec, storage, opts, prep.cluster, r.d.d.ResolveTimeout.Milliseconds())
+		req := buildResolveRequest(rec, storage, opts, prep.cluster, r.deps.ResolveTimeout.Milliseconds())
 		b.calls++
 		started++
-		r.work.start([]int64{rec.JobID}, b.id, r.d.d.SendConcurrency, func() {
+		r.work.start([]int64{rec.JobID}, b.id, r.deps.SendConcurrency, func() {
 			if c := r.resolveOnce(rec, b.id, b.addr, req); c != nil {
 				r.work.complete(c, "resolve")
 			}
@@ -157,8 +157,8 @@ func buildResolveRequest(rec *job.Record, storage map[string]string, opts config
 // resolveOnce asks one backend and returns the M2 its answer proves, or nil
 // (the job waits for the next round).
 func (r *round) resolveOnce(rec *job.Record, backendID int64, addr string, req *wire.TResolveJobRequest) *journal.TCompletion {
-	ctx, cancel := context.WithTimeout(r.ctx, r.d.d.ResolveTimeout+resolveTimeoutMargin)
-	resp, err := r.d.d.Backends.Resolve(ctx, addr, req)
+	ctx, cancel := context.WithTimeout(r.ctx, r.deps.ResolveTimeout+resolveTimeoutMargin)
+	resp, err := r.deps.Backends.Resolve(ctx, addr, req)
 	cancel()
 	fields := []zap.Field{zap.Int64("job_id", rec.JobID), zap.Int64("backend_id", backendID)}
 	switch {

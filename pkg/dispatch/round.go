@@ -32,7 +32,7 @@ type dispatchPlan struct {
 // RUNNING in one M1 entry (MarkRunning), then each is rechecked and sent
 // once, on its own goroutine (launchSends): the round does not wait.
 func (r *round) dispatchPending() error {
-	st := r.d.d.Reader.State()
+	st := r.deps.Reader.State()
 	opts := st.Options()
 	if opts.DispatcherPaused || r.d.holds.Load() > 0 {
 		return nil
@@ -44,7 +44,7 @@ func (r *round) dispatchPending() error {
 	picker := r.newBackendPicker(st, opts.MaxInflightPerBackend).withoutDrained(st)
 	// Once this round's sends have started: a backend it left without room
 	// for another call wakes the dispatcher when one of its calls ends.
-	defer func() { r.work.awaitRoom(picker.callCapped(), r.d.d.SendConcurrency) }()
+	defer func() { r.work.awaitRoom(picker.callCapped(), r.deps.SendConcurrency) }()
 	registered := len(st.Backends())
 	prep := &preparer{r: r, st: st, opts: opts, creds: map[string]credsResult{}, cluster: clusterIDOf(st)}
 	var plans []*dispatchPlan
@@ -86,10 +86,10 @@ func (r *round) dispatchPending() error {
 	// run the next round at once instead of after the interval (the cap
 	// bounds one round's work, not the rate). A round that dispatches
 	// nothing never wakes itself, so this cannot spin.
-	if int64(len(running)) >= opts.MaxDispatchPerRound && r.d.d.Waker != nil {
-		r.d.d.Waker.Wake()
+	if int64(len(running)) >= opts.MaxDispatchPerRound && r.deps.Waker != nil {
+		r.deps.Waker.Wake()
 	}
-	if h := r.d.d.Hooks.AfterJournal; h != nil {
+	if h := r.deps.Hooks.AfterJournal; h != nil {
 		ids := make([]int64, len(running))
 		for i, p := range running {
 			ids[i] = p.rec.JobID
@@ -119,8 +119,8 @@ func (r *round) markRunning(plans []*dispatchPlan) ([]*dispatchPlan, error) {
 	for i, p := range plans {
 		marks[i] = p.mark
 	}
-	nowMs := r.d.d.Clock.Now().UnixMilli()
-	resp, err := propose(r.ctx, r.d.d.Proposer, raftfsm.CmdMarkRunningBatch,
+	nowMs := r.deps.Clock.Now().UnixMilli()
+	resp, err := propose(r.ctx, r.deps.Proposer, raftfsm.CmdMarkRunningBatch,
 		&journal.TMarkRunningBatch{NowMs: nowMs, Jobs: marks})
 	if err != nil {
 		// The entry's fate is unknown. The jobs this replica already shows
@@ -143,7 +143,7 @@ func (r *round) markRunning(plans []*dispatchPlan) ([]*dispatchPlan, error) {
 			running = append(running, p)
 			continue
 		}
-		r.d.d.Observer.Dispatched(OutcomeCASLost)
+		r.deps.Observer.Dispatched(OutcomeCASLost)
 		r.d.log.Info("MarkRunning lost its compare-and-set; the job is not sent",
 			zap.Int64("job_id", p.rec.JobID), zap.Stringer("code", it.Code), zap.String("reason", it.GetMessage()))
 	}
@@ -152,7 +152,7 @@ func (r *round) markRunning(plans []*dispatchPlan) ([]*dispatchPlan, error) {
 
 // appliedMarks returns the plans whose M1 the local state shows applied.
 func (r *round) appliedMarks(plans []*dispatchPlan) []*dispatchPlan {
-	st := r.d.d.Reader.State()
+	st := r.deps.Reader.State()
 	var out []*dispatchPlan
 	for _, p := range plans {
 		if rec, ok := st.Job(p.rec.JobID); ok && rec.MutationState == job.Running &&
@@ -191,14 +191,14 @@ func (pr *preparer) prepare(rec *job.Record, b *backendSlot) (*dispatchPlan, err
 	if err != nil {
 		return nil, err
 	}
-	inv, err := pr.r.d.d.Invocations()
+	inv, err := pr.r.deps.Invocations()
 	if err == nil && (inv.ID == "" || inv.Secret == "") {
 		err = errors.New("empty invocation id or secret")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errInvocation, err)
 	}
-	deadlineMs := pr.r.d.d.Clock.Now().UnixMilli() + pr.opts.ExecuteDeadlineSecondOf(rec.IndexType)*1000
+	deadlineMs := pr.r.deps.Clock.Now().UnixMilli() + pr.opts.ExecuteDeadlineSecondOf(rec.IndexType)*1000
 	mark := &journal.TMarkRunning{
 		JobID:            rec.JobID,
 		ExpectedRev:      rec.Rev,
@@ -227,7 +227,7 @@ func (pr *preparer) storageOptions(rec *job.Record) (map[string]string, error) {
 	}
 	c, ok := pr.creds[cat.CredentialsRef]
 	if !ok {
-		c.opts, c.err = pr.r.d.d.Credentials.Resolve(cat.CredentialsRef)
+		c.opts, c.err = pr.r.deps.Credentials.Resolve(cat.CredentialsRef)
 		pr.creds[cat.CredentialsRef] = c
 	}
 	if c.err != nil {
@@ -329,9 +329,9 @@ type backendPicker struct {
 // heartbeat), whose epoch this term has heard, with their held slots and
 // calls in flight.
 func (r *round) newBackendPicker(st *raftfsm.State, maxInflight int64) *backendPicker {
-	p := &backendPicker{max: maxInflight, maxCalls: r.d.d.SendConcurrency}
+	p := &backendPicker{max: maxInflight, maxCalls: r.deps.SendConcurrency}
 	for _, b := range st.Backends() {
-		v, heard := r.d.d.Pool.heardInTerm(b.ID, r.term)
+		v, heard := r.deps.Pool.heardInTerm(b.ID, r.term)
 		if !heard || !v.Dispatchable() {
 			continue
 		}

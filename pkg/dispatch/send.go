@@ -22,17 +22,17 @@ import (
 // refusal says it accepts.
 func (r *round) launchSends(plans []*dispatchPlan) {
 	for _, p := range plans {
-		r.work.start([]int64{p.rec.JobID}, p.mark.BackendID, r.d.d.SendConcurrency, func() {
+		r.work.start([]int64{p.rec.JobID}, p.mark.BackendID, r.deps.SendConcurrency, func() {
 			c, refused := r.sendOnce(p)
 			if refused {
-				r.d.d.Pool.MarkRefused(p.mark.BackendID, r.term)
+				r.deps.Pool.MarkRefused(p.mark.BackendID, r.term)
 			}
 			if c == nil {
 				return
 			}
 			it := r.work.complete(c, "send classification")
 			if it != nil && it.Code == journal.TApplyCode_OK && c.GetReturnToPending() {
-				r.d.d.Waker.Wake() // the job is PENDING again: dispatch it elsewhere now
+				r.deps.Waker.Wake() // the job is PENDING again: dispatch it elsewhere now
 			}
 		})
 	}
@@ -45,44 +45,44 @@ func (r *round) launchSends(plans []*dispatchPlan) {
 // dispatch was proven never enqueued.
 func (r *round) sendOnce(p *dispatchPlan) (c *journal.TCompletion, refused bool) {
 	id := p.rec.JobID
-	if h := r.d.d.Hooks.BeforeSend; h != nil {
+	if h := r.deps.Hooks.BeforeSend; h != nil {
 		if err := h(id); err != nil {
-			r.d.d.Observer.Dispatched(OutcomeRecheckFailed)
+			r.deps.Observer.Dispatched(OutcomeRecheckFailed)
 			r.d.log.Info("dispatch not sent: aborted before the send", zap.Int64("job_id", id), zap.Error(err))
 			return nil, false
 		}
 	}
 	if why := r.recheck(p); why != "" {
-		r.d.d.Observer.Dispatched(OutcomeRecheckFailed)
+		r.deps.Observer.Dispatched(OutcomeRecheckFailed)
 		r.d.log.Info("dispatch not sent: the pre-send recheck failed", zap.Int64("job_id", id), zap.String("reason", why))
 		return nil, false
 	}
 	r.work.noteSent(id, p.mark.InvocationID)
-	ctx, cancel := context.WithTimeout(r.ctx, r.d.d.SendTimeout)
-	status, err := r.d.d.Backends.Submit(ctx, p.addr, p.request)
+	ctx, cancel := context.WithTimeout(r.ctx, r.deps.SendTimeout)
+	status, err := r.deps.Backends.Submit(ctx, p.addr, p.request)
 	cancel()
 
 	ident := planIdentity(p)
 	fields := []zap.Field{zap.Int64("job_id", id), zap.Int64("backend_id", p.mark.BackendID)}
 	switch outcome, msg := classifySend(status, err); outcome {
 	case sendEnqueued:
-		r.d.d.Observer.Dispatched(OutcomeAccepted)
+		r.deps.Observer.Dispatched(OutcomeAccepted)
 		r.d.log.Debug("dispatch enqueued", fields...)
 		return nil, false
 	case sendNeverEnqueued:
 		c := ident.neverEnqueued(msg, p.returnToPending)
 		if p.returnToPending {
-			r.d.d.Observer.Dispatched(OutcomeReturnedToPending)
+			r.deps.Observer.Dispatched(OutcomeReturnedToPending)
 			r.d.log.Info("dispatch never enqueued; back to PENDING, possible-live slot released",
 				append(fields, zap.Int32("attempts", p.rec.DispatchAttempts+1), zap.String("reason", msg), zapSendErr(err))...)
 		} else {
-			r.d.d.Observer.Dispatched(OutcomeNotEnqueued)
+			r.deps.Observer.Dispatched(OutcomeNotEnqueued)
 			r.d.log.Warn("dispatch never enqueued and its attempts are used up; NOT_COMMITTED, possible-live slot released",
 				append(fields, zap.Int32("attempts", p.rec.DispatchAttempts+1), zap.String("reason", msg), zapSendErr(err))...)
 		}
 		return c, true
 	default:
-		r.d.d.Observer.Dispatched(OutcomeUnknown)
+		r.deps.Observer.Dispatched(OutcomeUnknown)
 		r.d.log.Warn("dispatch outcome unknown (bytes may have left); UNKNOWN, possible-live slot kept",
 			append(fields, zap.String("reason", msg), zapSendErr(err))...)
 		return ident.completion(job.NoTrustedResult, msg, false), false
@@ -96,17 +96,17 @@ func (r *round) recheck(p *dispatchPlan) string {
 	if r.ctx.Err() != nil {
 		return "the leadership term is over"
 	}
-	prop := r.d.d.Proposer
+	prop := r.deps.Proposer
 	if !prop.IsLeader() {
 		return "not the leader"
 	}
 	if t := prop.LeaderTerm(); t != r.term {
 		return fmt.Sprintf("the leader term is %d, not %d", t, r.term)
 	}
-	if t, ok := r.d.d.Term(r.ctx); !ok || t != r.term {
+	if t, ok := r.deps.Term(r.ctx); !ok || t != r.term {
 		return "the context's leader term changed"
 	}
-	rec, ok := r.d.d.Reader.State().Job(p.rec.JobID)
+	rec, ok := r.deps.Reader.State().Job(p.rec.JobID)
 	switch {
 	case !ok:
 		return "the job no longer exists"

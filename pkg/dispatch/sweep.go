@@ -31,14 +31,14 @@ import (
 // give-ups. Jobs that cannot be asked (an unregistered backend, no
 // invocation id) are given up at once, in the round.
 func (r *round) deadlineSweep() error {
-	st := r.d.d.Reader.State()
-	nowMs := r.d.d.Clock.Now().UnixMilli()
+	st := r.deps.Reader.State()
+	nowMs := r.deps.Clock.Now().UnixMilli()
 	var expired []*job.Record
 	for _, rec := range st.RunningByDeadline(nowMs, maxSweepJobs) {
 		if rec.MutationState != job.Running || r.work.busy(rec.JobID) {
 			continue
 		}
-		if b, heard := r.d.d.Pool.heardInTerm(rec.BackendID, r.term); heard && b.Epoch > rec.ProcessEpoch {
+		if b, heard := r.deps.Pool.heardInTerm(rec.BackendID, r.term); heard && b.Epoch > rec.ProcessEpoch {
 			continue
 		}
 		expired = append(expired, rec)
@@ -91,13 +91,13 @@ func (r *round) giveUp(plan *reconcilePlan, recs []*job.Record) {
 // A backend not heard this term, lost heartbeats or an unregistered
 // backend prove nothing and release nothing. All proofs go in one entry.
 func (r *round) epochSweep() error {
-	st := r.d.d.Reader.State()
+	st := r.deps.Reader.State()
 	opts := st.Options()
-	nowMs := r.d.d.Clock.Now().UnixMilli()
+	nowMs := r.deps.Clock.Now().UnixMilli()
 	var proofs []*journal.TProof
 	var running map[int64][]*job.Record // RUNNING jobs by backend, built when first needed
 	for _, b := range st.Backends() {
-		v, heard := r.d.d.Pool.heardInTerm(b.ID, r.term)
+		v, heard := r.deps.Pool.heardInTerm(b.ID, r.term)
 		if !heard {
 			continue
 		}
@@ -181,7 +181,7 @@ func (r *round) lowerEpoch(backendID int64, rec *job.Record, epoch int64) {
 	if !r.work.warnLowerEpoch(backendID, epoch) {
 		return
 	}
-	if o, ok := r.d.d.Observer.(EvidenceObserver); ok {
+	if o, ok := r.deps.Observer.(EvidenceObserver); ok {
 		o.LowerEpoch()
 	}
 	r.d.log.Warn("backend reports a LOWER process epoch than a job was dispatched at: not a proof, the possible-live slot stays held (two processes behind one address?)",
