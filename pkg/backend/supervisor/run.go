@@ -169,29 +169,9 @@ func (w *workerIO) drain(budget time.Duration) {
 }
 
 func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.Time, secrets [][]byte) Outcome {
-	if !s.verified {
-		return never("isolation not verified")
-	}
-	if req == nil {
-		return never("invalid request")
-	}
-	var reqBuf bytes.Buffer
-	if err := frame.Write(&reqBuf, req, frame.MaxRequestBytes); err != nil {
-		if errors.Is(err, frame.ErrTooLarge) {
-			return never("request too large")
-		}
-		return never("invalid request")
-	}
-	if ctx.Err() != nil {
-		return never("canceled")
-	}
-	if !deadline.IsZero() && !time.Now().Before(deadline) {
-		return never("deadline")
-	}
-	path, err := exec.LookPath(s.cfg.Command[0])
-	if err != nil {
-		s.log.Warn("worker executable not found", zap.Error(err))
-		return never("spawn failed")
+	reqBytes, path, failure := s.checkRun(ctx, req, deadline)
+	if failure != "" {
+		return never(failure)
 	}
 	tmp, env, err := s.makeTmpDir(s.cfg.Env)
 	if err != nil {
@@ -206,68 +186,15 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 			s.cleanTmp(tmp)
 		}
 	}()
-	var cg *invCgroup
-	if s.cg != nil {
-		for i := 0; ; i++ {
-			if cg, err = s.cg.create(nextName()); err == nil || !errors.Is(err, os.ErrExist) || i == 3 {
-				break
-			}
-		}
-		if err != nil {
-			s.log.Error("worker cgroup setup failed", zap.Error(err))
-			return never("cgroup setup failed")
-		}
+	l, failure := s.launch(ctx, path, env, secrets)
+	if failure != "" {
+		return never(failure)
 	}
-	useHelper := cg != nil && !cg.b.v2
-	w, err := s.newIO(useHelper)
-	if err != nil {
-		removeQuietly(cg)
-		return never("spawn failed")
-	}
-	if fn := StderrLines(ctx); fn != nil {
-		w.lines = &lineWriter{fn: fn, secrets: secrets}
-	}
-	files := make([]uintptr, 0, 6)
-	for _, f := range w.childEnds {
-		files = append(files, f.Fd())
-	}
-	argv0, argv, cgroupFD := path, s.cfg.Command, -1
-	var join []*os.File
-	if useHelper {
-		if join, err = cg.joinFiles(); err != nil {
-			w.closeChildEnds()
-			w.closeParentEnds()
-			removeQuietly(cg)
-			return never("cgroup setup failed")
-		}
-		for _, f := range join {
-			files = append(files, f.Fd())
-		}
-		argv0, argv = selfExe, cgexec.Argv(cgexec.ModeRun, len(join), path, s.cfg.Command)
-	} else if cg != nil {
-		dir, err := os.Open(cg.dirs[0])
-		if err != nil {
-			w.closeChildEnds()
-			w.closeParentEnds()
-			removeQuietly(cg)
-			return never("cgroup setup failed")
-		}
-		defer dir.Close()
-		cgroupFD = int(dir.Fd())
-	}
-	c, err := s.spawn(argv0, argv, env, s.cfg.Dir, files, cgroupFD)
-	w.closeChildEnds()
-	closeAll(join)
-	if err != nil {
-		w.closeParentEnds()
-		removeQuietly(cg)
-		s.log.Warn("worker spawn failed", zap.Error(err))
-		return never("spawn failed")
-	}
+	c, cg, w := l.c, l.cg, l.w
 	start := time.Now()
-	w.start(reqBuf.Bytes())
+	w.start(reqBytes)
 	statusCh := make(chan string, 1)
-	if useHelper {
+	if l.useHelper {
 		go func() { statusCh <- readStatus(w.status, time.Minute) }()
 	} else {
 		statusCh <- ""
@@ -313,7 +240,122 @@ func (s *Supervisor) run(ctx context.Context, req *frame.Request, deadline time.
 	}
 	w.drain(drainBudget)
 	out.Stderr = s.stderrTail(w, secrets)
+	return s.judge(out, c, w, req, res, status, killedBy, secrets)
+}
 
+// checkRun refuses what must never start (unverified isolation, a request
+// that does not encode, a context or deadline already over, a missing
+// executable) and returns the request frame and the executable's path, or
+// the failure.
+func (s *Supervisor) checkRun(ctx context.Context, req *frame.Request, deadline time.Time) (reqBytes []byte, path, failure string) {
+	if !s.verified {
+		return nil, "", "isolation not verified"
+	}
+	if req == nil {
+		return nil, "", "invalid request"
+	}
+	var reqBuf bytes.Buffer
+	if err := frame.Write(&reqBuf, req, frame.MaxRequestBytes); err != nil {
+		if errors.Is(err, frame.ErrTooLarge) {
+			return nil, "", "request too large"
+		}
+		return nil, "", "invalid request"
+	}
+	if ctx.Err() != nil {
+		return nil, "", "canceled"
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return nil, "", "deadline"
+	}
+	path, err := exec.LookPath(s.cfg.Command[0])
+	if err != nil {
+		s.log.Warn("worker executable not found", zap.Error(err))
+		return nil, "", "spawn failed"
+	}
+	return reqBuf.Bytes(), path, ""
+}
+
+// launched is a worker that was spawned: its leader, its cgroup (nil in
+// process-group mode), its pipes, and whether the v1 placement helper
+// stands before it.
+type launched struct {
+	c         *child
+	cg        *invCgroup
+	w         *workerIO
+	useHelper bool
+}
+
+// launch creates the invocation's cgroup and pipes and spawns the worker
+// (through the v1 placement helper, or straight into the v2 cgroup, or in
+// a process group). A failure before the spawn undoes everything it made
+// and is a NEVER_LAUNCHED failure ("cgroup setup failed", "spawn failed").
+func (s *Supervisor) launch(ctx context.Context, path string, env []string, secrets [][]byte) (l launched, failure string) {
+	var err error
+	if s.cg != nil {
+		for i := 0; ; i++ {
+			if l.cg, err = s.cg.create(nextName()); err == nil || !errors.Is(err, os.ErrExist) || i == 3 {
+				break
+			}
+		}
+		if err != nil {
+			s.log.Error("worker cgroup setup failed", zap.Error(err))
+			return l, "cgroup setup failed"
+		}
+	}
+	l.useHelper = l.cg != nil && !l.cg.b.v2
+	if l.w, err = s.newIO(l.useHelper); err != nil {
+		removeQuietly(l.cg)
+		return l, "spawn failed"
+	}
+	if fn := StderrLines(ctx); fn != nil {
+		l.w.lines = &lineWriter{fn: fn, secrets: secrets}
+	}
+	// undo closes both ends of every pipe and removes the cgroup: nothing
+	// was spawned.
+	undo := func(failure string) (launched, string) {
+		l.w.closeChildEnds()
+		l.w.closeParentEnds()
+		removeQuietly(l.cg)
+		return launched{}, failure
+	}
+	files := make([]uintptr, 0, 6)
+	for _, f := range l.w.childEnds {
+		files = append(files, f.Fd())
+	}
+	argv0, argv, cgroupFD := path, s.cfg.Command, -1
+	var join []*os.File
+	if l.useHelper {
+		if join, err = l.cg.joinFiles(); err != nil {
+			return undo("cgroup setup failed")
+		}
+		for _, f := range join {
+			files = append(files, f.Fd())
+		}
+		argv0, argv = selfExe, cgexec.Argv(cgexec.ModeRun, len(join), path, s.cfg.Command)
+	} else if l.cg != nil {
+		dir, err := os.Open(l.cg.dirs[0])
+		if err != nil {
+			return undo("cgroup setup failed")
+		}
+		defer dir.Close()
+		cgroupFD = int(dir.Fd())
+	}
+	c, err := s.spawn(argv0, argv, env, s.cfg.Dir, files, cgroupFD)
+	closeAll(join)
+	if err != nil {
+		s.log.Warn("worker spawn failed", zap.Error(err))
+		return undo("spawn failed")
+	}
+	l.w.closeChildEnds()
+	l.c = c
+	return l, ""
+}
+
+// judge completes the Outcome of a worker whose leader exited and was
+// finished (res): the exit code or signal, the CHILD_REAPED proof,
+// NEVER_LAUNCHED when the helper wrote on its status pipe, and the worker's
+// classified result with the secrets scrubbed.
+func (s *Supervisor) judge(out Outcome, c *child, w *workerIO, req *frame.Request, res finishResult, status, killedBy string, secrets [][]byte) Outcome {
 	switch c.code {
 	case cldExited:
 		out.ExitCode = int(c.status)
