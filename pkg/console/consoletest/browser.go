@@ -9,6 +9,7 @@ package consoletest
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,21 @@ var chromiumPaths = []string{"/usr/bin/chromium"}
 // test, or fails it when the environment variable CI is set.
 func Chromium(t testing.TB) string {
 	t.Helper()
+	if p := Find(); p != "" {
+		return p
+	}
+	msg := "no chromium: the console's browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium) or $LANCEMASTER_CHROMIUM"
+	if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+		t.Fatal(msg + " (CI is set, so this fails rather than skips)")
+		return ""
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Find returns the chromium binary to use ($LANCEMASTER_CHROMIUM, else
+// /usr/bin/chromium, else chromium on the PATH), or "".
+func Find() string {
 	candidates := append([]string{os.Getenv("LANCEMASTER_CHROMIUM")}, chromiumPaths...)
 	if p, err := exec.LookPath("chromium"); err == nil {
 		candidates = append(candidates, p)
@@ -56,13 +72,49 @@ func Chromium(t testing.TB) string {
 			return c
 		}
 	}
-	msg := "no chromium: the console's browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium) or $LANCEMASTER_CHROMIUM"
-	if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-		t.Fatal(msg + " (CI is set, so this fails rather than skips)")
-		return ""
-	}
-	t.Skip(msg)
 	return ""
+}
+
+// AllocatorOptions start chromium bin headless with the profile dir
+// userDataDir, loopback only (every host name but 127.0.0.1 and localhost
+// fails to resolve; no proxy, no background or component traffic), the
+// viewport's window size, and its output to out.
+func AllocatorOptions(bin, userDataDir string, out io.Writer) []chromedp.ExecAllocatorOption {
+	return []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-breakpad", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,CertificateTransparencyComponentUpdater"),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"),
+		chromedp.Flag("password-store", "basic"),
+		chromedp.Flag("use-mock-keychain", true),
+		chromedp.Flag("mute-audio", true),
+		chromedp.Flag("force-color-profile", "srgb"),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(userDataDir),
+		chromedp.WindowSize(ViewportWidth, ViewportHeight),
+		chromedp.CombinedOutput(out),
+	}
+}
+
+// RenderedJS is true once the console's page for the hash route has
+// finished a render (main#app data-state "ready" or "error", at least one
+// render).
+func RenderedJS(hash string) string {
+	return `(() => { const a = document.getElementById("app");
+		return !!a && a.dataset.route === ` + strconv.Quote(hash) + ` && (a.dataset.state === "ready" || a.dataset.state === "error") && Number(a.dataset.renders) > 0; })()`
 }
 
 // Browser is one headless chromium with one tab.
@@ -91,33 +143,7 @@ func New(t testing.TB, base string) *Browser {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { out.Close() })
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-default-apps", true),
-		chromedp.Flag("disable-breakpad", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,CertificateTransparencyComponentUpdater"),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"),
-		chromedp.Flag("password-store", "basic"),
-		chromedp.Flag("use-mock-keychain", true),
-		chromedp.Flag("mute-audio", true),
-		chromedp.Flag("force-color-profile", "srgb"),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(ViewportWidth, ViewportHeight),
-		chromedp.CombinedOutput(out),
-	}
+	opts := AllocatorOptions(bin, t.TempDir(), out)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	b.ctx = ctx
@@ -233,8 +259,7 @@ func (b *Browser) Click(css string) {
 // (main#app data-state "ready" or "error", at least one render).
 func (b *Browser) WaitRendered(hash string) {
 	b.t.Helper()
-	b.WaitFor("the page "+hash+" to render", `(() => { const a = document.getElementById("app");
-		return !!a && a.dataset.route === `+strconv.Quote(hash)+` && (a.dataset.state === "ready" || a.dataset.state === "error") && Number(a.dataset.renders) > 0; })()`)
+	b.WaitFor("the page "+hash+" to render", RenderedJS(hash))
 }
 
 // Route is the current hash route the console rendered.
