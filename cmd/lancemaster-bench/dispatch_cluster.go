@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/console"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	lmaster "github.com/lancemaster/lancemaster/pkg/master"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
@@ -59,6 +61,9 @@ type mclusterConfig struct {
 	profile string        // config.RaftProfileDefault or RaftProfileFast
 	pool    time.Duration // the pool's heartbeat interval; 0 = production default (1 s)
 	options [][2]string   // set after benchOptions, in order
+	// console: each master serves its HTTP listener on a free loopback
+	// port, with the console at /ui/ (the console section).
+	console bool
 }
 
 // mcluster is three master.Master over loopback and one fake backend.
@@ -112,6 +117,9 @@ func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
 	for i := range peers {
 		n := config.DefaultNode()
 		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, filepath.Join(dir, peers[i].ID), cfg.profile
+		if cfg.console {
+			n.HTTPBind = "127.0.0.1:0"
+		}
 		if err := n.Validate(); err != nil {
 			return c, fmt.Errorf("%s: node %s: %w", cfg.name, n.NodeID, err)
 		}
@@ -174,6 +182,7 @@ func (c *mcluster) start(i int) error {
 		Backends:          c.gates[i],
 		Credentials:       config.StaticCredentials{}, // the bench catalog has no credentials
 		HeartbeatInterval: c.cfg.pool,
+		Console:           c.consoleHandler(),
 	})
 	if err != nil {
 		return fmt.Errorf("%s: start master %s: %w", c.cfg.name, c.nodes[i].NodeID, err)
@@ -530,4 +539,12 @@ func settledAll(m *lmaster.Master, ids []int64) bool {
 		}
 	}
 	return true
+}
+
+// consoleHandler is the console the masters serve (nil without it).
+func (c *mcluster) consoleHandler() http.Handler {
+	if !c.cfg.console {
+		return nil
+	}
+	return console.Handler()
 }

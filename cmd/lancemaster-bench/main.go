@@ -34,6 +34,9 @@
 //	           lifecycle (admission → dispatch → report → refresh → DONE)
 //	           at steady state for 60 s, at most 1,024 in flight: jobs/s and
 //	           admission → DONE p50/p99, against raw Apply at c = 64.
+//	console    the same cluster serving the console: the jobs page loaded
+//	           in headless Debian chromium from a follower, navigation →
+//	           rendered, against the page's API answer alone.
 //	fsm        the raftfsm benchmarks (go test -bench, a subprocess): queries
 //	           over 1M retained jobs, snapshot persist/restore, heap per job,
 //	           against a same-run gob snapshot of 1M ~200 B records.
@@ -89,7 +92,7 @@ const (
 	secBackend   = "backend"
 )
 
-var allSections = []string{secRaw, secAdmission, secEtcd, secDispatch, secReports, secLatency, secFailover, secSustained, secFSM, secBackend}
+var allSections = []string{secRaw, secAdmission, secEtcd, secDispatch, secReports, secLatency, secFailover, secSustained, secConsole, secFSM, secBackend}
 
 // Load points and sizes of a default run and of a -quick smoke run.
 const (
@@ -306,6 +309,9 @@ func run(o *options) *report {
 	}
 	if o.only[secSustained] {
 		runSustainedSection(o, rep)
+	}
+	if o.only[secConsole] {
+		runConsoleSection(o, rep)
 	}
 	if o.only[secFSM] {
 		runFSMSection(o, rep)

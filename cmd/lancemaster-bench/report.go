@@ -88,11 +88,13 @@ type report struct {
 	Latency  *latencyResult  `json:"latency,omitempty"`
 	Failover *failoverResult `json:"failover,omitempty"`
 	// Sustained is the whole lifecycle at steady state.
-	Sustained *sustainedResult   `json:"sustained,omitempty"`
-	FSM       []benchLine        `json:"fsm_benchmarks,omitempty"`
-	Backend   *backendResult     `json:"backend,omitempty"`
-	Errors    []string           `json:"errors,omitempty"`
-	Sections  map[string]float64 `json:"section_seconds"`
+	Sustained *sustainedResult `json:"sustained,omitempty"`
+	// Console is the console's jobs page in headless chromium.
+	Console  *consoleResult     `json:"console,omitempty"`
+	FSM      []benchLine        `json:"fsm_benchmarks,omitempty"`
+	Backend  *backendResult     `json:"backend,omitempty"`
+	Errors   []string           `json:"errors,omitempty"`
+	Sections map[string]float64 `json:"section_seconds"`
 }
 
 type hostInfo struct {
