@@ -76,7 +76,7 @@ func admit(t *tx, tj *journal.TJobRecord, rules int32) (*journal.TApplyResponse,
 			return resp, nil
 		}
 	}
-	cat, ok := catalogByID(t.catalogs.tree(), r.CatalogID)
+	cat, ok := catalogByID(t.catalogs.Version(), r.CatalogID)
 	if !ok {
 		return respFail(journal.TApplyCode_NOT_FOUND, "catalog %d does not exist", r.CatalogID), nil
 	}

@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"cmp"
 	"fmt"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"maps"
 	"strings"
 	"unicode/utf8"
@@ -99,7 +100,7 @@ type OptionChange struct {
 // auditBook is the audit part of meta; like the rest of meta it is never
 // changed once published (a transaction replaces the tree and the map).
 type auditBook struct {
-	events  ordTree[*AuditEvent] // by seq
+	events  ordtree.Tree[*AuditEvent] // by seq
 	lastSeq int64
 	options map[string]OptionChange // option key -> its last change
 }
@@ -156,14 +157,14 @@ func (t *tx) audit(a *journal.TAuditActor, kind, subject, summary string) {
 		Seq: t.m.audit.lastSeq, Index: t.index, TimeMs: t.now, Kind: kind,
 		Subject: clipUTF8(subject, job.MaxNameBytes), Actor: actorFromThrift(a), Summary: clipUTF8(summary, maxAuditSummaryBytes),
 	}
-	x := t.m.audit.events.txn(newOwner(), cmpAuditSeq)
-	x.set(e)
-	for keep := int(min(t.m.resolved.AuditRetentionCount, 1<<30)); x.size > keep; {
+	x := t.m.audit.events.Txn(ordtree.NewOwner(), cmpAuditSeq)
+	x.Set(e)
+	for keep := int(min(t.m.resolved.AuditRetentionCount, 1<<30)); x.Len() > keep; {
 		var oldest *AuditEvent
-		x.tree().ascend(nil, func(e *AuditEvent) bool { oldest = e; return false })
-		x.delete(oldest)
+		x.Version().Ascend(nil, func(e *AuditEvent) bool { oldest = e; return false })
+		x.Delete(oldest)
 	}
-	t.m.audit.events = x.tree()
+	t.m.audit.events = x.Version()
 }
 
 // noteOptionChange keeps who set key last (published maps are shared: copy).
@@ -290,7 +291,7 @@ func (s *State) AuditEvents(f AuditFilter, beforeSeq int64, limit int) (out []*A
 }
 
 // AuditEventCount is how many events the table holds.
-func (s *State) AuditEventCount() int { return s.m.audit.events.size }
+func (s *State) AuditEventCount() int { return s.m.audit.events.Len() }
 
 // OptionChange returns who set an option last and when, if an audited
 // command did.
@@ -303,10 +304,10 @@ func (s *State) OptionChange(key string) (OptionChange, bool) {
 // before <= 0) from the newest, until fn returns false. The ordered tree
 // walks upwards only: it reads windows of auditWindow seqs downwards, so a
 // page of the newest events reads a few hundred rows, not the table.
-func descendAudit(t ordTree[*AuditEvent], lastSeq, before int64, fn func(*AuditEvent) bool) {
+func descendAudit(t ordtree.Tree[*AuditEvent], lastSeq, before int64, fn func(*AuditEvent) bool) {
 	var first int64
-	t.ascend(nil, func(e *AuditEvent) bool { first = e.Seq; return false })
-	if t.size == 0 {
+	t.Ascend(nil, func(e *AuditEvent) bool { first = e.Seq; return false })
+	if t.Len() == 0 {
 		return
 	}
 	hi := lastSeq + 1
@@ -316,7 +317,7 @@ func descendAudit(t ordTree[*AuditEvent], lastSeq, before int64, fn func(*AuditE
 	for hi > first {
 		lo := max(hi-auditWindow, first)
 		var win []*AuditEvent
-		t.ascend(func(e *AuditEvent) int { return cmp.Compare(e.Seq, lo) }, func(e *AuditEvent) bool {
+		t.Ascend(func(e *AuditEvent) int { return cmp.Compare(e.Seq, lo) }, func(e *AuditEvent) bool {
 			if e.Seq >= hi {
 				return false
 			}
@@ -365,7 +366,7 @@ func decodeAuditEventBytes(b []byte) (*AuditEvent, error) {
 
 // writeAuditItems emits the events, by seq (after the jobs).
 func (s *State) writeAuditItems(emit func(*journal.TSnapshotItem) bool) {
-	s.m.audit.events.ascend(nil, func(e *AuditEvent) bool {
+	s.m.audit.events.Ascend(nil, func(e *AuditEvent) bool {
 		return emit(&journal.TSnapshotItem{AuditEvent: AuditEventToThrift(e)})
 	})
 }

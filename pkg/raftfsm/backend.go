@@ -26,7 +26,7 @@ func applyAddBackend(t *tx, c *journal.TBackendCommand) (*journal.TApplyResponse
 	if err := validateBackendAddress(c.Address); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}
-	if b, ok := byFold(t.backendAddrs.tree(), c.Address); ok {
+	if b, ok := byFold(t.backendAddrs.Version(), c.Address); ok {
 		return respFail(journal.TApplyCode_ALREADY_EXISTS, "backend %s is already registered as id %d", b.Address, b.ID), nil
 	}
 	t.m.lastBackendID++
@@ -44,7 +44,7 @@ func applyRemoveBackend(t *tx, c *journal.TRemoveBackendCommand) (*journal.TAppl
 	if resp := checkAuditActor(c.Audit); resp != nil {
 		return resp, nil
 	}
-	b, ok := backendByID(t.backends.tree(), c.BackendID)
+	b, ok := backendByID(t.backends.Version(), c.BackendID)
 	if !ok {
 		return respFail(journal.TApplyCode_NOT_FOUND, "backend %d is not registered", c.BackendID), nil
 	}
@@ -71,7 +71,7 @@ func applyDrainBackend(t *tx, c *journal.TDrainBackendCommand) (*journal.TApplyR
 	if resp := checkAuditActor(c.Audit); resp != nil {
 		return resp, nil
 	}
-	b, ok := backendByID(t.backends.tree(), c.BackendID)
+	b, ok := backendByID(t.backends.Version(), c.BackendID)
 	if !ok {
 		return respFail(journal.TApplyCode_NOT_FOUND, "backend %d is not registered", c.BackendID), nil
 	}

@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"cmp"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"math"
 	"slices"
 	"strings"
@@ -169,7 +170,7 @@ func addCount[K comparable](m map[K]int, k K, d int) {
 // ---- the persistent form -------------------------------------------------------
 
 // bookTree is an immutable version of the books: two copy-on-write B+trees
-// (ordered.go) that share every unchanged node with the previous version.
+// (package ordtree) that share every unchanged node with the previous version.
 // Items are never changed once published: a new count is a new item.
 //
 //	fence:  (fence key, job id) → the unresolved jobs holding each key
@@ -179,8 +180,8 @@ func addCount[K comparable](m map[K]int, k K, d int) {
 // transactions allocated an LRU of written nodes: ~30% of the bytes an
 // admission allocated, docs/decisions.md.)
 type bookTree struct {
-	fence             ordTree[*fenceEntry]
-	counts            ordTree[*countEntry]
+	fence             ordtree.Tree[*fenceEntry]
+	counts            ordtree.Tree[*countEntry]
 	globals, corrupts int
 }
 
@@ -234,38 +235,38 @@ func newBookTree() *bookTree { return &bookTree{} }
 // bookTxn is one entry's changes to a bookTree; it is also how Apply reads
 // the books, so a batch sees its own earlier changes.
 type bookTxn struct {
-	fenceTx           ordTxn[*fenceEntry]
-	countsTx          ordTxn[*countEntry]
+	fenceTx           ordtree.Txn[*fenceEntry]
+	countsTx          ordtree.Txn[*countEntry]
 	globals, corrupts int
 }
 
 func (t *bookTree) txn() *bookTxn {
-	owner := newOwner()
-	return &bookTxn{fenceTx: t.fence.txn(owner, cmpFenceEntry), countsTx: t.counts.txn(owner, cmpCountEntry),
+	owner := ordtree.NewOwner()
+	return &bookTxn{fenceTx: t.fence.Txn(owner, cmpFenceEntry), countsTx: t.counts.Txn(owner, cmpCountEntry),
 		globals: t.globals, corrupts: t.corrupts}
 }
 
 func (x *bookTxn) commit() *bookTree {
-	return &bookTree{fence: x.fenceTx.tree(), counts: x.countsTx.tree(), globals: x.globals, corrupts: x.corrupts}
+	return &bookTree{fence: x.fenceTx.Version(), counts: x.countsTx.Version(), globals: x.globals, corrupts: x.corrupts}
 }
 
 func (x *bookTxn) fence(k job.FenceKey, id int64, d int) {
 	e := &fenceEntry{k, id}
 	if d > 0 {
-		x.fenceTx.set(e)
+		x.fenceTx.Set(e)
 	} else {
-		x.fenceTx.delete(e)
+		x.fenceTx.Delete(e)
 	}
 }
 
 func (x *bookTxn) add(e countEntry, d int) {
-	if old, ok := x.countsTx.get(x.countsTx.to(&e)); ok {
+	if old, ok := x.countsTx.Get(x.countsTx.To(&e)); ok {
 		e.n = old.n
 	}
 	if e.n += d; e.n != 0 {
-		x.countsTx.set(&e)
+		x.countsTx.Set(&e)
 	} else {
-		x.countsTx.delete(&e)
+		x.countsTx.Delete(&e)
 	}
 }
 
@@ -277,8 +278,8 @@ func (x *bookTxn) corrupt(d int)               { x.corrupts += d }
 
 // bookView reads one version of the books: a committed tree or an open txn.
 type bookView struct {
-	fence             ordTree[*fenceEntry]
-	counts            ordTree[*countEntry]
+	fence             ordtree.Tree[*fenceEntry]
+	counts            ordtree.Tree[*countEntry]
 	globals, corrupts int
 }
 
@@ -286,7 +287,7 @@ func (t *bookTree) view() bookView {
 	return bookView{t.fence, t.counts, t.globals, t.corrupts}
 }
 func (x *bookTxn) view() bookView {
-	return bookView{x.fenceTx.tree(), x.countsTx.tree(), x.globals, x.corrupts}
+	return bookView{x.fenceTx.Version(), x.countsTx.Version(), x.globals, x.corrupts}
 }
 
 // fenceHolders returns the unresolved jobs holding k, ascending.
@@ -295,7 +296,7 @@ func (v bookView) fenceHolders(k job.FenceKey) []int64 {
 	// The bound sorts before every entry of k (job ids are positive), so the
 	// walk starts at k's first entry.
 	bound := &fenceEntry{k, math.MinInt64}
-	v.fence.ascend(func(e *fenceEntry) int { return cmpFenceEntry(e, bound) }, func(e *fenceEntry) bool {
+	v.fence.Ascend(func(e *fenceEntry) int { return cmpFenceEntry(e, bound) }, func(e *fenceEntry) bool {
 		if cmpFenceKey(e.key, k) != 0 {
 			return false
 		}
@@ -306,7 +307,7 @@ func (v bookView) fenceHolders(k job.FenceKey) []int64 {
 }
 
 func (v bookView) count(probe countEntry) int {
-	if e, ok := v.counts.get(func(e *countEntry) int { return cmpCountEntry(e, &probe) }); ok {
+	if e, ok := v.counts.Get(func(e *countEntry) int { return cmpCountEntry(e, &probe) }); ok {
 		return e.n
 	}
 	return 0
@@ -320,11 +321,11 @@ func (v bookView) slotCount(id int64) int        { return v.count(countEntry{kin
 func (v bookView) plain() Books {
 	b := *newBooks()
 	b.Global, b.Corrupt = v.globals, v.corrupts
-	v.fence.ascend(nil, func(f *fenceEntry) bool {
+	v.fence.Ascend(nil, func(f *fenceEntry) bool {
 		b.Fence[f.key] = append(b.Fence[f.key], f.id) // ascending ids per key
 		return true
 	})
-	v.counts.ascend(nil, func(c *countEntry) bool {
+	v.counts.Ascend(nil, func(c *countEntry) bool {
 		switch c.kind {
 		case 't':
 			b.PerTable[c.table] = c.n

@@ -1,6 +1,7 @@
 package raftfsm
 
 import (
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -65,7 +66,7 @@ func TestBookTreeMatchesPlainBooks(t *testing.T) {
 		tree = x.commit()
 		versions = append(versions, version{tree, clonePlain(plain)})
 	}
-	if len(held[keys[0]]) < 2*nodeCap {
+	if len(held[keys[0]]) < 2*ordtree.NodeCap {
 		t.Fatalf("only %d jobs on one key: the walk never crossed nodes", len(held[keys[0]]))
 	}
 	for i, v := range versions {

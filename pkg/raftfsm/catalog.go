@@ -22,7 +22,7 @@ func init() {
 
 // catalogByName finds a catalog by name, case-insensitively (nil: none).
 func (t *tx) catalogByName(name string) *Catalog {
-	c, _ := byFold(t.catalogNames.tree(), name)
+	c, _ := byFold(t.catalogNames.Version(), name)
 	return c
 }
 

@@ -53,7 +53,7 @@ func markRunning(t *tx, m *journal.TMarkRunning) (*journal.TItemResult_, error) 
 	case !r.HasFenceIdentity():
 		return itemFail(m.JobID, journal.TApplyCode_CAS_FAILED, "job %d has no fence identity and cannot be dispatched", m.JobID), nil
 	}
-	if _, ok := backendByID(t.backends.tree(), m.BackendID); !ok {
+	if _, ok := backendByID(t.backends.Version(), m.BackendID); !ok {
 		return itemFail(m.JobID, journal.TApplyCode_NOT_FOUND, "backend %d is not registered", m.BackendID), nil
 	}
 	if m.InvocationID == "" {

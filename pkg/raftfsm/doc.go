@@ -16,7 +16,7 @@
 // rev and update time and swaps it in: a published record is never mutated.
 //
 // State lives in persistent copy-on-write B+trees of shared pointers
-// (ordered.go, schema.go): each entry copies the nodes it changes and
+// (package ordtree, schema.go): each entry copies the nodes it changes and
 // publishes a new immutable State in O(changes), leaving every earlier view
 // intact; a failed or fatal entry drops its copies and changes nothing. Jobs
 // are ordered by id, by catalog and by GC age, and secondary indexes hold

@@ -193,7 +193,7 @@ type tx struct {
 
 // job returns the current record of id, including earlier writes of this entry.
 func (t *tx) job(id int64) *job.Record {
-	r, _ := jobByID(t.jobs[ixID].tree(), id)
+	r, _ := jobByID(t.jobs[ixID].Version(), id)
 	return r
 }
 

@@ -59,7 +59,7 @@ func sameDataset(a, b job.FenceKey) bool {
 func (v bookView) datasetHolder(k job.FenceKey) (int64, bool) {
 	bound := &fenceEntry{datasetKey(k), math.MinInt64}
 	var min int64
-	v.fence.ascend(func(e *fenceEntry) int { return cmpFenceEntry(e, bound) }, func(e *fenceEntry) bool {
+	v.fence.Ascend(func(e *fenceEntry) int { return cmpFenceEntry(e, bound) }, func(e *fenceEntry) bool {
 		if !sameDataset(e.key, k) {
 			return false
 		}

@@ -3,13 +3,14 @@ package raftfsm
 import (
 	"cmp"
 	"fmt"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"slices"
 	"strings"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
-// The tables of State: persistent B+trees (ordered.go) of shared pointers.
+// The tables of State: persistent B+trees (package ordtree) of shared pointers.
 // Jobs have eight orderings. Two cover every job (id, catalog) and GC covers
 // every retained one; the others hold only the rows a leader service asks
 // for, keyed so that each query is one seek plus a walk over its matches: the
@@ -97,68 +98,68 @@ func cmpBackendID(a, b *Backend) int { return cmp.Compare(a.ID, b.ID) }
 // tables is one version of every table. It is a value: a State holds one and
 // never changes it; a transaction (tableTxn) yields the next.
 type tables struct {
-	jobs         [numJobIndexes]ordTree[*job.Record]
-	catalogs     ordTree[*Catalog]
-	catalogNames ordTree[folded[*Catalog]]
-	backends     ordTree[*Backend]
-	backendAddrs ordTree[folded[*Backend]]
+	jobs         [numJobIndexes]ordtree.Tree[*job.Record]
+	catalogs     ordtree.Tree[*Catalog]
+	catalogNames ordtree.Tree[folded[*Catalog]]
+	backends     ordtree.Tree[*Backend]
+	backendAddrs ordtree.Tree[folded[*Backend]]
 }
 
 // tableTxn is one FSM entry's writes. Apply discards it when the entry fails,
 // so a failed entry changes nothing.
 type tableTxn struct {
-	jobs         [numJobIndexes]ordTxn[*job.Record]
-	catalogs     ordTxn[*Catalog]
-	catalogNames ordTxn[folded[*Catalog]]
-	backends     ordTxn[*Backend]
-	backendAddrs ordTxn[folded[*Backend]]
+	jobs         [numJobIndexes]ordtree.Txn[*job.Record]
+	catalogs     ordtree.Txn[*Catalog]
+	catalogNames ordtree.Txn[folded[*Catalog]]
+	backends     ordtree.Txn[*Backend]
+	backendAddrs ordtree.Txn[folded[*Backend]]
 }
 
 func (t *tables) txn() *tableTxn {
-	owner := newOwner()
+	owner := ordtree.NewOwner()
 	x := &tableTxn{
-		catalogs:     t.catalogs.txn(owner, cmpCatalogID),
-		catalogNames: t.catalogNames.txn(owner, cmpFolded[*Catalog]),
-		backends:     t.backends.txn(owner, cmpBackendID),
-		backendAddrs: t.backendAddrs.txn(owner, cmpFolded[*Backend]),
+		catalogs:     t.catalogs.Txn(owner, cmpCatalogID),
+		catalogNames: t.catalogNames.Txn(owner, cmpFolded[*Catalog]),
+		backends:     t.backends.Txn(owner, cmpBackendID),
+		backendAddrs: t.backendAddrs.Txn(owner, cmpFolded[*Backend]),
 	}
 	for i := range x.jobs {
-		x.jobs[i] = t.jobs[i].txn(owner, jobIndexes[i].cmp)
+		x.jobs[i] = t.jobs[i].Txn(owner, jobIndexes[i].cmp)
 	}
 	return x
 }
 
 func (x *tableTxn) commit() tables {
 	t := tables{
-		catalogs:     x.catalogs.tree(),
-		catalogNames: x.catalogNames.tree(),
-		backends:     x.backends.tree(),
-		backendAddrs: x.backendAddrs.tree(),
+		catalogs:     x.catalogs.Version(),
+		catalogNames: x.catalogNames.Version(),
+		backends:     x.backends.Version(),
+		backendAddrs: x.backendAddrs.Version(),
 	}
 	for i := range x.jobs {
-		t.jobs[i] = x.jobs[i].tree()
+		t.jobs[i] = x.jobs[i].Version()
 	}
 	return t
 }
 
 // ---- reads, on a version or inside a transaction --------------------------------
 
-func jobByID(t ordTree[*job.Record], id int64) (*job.Record, bool) {
-	return t.get(func(r *job.Record) int { return cmp.Compare(r.JobID, id) })
+func jobByID(t ordtree.Tree[*job.Record], id int64) (*job.Record, bool) {
+	return t.Get(func(r *job.Record) int { return cmp.Compare(r.JobID, id) })
 }
 
-func catalogByID(t ordTree[*Catalog], id int64) (*Catalog, bool) {
-	return t.get(func(c *Catalog) int { return cmp.Compare(c.ID, id) })
+func catalogByID(t ordtree.Tree[*Catalog], id int64) (*Catalog, bool) {
+	return t.Get(func(c *Catalog) int { return cmp.Compare(c.ID, id) })
 }
 
-func backendByID(t ordTree[*Backend], id int64) (*Backend, bool) {
-	return t.get(func(b *Backend) int { return cmp.Compare(b.ID, id) })
+func backendByID(t ordtree.Tree[*Backend], id int64) (*Backend, bool) {
+	return t.Get(func(b *Backend) int { return cmp.Compare(b.ID, id) })
 }
 
 // byFold looks a name up case-insensitively.
-func byFold[T any](t ordTree[folded[T]], name string) (T, bool) {
+func byFold[T any](t ordtree.Tree[folded[T]], name string) (T, bool) {
 	key := fold(name)
-	f, ok := t.get(func(f folded[T]) int { return strings.Compare(f.key, key) })
+	f, ok := t.Get(func(f folded[T]) int { return strings.Compare(f.key, key) })
 	return f.row, ok
 }
 
@@ -175,13 +176,13 @@ func (x *tableTxn) putJob(old, new *job.Record) error {
 		spec, ix := &jobIndexes[i], &x.jobs[i]
 		was, is := spec.has(old), spec.has(new)
 		if was && (!is || spec.cmp(old, new) != 0) {
-			if _, ok := ix.delete(old); !ok {
+			if _, ok := ix.Delete(old); !ok {
 				return errInvariant("job %d is missing from index %d", old.JobID, i)
 			}
 			was = false
 		}
 		if is {
-			if _, replaced := ix.set(new); replaced != was {
+			if _, replaced := ix.Set(new); replaced != was {
 				return errInvariant("job %d: index %d disagrees with the record (present %t)", new.JobID, i, replaced)
 			}
 		}
@@ -193,7 +194,7 @@ func (x *tableTxn) putJob(old, new *job.Record) error {
 func (x *tableTxn) deleteJob(old *job.Record) error {
 	for i := range jobIndexes {
 		if jobIndexes[i].has(old) {
-			if _, ok := x.jobs[i].delete(old); !ok {
+			if _, ok := x.jobs[i].Delete(old); !ok {
 				return errInvariant("job %d is missing from index %d", old.JobID, i)
 			}
 		}
@@ -203,23 +204,23 @@ func (x *tableTxn) deleteJob(old *job.Record) error {
 
 // putCatalog inserts a catalog or replaces the one with its id and name.
 func (x *tableTxn) putCatalog(c *Catalog) {
-	x.catalogs.set(c)
-	x.catalogNames.set(folded[*Catalog]{fold(c.Name), c})
+	x.catalogs.Set(c)
+	x.catalogNames.Set(folded[*Catalog]{fold(c.Name), c})
 }
 
 func (x *tableTxn) deleteCatalog(c *Catalog) {
-	x.catalogs.delete(c)
-	x.catalogNames.delete(folded[*Catalog]{fold(c.Name), c})
+	x.catalogs.Delete(c)
+	x.catalogNames.Delete(folded[*Catalog]{fold(c.Name), c})
 }
 
 func (x *tableTxn) putBackend(b *Backend) {
-	x.backends.set(b)
-	x.backendAddrs.set(folded[*Backend]{fold(b.Address), b})
+	x.backends.Set(b)
+	x.backendAddrs.Set(folded[*Backend]{fold(b.Address), b})
 }
 
 func (x *tableTxn) deleteBackend(b *Backend) {
-	x.backends.delete(b)
-	x.backendAddrs.delete(folded[*Backend]{fold(b.Address), b})
+	x.backends.Delete(b)
+	x.backendAddrs.Delete(folded[*Backend]{fold(b.Address), b})
 }
 
 // errInvariant: the tables no longer agree with each other, so the entry
@@ -231,8 +232,8 @@ func errInvariant(format string, args ...any) error {
 // ---- bulk build (Restore) ---------------------------------------------------------
 
 // buildJobIndexes builds every job index from records in ascending id order.
-func buildJobIndexes(recs []*job.Record) [numJobIndexes]ordTree[*job.Record] {
-	var out [numJobIndexes]ordTree[*job.Record]
+func buildJobIndexes(recs []*job.Record) [numJobIndexes]ordtree.Tree[*job.Record] {
+	var out [numJobIndexes]ordtree.Tree[*job.Record]
 	for i := range jobIndexes {
 		spec := &jobIndexes[i]
 		rows := recs
@@ -251,7 +252,7 @@ func buildJobIndexes(recs []*job.Record) [numJobIndexes]ordTree[*job.Record] {
 		default:
 			rows = sortedBy(rows, spec.key)
 		}
-		out[i] = buildOrdTree(rows)
+		out[i] = ordtree.Build(rows)
 	}
 	return out
 }
@@ -308,20 +309,20 @@ func sortedBy(rows []*job.Record, key func(*job.Record) key2) []*job.Record {
 	return out
 }
 
-func buildCatalogs(cs []*Catalog) (ordTree[*Catalog], ordTree[folded[*Catalog]]) {
+func buildCatalogs(cs []*Catalog) (ordtree.Tree[*Catalog], ordtree.Tree[folded[*Catalog]]) {
 	names := make([]folded[*Catalog], len(cs))
 	for i, c := range cs {
 		names[i] = folded[*Catalog]{fold(c.Name), c}
 	}
 	slices.SortFunc(names, cmpFolded[*Catalog])
-	return buildOrdTree(cs), buildOrdTree(names)
+	return ordtree.Build(cs), ordtree.Build(names)
 }
 
-func buildBackends(bs []*Backend) (ordTree[*Backend], ordTree[folded[*Backend]]) {
+func buildBackends(bs []*Backend) (ordtree.Tree[*Backend], ordtree.Tree[folded[*Backend]]) {
 	addrs := make([]folded[*Backend], len(bs))
 	for i, b := range bs {
 		addrs[i] = folded[*Backend]{fold(b.Address), b}
 	}
 	slices.SortFunc(addrs, cmpFolded[*Backend])
-	return buildOrdTree(bs), buildOrdTree(addrs)
+	return ordtree.Build(bs), ordtree.Build(addrs)
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"io"
 	"maps"
 	"slices"
@@ -70,11 +71,11 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		err = sw.frame(item)
 		return err == nil
 	}
-	s.t.catalogs.ascend(nil, func(c *Catalog) bool {
+	s.t.catalogs.Ascend(nil, func(c *Catalog) bool {
 		return emit(&journal.TSnapshotItem{Catalog: CatalogToThrift(c)})
 	})
 	if err == nil {
-		s.t.backends.ascend(nil, func(b *Backend) bool {
+		s.t.backends.Ascend(nil, func(b *Backend) bool {
 			return emit(&journal.TSnapshotItem{Backend: BackendToThrift(b)})
 		})
 	}
@@ -82,7 +83,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		// One holder for every job: the million-job stream allocates nothing per job.
 		var w jobWire
 		item := &journal.TSnapshotItem{}
-		s.t.jobs[ixID].ascend(nil, func(r *job.Record) bool {
+		s.t.jobs[ixID].Ascend(nil, func(r *job.Record) bool {
 			item.Job = w.load(r)
 			return emit(item)
 		})
@@ -411,6 +412,6 @@ func (l *loader) build() tables {
 	t.jobs = buildJobIndexes(l.jobs)
 	t.catalogs, t.catalogNames = buildCatalogs(l.catalogs)
 	t.backends, t.backendAddrs = buildBackends(l.backends)
-	l.m.audit.events = buildOrdTree(l.audit)
+	l.m.audit.events = ordtree.Build(l.audit)
 	return t
 }

@@ -159,9 +159,9 @@ func (s *State) walk(ix jobIndex, bound func(*job.Record) int, desc bool, limit 
 		return true
 	}
 	if desc {
-		s.t.jobs[ix].descend(bound, visit)
+		s.t.jobs[ix].Descend(bound, visit)
 	} else {
-		s.t.jobs[ix].ascend(bound, visit)
+		s.t.jobs[ix].Ascend(bound, visit)
 	}
 	return out, more
 }
@@ -283,7 +283,7 @@ func (s *State) CatalogByID(id int64) (*Catalog, bool) { return catalogByID(s.t.
 // Catalogs returns every catalog by id.
 func (s *State) Catalogs() []*Catalog {
 	var out []*Catalog
-	s.t.catalogs.ascend(nil, func(c *Catalog) bool { out = append(out, c); return true })
+	s.t.catalogs.Ascend(nil, func(c *Catalog) bool { out = append(out, c); return true })
 	return out
 }
 
@@ -309,7 +309,7 @@ func (s *State) BackendByAddress(addr string) (*Backend, bool) {
 // Backends returns every backend by id.
 func (s *State) Backends() []*Backend {
 	var out []*Backend
-	s.t.backends.ascend(nil, func(b *Backend) bool { out = append(out, b); return true })
+	s.t.backends.Ascend(nil, func(b *Backend) bool { out = append(out, b); return true })
 	return out
 }
 

@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"bytes"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"testing"
 	"unsafe"
 
@@ -18,12 +19,12 @@ func TestFatalMidEntryChangesNothing(t *testing.T) {
 	// Break the pending index behind the FSM's back: the second job is
 	// PENDING but missing from it.
 	s := h.st()
-	x := s.t.jobs[ixPending].txn(newOwner(), jobIndexes[ixPending].cmp)
-	if _, ok := x.delete(h.job(second)); !ok {
+	x := s.t.jobs[ixPending].Txn(ordtree.NewOwner(), jobIndexes[ixPending].cmp)
+	if _, ok := x.Delete(h.job(second)); !ok {
 		t.Fatal("job not in the pending index")
 	}
 	broken := *s
-	broken.t.jobs[ixPending] = x.tree()
+	broken.t.jobs[ixPending] = x.Version()
 	h.f.state.Store(&broken)
 	before := snapshotBytes(t, &broken)
 

@@ -1,4 +1,4 @@
-package raftfsm
+package ordtree
 
 import (
 	"cmp"
@@ -37,10 +37,10 @@ func ordModelDelete(m []*ordItem, k int64) ([]*ordItem, bool) {
 
 // checkOrdTree verifies t holds exactly want (same pointers, in order) and
 // the invariants of ordered.go.
-func checkOrdTree(t *testing.T, tr ordTree[*ordItem], want []*ordItem) {
+func checkOrdTree(t *testing.T, tr Tree[*ordItem], want []*ordItem) {
 	t.Helper()
 	var got []*ordItem
-	tr.ascend(nil, func(it *ordItem) bool { got = append(got, it); return true })
+	tr.Ascend(nil, func(it *ordItem) bool { got = append(got, it); return true })
 	if !slices.Equal(got, want) || tr.size != len(want) {
 		t.Fatalf("tree holds %d items (size %d), want %d; equal %t", len(got), tr.size, len(want), slices.Equal(got, want))
 	}
@@ -53,10 +53,10 @@ func checkOrdTree(t *testing.T, tr ordTree[*ordItem], want []*ordItem) {
 		if !last && n.n < minFill {
 			t.Fatalf("a non-root node holds %d entries (min %d)", n.n, minFill)
 		}
-		if n.n == 0 || n.n > nodeCap {
+		if n.n == 0 || n.n > NodeCap {
 			t.Fatalf("node with %d entries", n.n)
 		}
-		for i := n.n; i < nodeCap; i++ {
+		for i := n.n; i < NodeCap; i++ {
 			if n.items[i] != nil || (n.kids != nil && n.kids[i] != nil) {
 				t.Fatalf("stale entry past the end of a node")
 			}
@@ -86,11 +86,11 @@ func checkOrdTree(t *testing.T, tr ordTree[*ordItem], want []*ordItem) {
 		from := func(it *ordItem) int { return cmp.Compare(it.k, k) }
 		i, found := slices.BinarySearchFunc(want, &ordItem{k: k}, cmpOrdItem)
 		var first *ordItem
-		tr.ascend(from, func(it *ordItem) bool { first = it; return false })
+		tr.Ascend(from, func(it *ordItem) bool { first = it; return false })
 		if i < len(want) && first != want[i] || i == len(want) && first != nil {
 			t.Fatalf("ascend from %d starts at %v", k, first)
 		}
-		g, ok := tr.get(from)
+		g, ok := tr.Get(from)
 		if ok != found || found && g != want[i] {
 			t.Fatalf("get %d = %v %t", k, g, ok)
 		}
@@ -102,7 +102,7 @@ func checkOrdTree(t *testing.T, tr ordTree[*ordItem], want []*ordItem) {
 // checkDescend verifies that descend below k (1<<62: no bound) yields
 // want's items under k, last first, and stops after stopAfter of them
 // (-1: never).
-func checkDescend(t *testing.T, tr ordTree[*ordItem], want []*ordItem, k int64, stopAfter int) {
+func checkDescend(t *testing.T, tr Tree[*ordItem], want []*ordItem, k int64, stopAfter int) {
 	t.Helper()
 	var below func(*ordItem) int
 	if k != 1<<62 {
@@ -116,7 +116,7 @@ func checkDescend(t *testing.T, tr ordTree[*ordItem], want []*ordItem, k int64, 
 	}
 	got := []*ordItem{}
 	calls := 0
-	tr.descend(below, func(it *ordItem) bool {
+	tr.Descend(below, func(it *ordItem) bool {
 		calls++
 		if stopAfter >= 0 && len(got) == stopAfter {
 			return false
@@ -136,21 +136,21 @@ func checkDescend(t *testing.T, tr ordTree[*ordItem], want []*ordItem, k int64, 
 // then inserts into full nodes) backwards from every node boundary, the
 // keys around it and keys outside the range, stopping early or not.
 func TestOrdTreeDescend(t *testing.T) {
-	var tr ordTree[*ordItem]
+	var tr Tree[*ordItem]
 	var model []*ordItem
-	x := tr.txn(newOwner(), cmpOrdItem)
+	x := tr.Txn(NewOwner(), cmpOrdItem)
 	for k := int64(0); k < 40_000; k += 2 { // appends: new last nodes
 		it := &ordItem{k: k}
-		x.set(it)
+		x.Set(it)
 		model, _ = ordModelSet(model, it)
 	}
 	rng := rand.New(rand.NewPCG(5, 5))
 	for range 20_000 { // odd keys inside full nodes: splits in the middle
 		it := &ordItem{k: 2*rng.Int64N(20_000) + 1}
-		x.set(it)
+		x.Set(it)
 		model, _ = ordModelSet(model, it)
 	}
-	tr = x.tree()
+	tr = x.Version()
 	if tr.root.leaf() || tr.root.kids[0].leaf() {
 		t.Fatalf("the tree is not three levels deep")
 	}
@@ -171,15 +171,15 @@ func TestOrdTreeDescend(t *testing.T) {
 	leaves(tr.root)
 	bounds = append(bounds, -5, 0, 1, 39_998, 39_999, 40_000, 1<<40)
 	for i, k := range bounds {
-		for _, stop := range []int{-1, 0, 1, nodeCap - 1, nodeCap + 3} {
+		for _, stop := range []int{-1, 0, 1, NodeCap - 1, NodeCap + 3} {
 			if stop == -1 && i%10 != 0 {
 				continue // full walks of a sample of bounds keep it fast
 			}
 			checkDescend(t, tr, model, k, stop)
 		}
 	}
-	checkDescend(t, tr, model, 1<<62, nodeCap*nodeCap+1) // early stop deep in the tree
-	var empty ordTree[*ordItem]
+	checkDescend(t, tr, model, 1<<62, NodeCap*NodeCap+1) // early stop deep in the tree
+	var empty Tree[*ordItem]
 	checkDescend(t, empty, nil, 1<<62, -1)
 	checkDescend(t, empty, nil, 3, -1)
 }
@@ -188,15 +188,15 @@ func TestOrdTreeAgainstModel(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		keys := int64(200 + rng.IntN(5000))
-		var tr ordTree[*ordItem]
+		var tr Tree[*ordItem]
 		var model []*ordItem
 		type version struct {
-			tr    ordTree[*ordItem]
+			tr    Tree[*ordItem]
 			model []*ordItem
 		}
 		var versions []version
 		for round := 0; round < 120; round++ {
-			x := tr.txn(newOwner(), cmpOrdItem)
+			x := tr.Txn(NewOwner(), cmpOrdItem)
 			model = slices.Clone(model) // saved versions keep theirs
 			ops := 1 + rng.IntN(400)
 			mode := rng.IntN(4) // 0 random, 1 appends, 2 deletes from the front, 3 mixed
@@ -209,17 +209,17 @@ func TestOrdTreeAgainstModel(t *testing.T) {
 				case mode == 1 || mode == 3 && rng.IntN(3) == 0:
 					it := &ordItem{k: next, v: round}
 					next++
-					x.set(it)
+					x.Set(it)
 					model, _ = ordModelSet(model, it)
 				case mode == 2 && len(model) > 0:
 					k := model[0].k
-					if _, ok := x.delete(&ordItem{k: k}); !ok {
+					if _, ok := x.Delete(&ordItem{k: k}); !ok {
 						t.Fatalf("delete of the first item missed")
 					}
 					model, _ = ordModelDelete(model, k)
 				case rng.IntN(2) == 0:
 					it := &ordItem{k: rng.Int64N(keys), v: round*1000 + i}
-					_, replaced := x.set(it)
+					_, replaced := x.Set(it)
 					var want bool
 					model, want = ordModelSet(model, it)
 					if replaced != want {
@@ -227,7 +227,7 @@ func TestOrdTreeAgainstModel(t *testing.T) {
 					}
 				default:
 					k := rng.Int64N(keys)
-					_, ok := x.delete(&ordItem{k: k})
+					_, ok := x.Delete(&ordItem{k: k})
 					var want bool
 					model, want = ordModelDelete(model, k)
 					if ok != want {
@@ -235,12 +235,12 @@ func TestOrdTreeAgainstModel(t *testing.T) {
 					}
 				}
 			}
-			tr = x.tree()
+			tr = x.Version()
 			checkOrdTree(t, tr, model)
 			versions = append(versions, version{tr, model})
 			if rng.IntN(10) == 0 {
 				// Rebuild the way Restore does, then keep writing on it.
-				tr = buildOrdTree(model)
+				tr = Build(model)
 				checkOrdTree(t, tr, model)
 			}
 		}
@@ -251,24 +251,24 @@ func TestOrdTreeAgainstModel(t *testing.T) {
 }
 
 func TestOrdTreeBuild(t *testing.T) {
-	for _, n := range []int{0, 1, 2, minFill - 1, minFill, nodeCap - 1, nodeCap, nodeCap + 1, nodeCap + minFill,
-		2 * nodeCap, nodeCap*nodeCap + 1, nodeCap*nodeCap + minFill - 1, 100_000} {
+	for _, n := range []int{0, 1, 2, minFill - 1, minFill, NodeCap - 1, NodeCap, NodeCap + 1, NodeCap + minFill,
+		2 * NodeCap, NodeCap*NodeCap + 1, NodeCap*NodeCap + minFill - 1, 100_000} {
 		items := make([]*ordItem, n)
 		for i := range items {
 			items[i] = &ordItem{k: int64(i) * 2}
 		}
-		tr := buildOrdTree(items)
+		tr := Build(items)
 		checkOrdTree(t, tr, items)
 		// Deleting everything, front to back, keeps the invariants.
-		if n <= 2*nodeCap+1 {
-			x := tr.txn(newOwner(), cmpOrdItem)
+		if n <= 2*NodeCap+1 {
+			x := tr.Txn(NewOwner(), cmpOrdItem)
 			for i := range items {
-				x.delete(items[i])
+				x.Delete(items[i])
 				if i%17 == 0 {
-					checkOrdTree(t, x.tree(), items[i+1:])
+					checkOrdTree(t, x.Version(), items[i+1:])
 				}
 			}
-			checkOrdTree(t, x.tree(), nil)
+			checkOrdTree(t, x.Version(), nil)
 		}
 		checkOrdTree(t, tr, items)
 	}
@@ -278,13 +278,13 @@ func TestOrdTreeBuild(t *testing.T) {
 // times) leave full nodes, one transaction or many.
 func TestOrdTreeAppendsFillNodes(t *testing.T) {
 	const n = 100_000
-	var tr ordTree[*ordItem]
+	var tr Tree[*ordItem]
 	for i := 0; i < n; {
-		x := tr.txn(newOwner(), cmpOrdItem)
+		x := tr.Txn(NewOwner(), cmpOrdItem)
 		for j := 0; j < 7 && i < n; j, i = j+1, i+1 {
-			x.set(&ordItem{k: int64(i)})
+			x.Set(&ordItem{k: int64(i)})
 		}
-		tr = x.tree()
+		tr = x.Version()
 	}
 	leaves := 0
 	var count func(n *node[*ordItem])
@@ -298,7 +298,7 @@ func TestOrdTreeAppendsFillNodes(t *testing.T) {
 		}
 	}
 	count(tr.root)
-	if want := (n + nodeCap - 1) / nodeCap; leaves != want {
+	if want := (n + NodeCap - 1) / NodeCap; leaves != want {
 		t.Fatalf("%d leaves for %d appended items, want %d", leaves, n, want)
 	}
 }
@@ -309,24 +309,24 @@ func TestOrdTreeDeep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	const keys = 60_000
 	perm := rng.Perm(keys)
-	var tr ordTree[*ordItem]
+	var tr Tree[*ordItem]
 	var model []*ordItem
-	var versions []ordTree[*ordItem]
+	var versions []Tree[*ordItem]
 	var models [][]*ordItem
-	apply := func(ops []func(x *ordTxn[*ordItem])) {
-		x := tr.txn(newOwner(), cmpOrdItem)
+	apply := func(ops []func(x *Txn[*ordItem])) {
+		x := tr.Txn(NewOwner(), cmpOrdItem)
 		for _, op := range ops {
 			op(&x)
 		}
-		tr = x.tree()
+		tr = x.Version()
 	}
 	// Fill in random order, in transactions of 2,000.
 	for lo := 0; lo < keys; lo += 2000 {
 		model = slices.Clone(model)
-		var ops []func(x *ordTxn[*ordItem])
+		var ops []func(x *Txn[*ordItem])
 		for _, k := range perm[lo : lo+2000] {
 			it := &ordItem{k: int64(k)}
-			ops = append(ops, func(x *ordTxn[*ordItem]) { x.set(it) })
+			ops = append(ops, func(x *Txn[*ordItem]) { x.Set(it) })
 			model, _ = ordModelSet(model, it)
 		}
 		apply(ops)
@@ -342,10 +342,10 @@ func TestOrdTreeDeep(t *testing.T) {
 	slices.Sort(order[:keys/2])
 	for lo := 0; lo < keys; lo += 3000 {
 		model = slices.Clone(model)
-		var ops []func(x *ordTxn[*ordItem])
+		var ops []func(x *Txn[*ordItem])
 		for _, k := range order[lo : lo+3000] {
-			ops = append(ops, func(x *ordTxn[*ordItem]) {
-				if _, ok := x.delete(&ordItem{k: int64(k)}); !ok {
+			ops = append(ops, func(x *Txn[*ordItem]) {
+				if _, ok := x.Delete(&ordItem{k: int64(k)}); !ok {
 					t.Fatalf("delete %d missed", k)
 				}
 			})
@@ -366,15 +366,15 @@ func TestOrdTreeDeep(t *testing.T) {
 // TestOrdTreeDescendingRuns: inserts that keep landing just after one full
 // node (a descending run) must not leave a node per item.
 func TestOrdTreeDescendingRuns(t *testing.T) {
-	items := make([]*ordItem, nodeCap)
+	items := make([]*ordItem, NodeCap)
 	for i := range items {
 		items[i] = &ordItem{k: int64(i)}
 	}
-	tr := buildOrdTree(items)
-	x := tr.txn(newOwner(), cmpOrdItem)
-	x.set(&ordItem{k: 1 << 30}) // a new last node
+	tr := Build(items)
+	x := tr.Txn(NewOwner(), cmpOrdItem)
+	x.Set(&ordItem{k: 1 << 30}) // a new last node
 	for k := int64(1<<30 - 1); k > 1<<30-5000; k-- {
-		x.set(&ordItem{k: k})
+		x.Set(&ordItem{k: k})
 	}
 	nodes := 0
 	var count func(n *node[*ordItem])
@@ -387,7 +387,7 @@ func TestOrdTreeDescendingRuns(t *testing.T) {
 		}
 	}
 	count(x.root)
-	if per := float64(x.size) / float64(nodes); per < nodeCap/2 {
+	if per := float64(x.size) / float64(nodes); per < NodeCap/2 {
 		t.Fatalf("%.1f items per node after descending runs", per)
 	}
 }

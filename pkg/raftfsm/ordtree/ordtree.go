@@ -1,8 +1,10 @@
-package raftfsm
+// Package ordtree is the journal's storage engine for ordered indexes: a
+// persistent (copy-on-write) B+tree, the ordered indexes of raftfsm.State.
+package ordtree
 
 import "sync/atomic"
 
-// A persistent (copy-on-write) B+tree: the ordered indexes of State.
+// A persistent (copy-on-write) B+tree: the ordered indexes of raftfsm.State.
 //
 // Why not a library tree: a retained job costs ~560 bytes of record and
 // strings, which leaves ~40 bytes per job for the three orderings that cover
@@ -16,7 +18,7 @@ import "sync/atomic"
 // bottom-up from sorted items with every node full: ~8.3 bytes per item.
 //
 // Versions: a tree value (root, length) is immutable once published. A
-// writer (ordTxn) copies a node before its first change and then changes its
+// writer (Txn) copies a node before its first change and then changes its
 // copy in place; nodes carry the id of the transaction that copied them, and
 // ids are never reused, so a published node is never written again. A
 // version therefore costs O(changed nodes × height) to make and O(1) to
@@ -31,23 +33,24 @@ import "sync/atomic"
 // memory.
 
 const (
-	// nodeCap is the entries per node: a 24-byte header plus 125 8-byte
-	// items is 1024 bytes, a malloc size class.
-	nodeCap = 125
-	minFill = nodeCap / 4
+	// NodeCap is the entries per node: a 24-byte header plus 125 8-byte
+	// items is 1024 bytes, a malloc size class. (Tests elsewhere use it to
+	// make sure a walk crosses nodes.)
+	NodeCap = 125
+	minFill = NodeCap / 4
 )
 
 type node[T any] struct {
 	owner uint64             // the transaction that made this node; 0: built by Restore
 	n     int                // entries used
-	kids  *[nodeCap]*node[T] // nil for a leaf
-	items [nodeCap]T         // a leaf's items; an inner node's kids' first items
+	kids  *[NodeCap]*node[T] // nil for a leaf
+	items [NodeCap]T         // a leaf's items; an inner node's kids' first items
 }
 
 func (n *node[T]) leaf() bool { return n.kids == nil }
 
-// ordTree is one immutable version of an ordered set of T.
-type ordTree[T any] struct {
+// Tree is one immutable version of an ordered set of T.
+type Tree[T any] struct {
 	root *node[T]
 	size int
 }
@@ -55,14 +58,19 @@ type ordTree[T any] struct {
 // txnIDs hands out transaction ids: never 0 (Restore's nodes), never reused.
 var txnIDs atomic.Uint64
 
-func newOwner() uint64 { return txnIDs.Add(1) }
+// NewOwner returns a fresh transaction id: the owner of the nodes one
+// transaction copies (several Txns of one FSM entry may share it).
+func NewOwner() uint64 { return txnIDs.Add(1) }
+
+// Len is the number of items.
+func (t Tree[T]) Len() int { return t.size }
 
 // ---- reading ---------------------------------------------------------------------
 
-// ascend calls fn for the items from the first one with from(item) >= 0 (all
+// Ascend calls fn for the items from the first one with from(item) >= 0 (all
 // items when from is nil), in order, until fn returns false. from compares an
 // item with the lower bound: negative when the item sorts before it.
-func (t ordTree[T]) ascend(from func(T) int, fn func(T) bool) {
+func (t Tree[T]) Ascend(from func(T) int, fn func(T) bool) {
 	if t.root != nil {
 		ascendNode(t.root, from, fn)
 	}
@@ -96,11 +104,11 @@ func ascendNode[T any](n *node[T], from func(T) int, fn func(T) bool) bool {
 	return true
 }
 
-// descend calls fn for the items before the upper bound (every item when
+// Descend calls fn for the items before the upper bound (every item when
 // below is nil), last first, until fn returns false. below compares an item
 // with the bound: negative when the item sorts before it, so the item equal
 // to the bound is left out.
-func (t ordTree[T]) descend(below func(T) int, fn func(T) bool) {
+func (t Tree[T]) Descend(below func(T) int, fn func(T) bool) {
 	if t.root != nil {
 		descendNode(t.root, below, fn)
 	}
@@ -135,8 +143,8 @@ func descendNode[T any](n *node[T], below func(T) int, fn func(T) bool) bool {
 	return true
 }
 
-// get returns the item with to(item) == 0.
-func (t ordTree[T]) get(to func(T) int) (T, bool) {
+// Get returns the item with to(item) == 0.
+func (t Tree[T]) Get(to func(T) int) (T, bool) {
 	var zero T
 	n := t.root
 	if n == nil {
@@ -182,14 +190,14 @@ func kidFor[T any](n *node[T], to func(T) int) int {
 
 // ---- building ------------------------------------------------------------------
 
-// buildOrdTree builds a tree over items, which must ascend strictly, with
+// Build builds a tree over items, which must ascend strictly, with
 // every node full except the last one or two of each level (which share
 // their entries evenly when the last would be under minFill).
-func buildOrdTree[T any](items []T) ordTree[T] {
+func Build[T any](items []T) Tree[T] {
 	if len(items) == 0 {
-		return ordTree[T]{}
+		return Tree[T]{}
 	}
-	level := make([]*node[T], 0, (len(items)+nodeCap-1)/nodeCap)
+	level := make([]*node[T], 0, (len(items)+NodeCap-1)/NodeCap)
 	for _, size := range chunks(len(items)) {
 		n := &node[T]{n: size}
 		copy(n.items[:], items[:size])
@@ -201,9 +209,9 @@ func buildOrdTree[T any](items []T) ordTree[T] {
 		total += n.n
 	}
 	for len(level) > 1 {
-		up := make([]*node[T], 0, (len(level)+nodeCap-1)/nodeCap)
+		up := make([]*node[T], 0, (len(level)+NodeCap-1)/NodeCap)
 		for _, size := range chunks(len(level)) {
-			n := &node[T]{n: size, kids: new([nodeCap]*node[T])}
+			n := &node[T]{n: size, kids: new([NodeCap]*node[T])}
 			for i, k := range level[:size] {
 				n.kids[i], n.items[i] = k, k.items[0]
 			}
@@ -212,19 +220,19 @@ func buildOrdTree[T any](items []T) ordTree[T] {
 		}
 		level = up
 	}
-	return ordTree[T]{root: level[0], size: total}
+	return Tree[T]{root: level[0], size: total}
 }
 
-// chunks splits n entries into nodes of nodeCap, the last two sharing evenly
+// chunks splits n entries into nodes of NodeCap, the last two sharing evenly
 // when the remainder would be under minFill.
 func chunks(n int) []int {
-	out := make([]int, 0, (n+nodeCap-1)/nodeCap)
-	for ; n > nodeCap; n -= nodeCap {
-		out = append(out, nodeCap)
+	out := make([]int, 0, (n+NodeCap-1)/NodeCap)
+	for ; n > NodeCap; n -= NodeCap {
+		out = append(out, NodeCap)
 	}
 	out = append(out, n)
 	if k := len(out); k > 1 && n < minFill {
-		both := nodeCap + n
+		both := NodeCap + n
 		out[k-2], out[k-1] = both-both/2, both/2
 	}
 	return out
@@ -232,40 +240,42 @@ func chunks(n int) []int {
 
 // ---- writing -------------------------------------------------------------------
 
-// ordTxn changes a tree: it starts from a published version and yields a new
+// Txn changes a tree: it starts from a published version and yields a new
 // one (tree) without touching the old. One transaction's owner id may be
 // shared by several ordTxns (the indexes of one FSM entry).
-type ordTxn[T any] struct {
-	ordTree[T]
+type Txn[T any] struct {
+	Tree[T]
 	owner uint64
 	cmp   func(a, b T) int
 }
 
-func (t ordTree[T]) txn(owner uint64, cmp func(a, b T) int) ordTxn[T] {
-	return ordTxn[T]{ordTree: t, owner: owner, cmp: cmp}
+func (t Tree[T]) Txn(owner uint64, cmp func(a, b T) int) Txn[T] {
+	return Txn[T]{Tree: t, owner: owner, cmp: cmp}
 }
 
-func (x *ordTxn[T]) tree() ordTree[T] { return x.ordTree }
+func (x *Txn[T]) Version() Tree[T] { return x.Tree }
 
-func (x *ordTxn[T]) to(item T) func(T) int {
+// To is the bound of item under the transaction's order (for Get, Ascend
+// and Descend): negative for an entry before item, 0 for its equal.
+func (x *Txn[T]) To(item T) func(T) int {
 	return func(e T) int { return x.cmp(e, item) }
 }
 
 // mutable returns n itself if this transaction made it, else a copy it owns.
-func (x *ordTxn[T]) mutable(n *node[T]) *node[T] {
+func (x *Txn[T]) mutable(n *node[T]) *node[T] {
 	if n.owner == x.owner {
 		return n
 	}
 	c := &node[T]{owner: x.owner, n: n.n, items: n.items}
 	if n.kids != nil {
-		c.kids = new([nodeCap]*node[T])
+		c.kids = new([NodeCap]*node[T])
 		*c.kids = *n.kids
 	}
 	return c
 }
 
-// set inserts item, or replaces the item equal to it (returning that one).
-func (x *ordTxn[T]) set(item T) (old T, replaced bool) {
+// Set inserts item, or replaces the item equal to it (returning that one).
+func (x *Txn[T]) Set(item T) (old T, replaced bool) {
 	if x.root == nil {
 		x.root = &node[T]{owner: x.owner, n: 1}
 		x.root.items[0] = item
@@ -273,9 +283,9 @@ func (x *ordTxn[T]) set(item T) (old T, replaced bool) {
 		return old, false
 	}
 	x.root = x.mutable(x.root)
-	right, old, replaced := x.setIn(x.root, true, item, x.to(item))
+	right, old, replaced := x.setIn(x.root, true, item, x.To(item))
 	if right != nil {
-		root := &node[T]{owner: x.owner, n: 2, kids: new([nodeCap]*node[T])}
+		root := &node[T]{owner: x.owner, n: 2, kids: new([NodeCap]*node[T])}
 		root.kids[0], root.kids[1] = x.root, right
 		root.items[0], root.items[1] = x.root.items[0], right.items[0]
 		x.root = root
@@ -289,7 +299,7 @@ func (x *ordTxn[T]) set(item T) (old T, replaced bool) {
 // setIn puts item into the subtree of n (already mutable; last says n is
 // on the tree's rightmost path). A full node splits; the new right sibling
 // is returned for the parent to adopt.
-func (x *ordTxn[T]) setIn(n *node[T], last bool, item T, to func(T) int) (right *node[T], old T, replaced bool) {
+func (x *Txn[T]) setIn(n *node[T], last bool, item T, to func(T) int) (right *node[T], old T, replaced bool) {
 	if n.leaf() {
 		i := searchNode(n, to)
 		if i < n.n && to(n.items[i]) == 0 {
@@ -318,8 +328,8 @@ func (x *ordTxn[T]) setIn(n *node[T], last bool, item T, to func(T) int) (right 
 // n splits at the insertion point, clamped to leave both halves at least
 // minFill: repeated inserts at one spot (the end of one catalog's jobs) then
 // leave nodes three quarters full or more, and descending runs do too.
-func (x *ordTxn[T]) insertAt(n *node[T], last bool, i int, item T, kid *node[T]) (right *node[T]) {
-	if n.n < nodeCap {
+func (x *Txn[T]) insertAt(n *node[T], last bool, i int, item T, kid *node[T]) (right *node[T]) {
+	if n.n < NodeCap {
 		copy(n.items[i+1:n.n+1], n.items[i:n.n])
 		n.items[i] = item
 		if kid != nil {
@@ -331,16 +341,16 @@ func (x *ordTxn[T]) insertAt(n *node[T], last bool, i int, item T, kid *node[T])
 	}
 	right = &node[T]{owner: x.owner}
 	if kid != nil {
-		right.kids = new([nodeCap]*node[T])
+		right.kids = new([NodeCap]*node[T])
 	}
-	if last && i == nodeCap {
+	if last && i == NodeCap {
 		right.n, right.items[0] = 1, item
 		if kid != nil {
 			right.kids[0] = kid
 		}
 		return right
 	}
-	at := min(max(i, minFill), nodeCap-minFill)
+	at := min(max(i, minFill), NodeCap-minFill)
 	moveTail(n, right, at)
 	if i <= at {
 		x.insertAt(n, false, i, item, kid)
@@ -378,10 +388,10 @@ func dropHead[T any](n *node[T], k int) {
 	truncate(n, n.n-k)
 }
 
-// delete removes the item equal to item and returns it.
-func (x *ordTxn[T]) delete(item T) (old T, found bool) {
-	to := x.to(item)
-	if old, found = x.get(to); !found {
+// Delete removes the item equal to item and returns it.
+func (x *Txn[T]) Delete(item T) (old T, found bool) {
+	to := x.To(item)
+	if old, found = x.Get(to); !found {
 		return old, false // nothing copied for a miss
 	}
 	x.root = x.mutable(x.root)
@@ -400,7 +410,7 @@ func (x *ordTxn[T]) delete(item T) (old T, found bool) {
 // (already mutable; last: on the rightmost path, where appends go). A kid
 // left under minFill is rebalanced, unless it is the non-empty last node
 // that appends are filling.
-func (x *ordTxn[T]) deleteIn(n *node[T], last bool, to func(T) int) {
+func (x *Txn[T]) deleteIn(n *node[T], last bool, to func(T) int) {
 	if n.leaf() {
 		i := searchNode(n, to)
 		removeAt(n, i)
@@ -429,14 +439,14 @@ func removeAt[T any](n *node[T], i int) {
 
 // rebalance fixes kid i of n, which fell under minFill: it merges it with a
 // sibling when both fit in one node, else shares their entries evenly.
-func (x *ordTxn[T]) rebalance(n *node[T], i int) {
+func (x *Txn[T]) rebalance(n *node[T], i int) {
 	if n.n < 2 {
 		return // the root's only kid: delete collapses the root
 	}
 	l := max(i-1, 0)
 	a, b := x.mutable(n.kids[l]), x.mutable(n.kids[l+1])
 	n.kids[l], n.kids[l+1] = a, b
-	if a.n+b.n <= nodeCap {
+	if a.n+b.n <= NodeCap {
 		copy(a.items[a.n:], b.items[:b.n])
 		if a.kids != nil {
 			copy(a.kids[a.n:], b.kids[:b.n])
