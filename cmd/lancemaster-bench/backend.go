@@ -20,7 +20,7 @@ import (
 )
 
 // The backend section (docs/benchmarks.md, "backend") measures the backend
-// agent's side of issue 4:
+// agent's own costs:
 //
 //  1. supervisor overhead per job: a trivial worker (this binary re-executed
 //     with trivialWorkerEnv set, answering one result frame at once) run

@@ -51,7 +51,7 @@ type clusters struct {
 	fences     map[string]*clusterFence
 }
 
-// effectiveCluster is the cluster id a request is judged under: its own, or
+// effective is the cluster id a request is judged under: its own, or
 // the bound one when it names none.
 func (c *clusters) effective(clusterID string) string {
 	if clusterID == "" {

@@ -13,8 +13,8 @@ import (
 // leader makes — a heartbeat at least every tenth of the heartbeat timeout,
 // or a replication — is an attempt, and one answered without error is a
 // contact. A follower is healthy while its last contact is at most
-// contactWindow old. Nothing is inferred from silence before the window
-// has passed since the first attempt.
+// contactWindows heartbeat timeouts old. Nothing is inferred from silence
+// before that window has passed since the first attempt.
 const (
 	PeerHealthy     = "healthy"
 	PeerUnreachable = "unreachable" // attempts for a whole window, no answer in it

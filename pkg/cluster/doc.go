@@ -13,15 +13,17 @@
 //	...
 //	err = n.Shutdown(true)                                  // on SIGTERM
 //
-// cmd wires the signals: on SIGTERM or SIGINT it calls Shutdown(true) once
-// (a leader first transfers leadership, so writes pause for ~10 ms instead
-// of an election timeout), then stops its RPC server. A second signal may
+// `lancemaster serve` (cmd/lancemaster/serve.go) wires the signals: on
+// SIGTERM or SIGINT it calls master.Close(true) once, which calls
+// Shutdown(true) (a leader first transfers leadership, so writes pause for
+// ~10 ms instead of an election timeout) and then stops the master's RPC
+// and HTTP listeners. A second signal may
 // exit immediately; raft's on-disk state is crash-safe.
 //
 // # Concurrency contract
 //
 //   - New, AddLeaderService, OnLeaderReady and Start are called by one
-//     goroutine (cmd's) before the node is shared. Shutdown may be called from
+//     goroutine (master.Start's) before the node is shared. Shutdown may be called from
 //     any goroutine, any number of times.
 //   - Propose, ApplyLocal, ConsistentRead, VerifyLeader, ReadIndex,
 //     CaughtUp, WaitForLeader, IsLeader,

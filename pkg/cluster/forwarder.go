@@ -2,9 +2,10 @@ package cluster
 
 import "context"
 
-// Forwarder carries a write from a follower to the leader. The real one is a
-// Thrift client (wired by cmd); tests use an in-process one calling the
-// leader Node's ApplyLocal.
+// Forwarder carries a write from a follower to the leader. The real one is
+// pkg/master's forwarder over an rpc.MasterClient (the leader's forwardApply);
+// this package's tests use an in-process one calling the leader Node's
+// ApplyLocal.
 //
 // Concurrency: Propose calls ForwardApply from the proposing goroutine, so
 // ForwardApply must be safe for concurrent use by many goroutines. It must

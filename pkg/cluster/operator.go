@@ -152,8 +152,8 @@ func (n *Node) Snapshot() error {
 // over (bounded wait; a failure is logged and shutdown continues), so the
 // cluster stays writable without waiting for an election timeout. Then the
 // leader services are cancelled and waited for, raft is shut down and the
-// transport and stores are closed. cmd wires SIGTERM/SIGINT to
-// Shutdown(true).
+// transport and stores are closed. `lancemaster serve` wires SIGTERM/SIGINT
+// to Shutdown(true) through master.Close(true).
 func (n *Node) Shutdown(transfer bool) error {
 	n.shutdownOnce.Do(func() { n.shutdownErr = n.shutdown(transfer) })
 	return n.shutdownErr

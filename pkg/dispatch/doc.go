@@ -2,7 +2,8 @@
 // dispatch round (deadline sweep → epoch sweep → resolve step → refresh
 // driver → PENDING dispatch), the backend pool and its heartbeats, reconcile
 // through query_lance_index_invocations, the refresh driver with its
-// Refresher seam, retention GC, and the R4 downgrade a new leader journals.
+// Refresher seam, retention GC, the OPTIMIZE policy, and what a new leader
+// journals before its services start (the cluster id, the R4 downgrade).
 //
 // Calls to backends (sends, reconcile queries, resolves) do not belong to a
 // round: each runs on its own goroutine of the leadership term and journals

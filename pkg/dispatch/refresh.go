@@ -374,7 +374,7 @@ func newRefreshTransition(id, rev int64, to job.RefreshState) *journal.TRefreshT
 	return &journal.TRefreshTransition{JobID: id, ExpectedRev: rev, ToState: journal.TRefreshState(to)}
 }
 
-// itemCode is the i-th item's code; a missing item reads as not applied.
+// applyItemCode is the i-th item's code; a missing item reads as not applied.
 func applyItemCode(resp *journal.TApplyResponse, i int) journal.TApplyCode {
 	if resp == nil || i >= len(resp.Items) || resp.Items[i] == nil {
 		return journal.TApplyCode_INVALID

@@ -26,7 +26,8 @@ type SystemClock struct{}
 func (SystemClock) Now() time.Time { return time.Now() }
 
 // TermFunc returns the Raft term of the leadership that ctx belongs to (the
-// fencing token, DESIGN.md §7). cmd wires cluster.LeaderTermFromContext.
+// fencing token, DESIGN.md §7). pkg/master wires cluster.LeaderTermFromContext
+// (services.go).
 type TermFunc func(ctx context.Context) (uint64, bool)
 
 // Waker wakes the dispatch round at once (an admission, a report, a backend

@@ -1,7 +1,10 @@
-// Package master assembles one `lancemaster serve` process: the journal FSM,
-// the raft node, the admin/report Thrift service and the propose-or-forward
-// client, from a validated node configuration. cmd/lancemaster's serve
-// command and the multi-master tests both start masters through it.
+// Package master assembles one `lancemaster serve` process from a validated
+// node configuration: the journal FSM, the raft node with its
+// propose-or-forward client, the leader services, the report handler, the
+// admin Thrift service, and the HTTP listener (metrics, health, the /v1 read
+// API and the console). It only wires: the behaviour lives in the packages
+// it assembles (docs/architecture.md). cmd/lancemaster's serve command, the
+// multi-master tests and the benchmarks start masters through it.
 package master
 
 import (

@@ -4,9 +4,14 @@
 // A log entry is one command: a type byte (bit 7 set = ignorable by a master
 // that does not know the type) followed by the Thrift compact encoding of the
 // command's struct from idl/journal.thrift (Encode). Each command family
-// registers its apply function in its own file: admit.go (M0), dispatch.go
-// (M1, M2/M2', P), refresh.go (R1–R4), operator.go (cancel, force-release),
-// gc.go, catalog.go, backend.go, option.go.
+// registers its command types in its own file, each once with its spec
+// (commands.go: name, forward rule, wake rule) and its apply function:
+// admit.go (M0), dispatch.go (M1, M2/M2', P, and the reports' P-then-M2
+// batch), refresh.go (R1–R4), operator.go (cancel, force-release), gc.go,
+// catalog.go, backend.go (add, remove, drain), option.go, member.go (the
+// address book), clusterid.go and audit.go (an audit event of a change made
+// outside the FSM). State.Preview runs the same registered function on a
+// dropped transaction.
 //
 // Apply is pure: it reads no clock and no random source. The leader stamps
 // time, ids, secrets and its term into the command before proposing it.
