@@ -88,7 +88,9 @@ func runConsole(o *options) (*consoleResult, error) {
 	defer cancel()
 	t := time.Now()
 	started := make(chan error, 1)
-	go func() { started <- chromedp.Do(ctx, chromedp.EmulateViewport(consoletest.ViewportWidth, consoletest.ViewportHeight)) }() // the first action starts the browser
+	go func() {
+		started <- chromedp.Do(ctx, chromedp.EmulateViewport(consoletest.ViewportWidth, consoletest.ViewportHeight))
+	}() // the first action starts the browser
 	select {
 	case err := <-started:
 		if err != nil {

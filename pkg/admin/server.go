@@ -18,8 +18,8 @@ import (
 )
 
 // Cluster is what the admin API needs from the raft node beyond proposing.
-// Implemented by pkg/cluster's Node (through a small adapter in cmd); safe for
-// concurrent use. A Cluster may also implement SnapshotCluster (snapshot.go)
+// Implemented by pkg/cluster's Node (through pkg/master's clusterAdapter);
+// safe for concurrent use. A Cluster may also implement SnapshotCluster (snapshot.go)
 // and MembershipCluster (peers.go); the operator methods they back answer
 // UNAVAILABLE otherwise.
 type Cluster interface {
@@ -50,16 +50,17 @@ type Peer struct {
 	LastError   string
 }
 
-// ReportHandler handles the backends' reports (DESIGN.md §9). The dispatcher
-// issue provides it; until then reports are answered NOT_IMPLEMENTED_ERROR.
+// ReportHandler handles the backends' reports (DESIGN.md §9). pkg/report's
+// Handler implements it; without one, reports are answered
+// NOT_IMPLEMENTED_ERROR.
 type ReportHandler interface {
 	HandleResult(ctx context.Context, r *wire.TLanceIndexJobReport) *wire.TStatus
 	HandleTermination(ctx context.Context, r *wire.TLanceIndexJobTerminationReport) *wire.TStatus
 	HandleProgress(ctx context.Context, r *wire.TLanceIndexJobProgressReport) *wire.TStatus
 }
 
-// BackendView is the leader-local view of a backend's liveness (heartbeats,
-// the dispatcher issue). known is false when nothing has been heard yet.
+// BackendView is the leader-local view of a backend's liveness (heartbeats:
+// dispatch.Pool.View). known is false when nothing has been heard yet.
 type BackendView func(backendID int64) (alive bool, epoch int64, known bool)
 
 // BackendHeard is when the leader last heard a backend (zero: not this
