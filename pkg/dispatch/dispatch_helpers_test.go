@@ -17,6 +17,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/clocktest"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
@@ -35,18 +36,7 @@ const (
 	testRoot  = "s3://bucket/warehouse"
 )
 
-// ---- clock and term ----------------------------------------------------------------
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+// ---- term ----------------------------------------------------------------------------
 
 type termKey struct{}
 
@@ -158,7 +148,7 @@ type env struct {
 	fsm       *raftfsm.FSM
 	prop      *capturingProposer
 	be        *fakeBackends
-	clock     *fakeClock
+	clock     *clocktest.Clock
 	waker     *Waker
 	pool      *Pool
 	d         *Dispatcher
@@ -182,7 +172,7 @@ func newEnvWithClient(t *testing.T, client rpc.BackendClient, tweak ...func(*Dep
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	logger := zap.New(core)
-	e := &env{t: t, logs: logs, clock: newFakeClock(), be: newFakeBackends(), waker: NewWaker()}
+	e := &env{t: t, logs: logs, clock: clocktest.New(clocktest.Epoch), be: newFakeBackends(), waker: NewWaker()}
 	ctx, cancel := context.WithCancel(withTerm(context.Background(), testTerm))
 	t.Cleanup(cancel)
 	e.ctx = ctx

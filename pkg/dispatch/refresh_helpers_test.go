@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/clocktest"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
@@ -27,16 +28,6 @@ import (
 // starts with rf: other test files of this package have helpers of their own.
 
 const rfRoot = "s3://bucket/warehouse"
-
-// rfClock is a fake Clock that moves only when told.
-type rfClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *rfClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *rfClock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
 
 // rfProposer is a recording raftfsmtest.Proposer (leading at term 1) that
 // refuses a cancelled context. hook, when set, sees each proposal first: it
@@ -92,7 +83,7 @@ type rfFixture struct {
 	t      *testing.T
 	fsm    *raftfsm.FSM
 	p      *rfProposer
-	clk    *rfClock
+	clk    *clocktest.Clock
 	be     int64
 	logger *zap.Logger
 	logs   *observer.ObservedLogs
@@ -104,7 +95,7 @@ func rfNew(t *testing.T) *rfFixture {
 	fsm := raftfsm.New(nil)
 	fsm.OnFatal = func(err error) { t.Errorf("FSM fatal: %v", err) }
 	f := &rfFixture{t: t, fsm: fsm, p: &rfProposer{Proposer: &raftfsmtest.Proposer{FSM: fsm, Record: true}},
-		clk: &rfClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, logger: zap.New(core), logs: logs}
+		clk: clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), logger: zap.New(core), logs: logs}
 	resp := f.apply(raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: f.nowMs(), Address: "be1:9060"})
 	f.be = resp.GetID()
 	return f
