@@ -16,6 +16,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // fakeWorker speaks the worker frame protocol (pkg/backend/frame): it reads
@@ -96,15 +97,10 @@ func startBackend(t *testing.T, bin, cfg string) *backendProc {
 	return p
 }
 
+// waitFor polls cond until it holds; the test fails after 20 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, what, cond)
 }
 
 // The outbox test with the real binary: a build finishes while no

@@ -30,7 +30,7 @@ func TestAdmitCreateJournalsTheAdmissionSnapshot(t *testing.T) {
 		DisplayIndexName: "Vec_Idx", NormalizedIndexName: "vec_idx", MutationType: job.Create, IndexType: job.IndexIVFPQ, Column: "vector",
 		PropertiesJSON: `{"metric":"cosine","num_partitions":4}`, AdmittedDatasetVersion: 7, MutationState: job.Pending,
 		RefreshState: job.RefreshNotRequired, Creator: "operator", CreateTimeMs: 1_700_000_000_000,
-		AdmitIndex: h.prop.index} // the admission was the last entry
+		AdmitIndex: h.prop.Index()} // the admission was the last entry
 	got := *rec
 	got.JobID, got.Rev, got.UpdateTimeMs, got.SchemaContract, got.TerminationProof = 0, 0, 0, "", 0
 	if got != want {
@@ -149,7 +149,7 @@ func TestAdmissionRejections(t *testing.T) {
 			if c.setup != nil {
 				c.setup(h)
 			}
-			before := h.prop.Entries()
+			before := h.prop.Index()
 			var err error
 			if c.drop != nil {
 				_, err = h.srv.DropIndex(context.Background(), c.drop)
@@ -166,7 +166,7 @@ func TestIfNoopsWriteNoJob(t *testing.T) {
 	yes := true
 	r := createReq("items", "ID_IDX", "id", "BTREE")
 	r.IfNotExists = &yes
-	before := h.prop.Entries()
+	before := h.prop.Index()
 	resp, err := h.srv.CreateIndex(context.Background(), r)
 	if err != nil || !resp.Noop || resp.IsSetJobID() {
 		t.Fatalf("CREATE IF NOT EXISTS of a matching index: %+v %v", resp, err)
@@ -175,7 +175,7 @@ func TestIfNoopsWriteNoJob(t *testing.T) {
 	if err != nil || !resp.Noop || resp.IsSetJobID() {
 		t.Fatalf("DROP IF EXISTS of a missing index: %+v %v", resp, err)
 	}
-	if h.prop.Entries() != before {
+	if h.prop.Index() != before {
 		t.Fatal("a no-op journaled an entry")
 	}
 	// REPLACE proceeds whether or not the index exists; DROP of an existing one too.
@@ -195,7 +195,7 @@ func TestFenceConflictNamesTheJobNotTheLocator(t *testing.T) {
 	if _, err := h.srv.CreateIndex(ctx, createReq("items", "v", "vector", "IVF_PQ")); err != nil {
 		t.Fatal(err)
 	}
-	before := h.prop.Entries()
+	before := h.prop.Index()
 	_, err := h.srv.CreateIndex(ctx, createReq("items", "V", "vector", "IVF_PQ", "metric", "dot"))
 	if errCode(t, err) != adminapi.TErrorCode_FENCE_CONFLICT {
 		t.Fatalf("got %v", err)
@@ -211,8 +211,8 @@ func TestFenceConflictNamesTheJobNotTheLocator(t *testing.T) {
 	if n := len(h.fsm.State().UnresolvedForFence(job.FenceKey{CatalogID: 1, Provider: job.ProviderDirectory, Locator: "/data/lake/db/items.lance", NormalizedIndexName: "v"})); n != 1 {
 		t.Fatalf("fence holders %d", n)
 	}
-	if h.prop.Entries() != before+1 { // the refused admit is one entry answering FENCE_CONFLICT
-		t.Fatalf("entries +%d", h.prop.Entries()-before)
+	if h.prop.Index() != before+1 { // the refused admit is one entry answering FENCE_CONFLICT
+		t.Fatalf("entries +%d", h.prop.Index()-before)
 	}
 	// Cancelling the PENDING job frees the fence.
 	if v, err := h.srv.CancelJob(ctx, &adminapi.TCancelRequest{JobID: 1}); err != nil || v.GetMutationState() != "CANCELLED" {
@@ -230,7 +230,7 @@ func TestFenceConflictNamesTheJobNotTheLocator(t *testing.T) {
 	}
 	// A job in the wrong state is the same code for cancel as for resolve
 	// (a PENDING job force-released / a job that is not PENDING cancelled).
-	before = h.prop.Entries()
+	before = h.prop.Index()
 	if _, err := h.srv.ResolveJob(ctx, &adminapi.TResolveRequest{JobID: 2, ForceRelease: true, Comment: "x"}); errCode(t, err) != adminapi.TErrorCode_INVALID {
 		t.Fatalf("resolve of a PENDING job: %v", err)
 	}
@@ -238,8 +238,8 @@ func TestFenceConflictNamesTheJobNotTheLocator(t *testing.T) {
 	if _, err := h.srv.CancelJob(ctx, &adminapi.TCancelRequest{JobID: 2}); errCode(t, err) != adminapi.TErrorCode_INVALID {
 		t.Fatalf("cancel of a RUNNING job: %v", err)
 	}
-	if h.prop.Entries() != before+1 { // only the test's own M1
-		t.Fatalf("refusals journaled %d entries", h.prop.Entries()-before-1)
+	if h.prop.Index() != before+1 { // only the test's own M1
+		t.Fatalf("refusals journaled %d entries", h.prop.Index()-before-1)
 	}
 }
 
@@ -308,13 +308,13 @@ func TestCatalogGuard(t *testing.T) {
 		{Name: "x", RootURI: strp("/r"), RefreshKind: strp("webhook"), RefreshURL: strp("http://u:p@h/")},
 		{Name: "a/b", RootURI: strp("/r")},
 	}
-	before := h.prop.Entries()
+	before := h.prop.Index()
 	for _, c := range bad {
 		if _, err := h.srv.CreateCatalog(ctx, c); errCode(t, err) != adminapi.TErrorCode_INVALID {
 			t.Errorf("catalog %+v: %v", c, err)
 		}
 	}
-	if h.prop.Entries() != before {
+	if h.prop.Index() != before {
 		t.Fatal("a rejected catalog journaled an entry")
 	}
 	if _, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "LAKE2", RootURI: strp("/r")}); err != nil {
@@ -384,10 +384,10 @@ func TestForceRelease(t *testing.T) {
 	if h.fsm.State().HeldSlots(1) != 0 || len(h.fsm.State().UnresolvedForFence(job.FenceKey{CatalogID: 1, Provider: job.ProviderDirectory, Locator: "/data/lake/db/items.lance", NormalizedIndexName: "v"})) != 0 {
 		t.Fatal("force-release did not release slot and fence")
 	}
-	before := h.prop.Entries()
+	before := h.prop.Index()
 	resp, err = h.srv.ResolveJob(ctx, &adminapi.TResolveRequest{JobID: 1, ForceRelease: true, Comment: "again"})
-	if err != nil || !resp.AlreadyReleased || h.prop.Entries() != before {
-		t.Fatalf("retry: %+v %v (entries +%d)", resp, err, h.prop.Entries()-before)
+	if err != nil || !resp.AlreadyReleased || h.prop.Index() != before {
+		t.Fatalf("retry: %+v %v (entries +%d)", resp, err, h.prop.Index()-before)
 	}
 }
 

@@ -51,7 +51,7 @@ func call(t *testing.T, addr string, fn func(ctx context.Context, c *adminapi.La
 func TestBadInputOverThrift(t *testing.T) {
 	h := newHarness(t)
 	addr := serveAdmin(t, h)
-	before := h.prop.Entries()
+	before := h.prop.Index()
 
 	typed := []struct {
 		name string
@@ -175,8 +175,8 @@ func TestBadInputOverThrift(t *testing.T) {
 		conn.Close()
 	}
 
-	if h.prop.Entries() != before {
-		t.Fatalf("bad input journaled %d entries", h.prop.Entries()-before)
+	if h.prop.Index() != before {
+		t.Fatalf("bad input journaled %d entries", h.prop.Index()-before)
 	}
 	// The server still serves.
 	if err := call(t, addr, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {

@@ -86,7 +86,7 @@ func TestCatalogInvalidInputJournalsNothing(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		before := h.prop.Entries()
+		before := h.prop.Index()
 		err := c.fn()
 		if err == nil {
 			t.Errorf("%s: accepted", c.name)
@@ -95,7 +95,7 @@ func TestCatalogInvalidInputJournalsNothing(t *testing.T) {
 		if code := errCode(t, err); code != adminapi.TErrorCode_INVALID {
 			t.Errorf("%s: code %s, want INVALID (%v)", c.name, code, err)
 		}
-		if n := h.prop.Entries() - before; n != 0 {
+		if n := h.prop.Index() - before; n != 0 {
 			t.Errorf("%s: refused as INVALID but journaled %d entries", c.name, n)
 		}
 	}

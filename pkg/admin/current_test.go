@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,47 +14,24 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
 
 // replLog is a leader's journal that a follower replays only when told to:
 // the leader applies every proposal at once and keeps the entry.
-type replLog struct {
-	mu      sync.Mutex
-	fsm     *raftfsm.FSM
-	entries []*raft.Log
-}
+type replLog struct{ *raftfsmtest.Proposer }
 
-func (l *replLog) Propose(_ context.Context, cmd []byte) (*journal.TApplyResponse, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := &raft.Log{Index: uint64(len(l.entries) + 1), Term: 1, Type: raft.LogCommand, Data: cmd}
-	l.entries = append(l.entries, e)
-	resp, ok := l.fsm.Apply(e).(*journal.TApplyResponse)
-	if !ok {
-		return nil, errors.New("unexpected FSM response")
-	}
-	idx := int64(e.Index)
-	resp.Index = &idx
-	return resp, nil
-}
-func (l *replLog) IsLeader() bool     { return true }
-func (l *replLog) LeaderTerm() uint64 { return 1 }
-func (l *replLog) commitIndex() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return uint64(len(l.entries))
+func newReplLog() *replLog {
+	return &replLog{&raftfsmtest.Proposer{FSM: raftfsm.New(nil), Record: true}}
 }
 
 // replay applies the leader's entries the follower has not applied yet.
 func (l *replLog) replay(to *raftfsm.FSM) {
-	l.mu.Lock()
-	es := append([]*raft.Log(nil), l.entries...)
-	l.mu.Unlock()
-	for _, e := range es {
+	for _, e := range l.Since(0) {
 		if e.Index > to.State().AppliedIndex() {
-			to.Apply(e)
+			to.Apply(&raft.Log{Index: e.Index, Term: 1, Type: raft.LogCommand, Data: e.Data})
 		}
 	}
 }
@@ -89,15 +65,15 @@ func (c namedCluster) Leader() (string, string) { return "m1", *c.addr }
 
 func newTwoMasters(t *testing.T) *twoMasters {
 	t.Helper()
-	m := &twoMasters{log: &replLog{fsm: raftfsm.New(nil)}, local: raftfsm.New(nil), backend: rpctest.NewFakeBackend(t)}
+	m := &twoMasters{log: newReplLog(), local: raftfsm.New(nil), backend: rpctest.NewFakeBackend(t)}
 	cfg := rpc.DefaultConfig()
 	cfg.SocketTimeout = 5 * time.Second
 	creds := config.StaticCredentials{"lake-creds": {"k": "v"}}
-	lp := &fsmProposer{fsm: m.log.fsm}
-	m.leader = New(Deps{Proposer: m.log, Reader: m.log.fsm, Cluster: namedCluster{fakeCluster{lp}, &m.addr},
+	lp := &raftfsmtest.Proposer{FSM: m.log.FSM}
+	m.leader = New(Deps{Proposer: m.log, Reader: m.log.FSM, Cluster: namedCluster{fakeCluster{lp}, &m.addr},
 		Backends: rpc.NewThriftBackendClient(cfg), Credentials: creds, Logger: zap.NewNop(), NodeID: "m1",
-		ReadIndex: func(context.Context) (uint64, error) { return m.log.commitIndex(), nil },
-		CaughtUp:  func(i uint64) bool { return m.log.fsm.State().AppliedIndex() >= i }})
+		ReadIndex: func(context.Context) (uint64, error) { return m.log.Index(), nil },
+		CaughtUp:  func(i uint64) bool { return m.log.FSM.State().AppliedIndex() >= i }})
 	srv, err := rpc.NewServer("127.0.0.1:0", m.leader.Processor(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +125,7 @@ func TestBehindFollowerNeverRefusesForGood(t *testing.T) {
 	if err := m.follower.RemoveBackend(short2, m.backend.Addr()); errCode(t, err) != adminapi.TErrorCode_NOT_LEADER {
 		t.Fatalf("remove backend on a follower behind the leader: %v, want NOT_LEADER", err)
 	}
-	if m.log.fsm.State().LastJobID() != 0 {
+	if m.log.FSM.State().LastJobID() != 0 {
 		t.Fatal("something was admitted")
 	}
 

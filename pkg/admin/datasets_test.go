@@ -10,7 +10,7 @@ import (
 
 func TestInspectDataset(t *testing.T) {
 	h := newHarness(t)
-	before := h.prop.Entries()
+	before := h.prop.Index()
 	v, err := h.srv.InspectDataset(context.Background(), "lake", "db", "items")
 	if err != nil {
 		t.Fatal(err)
@@ -18,7 +18,7 @@ func TestInspectDataset(t *testing.T) {
 	if v.DatasetVersion != 7 || len(v.Fields) != 3 || v.Fields[1].GetListDimension() != 8 || len(v.Indexes) != 1 || v.Indexes[0].Name != "id_idx" {
 		t.Fatalf("view %+v", v)
 	}
-	if h.prop.Entries() != before {
+	if h.prop.Index() != before {
 		t.Fatal("inspect journaled an entry")
 	}
 	if _, err := h.srv.InspectDataset(context.Background(), "nope", "db", "items"); errCode(t, err) != adminapi.TErrorCode_NOT_FOUND {

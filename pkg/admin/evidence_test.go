@@ -13,6 +13,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
 
 // apply writes a command straight through the harness's proposer and wants OK.
@@ -95,7 +96,7 @@ func TestRestoreLeavesTheDispatcherPausedAndKeepsTheClusterID(t *testing.T) {
 	ctx := context.Background()
 	// The file: another history, its own cluster id, the dispatcher running.
 	file := raftfsm.New(nil)
-	fp := &fsmProposer{fsm: file}
+	fp := &raftfsmtest.Proposer{FSM: file}
 	for _, c := range []struct {
 		t   raftfsm.CommandType
 		cmd thrift.TStruct

@@ -22,6 +22,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 	"github.com/lancemaster/lancemaster/pkg/report"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
@@ -56,7 +57,7 @@ func FuzzAdminRequest(f *testing.F) {
 	tconf := rpc.DefaultConfig().TConfiguration()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fx := newFuzzAdmin(t)
-		before, entries := fx.view(), fx.prop.Entries()
+		before, entries := fx.view(), fx.prop.Index()
 
 		in := thrift.NewTMemoryBufferLen(len(body) + 4)
 		in.Write(binary.BigEndian.AppendUint32(nil, uint32(len(body))))
@@ -81,9 +82,9 @@ func FuzzAdminRequest(f *testing.F) {
 		changed := !reflect.DeepEqual(before, fx.view())
 		switch {
 		case outcome.refused || outcome.code == adminapi.TErrorCode_INVALID:
-			if fx.prop.Entries() != entries || changed {
+			if fx.prop.Index() != entries || changed {
 				t.Fatalf("%s refused (%s) but journaled %d entries (state changed: %v)",
-					name, outcome, fx.prop.Entries()-entries, changed)
+					name, outcome, fx.prop.Index()-entries, changed)
 			}
 		case outcome.adminErr && changed:
 			t.Fatalf("%s answered %s but changed the state", name, outcome)
@@ -222,7 +223,7 @@ func fuzzReadResult(t *testing.T, p thrift.TProtocol, name string) replyOutcome 
 // fuzzAdmin is one leader's admin Server over a fresh FSM.
 type fuzzAdmin struct {
 	srv  *Server
-	prop *fsmProposer
+	prop *raftfsmtest.Proposer
 	fsm  *raftfsm.FSM
 
 	mu     sync.Mutex
@@ -273,7 +274,7 @@ const (
 func newFuzzAdmin(t *testing.T) *fuzzAdmin {
 	t.Helper()
 	fsm := raftfsm.New(zap.NewNop())
-	fx := &fuzzAdmin{fsm: fsm, prop: &fsmProposer{fsm: fsm}}
+	fx := &fuzzAdmin{fsm: fsm, prop: &raftfsmtest.Proposer{FSM: fsm}}
 	fsm.OnFatal = func(err error) { fx.mu.Lock(); fx.fatals = append(fx.fatals, err); fx.mu.Unlock() }
 	fx.srv = New(Deps{
 		Proposer: fx.prop, Reader: fsm, Cluster: fakeCluster{fx.prop}, Backends: fuzzBackends{},

@@ -14,17 +14,18 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
 
 // gatedProposer holds every proposal until the gate opens.
 type gatedProposer struct {
-	*fsmProposer
+	*raftfsmtest.Proposer
 	gate chan struct{}
 }
 
 func (g *gatedProposer) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
 	<-g.gate
-	return g.fsmProposer.Propose(ctx, cmd)
+	return g.Proposer.Propose(ctx, cmd)
 }
 
 // gated returns a copy of h's server whose proposals wait for the returned
@@ -32,7 +33,7 @@ func (g *gatedProposer) Propose(ctx context.Context, cmd []byte) (*journal.TAppl
 func (h *harness) gated() (*Server, chan struct{}) {
 	gate := make(chan struct{})
 	d := h.srv.d
-	d.Proposer = &gatedProposer{fsmProposer: h.prop, gate: gate}
+	d.Proposer = &gatedProposer{Proposer: h.prop, gate: gate}
 	return New(d), gate
 }
 
@@ -58,7 +59,7 @@ func TestConcurrentAdmissionsShareEntries(t *testing.T) {
 		h.setDataset(fmt.Sprintf("/data/lake/db/t%d.lance", i), 1)
 	}
 	srv, gate := h.gated()
-	before := h.prop.Entries()
+	before := h.prop.Index()
 	type answer struct {
 		table string
 		id    int64
@@ -117,7 +118,7 @@ func TestConcurrentAdmissionsShareEntries(t *testing.T) {
 			t.Fatalf("conflict %q (job %d), want job %d", ae.Message, ae.GetJobID(), winner)
 		}
 	}
-	entries := h.prop.Entries() - before
+	entries := h.prop.Index() - before
 	if entries >= distinct+same || entries > maxAdmitFlights+1 {
 		t.Fatalf("%d entries for %d admissions; want them packed", entries, distinct+same)
 	}
@@ -158,7 +159,7 @@ func TestConcurrentAdmissionsQuota(t *testing.T) {
 }
 
 // notLeaderProposer refuses every proposal as a follower without a forwarder.
-type notLeaderProposer struct{ *fsmProposer }
+type notLeaderProposer struct{ *raftfsmtest.Proposer }
 
 func (notLeaderProposer) Propose(context.Context, []byte) (*journal.TApplyResponse, error) {
 	return nil, fmt.Errorf("cluster: %w", raftfsm.ErrNotLeader)
@@ -198,21 +199,19 @@ func TestAdmissionCallerGivesUp(t *testing.T) {
 // FSM at once (the response carries the index) and by this master's FSM a
 // moment later, in log order.
 type laggingProposer struct {
-	mu     sync.Mutex
-	leader *raftfsm.FSM
-	index  uint64
+	mu     sync.Mutex // held across the send, so local sees log order
+	leader *raftfsmtest.Proposer
 	local  chan *raft.Log
 }
 
-func (p *laggingProposer) Propose(_ context.Context, cmd []byte) (*journal.TApplyResponse, error) {
+func (p *laggingProposer) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.index++
-	l := &raft.Log{Index: p.index, Term: 1, Type: raft.LogCommand, Data: cmd}
-	resp := p.leader.Apply(l).(*journal.TApplyResponse)
-	idx := int64(p.index)
-	resp.Index = &idx
-	p.local <- l
+	resp, err := p.leader.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	p.local <- &raft.Log{Index: uint64(resp.GetIndex()), Term: 1, Type: raft.LogCommand, Data: cmd}
 	return resp, nil
 }
 func (p *laggingProposer) IsLeader() bool     { return false }
@@ -223,7 +222,7 @@ func (p *laggingProposer) LeaderTerm() uint64 { return 0 }
 func TestAdmissionReadYourWritesOnAFollower(t *testing.T) {
 	h := newHarness(t)
 	local := raftfsm.New(nil)
-	p := &laggingProposer{leader: raftfsm.New(nil), local: make(chan *raft.Log, 1024)}
+	p := &laggingProposer{leader: &raftfsmtest.Proposer{FSM: raftfsm.New(nil)}, local: make(chan *raft.Log, 1024)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -17,37 +15,12 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
 
-// fsmProposer applies commands straight to a real FSM, as a single-node
-// leader would, and counts the entries it wrote.
-type fsmProposer struct {
-	mu      sync.Mutex
-	fsm     *raftfsm.FSM
-	index   uint64
-	entries int
-}
-
-func (p *fsmProposer) Propose(_ context.Context, cmd []byte) (*journal.TApplyResponse, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.index++
-	p.entries++
-	resp, ok := p.fsm.Apply(&raft.Log{Index: p.index, Term: 1, Type: raft.LogCommand, Data: cmd}).(*journal.TApplyResponse)
-	if !ok {
-		return nil, errors.New("unexpected FSM response")
-	}
-	idx := int64(p.index)
-	resp.Index = &idx
-	return resp, nil
-}
-func (p *fsmProposer) IsLeader() bool     { return true }
-func (p *fsmProposer) LeaderTerm() uint64 { return 1 }
-func (p *fsmProposer) Entries() int       { p.mu.Lock(); defer p.mu.Unlock(); return p.entries }
-
-type fakeCluster struct{ p *fsmProposer }
+type fakeCluster struct{ p *raftfsmtest.Proposer }
 
 func (c fakeCluster) Leader() (string, string)             { return "m1", "127.0.0.1:1" }
 func (c fakeCluster) ConsistentRead(context.Context) error { return nil }
@@ -58,7 +31,7 @@ func (c fakeCluster) Peers() ([]Peer, error) {
 	return []Peer{{ID: "m1", RaftAddress: "127.0.0.1:2", RPCAddress: "127.0.0.1:1", Suffrage: "Voter", IsLeader: true}}, nil
 }
 func (c fakeCluster) TransferLeadership(context.Context, string) (string, error) { return "m2", nil }
-func (c fakeCluster) RaftStats() (uint64, uint64, uint64)                        { return 1, c.p.index, c.p.index }
+func (c fakeCluster) RaftStats() (uint64, uint64, uint64)                        { return 1, c.p.Index(), c.p.Index() }
 
 // canarySecret is a storage credential that must reach the backend and
 // nothing else.
@@ -67,7 +40,7 @@ const canarySecret = "CANARY-7f3a9c-secret-value"
 type harness struct {
 	t       *testing.T
 	srv     *Server
-	prop    *fsmProposer
+	prop    *raftfsmtest.Proposer
 	backend *rpctest.FakeBackend
 	logs    *observer.ObservedLogs
 	fsm     *raftfsm.FSM
@@ -80,7 +53,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	fsm := raftfsm.New(zap.New(core))
-	p := &fsmProposer{fsm: fsm}
+	p := &raftfsmtest.Proposer{FSM: fsm}
 	fb := rpctest.NewFakeBackend(t)
 	cfg := rpc.DefaultConfig()
 	cfg.SocketTimeout = 5 * time.Second
@@ -137,15 +110,15 @@ func errCode(t *testing.T, err error) adminapi.TErrorCode {
 }
 
 // wantRefused checks a rejected admission: its typed code, no entry
-// journaled since before (h.prop.Entries()), and neither a credential nor
+// journaled since before (h.prop.Index()), and neither a credential nor
 // the locator in the error.
-func (h *harness) wantRefused(err error, want adminapi.TErrorCode, before int) {
+func (h *harness) wantRefused(err error, want adminapi.TErrorCode, before uint64) {
 	h.t.Helper()
 	if got := errCode(h.t, err); got != want {
 		h.t.Fatalf("code %s (%v); want %s", got, err, want)
 	}
-	if h.prop.Entries() != before {
-		h.t.Fatalf("a rejected admission journaled %d entries", h.prop.Entries()-before)
+	if h.prop.Index() != before {
+		h.t.Fatalf("a rejected admission journaled %d entries", h.prop.Index()-before)
 	}
 	if strings.Contains(err.Error(), canarySecret) || strings.Contains(err.Error(), "/data/lake") {
 		h.t.Fatalf("error leaks a credential or the locator: %v", err)

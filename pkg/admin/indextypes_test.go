@@ -10,6 +10,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
 
 // wideURI is a dataset with a column for every index type and a few that
@@ -128,7 +129,7 @@ func TestAdmissionRefusesWhatAnIndexTypeCannotTake(t *testing.T) {
 			if c.setup != nil {
 				c.setup(h)
 			}
-			before := h.prop.Entries()
+			before := h.prop.Index()
 			_, err := h.srv.CreateIndex(context.Background(), c.req)
 			if got := errCode(t, err); got != adminapi.TErrorCode_INVALID {
 				t.Fatalf("code %s (%v); want INVALID", got, err)
@@ -136,8 +137,8 @@ func TestAdmissionRefusesWhatAnIndexTypeCannotTake(t *testing.T) {
 			if !strings.Contains(err.(*adminapi.TAdminError).Message, c.says) {
 				t.Errorf("%q does not say %q", err.(*adminapi.TAdminError).Message, c.says)
 			}
-			if h.prop.Entries() != before {
-				t.Fatalf("a rejected admission journaled %d entries", h.prop.Entries()-before)
+			if h.prop.Index() != before {
+				t.Fatalf("a rejected admission journaled %d entries", h.prop.Index()-before)
 			}
 		})
 	}
@@ -147,7 +148,7 @@ func TestAdmissionRefusesWhatAnIndexTypeCannotTake(t *testing.T) {
 // entry, as a `config set` committed between the leader's validation and
 // the entry's apply would.
 type lowerBeforeAdmit struct {
-	*fsmProposer
+	*raftfsmtest.Proposer
 	key, value string
 	done       bool
 }
@@ -159,11 +160,11 @@ func (p *lowerBeforeAdmit) Propose(ctx context.Context, cmd []byte) (*journal.TA
 		if err != nil {
 			return nil, err
 		}
-		if _, err := p.fsmProposer.Propose(ctx, set); err != nil {
+		if _, err := p.Proposer.Propose(ctx, set); err != nil {
 			return nil, err
 		}
 	}
-	return p.fsmProposer.Propose(ctx, cmd)
+	return p.Proposer.Propose(ctx, cmd)
 }
 
 // §13.8 for the new bounds: the FSM refuses, at apply time, a value the
@@ -182,7 +183,7 @@ func TestApplyRechecksTheNewBounds(t *testing.T) {
 		t.Run(c.option, func(t *testing.T) {
 			h := newHarness(t)
 			h.setWideDataset()
-			h.srv.d.Proposer = &lowerBeforeAdmit{fsmProposer: h.prop, key: c.option, value: "10"}
+			h.srv.d.Proposer = &lowerBeforeAdmit{Proposer: h.prop, key: c.option, value: "10"}
 			_, err := h.srv.CreateIndex(context.Background(), createReq("wide", "i", c.column, c.typ, c.key, c.value))
 			if errCode(t, err) != adminapi.TErrorCode_INVALID || !strings.Contains(err.Error(), c.option+" is now 10") {
 				t.Fatalf("got %v; want INVALID naming %s", err, c.option)

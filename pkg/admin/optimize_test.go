@@ -33,7 +33,7 @@ func TestOptimizeAdmitsADatasetScopedJob(t *testing.T) {
 		Locator: "/data/lake/db/items.lance", NormalizedIndexName: job.OptimizeFenceName, MutationType: job.Optimize,
 		AdmittedDatasetVersion: 9, MutationState: job.Pending, RefreshState: job.RefreshNotRequired, Creator: "operator",
 		CreateTimeMs: 1_700_000_000_000, UpdateTimeMs: 1_700_000_000_000, TerminationProof: job.ProofNone,
-		AdmitIndex: h.prop.index} // the admission was the last entry
+		AdmitIndex: h.prop.Index()} // the admission was the last entry
 	if *rec != want {
 		t.Fatalf("record\n got %+v\nwant %+v", rec, &want)
 	}
@@ -113,7 +113,7 @@ func TestOptimizeRejections(t *testing.T) {
 			if c.setup != nil {
 				c.setup(h)
 			}
-			before := h.prop.Entries()
+			before := h.prop.Index()
 			_, err := h.srv.OptimizeDataset(context.Background(), c.req)
 			h.wantRefused(err, c.want, before)
 		})

@@ -10,11 +10,12 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
 
 // failingProposer fails every proposal with err, applying nothing.
 type failingProposer struct {
-	*fsmProposer
+	*raftfsmtest.Proposer
 	err error
 }
 

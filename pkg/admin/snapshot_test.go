@@ -17,6 +17,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -113,7 +114,7 @@ func (c *opsCluster) RemovePeer(_ context.Context, id string, force bool) error 
 }
 
 // followerProposer is a proposer that does not lead.
-type followerProposer struct{ *fsmProposer }
+type followerProposer struct{ *raftfsmtest.Proposer }
 
 func (followerProposer) IsLeader() bool { return false }
 
@@ -125,7 +126,7 @@ func newOpsServer(t *testing.T, cl Cluster, leader bool) *Server {
 func newOpsServerWith(t *testing.T, cl Cluster, leader bool, mint func() (string, error)) *Server {
 	t.Helper()
 	fsm := raftfsm.New(nil)
-	p := &fsmProposer{fsm: fsm}
+	p := &raftfsmtest.Proposer{FSM: fsm}
 	var prop raftfsm.Proposer = p
 	if !leader {
 		prop = followerProposer{p}

@@ -67,13 +67,13 @@ func TestCatalogOnAnObjectStoreNeedsConditionalPut(t *testing.T) {
 	const why = "does not honour conditional PUT (If-None-Match); Lance would lose concurrent commits"
 
 	p.answer(false, "the object store at s3://b at http://127.0.0.1:9 accepted a second PUT")
-	before := h.prop.Entries()
+	before := h.prop.Index()
 	err := create("s3bad", "s3://b/prefix")
 	if err == nil || errCode(t, err) != adminapi.TErrorCode_INVALID || !strings.Contains(err.Error(), why) ||
 		!strings.Contains(err.Error(), "s3://b/prefix") {
 		t.Fatalf("a store that ignores If-None-Match: %v", err)
 	}
-	if n := h.prop.Entries() - before; n != 0 {
+	if n := h.prop.Index() - before; n != 0 {
 		t.Fatalf("the refused catalog journaled %d entries", n)
 	}
 	req := p.last()
@@ -138,12 +138,12 @@ func TestCatalogOnAnObjectStoreWithoutALiveBackend(t *testing.T) {
 	p := &probeRecorder{}
 	p.install(h)
 	h.srv.d.BackendView = func(int64) (bool, int64, bool) { return false, 0, true }
-	before := h.prop.Entries()
+	before := h.prop.Index()
 	_, err := h.srv.CreateCatalog(context.Background(), &adminapi.TCatalog{Name: "s3", RootURI: strp("s3://b/p")})
 	if err == nil || errCode(t, err) != adminapi.TErrorCode_UNAVAILABLE || !strings.Contains(err.Error(), "no live backend") {
 		t.Fatalf("no live backend: %v", err)
 	}
-	if h.prop.Entries() != before || p.calls() != 0 {
-		t.Fatalf("journaled %d entries, %d probes", h.prop.Entries()-before, p.calls())
+	if h.prop.Index() != before || p.calls() != 0 {
+		t.Fatalf("journaled %d entries, %d probes", h.prop.Index()-before, p.calls())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/clocktest"
 )
 
 func (h *harness) clusterDispatch(id, cluster string, term int64) *wire.TLanceIndexJobDispatch {
@@ -29,7 +30,7 @@ func (h *harness) clusterQuery(cluster string, term int64, ids ...string) *wire.
 // at term 2 once the old one is silent — not refuse them all with
 // STALE_LEADER_TERM while its heartbeats look alive.
 func TestRestoreIntoFreshMastersRebinds(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	h := newHarness(t, func(c *Config) { c.Clock = clk.Now })
 	if resp := h.heartbeatCluster("A", 50); resp.Status.StatusCode != wire.TStatusCode_OK || resp.GetClusterID() != "A" || !resp.GetAccepting() {
 		t.Fatalf("first heartbeat: %+v", resp)
@@ -37,7 +38,7 @@ func TestRestoreIntoFreshMastersRebinds(t *testing.T) {
 	if got := h.submit(h.clusterDispatch("a1", "A", 50)); got != wire.TStatusCode_OK {
 		t.Fatalf("cluster A's dispatch: %s", got)
 	}
-	clk.Add(DefaultClusterRebindAfter)
+	clk.Advance(DefaultClusterRebindAfter)
 	resp := h.heartbeatCluster("B", 2)
 	if resp.Status.StatusCode != wire.TStatusCode_OK || resp.GetClusterID() != "B" || !resp.GetAccepting() {
 		t.Fatalf("cluster B's heartbeat after A went silent: %+v", resp)
@@ -63,11 +64,11 @@ func TestRestoreIntoFreshMastersRebinds(t *testing.T) {
 // cluster's heartbeats answer OTHER_CLUSTER (not accepting) and change
 // nothing, and its dispatches and queries answer OTHER_CLUSTER.
 func TestOtherClusterIsRefusedWhileTheBoundOneIsAlive(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	m := newFakeMaster(t)
 	h := newHarness(t, func(c *Config) { c.Clock = clk.Now })
 	h.heartbeatCluster("A", 5, m.Addr())
-	clk.Add(DefaultClusterRebindAfter - time.Second)
+	clk.Advance(DefaultClusterRebindAfter - time.Second)
 	resp := h.heartbeatCluster("B", 9, closedAddr(t))
 	if resp.Status.StatusCode != wire.TStatusCode_OTHER_CLUSTER || resp.GetAccepting() || resp.GetNotAcceptingReason() == "" ||
 		resp.GetClusterID() != "A" || resp.BeProcessEpoch != h.a.Epoch() {
@@ -83,9 +84,9 @@ func TestOtherClusterIsRefusedWhileTheBoundOneIsAlive(t *testing.T) {
 		t.Fatalf("another cluster's query: %s", resp.Status.StatusCode)
 	}
 	// A heartbeat from A keeps it bound: B still cannot re-bind a second later.
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	h.heartbeatCluster("A", 5)
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	if resp := h.heartbeatCluster("B", 9); resp.Status.StatusCode != wire.TStatusCode_OTHER_CLUSTER {
 		t.Fatalf("B re-bound while A heartbeats: %+v", resp)
 	}
@@ -99,15 +100,15 @@ func TestOtherClusterIsRefusedWhileTheBoundOneIsAlive(t *testing.T) {
 
 // The fence is kept per cluster id: re-binding back to A keeps A's term.
 func TestFenceIsKeptPerCluster(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	h := newHarness(t, func(c *Config) { c.Clock = clk.Now })
 	h.heartbeatCluster("A", 50)
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	h.heartbeatCluster("B", 2)
 	if got := h.submit(h.clusterDispatch("b1", "B", 1)); got != wire.TStatusCode_STALE_LEADER_TERM {
 		t.Fatalf("B at term 1 below its 2: %s", got)
 	}
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if resp := h.heartbeatCluster("A", 49); resp.Status.StatusCode != wire.TStatusCode_OK || resp.GetClusterID() != "A" {
 		t.Fatalf("A again after B went silent: %+v", resp)
 	}
@@ -169,14 +170,14 @@ func TestFenceClusterWithoutTerm(t *testing.T) {
 }
 
 func TestClusterFencesAreBounded(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	h := newHarness(t, func(c *Config) { c.Clock = clk.Now })
 	h.heartbeatCluster("bound", 1)
 	h.a.mu.Lock()
 	defer h.a.mu.Unlock()
 	h.a.cl.bound = "" // let requests name any cluster, as before a binding
 	for i := 0; i < 3*maxClusterFences; i++ {
-		clk.Add(time.Millisecond)
+		clk.Advance(time.Millisecond)
 		h.a.fenceClusterLocked(string(rune('a'+i%26))+time.Duration(i).String(), 1)
 	}
 	if n := len(h.a.cl.fences); n > maxClusterFences {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
+	"github.com/lancemaster/lancemaster/pkg/clocktest"
 )
 
 // The report is in the outbox before the first delivery attempt: the
@@ -143,7 +144,7 @@ func TestOneMastersRefusalNeedsALaterTerm(t *testing.T) {
 }
 
 func TestOneMastersRefusalsSpanningTheWindowDrop(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	m := newFakeMaster(t, wire.TStatusCode_STALE_REPORT)
 	h := newHarness(t, func(c *Config) { c.Masters, c.Clock = []string{m.Addr()}, clk.Now })
 	h.ready(1)
@@ -152,7 +153,7 @@ func TestOneMastersRefusalsSpanningTheWindowDrop(t *testing.T) {
 	if ids := outboxIDs(t, h.a); len(ids) != 1 {
 		t.Fatalf("outbox %v", ids)
 	}
-	clk.Add(DefaultRefusalWindow)
+	clk.Advance(DefaultRefusalWindow)
 	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "not dropped once the refusals spanned the window")
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/backend/outbox"
 	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 const (
@@ -262,14 +263,12 @@ func (h *harness) dispatch(id string, term int64) *wire.TLanceIndexJobDispatch {
 // ready heartbeats at term so submits pass the first guard.
 func (h *harness) ready(term int64) { h.t.Helper(); h.heartbeat(term) }
 
+// eventually polls cond until it holds; after testWait the test fails with
+// the message format and args make.
 func eventually(t *testing.T, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(testWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(format, args...)
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !testkit.Poll(testWait, cond) {
+		t.Fatalf(format, args...)
 	}
 }
 

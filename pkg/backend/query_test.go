@@ -1,23 +1,15 @@
 package backend
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/clocktest"
 )
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *testClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
 func TestQueryThroughTheLifecycle(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	m := newFakeMaster(t)
 	h := newHarness(t, func(c *Config) { c.Clock, c.Grace, c.Masters = clk.Now, time.Hour, []string{m.Addr()} })
 	h.ready(4)
@@ -56,11 +48,11 @@ func TestQueryThroughTheLifecycle(t *testing.T) {
 	if n := h.a.sweep(); n != 0 {
 		t.Fatalf("swept %d before the deadline", n)
 	}
-	clk.Add(2*time.Hour - time.Minute) // deadline (1 h) + grace (1 h), not yet
+	clk.Advance(2*time.Hour - time.Minute) // deadline (1 h) + grace (1 h), not yet
 	if n := h.a.sweep(); n != 0 {
 		t.Fatalf("swept %d before deadline + grace", n)
 	}
-	clk.Add(2 * time.Minute)
+	clk.Advance(2 * time.Minute)
 	if n := h.a.sweep(); n != 2 {
 		t.Fatalf("swept %d, want 2", n)
 	}
@@ -74,7 +66,7 @@ func TestQueryThroughTheLifecycle(t *testing.T) {
 // entry is forgotten it answers FORGOTTEN, and a redelivery of it answers
 // OK without running again.
 func TestForgottenInvocationIsNeverUnknown(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	m := newFakeMaster(t)
 	h := newHarness(t, func(c *Config) { c.Clock, c.Masters = clk.Now, []string{m.Addr()} })
 	h.ready(1)
@@ -82,7 +74,7 @@ func TestForgottenInvocationIsNeverUnknown(t *testing.T) {
 	h.submit(d)
 	h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
 	eventually(t, func() bool { return m.callCount() == 1 && len(outboxIDs(t, h.a)) == 0 }, "not delivered")
-	clk.Add(3 * time.Hour) // deadline (1 h) + grace (1 h) passed
+	clk.Advance(3 * time.Hour) // deadline (1 h) + grace (1 h) passed
 	if n := h.a.sweep(); n != 1 {
 		t.Fatalf("swept %d, want 1", n)
 	}
@@ -107,12 +99,12 @@ func TestForgottenInvocationIsNeverUnknown(t *testing.T) {
 // A finished entry whose report still waits in the outbox is never
 // forgotten, however old: the master may still need the query answer.
 func TestHeldReportIsNeverForgotten(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	h := newHarness(t, func(c *Config) { c.Clock, c.Masters = clk.Now, []string{closedAddr(t)} })
 	h.ready(1)
 	h.submit(h.dispatch("inv", 1))
 	h.waitState(1, "inv", wire.TLanceInvocationState_FINISHED)
-	clk.Add(5 * time.Hour) // well past deadline + grace; the outbox keeps it 24 h
+	clk.Advance(5 * time.Hour) // well past deadline + grace; the outbox keeps it 24 h
 	if n := h.a.sweep(); n != 0 {
 		t.Fatalf("swept %d entries whose report is still in the outbox", n)
 	}
@@ -134,7 +126,7 @@ func TestHeldReportIsNeverForgotten(t *testing.T) {
 // new dispatch is still accepted, and one as late as a forgotten one could
 // be answers OK without running.
 func TestTombstoneBoundGoesLossy(t *testing.T) {
-	clk := &testClock{t: time.Now()}
+	clk := clocktest.New(time.Now())
 	m := newFakeMaster(t)
 	h := newHarness(t, func(c *Config) { c.Clock, c.Masters, c.MaxTombstones = clk.Now, []string{m.Addr()}, 1 })
 	h.ready(1)
@@ -143,7 +135,7 @@ func TestTombstoneBoundGoesLossy(t *testing.T) {
 		h.waitState(1, id, wire.TLanceInvocationState_FINISHED)
 	}
 	eventually(t, func() bool { return len(outboxIDs(t, h.a)) == 0 }, "not delivered")
-	clk.Add(3 * time.Hour)
+	clk.Advance(3 * time.Hour)
 	if n := h.a.sweep(); n != 2 {
 		t.Fatalf("swept %d", n)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // The 3-node harness: real TCP transports on 127.0.0.1, real raft-boltdb
@@ -201,16 +202,10 @@ func (f *localForwarder) ForwardApply(ctx context.Context, addr string, cmd []by
 	return raftfsm.EncodeResponse(resp)
 }
 
-// eventually polls cond every 10 ms until it holds or timeout passes.
+// eventually is testkit.Eventually.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, what, cond)
 }
 
 // freePorts reserves n distinct loopback ports by binding them together,

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,16 +11,17 @@ import (
 	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
-	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/clocktest"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -36,18 +36,7 @@ const (
 	testRoot  = "s3://bucket/warehouse"
 )
 
-// ---- clock and term ----------------------------------------------------------------
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+// ---- term ----------------------------------------------------------------------------
 
 type termKey struct{}
 
@@ -63,29 +52,24 @@ func termFromContext(ctx context.Context) (uint64, bool) {
 
 // ---- the proposer seam --------------------------------------------------------------
 
-// capturingProposer applies every command to a real FSM, as a single-node
-// leader would, and keeps every entry it committed, in order.
+// capturingProposer is a recording raftfsmtest.Proposer that refuses a
+// cancelled context and may rewrite or fail a proposal.
 type capturingProposer struct {
-	mu      sync.Mutex
-	fsm     *raftfsm.FSM
-	index   uint64
-	entries [][]byte
+	*raftfsmtest.Proposer
+	mu sync.Mutex // serialises rewrite and fault with the apply
 	// rewrite, when set, may change an entry before it is applied (a CAS
 	// lost to a concurrent change).
 	rewrite func(cmd []byte) []byte
 	// fault, when set, may fail a proposal: before the entry is applied
 	// (apply false) or after it (a fate-unknown error, like a timeout).
 	fault func(cmd []byte) (apply bool, err error)
-
-	leader atomic.Bool
-	term   atomic.Uint64
 }
 
 func (p *capturingProposer) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !p.leader.Load() {
+	if !p.IsLeader() {
 		return nil, raftfsm.ErrNotLeader
 	}
 	p.mu.Lock()
@@ -101,11 +85,9 @@ func (p *capturingProposer) Propose(ctx context.Context, cmd []byte) (*journal.T
 		}
 		fault = err
 	}
-	p.index++
-	p.entries = append(p.entries, append([]byte(nil), cmd...))
-	resp, ok := p.fsm.Apply(&raft.Log{Index: p.index, Term: p.term.Load(), Type: raft.LogCommand, Data: cmd}).(*journal.TApplyResponse)
-	if !ok {
-		return nil, errors.New("unexpected FSM response")
+	resp, err := p.Proposer.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
 	}
 	if fault != nil {
 		return nil, fault
@@ -113,29 +95,13 @@ func (p *capturingProposer) Propose(ctx context.Context, cmd []byte) (*journal.T
 	return resp, nil
 }
 
-func (p *capturingProposer) IsLeader() bool { return p.leader.Load() }
-
-func (p *capturingProposer) LeaderTerm() uint64 {
-	if !p.leader.Load() {
-		return 0
-	}
-	return p.term.Load()
-}
-
-func (p *capturingProposer) count() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.entries) }
+func (p *capturingProposer) count() int { return int(p.Index()) }
 
 // since returns the entries committed after the first n.
 func (p *capturingProposer) since(n int) [][]byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([][]byte(nil), p.entries[n:]...)
-}
-
-// typesSince decodes the type byte of every entry after the first n.
-func (p *capturingProposer) typesSince(n int) []raftfsm.CommandType {
-	var out []raftfsm.CommandType
-	for _, e := range p.since(n) {
-		out = append(out, raftfsm.CommandType(e[0]))
+	var out [][]byte
+	for _, e := range p.Since(n) {
+		out = append(out, e.Data)
 	}
 	return out
 }
@@ -182,7 +148,7 @@ type env struct {
 	fsm       *raftfsm.FSM
 	prop      *capturingProposer
 	be        *fakeBackends
-	clock     *fakeClock
+	clock     *clocktest.Clock
 	waker     *Waker
 	pool      *Pool
 	d         *Dispatcher
@@ -206,15 +172,14 @@ func newEnvWithClient(t *testing.T, client rpc.BackendClient, tweak ...func(*Dep
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	logger := zap.New(core)
-	e := &env{t: t, logs: logs, clock: newFakeClock(), be: newFakeBackends(), waker: NewWaker()}
+	e := &env{t: t, logs: logs, clock: clocktest.New(clocktest.Epoch), be: newFakeBackends(), waker: NewWaker()}
 	ctx, cancel := context.WithCancel(withTerm(context.Background(), testTerm))
 	t.Cleanup(cancel)
 	e.ctx = ctx
 	e.fsm = raftfsm.New(logger)
 	e.fsm.OnFatal = func(err error) { t.Errorf("FSM fatal: %v", err) }
-	e.prop = &capturingProposer{fsm: e.fsm}
-	e.prop.leader.Store(true)
-	e.prop.term.Store(testTerm)
+	e.prop = &capturingProposer{Proposer: &raftfsmtest.Proposer{FSM: e.fsm, Record: true}}
+	e.prop.SetTerm(testTerm)
 	e.refresh = &fakeRefresh{p: e.prop}
 	if client == nil {
 		client = e.be

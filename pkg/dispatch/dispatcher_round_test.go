@@ -33,14 +33,14 @@ func TestRoundOrder(t *testing.T) {
 
 	e.roundWithin()
 	<-queried
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdRecordProofBatch, raftfsm.CmdMarkRunningBatch)
+	wantTypes(t, e.prop.TypesSince(mark), raftfsm.CmdRecordProofBatch, raftfsm.CmdMarkRunningBatch)
 	if calls := e.refresh.called(); len(calls) != 1 || calls[0] != mark+1 {
 		t.Fatalf("refresh called at entry counts %v, want once after the epoch sweep (%d)", calls, mark+1)
 	}
 	e.wantState(ids[0], job.Running) // its query is still out
 	close(release)
 	e.d.Wait()
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdRecordProofBatch, raftfsm.CmdMarkRunningBatch, raftfsm.CmdCompleteBatch)
+	wantTypes(t, e.prop.TypesSince(mark), raftfsm.CmdRecordProofBatch, raftfsm.CmdMarkRunningBatch, raftfsm.CmdCompleteBatch)
 	if q := e.be.queried(); len(q) != 1 || q[0].InvocationIds[0] != expired.InvocationID {
 		t.Fatalf("deadline sweep should reconcile the expired job first; queries %v", q)
 	}
@@ -64,7 +64,7 @@ func TestIdleRoundProposesNothing(t *testing.T) {
 	for range 3 {
 		e.round()
 	}
-	if got := e.prop.typesSince(mark); len(got) != 0 {
+	if got := e.prop.TypesSince(mark); len(got) != 0 {
 		t.Fatalf("idle rounds journaled %v", got)
 	}
 	if len(e.be.submitted()) != 0 || len(e.be.queried()) != 0 {
@@ -102,7 +102,7 @@ func TestJournalBeforeSend(t *testing.T) {
 	if len(afterJournal) != 2 || afterJournal[0] != ids[0] || afterJournal[1] != ids[1] {
 		t.Fatalf("AfterJournal got %v", afterJournal)
 	}
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdMarkRunningBatch)
+	wantTypes(t, e.prop.TypesSince(mark), raftfsm.CmdMarkRunningBatch)
 	m1 := decodeEntry(t, e.prop.since(mark)[0], journal.NewTMarkRunningBatch())
 	if len(m1.Jobs) != 2 {
 		t.Fatalf("one M1 entry for the round, with %d jobs", len(m1.Jobs))
@@ -160,8 +160,8 @@ func TestFailedRecheckNeverSends(t *testing.T) {
 		// the one the test itself journals as a report.
 		completes int
 	}{
-		{name: "leadership lost", after: func(e *env, _ []int64) { e.prop.leader.Store(false) }},
-		{name: "term changed", after: func(e *env, _ []int64) { e.prop.term.Store(testTerm + 1) }},
+		{name: "leadership lost", after: func(e *env, _ []int64) { e.prop.SetLeader(false) }},
+		{name: "term changed", after: func(e *env, _ []int64) { e.prop.SetTerm(testTerm + 1) }},
 		{name: "record changed (a report got there first)", completes: 2, after: func(e *env, ids []int64) {
 			for _, id := range ids {
 				e.propose(raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: e.nowMs(), Completions: []*journal.TCompletion{
@@ -191,7 +191,7 @@ func TestFailedRecheckNeverSends(t *testing.T) {
 				t.Fatalf("sent %d dispatches after a failed recheck", n)
 			}
 			completes := 0
-			for _, ct := range e.prop.typesSince(mark) {
+			for _, ct := range e.prop.TypesSince(mark) {
 				if ct == raftfsm.CmdCompleteBatch {
 					completes++
 				}
@@ -243,7 +243,7 @@ func TestPausedStaysPending(t *testing.T) {
 	mark := e.prop.count()
 	e.round()
 	e.wantState(ids[0], job.Pending)
-	if got := e.prop.typesSince(mark); len(got) != 0 || len(e.be.submitted()) != 0 {
+	if got := e.prop.TypesSince(mark); len(got) != 0 || len(e.be.submitted()) != 0 {
 		t.Fatalf("paused dispatcher journaled %v", got)
 	}
 	e.setOption(config.OptDispatcherPaused, "false")
@@ -262,7 +262,7 @@ func TestHoldStaysPending(t *testing.T) {
 	mark := e.prop.count()
 	e.round()
 	e.wantState(ids[0], job.Pending)
-	if got := e.prop.typesSince(mark); len(got) != 0 || len(e.be.submitted()) != 0 {
+	if got := e.prop.TypesSince(mark); len(got) != 0 || len(e.be.submitted()) != 0 {
 		t.Fatalf("a held dispatcher journaled %v", got)
 	}
 	release()
@@ -316,7 +316,7 @@ func TestBackpressurePerBackend(t *testing.T) {
 	// A full cluster stays PENDING and journals nothing.
 	mark := e.prop.count()
 	e.round()
-	if got := e.prop.typesSince(mark); len(got) != 0 {
+	if got := e.prop.TypesSince(mark); len(got) != 0 {
 		t.Fatalf("full backends: journaled %v", got)
 	}
 }
@@ -355,7 +355,7 @@ func TestNoUsableBackendStaysPending(t *testing.T) {
 			mark := e.prop.count()
 			e.round()
 			e.wantState(ids[0], job.Pending)
-			if got := e.prop.typesSince(mark); len(got) != 0 || len(e.be.submitted()) != 0 {
+			if got := e.prop.TypesSince(mark); len(got) != 0 || len(e.be.submitted()) != 0 {
 				t.Fatalf("journaled %v, sent %d", got, len(e.be.submitted()))
 			}
 		})

@@ -10,18 +10,13 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
-// waitFor polls cond until it holds or a bounded time passes.
+// waitFor polls cond until it holds; the test fails after 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, what, cond)
 }
 
 // Run: a new leader heartbeats, reconciles RUNNING jobs, then dispatches;

@@ -83,7 +83,7 @@ func TestSendClassification(t *testing.T) {
 					t.Fatal("the message carries the backend's error text")
 				}
 			}
-			wantTypes(t, e.prop.typesSince(mark), want...)
+			wantTypes(t, e.prop.TypesSince(mark), want...)
 			if n := len(e.be.submitted()); n != 1 {
 				t.Fatalf("sent %d times", n)
 			}

@@ -20,7 +20,7 @@ func TestDeadlineSweepExpiredOnly(t *testing.T) {
 	e.markRunning(ids[2], b1, 1, e.nowMs()+60_000, 3) // ahead
 	mark := e.prop.count()
 	e.round() // no heartbeat: nothing else to do
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdCompleteBatch)
+	wantTypes(t, e.prop.TypesSince(mark), raftfsm.CmdCompleteBatch)
 	r := e.wantState(ids[0], job.Unknown)
 	if r.Result.Code != job.NoTrustedResult || !r.HoldsPossibleLiveSlot() || !r.Unresolved() {
 		t.Fatalf("expired job: code %s slot %v unresolved %v", r.Result.Code, r.HoldsPossibleLiveSlot(), r.Unresolved())
@@ -50,7 +50,7 @@ func TestDeadlineSweepReconcilesFirst(t *testing.T) {
 	}))
 	mark := e.prop.count()
 	e.round()
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdCompleteBatch)
+	wantTypes(t, e.prop.TypesSince(mark), raftfsm.CmdCompleteBatch)
 	if batch := decodeEntry(t, e.prop.since(mark)[0], journal.NewTCompleteBatch()); len(batch.Completions) != 2 {
 		t.Fatalf("%d completions, want one per job (a reconciled job is not also given up)", len(batch.Completions))
 	}
@@ -78,13 +78,13 @@ func TestEpochSweep(t *testing.T) {
 		e.heartbeat()
 		mark := e.prop.count()
 		e.round()
-		if got := e.prop.typesSince(mark); len(got) != 0 {
+		if got := e.prop.TypesSince(mark); len(got) != 0 {
 			t.Fatalf("same epoch journaled %v", got)
 		}
 		e.be.setEpoch("b1:9060", 2) // the backend restarted
 		e.heartbeat()
 		e.round()
-		types := e.prop.typesSince(mark)
+		types := e.prop.TypesSince(mark)
 		if len(types) == 0 || types[0] != raftfsm.CmdRecordProofBatch {
 			t.Fatalf("journaled %v, want a RecordProofBatch first", types)
 		}
@@ -111,7 +111,7 @@ func TestEpochSweep(t *testing.T) {
 			setup(e, b1)
 			mark := e.prop.count()
 			e.round()
-			for _, ct := range e.prop.typesSince(mark) {
+			for _, ct := range e.prop.TypesSince(mark) {
 				if ct == raftfsm.CmdRecordProofBatch {
 					t.Fatal("a proof was recorded without a changed epoch heard this term")
 				}
@@ -165,7 +165,7 @@ func TestLowerEpochNeverReleases(t *testing.T) {
 	mark := e.prop.count()
 	e.round()
 	e.round()
-	for _, ct := range e.prop.typesSince(mark) {
+	for _, ct := range e.prop.TypesSince(mark) {
 		if ct == raftfsm.CmdRecordProofBatch {
 			t.Fatal("a lower epoch released a slot")
 		}

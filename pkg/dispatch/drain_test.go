@@ -55,7 +55,7 @@ func TestDrainedBackendIsNeverPicked(t *testing.T) {
 	mark := e.prop.count()
 	e.round()
 	e.wantState(more[0], job.Pending)
-	if got := e.prop.typesSince(mark); len(got) != 0 {
+	if got := e.prop.TypesSince(mark); len(got) != 0 {
 		t.Fatalf("every backend drained: journaled %v", got)
 	}
 	e.drain(b1, false)

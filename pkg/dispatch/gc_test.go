@@ -10,15 +10,16 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
 
-func rfGCCommand(t testing.TB, e rfEntry) *journal.TGCCommand {
+func rfGCCommand(t testing.TB, e raftfsmtest.Entry) *journal.TGCCommand {
 	t.Helper()
-	if e.typ != raftfsm.CmdGC {
-		t.Fatalf("entry type %d, want GC (%d)", e.typ, raftfsm.CmdGC)
+	if e.Type() != raftfsm.CmdGC {
+		t.Fatalf("entry type %d, want GC (%d)", e.Type(), raftfsm.CmdGC)
 	}
 	c := journal.NewTGCCommand()
-	rfDecode(t, e.data[1:], c)
+	rfDecode(t, e.Data[1:], c)
 	return c
 }
 
@@ -68,7 +69,7 @@ func TestGCRemovesOnlyEligibleOldestFirst(t *testing.T) {
 	if err != nil || removed != 3 {
 		t.Fatalf("RunOnce = %d, %v; want 3 removed", removed, err)
 	}
-	entries := f.p.since(mark)
+	entries := f.p.Since(mark)
 	if len(entries) != 1 {
 		t.Fatalf("%d entries, want 1", len(entries))
 	}
@@ -111,7 +112,7 @@ func TestGCBatchesOf1024(t *testing.T) {
 	if err != nil || removed != n {
 		t.Fatalf("RunOnce = %d, %v; want %d", removed, err, n)
 	}
-	entries := f.p.since(mark)
+	entries := f.p.Since(mark)
 	if len(entries) != 2 {
 		t.Fatalf("%d entries, want 2", len(entries))
 	}

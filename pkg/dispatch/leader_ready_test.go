@@ -22,7 +22,7 @@ func TestDowngradeRefreshRunningOnNewLeader(t *testing.T) {
 	if err := DowngradeRefreshRunning(context.Background(), f.p, f.fsm, f.clk); err != nil {
 		t.Fatalf("DowngradeRefreshRunning: %v", err)
 	}
-	entries := f.p.since(mark)
+	entries := f.p.Since(mark)
 	if len(entries) != 1 {
 		t.Fatalf("%d entries, want 1", len(entries))
 	}
@@ -61,7 +61,7 @@ func TestDowngradeRefreshRunningBatchesOf1024(t *testing.T) {
 	if err := DowngradeRefreshRunning(context.Background(), f.p, f.fsm, f.clk); err != nil {
 		t.Fatalf("DowngradeRefreshRunning: %v", err)
 	}
-	entries := f.p.since(mark)
+	entries := f.p.Since(mark)
 	if len(entries) != 2 || len(rfRefreshBatch(t, entries[0]).Transitions) != maxRefreshBatch ||
 		len(rfRefreshBatch(t, entries[1]).Transitions) != 1 {
 		t.Fatalf("%d entries; want one of %d transitions and one of 1", len(entries), maxRefreshBatch)

@@ -77,7 +77,7 @@ func TestCrashedOptimizeIsDispatchedAgainThenEndsUnknown(t *testing.T) {
 	e.crashBackend(2)
 	mark := e.prop.count()
 	e.round()
-	types := e.prop.typesSince(mark)
+	types := e.prop.TypesSince(mark)
 	if len(types) < 1 || types[0] != raftfsm.CmdRecordProofBatch {
 		t.Fatalf("entries %v", types)
 	}

@@ -29,7 +29,7 @@ func TestReconcileFinishedCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The proof is applied on its own, first; then the result.
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdRecordProofBatch, raftfsm.CmdCompleteBatch)
+	wantTypes(t, e.prop.TypesSince(mark), raftfsm.CmdRecordProofBatch, raftfsm.CmdCompleteBatch)
 	got := e.wantState(r.JobID, job.Committed)
 	if got.RefreshState != job.RefreshRequired || got.Result.Message != "built" {
 		t.Fatalf("refresh %s message %q", got.RefreshState, got.Result.Message)
@@ -133,7 +133,7 @@ func TestReconcileWaits(t *testing.T) {
 			if err := e.d.ReconcileRunning(e.ctx); err != nil {
 				t.Fatal(err)
 			}
-			if got := e.prop.typesSince(mark); len(got) != 0 {
+			if got := e.prop.TypesSince(mark); len(got) != 0 {
 				t.Fatalf("journaled %v", got)
 			}
 			if got := e.wantState(r.JobID, job.Running); !got.HoldsPossibleLiveSlot() {

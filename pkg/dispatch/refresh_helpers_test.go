@@ -13,14 +13,15 @@ import (
 	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
-	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/clocktest"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
 
 // Test helpers of the refresh driver, retention GC and R4 tests. Every name
@@ -28,33 +29,14 @@ import (
 
 const rfRoot = "s3://bucket/warehouse"
 
-// rfClock is a fake Clock that moves only when told.
-type rfClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *rfClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *rfClock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
-
-// rfEntry is one entry the proposer applied.
-type rfEntry struct {
-	typ  raftfsm.CommandType
-	data []byte
-	resp *journal.TApplyResponse
-}
-
-// rfProposer applies every proposal at once to a real FSM, with increasing
-// indexes, like a single-node leader, and records each entry. hook, when
-// set, sees each proposal first: it may apply other entries (applyLocked)
-// and decide whether this one is applied and what error Propose returns.
+// rfProposer is a recording raftfsmtest.Proposer (leading at term 1) that
+// refuses a cancelled context. hook, when set, sees each proposal first: it
+// may apply other entries (applyLocked) and decide whether this one is
+// applied and what error Propose returns.
 type rfProposer struct {
-	mu      sync.Mutex
-	fsm     *raftfsm.FSM
-	index   uint64
-	entries []rfEntry
-	hook    func(p *rfProposer, typ raftfsm.CommandType) (apply bool, err error)
+	*raftfsmtest.Proposer
+	mu   sync.Mutex // serialises hooks with the applies
+	hook func(p *rfProposer, typ raftfsm.CommandType) (apply bool, err error)
 }
 
 func (p *rfProposer) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
@@ -63,16 +45,16 @@ func (p *rfProposer) Propose(ctx context.Context, cmd []byte) (*journal.TApplyRe
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	typ := raftfsm.CommandType(cmd[0])
 	if p.hook != nil {
-		apply, err := p.hook(p, typ)
+		apply, err := p.hook(p, raftfsm.CommandType(cmd[0]))
+		var resp *journal.TApplyResponse
 		if apply {
-			p.applyLocked(cmd)
+			resp = p.applyLocked(cmd)
 		}
 		if err != nil || !apply {
 			return nil, rfFirstErr(err, errors.New("rfProposer: not applied"))
 		}
-		return p.entries[len(p.entries)-1].resp, nil
+		return resp, nil
 	}
 	return p.applyLocked(cmd), nil
 }
@@ -86,26 +68,14 @@ func rfFirstErr(a, b error) error {
 
 // applyLocked applies one entry; p.mu is held.
 func (p *rfProposer) applyLocked(cmd []byte) *journal.TApplyResponse {
-	p.index++
-	resp, ok := p.fsm.Apply(&raft.Log{Index: p.index, Term: 1, Type: raft.LogCommand, Data: cmd}).(*journal.TApplyResponse)
-	if !ok {
-		panic("rfProposer: FSM returned no *journal.TApplyResponse")
+	resp, err := p.Proposer.Propose(context.Background(), cmd)
+	if err != nil {
+		panic(err)
 	}
-	p.entries = append(p.entries, rfEntry{typ: raftfsm.CommandType(cmd[0]), data: cmd, resp: resp})
 	return resp
 }
 
-func (p *rfProposer) IsLeader() bool     { return true }
-func (p *rfProposer) LeaderTerm() uint64 { return 1 }
-
-// since returns the entries applied after the first n.
-func (p *rfProposer) since(n int) []rfEntry {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]rfEntry(nil), p.entries[n:]...)
-}
-
-func (p *rfProposer) count() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.entries) }
+func (p *rfProposer) count() int { return int(p.Index()) }
 
 // rfFixture is a real FSM behind an rfProposer, a fake clock, one backend
 // and an observed logger. Fixtures are built by proposing real commands.
@@ -113,7 +83,7 @@ type rfFixture struct {
 	t      *testing.T
 	fsm    *raftfsm.FSM
 	p      *rfProposer
-	clk    *rfClock
+	clk    *clocktest.Clock
 	be     int64
 	logger *zap.Logger
 	logs   *observer.ObservedLogs
@@ -124,8 +94,8 @@ func rfNew(t *testing.T) *rfFixture {
 	core, logs := observer.New(zapcore.DebugLevel)
 	fsm := raftfsm.New(nil)
 	fsm.OnFatal = func(err error) { t.Errorf("FSM fatal: %v", err) }
-	f := &rfFixture{t: t, fsm: fsm, p: &rfProposer{fsm: fsm},
-		clk: &rfClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, logger: zap.New(core), logs: logs}
+	f := &rfFixture{t: t, fsm: fsm, p: &rfProposer{Proposer: &raftfsmtest.Proposer{FSM: fsm, Record: true}},
+		clk: clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), logger: zap.New(core), logs: logs}
 	resp := f.apply(raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: f.nowMs(), Address: "be1:9060"})
 	f.be = resp.GetID()
 	return f
@@ -294,19 +264,19 @@ func rfEncode(t testing.TB, s thrift.TStruct) []byte {
 }
 
 // rfRefreshBatch decodes a RefreshBatch entry.
-func rfRefreshBatch(t testing.TB, e rfEntry) *journal.TRefreshBatch {
+func rfRefreshBatch(t testing.TB, e raftfsmtest.Entry) *journal.TRefreshBatch {
 	t.Helper()
-	if e.typ != raftfsm.CmdRefreshBatch {
-		t.Fatalf("entry type %d, want RefreshBatch (%d)", e.typ, raftfsm.CmdRefreshBatch)
+	if e.Type() != raftfsm.CmdRefreshBatch {
+		t.Fatalf("entry type %d, want RefreshBatch (%d)", e.Type(), raftfsm.CmdRefreshBatch)
 	}
 	c := journal.NewTRefreshBatch()
-	rfDecode(t, e.data[1:], c)
+	rfDecode(t, e.Data[1:], c)
 	return c
 }
 
 // rfWantTransitions checks an entry's transitions: ids, expected revs and
 // target state, in order.
-func rfWantTransitions(t testing.TB, e rfEntry, to job.RefreshState, ids []int64, revs []int64) {
+func rfWantTransitions(t testing.TB, e raftfsmtest.Entry, to job.RefreshState, ids []int64, revs []int64) {
 	t.Helper()
 	c := rfRefreshBatch(t, e)
 	if len(c.Transitions) != len(ids) {

@@ -62,7 +62,7 @@ func TestRefreshStepOrderAndArguments(t *testing.T) {
 	if got := rec.called(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("refresh calls:\n got %+v\nwant %+v", got, want)
 	}
-	entries := f.p.since(mark)
+	entries := f.p.Since(mark)
 	if len(entries) != 2 {
 		t.Fatalf("%d entries, want 2 (R1, then the outcomes)", len(entries))
 	}
@@ -81,7 +81,7 @@ func TestRefreshStepOrderAndArguments(t *testing.T) {
 
 	mark = f.p.count()
 	rfStep(t, d)
-	if n := len(f.p.since(mark)); n != 0 || len(rec.called()) != 3 {
+	if n := len(f.p.Since(mark)); n != 0 || len(rec.called()) != 3 {
 		t.Fatalf("second step: %d entries, %d calls; want nothing new", n, len(rec.called()))
 	}
 }
@@ -96,7 +96,7 @@ func TestRefreshFailureRecordsR3(t *testing.T) {
 	mark := f.p.count()
 	rfStep(t, f.driver(rec, nil))
 
-	entries := f.p.since(mark)
+	entries := f.p.Since(mark)
 	if len(entries) != 2 {
 		t.Fatalf("%d entries, want 2", len(entries))
 	}
@@ -145,13 +145,13 @@ func TestRefreshFailedThrottle(t *testing.T) {
 		if got := rec.calledIDs(); !reflect.DeepEqual(got, []int64{fresh}) {
 			t.Fatalf("refreshed %v, want only the new REQUIRED job %d", got, fresh)
 		}
-		rfWantTransitions(t, f.p.since(mark)[0], job.RefreshRunning, []int64{fresh}, []int64{f.job(fresh).Rev - 2})
+		rfWantTransitions(t, f.p.Since(mark)[0], job.RefreshRunning, []int64{fresh}, []int64{f.job(fresh).Rev - 2})
 
 		// Just before the default 300 s wait is over: nothing to do.
 		f.clk.Advance(270*time.Second - time.Millisecond)
 		mark = f.p.count()
 		rfStep(t, d)
-		if n := len(f.p.since(mark)); n != 0 || len(rec.called()) != 1 {
+		if n := len(f.p.Since(mark)); n != 0 || len(rec.called()) != 1 {
 			t.Fatalf("a fresh FAILED job was retried: %d entries, calls %v", n, rec.calledIDs())
 		}
 
@@ -162,7 +162,7 @@ func TestRefreshFailedThrottle(t *testing.T) {
 		if got := rec.calledIDs(); !reflect.DeepEqual(got, []int64{fresh, failed}) {
 			t.Fatalf("refreshed %v, want the stale FAILED job retried", got)
 		}
-		rfWantTransitions(t, f.p.since(mark)[0], job.RefreshRunning, []int64{failed}, []int64{failedRev})
+		rfWantTransitions(t, f.p.Since(mark)[0], job.RefreshRunning, []int64{failed}, []int64{failedRev})
 		rfWantRefresh(t, f, job.RefreshDone, failed, fresh)
 	})
 
@@ -227,7 +227,7 @@ func TestRefreshForceReleasedExcluded(t *testing.T) {
 	if got := rec.calledIDs(); !reflect.DeepEqual(got, []int64{other}) {
 		t.Fatalf("refreshed %v, want only %d", got, other)
 	}
-	for _, e := range f.p.since(mark) {
+	for _, e := range f.p.Since(mark) {
 		if ids := rfTransitionIDs(rfRefreshBatch(t, e)); !reflect.DeepEqual(ids, []int64{other}) {
 			t.Fatalf("an entry names %v", ids)
 		}
@@ -283,7 +283,7 @@ func TestRefreshIdleStepWritesNothing(t *testing.T) {
 	for range 3 {
 		rfStep(t, d)
 	}
-	if n := len(f.p.since(mark)); n != 0 || len(rec.called()) != 0 {
+	if n := len(f.p.Since(mark)); n != 0 || len(rec.called()) != 0 {
 		t.Fatalf("idle steps wrote %d entries and made %d calls", n, len(rec.called()))
 	}
 	rfWantRefresh(t, f, job.RefreshRunning, running)
@@ -318,7 +318,7 @@ func TestRefreshStepBudgetBoundsHangingRefresher(t *testing.T) {
 			if got := rec.calledIDs(); !reflect.DeepEqual(got, []int64{hung}) {
 				t.Fatalf("calls %v, want only %d", got, hung)
 			}
-			entries := f.p.since(mark)
+			entries := f.p.Since(mark)
 			if len(entries) != 2 {
 				t.Fatalf("%d entries, want 2", len(entries))
 			}
@@ -365,7 +365,7 @@ func TestRefreshProposeErrorsAreRetried(t *testing.T) {
 		f, id, rec, d := failedStep(t, 2, false)
 		mark := f.p.count()
 		rfStep(t, d)
-		entries := f.p.since(mark)
+		entries := f.p.Since(mark)
 		if len(entries) != 1 || len(rec.called()) != 1 {
 			t.Fatalf("%d entries, %d calls; want the outcome re-proposed without a second refresh", len(entries), len(rec.called()))
 		}
@@ -390,7 +390,7 @@ func TestRefreshLostCASSkipsRefresher(t *testing.T) {
 	f.p.hook = func(p *rfProposer, typ raftfsm.CommandType) (bool, error) {
 		if typ == raftfsm.CmdRefreshBatch {
 			p.hook = nil
-			r, _ := p.fsm.State().Job(taken)
+			r, _ := p.FSM.State().Job(taken)
 			cmd, err := raftfsm.Encode(raftfsm.CmdRefreshBatch, &journal.TRefreshBatch{NowMs: 1,
 				Transitions: []*journal.TRefreshTransition{newRefreshTransition(taken, r.Rev, job.RefreshRunning)}})
 			if err != nil {
@@ -416,7 +416,7 @@ func TestRefreshNoneRefresherResolves(t *testing.T) {
 	d := NewRefreshDriver(RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk, Refreshers: DefaultRefreshers(nil, nil)})
 	mark := f.p.count()
 	rfStep(t, d)
-	if n := len(f.p.since(mark)); n != 2 {
+	if n := len(f.p.Since(mark)); n != 2 {
 		t.Fatalf("%d entries, want R1 and R2", n)
 	}
 	if r := f.job(id); r.RefreshState != job.RefreshDone || r.Unresolved() {

@@ -122,7 +122,7 @@ func TestResolveWaitsThenGivesUp(t *testing.T) {
 		}
 		e.wantState(r.JobID, job.Resolving)
 	}
-	if got := e.prop.typesSince(mark); len(got) != 0 {
+	if got := e.prop.TypesSince(mark); len(got) != 0 {
 		t.Fatalf("answers that prove nothing journaled %v", got)
 	}
 	// No dispatchable backend: it waits too.
@@ -200,7 +200,7 @@ func TestDeadlineSweepLeavesResolving(t *testing.T) {
 	e.resolving(id, e.nowMs()+3_600_000)
 	mark := e.prop.count()
 	e.round()
-	if got := e.prop.typesSince(mark); len(got) != 0 || len(e.be.queried()) != 0 {
+	if got := e.prop.TypesSince(mark); len(got) != 0 || len(e.be.queried()) != 0 {
 		t.Fatalf("journaled %v, queried %d", got, len(e.be.queried()))
 	}
 	e.wantState(id, job.Resolving)
@@ -231,7 +231,7 @@ func TestEpochGoneOutboxDeliveredResolves(t *testing.T) {
 	e.heartbeat()
 	mark := e.prop.count()
 	e.round()
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdRecordProofBatch)
+	wantTypes(t, e.prop.TypesSince(mark), raftfsm.CmdRecordProofBatch)
 	for _, id := range ids {
 		r := e.wantState(id, job.Resolving)
 		if !strings.Contains(r.TerminationMessage, "epoch 1 → 2") || r.ResolveAfterMs != e.nowMs()+grace.Milliseconds() {
@@ -259,7 +259,7 @@ func TestEpochGoneAndDeliveredInOneEntry(t *testing.T) {
 	e.heartbeat()
 	mark := e.prop.count()
 	e.round()
-	wantTypes(t, e.prop.typesSince(mark), raftfsm.CmdRecordProofBatch)
+	wantTypes(t, e.prop.TypesSince(mark), raftfsm.CmdRecordProofBatch)
 	if p := decodeEntry(t, e.prop.since(mark)[0], journal.NewTRecordProofBatch()); len(p.Proofs) != 1 || !p.Proofs[0].GetFinishedWithoutResult_() {
 		t.Fatalf("proofs %+v", p.Proofs)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/master"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 const (
@@ -269,19 +270,8 @@ func (w *world) leader() int {
 	return -1
 }
 
-// await polls cond every 10 ms until it holds or timeout passes.
-func await(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// await polls cond until it holds or timeout passes (testkit.Poll).
+func await(timeout time.Duration, cond func() bool) bool { return testkit.Poll(timeout, cond) }
 
 func (w *world) awaitLeader(timeout time.Duration) int {
 	l := -1

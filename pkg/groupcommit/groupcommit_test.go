@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // okResp answers every item OK, naming it by its value.
@@ -22,16 +23,13 @@ func okResp(items []int) *journal.TApplyResponse {
 	return resp
 }
 
-// waitUntil polls cond; on a timeout it opens gate (so blocked flights end)
-// and fails the test.
+// waitUntil polls cond; on a timeout (5 s) it opens gate (so blocked flights
+// end) and fails the test.
 func waitUntil(t *testing.T, what string, gate chan struct{}, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			close(gate)
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	if !testkit.Poll(5*time.Second, cond) {
+		close(gate)
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

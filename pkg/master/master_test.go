@@ -19,6 +19,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // cluster3 is three masters in this process over loopback with real
@@ -156,13 +157,7 @@ func (c *cluster3) client(i int) *rpc.MasterClient {
 
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, what, cond)
 }
 
 func jobCount(m *Master) int {

@@ -260,7 +260,7 @@ func TestProgressReports(t *testing.T) {
 	rec := f.running("t1")
 	n := f.prop.count()
 	wantStatus(t, f.h.HandleProgress(context.Background(), validProgress(rec)), wire.TStatusCode_OK)
-	types := f.prop.typesSince(n)
+	types := f.prop.TypesSince(n)
 	items := f.prop.reportItemsSince(t, n)
 	if len(types) != 1 || types[0] != raftfsm.CmdReportBatch || len(items) != 1 || items[0].Progress == nil ||
 		items[0].Proof != nil || items[0].Completion != nil {

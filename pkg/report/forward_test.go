@@ -63,7 +63,7 @@ type follower struct {
 }
 
 func newFollower(f *fixture, leader func() (string, string), forwardErr error) *follower {
-	fo := &follower{prop: &capturingProposer{fsm: f.fsm}, client: &loopClient{leader: f.h}}
+	fo := &follower{prop: newFollowerProposer(f.fsm), client: &loopClient{leader: f.h}}
 	fo.h = New(Deps{Proposer: fo.prop, Reader: f.fsm, Leader: leader, Logger: f.h.log,
 		Forward: func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
 			fo.addrs = append(fo.addrs, addr)
@@ -153,7 +153,7 @@ func TestFollowerWithoutALeader(t *testing.T) {
 		})
 	}
 	// Forwarding disabled (no Forward func): NOT_LEADER too.
-	off := New(Deps{Proposer: &capturingProposer{fsm: f.fsm}, Reader: f.fsm, Leader: knownLeader})
+	off := New(Deps{Proposer: newFollowerProposer(f.fsm), Reader: f.fsm, Leader: knownLeader})
 	wantStatus(t, off.HandleResult(context.Background(), validReport(rec, job.NativeOK)), wire.TStatusCode_NOT_LEADER)
 	wantCounts(t, off, map[string]int64{"no_leader": 1})
 	if !bytes.Equal(before, f.snapshot()) {

@@ -34,7 +34,7 @@ func TestValidResultCommits(t *testing.T) {
 	if !got.HoldsPossibleLiveSlot() {
 		t.Fatal("a result released the slot; only a proof may")
 	}
-	if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
+	if types := f.prop.TypesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
 		t.Fatalf("entries = %v, want one ReportBatch", types)
 	}
 	if its := f.prop.reportItemsSince(t, n); len(its) != 1 || its[0].Proof != nil || its[0].Completion == nil {
@@ -203,7 +203,7 @@ func TestProofThenResultInOrder(t *testing.T) {
 	r.TerminationProof = ptr(wire.TLanceIndexTerminationProof_NEVER_LAUNCHED)
 	wantStatus(t, f.result(r), wire.TStatusCode_OK)
 	// One entry; its item carries the proof (applied first) and the result.
-	if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
+	if types := f.prop.TypesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
 		t.Fatalf("entries = %v, want one ReportBatch", types)
 	}
 	its := f.prop.reportItemsSince(t, n)
@@ -223,7 +223,7 @@ func TestProofThenResultInOrder(t *testing.T) {
 	r = validReport(rec2, job.NativeOK)
 	r.TerminationProof = ptr(wire.TLanceIndexTerminationProof_NONE)
 	wantStatus(t, f.result(r), wire.TStatusCode_OK)
-	if types := f.prop.typesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
+	if types := f.prop.TypesSince(n); !slices.Equal(types, []raftfsm.CommandType{raftfsm.CmdReportBatch}) {
 		t.Fatalf("entries = %v, want one ReportBatch", types)
 	}
 	if its := f.prop.reportItemsSince(t, n); len(its) != 1 || its[0].Proof != nil || its[0].Completion == nil {
@@ -390,7 +390,7 @@ func TestCatchUpOncePerTerm(t *testing.T) {
 	if calls != 2 {
 		t.Fatalf("catch-up ran %d times in one term, want 2 (one failed, one succeeded)", calls)
 	}
-	f.prop.term.Store(4)
+	f.prop.SetTerm(4)
 	wantStatus(t, f.result(validReport(rec, job.NativeOK)), wire.TStatusCode_OK)
 	if calls != 3 {
 		t.Fatalf("catch-up ran %d times, want once more in a new term", calls)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
-	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -21,6 +20,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
 
 // The handler is what the admin API delegates reports to.
@@ -33,20 +33,29 @@ const (
 	testRoot   = "s3://bucket/warehouse"
 )
 
-// capturingProposer applies commands to a real FSM, as a single-node leader
-// would, and keeps every entry it wrote.
+// capturingProposer is a recording raftfsmtest.Proposer (a follower still
+// applies what it is given, so a test counts proposals it should not have
+// made) that can fail or hold proposals and counts those not made leader-only.
 type capturingProposer struct {
-	mu      sync.Mutex
-	fsm     *raftfsm.FSM
-	index   uint64
-	entries [][]byte
+	*raftfsmtest.Proposer
 
-	leader atomic.Bool
-	term   atomic.Uint64
-	err    error         // when set, Propose fails with it and applies nothing
-	gate   chan struct{} // when set, Propose waits for it (batching tests)
+	mu   sync.Mutex    // held across each apply
+	err  error         // when set, Propose fails with it and applies nothing
+	gate chan struct{} // when set, Propose waits for it (batching tests)
 
 	notLeaderOnly atomic.Int64 // proposals whose context was not cluster.LeaderOnly
+}
+
+// newCapturingProposer leads at term 1 over fsm.
+func newCapturingProposer(fsm *raftfsm.FSM) *capturingProposer {
+	return &capturingProposer{Proposer: &raftfsmtest.Proposer{FSM: fsm, Record: true, Forwards: true}}
+}
+
+// newFollowerProposer does not lead.
+func newFollowerProposer(fsm *raftfsm.FSM) *capturingProposer {
+	p := newCapturingProposer(fsm)
+	p.SetLeader(false)
+	return p
 }
 
 func (p *capturingProposer) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
@@ -65,49 +74,25 @@ func (p *capturingProposer) Propose(ctx context.Context, cmd []byte) (*journal.T
 	if p.err != nil {
 		return nil, p.err
 	}
-	p.index++
-	p.entries = append(p.entries, append([]byte(nil), cmd...))
-	resp, ok := p.fsm.Apply(&raft.Log{Index: p.index, Term: 1, Type: raft.LogCommand, Data: cmd}).(*journal.TApplyResponse)
-	if !ok {
-		return nil, fmt.Errorf("unexpected FSM response")
-	}
-	idx := int64(p.index)
-	resp.Index = &idx
-	return resp, nil
+	return p.Proposer.Propose(ctx, cmd)
 }
-
-func (p *capturingProposer) IsLeader() bool     { return p.leader.Load() }
-func (p *capturingProposer) LeaderTerm() uint64 { return p.term.Load() }
 
 // count is how many entries were written so far.
-func (p *capturingProposer) count() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.entries) }
-
-// typesSince lists the command types of the entries written after n.
-func (p *capturingProposer) typesSince(n int) []raftfsm.CommandType {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []raftfsm.CommandType
-	for _, e := range p.entries[n:] {
-		out = append(out, raftfsm.CommandType(e[0]))
-	}
-	return out
-}
+func (p *capturingProposer) count() int { return int(p.Index()) }
 
 // reportItemsSince decodes the report items of the ReportBatch entries
 // written after n, in order.
 func (p *capturingProposer) reportItemsSince(t *testing.T, n int) []*journal.TReportItem {
 	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var out []*journal.TReportItem
-	for _, e := range p.entries[n:] {
-		if raftfsm.CommandType(e[0]) != raftfsm.CmdReportBatch {
+	for _, e := range p.Since(n) {
+		if e.Type() != raftfsm.CmdReportBatch {
 			continue
 		}
 		b := journal.NewTReportBatch()
 		d := thrift.NewTDeserializer()
 		d.Protocol = thrift.NewTCompactProtocolFactoryConf(nil).GetProtocol(d.Transport)
-		if err := d.Read(context.Background(), b, e[1:]); err != nil {
+		if err := d.Read(context.Background(), b, e.Data[1:]); err != nil {
 			t.Fatalf("decode a report batch: %v", err)
 		}
 		out = append(out, b.Reports...)
@@ -138,9 +123,8 @@ func newFixture(t *testing.T, tweak ...func(*Deps)) *fixture {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	f := &fixture{t: t, fsm: raftfsm.New(zap.NewNop()), waker: &countingWaker{}, logs: logs, now: 1_000_000}
-	f.prop = &capturingProposer{fsm: f.fsm}
-	f.prop.leader.Store(true)
-	f.prop.term.Store(3)
+	f.prop = newCapturingProposer(f.fsm)
+	f.prop.SetTerm(3)
 	d := Deps{Proposer: f.prop, Reader: f.fsm, Waker: f.waker, Logger: zap.New(core),
 		Clock: func() time.Time { return time.UnixMilli(f.now) }}
 	for _, fn := range tweak {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // testBackend is a tiny wire.LanceBackendService; nil funcs answer OK.
@@ -72,13 +73,7 @@ func startBackend(t *testing.T, b *testBackend, cfg Config) *Server {
 // waitFor polls cond until it holds; the test fails after 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, what, cond)
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -5,23 +5,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/clocktest"
 )
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time                                        { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration)                                   { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-func newClock() *fakeClock                                                 { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
+func newClock() *clocktest.Clock                                           { return clocktest.New(clocktest.Epoch) }
 func strp(s string) *string                                                { return &s }
 func codep(c wire.TLanceIndexJobResultCode) *wire.TLanceIndexJobResultCode { return &c }
 
@@ -34,7 +27,7 @@ func report(id string, jobID int64) *wire.TLanceIndexJobReport {
 	}
 }
 
-func open(t *testing.T, path string, clk *fakeClock, opts ...Option) *Outbox {
+func open(t *testing.T, path string, clk *clocktest.Clock, opts ...Option) *Outbox {
 	t.Helper()
 	o, err := Open(path, append([]Option{WithClock(clk.Now)}, opts...)...)
 	if err != nil {
@@ -61,7 +54,7 @@ func TestPutRestartPending(t *testing.T) {
 	if err := o.Put(Entry{ID: "inv-1", Report: report("inv-1", 1), Deadline: dl}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	if err := o.Put(Entry{ID: "inv-2", Report: report("inv-2", 2), Deadline: dl}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +138,11 @@ func TestExpiry(t *testing.T) {
 	if err := o.Put(Entry{ID: "late", Report: report("late", 2), Deadline: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(11 * time.Minute) // at early's deadline + grace exactly: still kept
+	clk.Advance(11 * time.Minute) // at early's deadline + grace exactly: still kept
 	if got, exp := pending(t, o); len(got) != 2 || len(exp) != 0 {
 		t.Fatalf("at the boundary: pending %d expired %v", len(got), exp)
 	}
-	clk.Add(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	got, exp := pending(t, o)
 	if len(got) != 1 || got[0].ID != "late" || len(exp) != 1 || exp[0] != "early" {
 		t.Fatalf("after expiry: pending %+v expired %v", got, exp)
@@ -263,7 +256,7 @@ func TestProgressEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	if err := o.Put(Entry{ID: "inv", Report: report("inv", 1), IndexUUID: "0b5d6f9e-3c1a-4e2b-9f7d-1a2b3c4d5e6f", Deadline: dl}); err != nil {
 		t.Fatal(err)
 	}
