@@ -62,15 +62,19 @@ func runConsole(o *options) (*consoleResult, error) {
 	c.fake.SetSubmitHook(func(context.Context, *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 		return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
 	})
-	if _, err := c.admitMany(l.RPCAddr(), consoleJobs, admitConc); err != nil {
-		return nil, fmt.Errorf("console: admitting %d jobs: %w", consoleJobs, err)
+	jobs, loads := consoleJobs, consoleLoads
+	if o.quick { // the smoke run: as many jobs as the lifecycle sections, 3 loads
+		jobs, loads = min(jobs, o.lifeJobs), 3
+	}
+	if _, err := c.admitMany(l.RPCAddr(), jobs, admitConc); err != nil {
+		return nil, fmt.Errorf("console: admitting %d jobs: %w", jobs, err)
 	}
 	follower := c.master((li + 1) % 3)
 	base := "http://" + follower.HTTPAddr()
-	res := &consoleResult{Jobs: consoleJobs, Loads: consoleLoads, Chromium: bin}
+	res := &consoleResult{Jobs: jobs, Loads: loads, Chromium: bin}
 
-	api := make([]time.Duration, 0, consoleLoads)
-	for range consoleLoads {
+	api := make([]time.Duration, 0, loads)
+	for range loads {
 		t := time.Now()
 		if err := getOnce(base + "/v1/jobs?limit=100"); err != nil {
 			return nil, fmt.Errorf("console: the API baseline: %w", err)
@@ -100,8 +104,8 @@ func runConsole(o *options) (*consoleResult, error) {
 		return nil, fmt.Errorf("console: %s did not start within %s", bin, consoleStep)
 	}
 	res.FirstStart = ms1(time.Since(t))
-	render := make([]time.Duration, 0, consoleLoads)
-	for i := range consoleLoads + 1 { // the first load (cold caches) is not counted
+	render := make([]time.Duration, 0, loads)
+	for i := range loads + 1 { // the first load (cold caches) is not counted
 		sctx, scancel := context.WithTimeout(ctx, consoleStep)
 		t := time.Now()
 		err := chromedp.Do(sctx, chromedp.Navigate(base+"/ui/?load="+strconv.Itoa(i)+"#/jobs"))
