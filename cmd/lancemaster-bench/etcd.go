@@ -92,11 +92,12 @@ func etcdBinary(o *options) (string, error) {
 type etcdCluster struct {
 	procs     []*exec.Cmd
 	endpoints []string // client URLs, by member
+	leader    string   // the leader's client URL once the cluster is up
 	logs      []*bytes.Buffer
 }
 
 // startEtcdCluster starts three members under a fresh dir of parent and
-// waits until every member answers a status call and one leads.
+// waits until one of them says it leads (ec.leader).
 func startEtcdCluster(bin, parent string) (ec *etcdCluster, err error) {
 	dir, err := os.MkdirTemp(parent, "etcd-")
 	if err != nil {
@@ -142,7 +143,7 @@ func startEtcdCluster(bin, parent string) (ec *etcdCluster, err error) {
 		ec.procs, ec.logs = append(ec.procs, cmd), append(ec.logs, log)
 	}
 	ec.endpoints = clientURLs
-	if _, err := ec.leaderEndpoint(); err != nil {
+	if ec.leader, err = ec.leaderEndpoint(); err != nil {
 		return ec, err
 	}
 	return ec, nil
@@ -200,10 +201,7 @@ func runEtcdLoad(o *options, bin string, op etcdOp, c int) (loadResult, error) {
 		return loadResult{}, err
 	}
 	defer ec.close()
-	leader, err := ec.leaderEndpoint()
-	if err != nil {
-		return loadResult{}, err
-	}
+	leader := ec.leader
 	conns := make([]*clientv3.Client, 0, etcdConns)
 	defer func() {
 		for _, cli := range conns {

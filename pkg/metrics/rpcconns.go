@@ -11,7 +11,7 @@ import (
 // pending (accepted, first request not yet whole), waiting for a served
 // slot, or served (by caller class), and the counts closed by the
 // listener's admission since start (evicted, expired at the handshake
-// deadline, gave up waiting). stats reports false before the listener
+// deadline, gave up waiting). stats reports false (and zero ConnStats) before the listener
 // exists (a backend before Start): then only the counters' zero series are
 // exported, so every series is present from the start.
 func RPCConnections(role string, stats func() (rpc.ConnStats, bool)) prometheus.Collector {
@@ -42,10 +42,7 @@ func (c rpcConns) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c rpcConns) Collect(ch chan<- prometheus.Metric) {
-	st, ok := c.stats()
-	if !ok {
-		st = rpc.ConnStats{}
-	}
+	st, ok := c.stats() // the zero ConnStats when !ok
 	gauge := func(d *prometheus.Desc, v int, label string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), c.role, label)
 	}
