@@ -77,9 +77,12 @@ func TestNonvoterJoinsThenIsPromoted(t *testing.T) {
 	wantCode(t, n.AddNonvoter(opCtx(t), "m5", "no-port", ""), job.CodeInvalid)
 	wantCode(t, n.AddVoter(opCtx(t), "m4", m4.cfg.RaftBind, ""), job.CodeAlreadyExists) // promote is the way
 
-	if st := m4.node().LocalStatus(); st.State != "Follower" || !st.HearsLeader {
-		t.Fatalf("m4 status %+v", st)
-	}
+	// m4 has the entries (awaitCount); it hears the leader once an
+	// AppendEntries succeeds after its catch-up, which may be a moment later.
+	eventually(t, 10*time.Second, "m4 hears the leader as a follower", func() bool {
+		st := m4.node().LocalStatus()
+		return st.State == "Follower" && st.HearsLeader
+	})
 
 	wantCode(t, n.Promote(opCtx(t), "m9", 0, 5), job.CodeNotFound)
 	if err := c.followers(ld)[0].node().Promote(opCtx(t), "m4", 0, 5); !errors.Is(err, raftfsm.ErrNotLeader) {
