@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"go.uber.org/zap"
 
@@ -76,16 +77,15 @@ type lmCluster struct {
 	stopFake func()
 }
 
-// freeAddr reserves an ephemeral port on 127.0.0.1. The peer list must name
-// every address before any node starts, so the port is released and bound
-// again a moment later (a small race, acceptable on loopback).
+// freeAddr reserves a loopback port for the rest of the run: the peer list
+// must name every address before any node starts (testkit.ReservePorts
+// keeps it from being taken before the node binds it).
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := testkit.ReservePorts(1)
 	if err != nil {
 		return "", err
 	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
+	return testkit.Addr(ps[0]), nil
 }
 
 // startLMCluster starts three masters and the fake backend, waits for a

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
@@ -377,26 +378,9 @@ func stopAgent(cmd *exec.Cmd, exited chan struct{}) {
 	}
 }
 
-// freePorts picks n free loopback ports (the agent's config wants fixed
-// ports; another process could take one meanwhile, which fails the part).
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// freePorts reserves n free loopback ports for the rest of the run (the
+// agent's config wants fixed ports).
+func freePorts(n int) ([]int, error) { return testkit.ReservePorts(n) }
 
 // agentLog keeps the agent's warnings and errors (JSON log lines) and its
 // last lines, bounded.

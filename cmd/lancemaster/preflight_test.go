@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+
 	"github.com/lancemaster/lancemaster/pkg/certs"
 )
 
@@ -68,14 +70,7 @@ func TestServeDryRun(t *testing.T) {
 	}
 	defer busy.Close()
 	data := filepath.Join(dir, "data")
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
+	free := func() string { return testkit.Addr(testkit.Ports(t, 1)[0]) }
 	cfg := func(rpcAddr string) string {
 		return writeFile(t, filepath.Join(dir, "m.yaml"), fmt.Sprintf(`node_id: m1
 data_dir: %s

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -208,25 +207,8 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	testkit.Eventually(t, timeout, what, cond)
 }
 
-// freePorts reserves n distinct loopback ports by binding them together,
-// then releases them for the transports to bind.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("reserve port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return ports
-}
+// freePorts reserves n loopback ports for transports named before they bind.
+func freePorts(t *testing.T, n int) []int { return testkit.Ports(t, n) }
 
 // testLogger logs through t.Log until the test's cleanups are done (raft
 // goroutines must not log into a finished test). LANCEMASTER_TEST_LOG sets

@@ -6,11 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"net"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
@@ -371,11 +372,5 @@ func rfPtr[T any](v T) *T { return &v }
 // rfDeadAddress returns a loopback address nothing listens on.
 func rfDeadAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return testkit.Addr(testkit.Ports(t, 1)[0]) // reserved: nothing binds it
 }

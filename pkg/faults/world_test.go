@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,18 +72,13 @@ type world struct {
 }
 
 func reservePorts(n int) ([]string, error) {
-	var ls []net.Listener
-	var out []string
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, "127.0.0.1:"+strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	ps, err := testkit.ReservePorts(n)
+	if err != nil {
+		return nil, err
 	}
-	for _, l := range ls {
-		l.Close()
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = testkit.Addr(p)
 	}
 	return out, nil
 }

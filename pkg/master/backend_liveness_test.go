@@ -2,10 +2,11 @@ package master
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 )
@@ -15,12 +16,7 @@ import (
 // and lancemaster_backend_alive is 0 for it (before, the series was absent
 // and ALIVE "-" forever).
 func TestBackendThatNeverAnsweredIsShownDead(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens here any more
+	addr := testkit.Addr(freePorts(t, 1)[0]) // reserved: nothing listens here
 
 	c := newCluster3With(t, withHTTP(t, nil), func(int) Options { return Options{HeartbeatInterval: 50 * time.Millisecond} })
 	ld := c.leader()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/backend"
@@ -89,12 +90,7 @@ func newEvidenceRig(t *testing.T) *evidenceRig {
 		return Options{HeartbeatInterval: 100 * time.Millisecond, OptimizePolicyInterval: testPolicyInterval}
 	})
 	r.l = r.c.leader()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.addr = l.Addr().String()
-	l.Close()
+	r.addr = testkit.Addr(freePorts(t, 1)[0])
 	data := t.TempDir()
 	var masters []string
 	for _, p := range r.c.nodes[0].Peers {

@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,23 +33,8 @@ type cluster3 struct {
 	mu   sync.Mutex // guards masters against the worker's reads
 }
 
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
+// freePorts reserves n loopback ports for servers named before they bind.
+func freePorts(t *testing.T, n int) []int { return testkit.Ports(t, n) }
 
 func newCluster3(t *testing.T, tweak func(n *config.Node)) *cluster3 {
 	return newCluster3With(t, tweak, nil)

@@ -3,10 +3,11 @@ package objstore
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/lancemaster/lancemaster/pkg/s3test"
 )
@@ -72,9 +73,7 @@ func TestProbeErrorsCarryNoCredential(t *testing.T) {
 	forbidden := map[string]string{"aws_endpoint": endpoint, "allow_http": "true",
 		"aws_access_key_id": canary, "aws_secret_access_key": canary + "-secret", "aws_session_token": canary + "-token"}
 
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := testkit.Addr(testkit.Ports(t, 1)[0]) // reserved: nothing listens there
 	unreachable := map[string]string{"aws_endpoint": "http://" + deadAddr, "allow_http": "true",
 		"aws_access_key_id": canary, "aws_secret_access_key": canary}
 	noHTTP := map[string]string{"aws_endpoint": "http://" + deadAddr, "aws_access_key_id": canary, "aws_secret_access_key": canary}

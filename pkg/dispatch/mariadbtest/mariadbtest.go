@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -196,13 +198,13 @@ func userArgs() []string {
 	return nil
 }
 
+// freePort reserves a loopback port for mariadbd, which binds it later.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := testkit.ReservePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
 }
 
 // launch starts mariadbd and waits until it accepts a login, or exits.
