@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	clusteropt "github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"go.uber.org/zap"
@@ -49,16 +50,16 @@ var benchSnapshot = job.Snapshot{
 
 // benchOptions lift every quota out of the way and allow the local-path root.
 var benchOptions = [][2]string{
-	{config.OptMaxUnresolvedGlobal, strconv.Itoa(1 << 30)},
-	{config.OptMaxUnresolvedPerCatalog, strconv.Itoa(1 << 30)},
-	{config.OptMaxUnresolvedPerTable, strconv.Itoa(1 << 30)},
-	{config.OptEnableLocalFileMutation, "true"},
+	{clusteropt.OptMaxUnresolvedGlobal, strconv.Itoa(1 << 30)},
+	{clusteropt.OptMaxUnresolvedPerCatalog, strconv.Itoa(1 << 30)},
+	{clusteropt.OptMaxUnresolvedPerTable, strconv.Itoa(1 << 30)},
+	{clusteropt.OptEnableLocalFileMutation, "true"},
 }
 
 // admissionOptions: admission alone is measured, so the dispatcher (which
 // every master runs) leaves the admitted jobs PENDING. The lifecycle
 // sections, which share benchOptions, need it running.
-var admissionOptions = append(append([][2]string(nil), benchOptions...), [2]string{config.OptDispatcherPaused, "true"})
+var admissionOptions = append(append([][2]string(nil), benchOptions...), [2]string{clusteropt.OptDispatcherPaused, "true"})
 
 type master struct {
 	id      string

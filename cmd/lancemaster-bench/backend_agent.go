@@ -17,11 +17,11 @@ import (
 	"syscall"
 	"time"
 
+	clusteropt "github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
@@ -213,7 +213,7 @@ log_level: info
 	if o.quick {
 		rounds = agentRoundsQuick
 	}
-	opts := config.ResolveOptions(nil)
+	opts := clusteropt.Resolve(nil)
 	lim := job.Limits(opts.IndexLimits())
 	for r := 0; r < rounds; r++ {
 		uri := filepath.Join(dir, "agent-datasets", "r"+strconv.Itoa(r+1), "items.lance")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	clusteropt "github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // demoBuild is one build of the sequence: the two deploy/local/demo.sh
@@ -194,7 +194,7 @@ func runDemoBuilds(o *options, env *backendEnv, dir, pristineURI string) (*build
 // inspected version, schema contract from the inspected field), and returns
 // the build frames it sent.
 func demoSequence(run stepRunner, rep int, uri string, deadlineMs int64, res *buildsResult) ([][]byte, error) {
-	opts := config.ResolveOptions(nil)
+	opts := clusteropt.Resolve(nil)
 	lim := job.Limits(opts.IndexLimits())
 	var frames [][]byte
 	for i, b := range demoBuilds {

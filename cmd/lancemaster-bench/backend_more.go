@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	clusteropt "github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/s3test"
 )
 
@@ -61,7 +61,7 @@ func runMoreBuilds(o *options, env *backendEnv, dir, pristineURI string) (*moreR
 	}
 	defer store.Close()
 	opts := store.StorageOptions(s3BenchSecret)
-	lim := job.Limits(config.ResolveOptions(nil).IndexLimits())
+	lim := job.Limits(clusteropt.Resolve(nil).IndexLimits())
 	deadline := time.Now().Add(time.Hour).UnixMilli()
 	for rep := 0; rep < reps; rep++ {
 		// S3 vs local: the demo's two builds, alternating which goes first.

@@ -10,6 +10,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	clusteropt "github.com/lancemaster/lancemaster/pkg/options"
 	lmreport "github.com/lancemaster/lancemaster/pkg/report"
 )
 
@@ -45,8 +46,8 @@ const (
 )
 
 var liftedCaps = [][2]string{
-	{config.OptMaxDispatchPerRound, strconv.Itoa(liftedCap)},
-	{config.OptMaxInflightPerBackend, strconv.Itoa(liftedCap)},
+	{clusteropt.OptMaxDispatchPerRound, strconv.Itoa(liftedCap)},
+	{clusteropt.OptMaxInflightPerBackend, strconv.Itoa(liftedCap)},
 }
 
 type dispatchResult struct {
@@ -85,7 +86,7 @@ type reportsResult struct {
 // RUNNING).
 func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reportsResult, error) {
 	c, err := startMCluster(o, mclusterConfig{name: "dispatch", profile: config.RaftProfileDefault,
-		options: append([][2]string{{config.OptDispatcherPaused, "true"}}, liftedCaps...)})
+		options: append([][2]string{{clusteropt.OptDispatcherPaused, "true"}}, liftedCaps...)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +121,7 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 	c.logs.reset()
 	applied0 := l.FSM().State().AppliedIndex()
 	t0 := time.Now()
-	if err := setOption(l.RPCAddr(), config.OptDispatcherPaused, "false"); err != nil {
+	if err := setOption(l.RPCAddr(), clusteropt.OptDispatcherPaused, "false"); err != nil {
 		return nil, nil, fmt.Errorf("dispatch: unpause: %w", err)
 	}
 	if !waitFor(lifeBound, pollEvery, func() bool { return len(l.FSM().State().PendingInIDOrder(1)) == 0 }) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	clusteropt "github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // The latency section: on an idle cluster (default raft profile, default
@@ -47,7 +48,7 @@ type latencyResult struct {
 
 func runLatency(o *options) (*latencyResult, error) {
 	c, err := startMCluster(o, mclusterConfig{name: "latency", profile: config.RaftProfileDefault,
-		options: [][2]string{{config.OptMaxInflightPerBackend, fmt.Sprint(liftedCap)}}})
+		options: [][2]string{{clusteropt.OptMaxInflightPerBackend, fmt.Sprint(liftedCap)}}})
 	if err != nil {
 		return nil, err
 	}

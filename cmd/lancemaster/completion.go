@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // Dynamic shell completion (`lancemaster completion bash|zsh|fish`): job
@@ -78,7 +78,7 @@ func addCompletions(root *cobra.Command, g *globals) {
 			return nil, noFiles
 		}
 		var keys []string
-		for _, s := range config.OptionSpecs() {
+		for _, s := range options.Specs() {
 			keys = append(keys, s.Key)
 		}
 		return withPrefix(keys, toComplete), noFiles

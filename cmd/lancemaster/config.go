@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 func newConfigCmd(g *globals) *cobra.Command {
@@ -58,8 +58,8 @@ func newConfigSetCmd(g *globals) *cobra.Command {
 			// A value of an option this CLI knows is checked here (exit 2, no
 			// call); a key it does not know may be a newer master's, so the
 			// master judges it.
-			if _, known := config.LookupOption(key); known {
-				if _, err := config.ValidateOption(key, value); err != nil {
+			if _, known := options.Lookup(key); known {
+				if _, err := options.Validate(key, value); err != nil {
 					return usagef("%s", err.Error())
 				}
 			}

@@ -16,7 +16,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/admin"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // snapshotTimeout is save's and restore's --timeout when none is given: a
@@ -180,7 +180,7 @@ func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 				"check the jobs the file brought back as RUNNING: lancemaster jobs list --restored --all\n"+
 				"then resume: lancemaster config set %s false\n",
 				resp.SnapshotIndex, resp.SnapshotTerm, i64(resp.JobCount), i64(resp.CatalogCount), i64(resp.BackendCount),
-				resp.Index, sanitize(str(resp.LeaderID)), config.OptDispatcherPaused, config.OptDispatcherPaused)
+				resp.Index, sanitize(str(resp.LeaderID)), options.OptDispatcherPaused, options.OptDispatcherPaused)
 			return err
 		},
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/groupcommit"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -79,7 +79,7 @@ func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitRespo
 	// 1. The mutation gate (an operator kill switch; admission only).
 	if !opts.EnableMutation {
 		return nil, adminError(adminapi.TErrorCode_MUTATION_DISABLED,
-			"index mutations are disabled (%s=false)", config.OptEnableMutation)
+			"index mutations are disabled (%s=false)", options.OptEnableMutation)
 	}
 	// 2. Static validation.
 	rec, cat, err := s.validateStatic(st, a, opts)
@@ -247,7 +247,7 @@ func fenceConflictMessage(display string, jobID int64) string {
 }
 
 // validateStatic runs §5 step 2 and builds the record to admit.
-func (s *Server) validateStatic(st *raftfsm.State, a *admission, opts config.Options) (*job.Record, *raftfsm.Catalog, error) {
+func (s *Server) validateStatic(st *raftfsm.State, a *admission, opts options.Options) (*job.Record, *raftfsm.Catalog, error) {
 	if err := job.ValidatePathName("catalog", a.catalogName); err != nil {
 		return nil, nil, err
 	}
@@ -378,12 +378,12 @@ func sameDefinition(ix *job.IndexInfo, rec *job.Record) bool {
 	return true
 }
 
-var quotaOptions = [...]string{config.OptMaxUnresolvedPerTable, config.OptMaxUnresolvedPerCatalog, config.OptMaxUnresolvedGlobal}
+var quotaOptions = [...]string{options.OptMaxUnresolvedPerTable, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedGlobal}
 
 func checkQuotaLimits(st *raftfsm.State) error {
 	for _, k := range quotaOptions {
 		if v, ok := st.OptionValue(k); ok {
-			if _, err := config.ValidateOption(k, v); err != nil {
+			if _, err := options.Validate(k, v); err != nil {
 				return job.Errorf(job.CodeInvalid, "quota option %s holds an invalid value; set it again", k)
 			}
 		}

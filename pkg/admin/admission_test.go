@@ -8,8 +8,8 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -83,14 +83,14 @@ func TestAdmissionRejections(t *testing.T) {
 		drop  *adminapi.TDropIndexRequest
 		want  adminapi.TErrorCode
 	}{
-		{name: "gate off", setup: func(h *harness) { h.setOption(config.OptEnableMutation, "false") },
+		{name: "gate off", setup: func(h *harness) { h.setOption(options.OptEnableMutation, "false") },
 			req: createReq("items", "v", "vector", "IVF_PQ"), want: adminapi.TErrorCode_MUTATION_DISABLED},
-		{name: "gate off drop", setup: func(h *harness) { h.setOption(config.OptEnableMutation, "false") },
+		{name: "gate off drop", setup: func(h *harness) { h.setOption(options.OptEnableMutation, "false") },
 			drop: &adminapi.TDropIndexRequest{Catalog: "lake", Db: "db", Table: "items", IndexName: "id_idx"}, want: adminapi.TErrorCode_MUTATION_DISABLED},
 		{name: "unknown property", req: createReq("items", "v", "vector", "IVF_PQ", "nlist", "4"), want: adminapi.TErrorCode_INVALID},
 		{name: "duplicate property", req: createReq("items", "v", "vector", "IVF_PQ", "metric", "l2", "METRIC", "dot"), want: adminapi.TErrorCode_INVALID},
 		{name: "partitions over bound", req: createReq("items", "v", "vector", "IVF_PQ", "num_partitions", "4097"), want: adminapi.TErrorCode_INVALID},
-		{name: "partitions over lowered bound", setup: func(h *harness) { h.setOption(config.OptMaxNumPartitions, "8") },
+		{name: "partitions over lowered bound", setup: func(h *harness) { h.setOption(options.OptMaxNumPartitions, "8") },
 			req: createReq("items", "v", "vector", "IVF_PQ", "num_partitions", "9"), want: adminapi.TErrorCode_INVALID},
 		{name: "sub-vectors over bound", req: createReq("items", "v", "vector", "IVF_PQ", "num_sub_vectors", "257"), want: adminapi.TErrorCode_INVALID},
 		{name: "btree with properties", req: createReq("items", "b", "id", "BTREE", "metric", "l2"), want: adminapi.TErrorCode_INVALID},
@@ -249,9 +249,9 @@ func TestQuotaLevels(t *testing.T) {
 		opt    string
 		tables []string // each admission's table; the last one must be refused
 	}{
-		{config.OptMaxUnresolvedPerTable, []string{"items", "items"}},
-		{config.OptMaxUnresolvedPerCatalog, []string{"items", "t2"}},
-		{config.OptMaxUnresolvedGlobal, []string{"items", "t2"}},
+		{options.OptMaxUnresolvedPerTable, []string{"items", "items"}},
+		{options.OptMaxUnresolvedPerCatalog, []string{"items", "t2"}},
+		{options.OptMaxUnresolvedGlobal, []string{"items", "t2"}},
 	}
 	for _, c := range cases {
 		t.Run(c.opt, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/certs"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
@@ -56,13 +56,13 @@ func TestAuditActorIsTheVerifiedCallerUnderMutualTLS(t *testing.T) {
 	var listed *adminapi.TListEventsResponse
 	var opt *adminapi.TOption
 	err = rpc.NewMasterClient([]string{addr}, operator, zap.NewNop()).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.SetOption(ctx, config.OptMaxDispatchPerRound, "4"); err != nil {
+		if _, err := a.SetOption(ctx, options.OptMaxDispatchPerRound, "4"); err != nil {
 			return err
 		}
 		if _, err := a.CancelJob(ctx, &adminapi.TCancelRequest{JobID: adm.GetJobID(), Actor: new("mallory")}); err != nil {
 			return err
 		}
-		if opt, err = a.GetOption(ctx, config.OptMaxDispatchPerRound); err != nil {
+		if opt, err = a.GetOption(ctx, options.OptMaxDispatchPerRound); err != nil {
 			return err
 		}
 		listed, err = a.ListEvents(ctx, &adminapi.TListEventsRequest{Limit: new(int32(2))})
@@ -79,7 +79,7 @@ func TestAuditActorIsTheVerifiedCallerUnderMutualTLS(t *testing.T) {
 	if evs[0].GetActor() != cn || evs[0].GetClaimed() != "mallory" || !evs[0].GetVerified() {
 		t.Fatalf("cancel's actor %q claimed %q verified %v; want the certificate's %q", evs[0].GetActor(), evs[0].GetClaimed(), evs[0].GetVerified(), cn)
 	}
-	if evs[1].GetActor() != cn || evs[1].IsSetClaimed() || evs[1].GetSummary() != "value: default → 4" || evs[1].Subject != config.OptMaxDispatchPerRound {
+	if evs[1].GetActor() != cn || evs[1].IsSetClaimed() || evs[1].GetSummary() != "value: default → 4" || evs[1].Subject != options.OptMaxDispatchPerRound {
 		t.Fatalf("option event %v", evs[1])
 	}
 	if opt.GetChangedBy() != cn || opt.GetChangedTimeMs() != 1_700_000_000_000 {
@@ -126,7 +126,7 @@ func kinds(evs []*adminapi.TAuditEvent) []string {
 func TestListEventsFiltersAndCursor(t *testing.T) {
 	h := newHarness(t) // catalog.create lake, backend.add 1
 	ctx := context.Background()
-	h.setOption(config.OptMaxDispatchPerRound, "4")
+	h.setOption(options.OptMaxDispatchPerRound, "4")
 	if _, err := h.srv.AddBackend(ctx, "127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func (f failingAudit) Propose(ctx context.Context, cmd []byte) (*journal.TApplyR
 func TestAuditRestoreEventSurvivesTheRestore(t *testing.T) {
 	ctx := context.Background()
 	other := newOpsServer(t, nil, true)
-	if _, err := other.SetOption(ctx, config.OptMaxDispatchPerRound, "3"); err != nil {
+	if _, err := other.SetOption(ctx, options.OptMaxDispatchPerRound, "3"); err != nil {
 		t.Fatal(err)
 	}
 	var snap bytes.Buffer
@@ -259,7 +259,7 @@ func TestAuditRestoreEventSurvivesTheRestore(t *testing.T) {
 		t.Fatalf("events after the restore %v", got)
 	}
 	if evs[0].Seq != 3 || evs[0].Subject != "snapshot of index 42" || !strings.Contains(evs[0].GetSummary(), "continues from index 100") ||
-		evs[1].Subject != config.OptDispatcherPaused || evs[2].Subject != config.OptMaxDispatchPerRound {
+		evs[1].Subject != options.OptDispatcherPaused || evs[2].Subject != options.OptMaxDispatchPerRound {
 		t.Fatalf("events after the restore %v", evs)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
@@ -162,7 +163,7 @@ func TestBehindFollowerNeverRefusesForGood(t *testing.T) {
 func TestListPeersGivesTheReadIndex(t *testing.T) {
 	m := newTwoMasters(t)
 	ctx := context.Background()
-	if _, err := m.leader.SetOption(ctx, config.OptDispatcherPaused, "true"); err != nil {
+	if _, err := m.leader.SetOption(ctx, options.OptDispatcherPaused, "true"); err != nil {
 		t.Fatal(err)
 	}
 	out, err := m.leader.ListPeers(ctx)
@@ -182,7 +183,7 @@ func TestListPeersGivesTheReadIndex(t *testing.T) {
 	fd.LeaderCall = func(ctx context.Context, _ string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
 		return errors.New("dial tcp: connection refused")
 	}
-	if _, err := New(fd).SetOption(short, config.OptDispatcherPaused, "false"); errCode(t, err) != adminapi.TErrorCode_NOT_LEADER {
+	if _, err := New(fd).SetOption(short, options.OptDispatcherPaused, "false"); errCode(t, err) != adminapi.TErrorCode_NOT_LEADER {
 		t.Fatalf("set option with the leader unreachable: %v, want NOT_LEADER", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -41,7 +41,7 @@ func toAdminError(err error) *adminapi.TAdminError {
 		}
 		return out
 	}
-	var oe *config.OptionError
+	var oe *options.Error
 	if errors.As(err, &oe) {
 		return adminError(adminapi.TErrorCode_INVALID, "%s", oe.Msg)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
@@ -102,7 +102,7 @@ func TestRestoreLeavesTheDispatcherPausedAndKeepsTheClusterID(t *testing.T) {
 		cmd thrift.TStruct
 	}{
 		{raftfsm.CmdSetClusterID, &journal.TClusterIDCommand{NowMs: 1, ClusterID: "file-cluster"}},
-		{raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptDispatcherPaused, Value: "false"}},
+		{raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: options.OptDispatcherPaused, Value: "false"}},
 	} {
 		data, _ := raftfsm.Encode(c.t, c.cmd)
 		if resp, err := fp.Propose(ctx, data); err != nil || resp.Code != journal.TApplyCode_OK {

@@ -21,6 +21,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 	"github.com/lancemaster/lancemaster/pkg/report"
@@ -345,7 +346,7 @@ func fuzzAdminSeeds(t *testing.T) map[string][]byte {
 	t.Helper()
 	call := func(name string, args thrift.TStruct) []byte { return rpctest.CallMessage(t, name, 7, args) }
 	str := thrift.StringPtr
-	cmd, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptMaxDispatchPerRound, Value: "9"})
+	cmd, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: options.OptMaxDispatchPerRound, Value: "9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,8 +389,8 @@ func fuzzAdminSeeds(t *testing.T) map[string][]byte {
 		"addBackend":     call("addBackend", &adminapi.LanceMasterServiceAddBackendArgs{Address: "10.0.0.2:9070"}),
 		"listBackends":   call("listBackends", &adminapi.LanceMasterServiceListBackendsArgs{}),
 		"removeBackend":  call("removeBackend", &adminapi.LanceMasterServiceRemoveBackendArgs{Backend: fuzzBackendAddr}),
-		"getOption":      call("getOption", &adminapi.LanceMasterServiceGetOptionArgs{Key: config.OptMaxDispatchPerRound}),
-		"setOption":      call("setOption", &adminapi.LanceMasterServiceSetOptionArgs{Key: config.OptMaxDispatchPerRound, Value: "5"}),
+		"getOption":      call("getOption", &adminapi.LanceMasterServiceGetOptionArgs{Key: options.OptMaxDispatchPerRound}),
+		"setOption":      call("setOption", &adminapi.LanceMasterServiceSetOptionArgs{Key: options.OptMaxDispatchPerRound, Value: "5"}),
 		"listOptions":    call("listOptions", &adminapi.LanceMasterServiceListOptionsArgs{}),
 		"listPeers":      call("listPeers", &adminapi.LanceMasterServiceListPeersArgs{}),
 		"transferLeader": call("transferLeader", &adminapi.LanceMasterServiceTransferLeaderArgs{TargetID: "m2"}),

@@ -12,7 +12,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
@@ -129,7 +129,7 @@ func TestConcurrentAdmissionsShareEntries(t *testing.T) {
 func TestConcurrentAdmissionsQuota(t *testing.T) {
 	const n = 6
 	h := newHarness(t)
-	h.setOption(config.OptMaxUnresolvedPerTable, "2")
+	h.setOption(options.OptMaxUnresolvedPerTable, "2")
 	srv, gate := h.gated()
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -149,7 +149,7 @@ func TestConcurrentAdmissionsQuota(t *testing.T) {
 			ok++
 			continue
 		}
-		if errCode(t, err) != adminapi.TErrorCode_QUOTA_EXCEEDED || !strings.Contains(err.Error(), config.OptMaxUnresolvedPerTable) {
+		if errCode(t, err) != adminapi.TErrorCode_QUOTA_EXCEEDED || !strings.Contains(err.Error(), options.OptMaxUnresolvedPerTable) {
 			t.Fatalf("got %v", err)
 		}
 	}

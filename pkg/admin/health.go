@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/version"
 )
@@ -257,7 +257,7 @@ func (s *Server) Promote(ctx context.Context, req *adminapi.TPromoteRequest) (*a
 		return nil, adminError(adminapi.TErrorCode_INVALID, "no request")
 	}
 	id := strings.TrimSpace(req.ID)
-	if len(id) > 256 || !config.ValidNodeID(id) {
+	if len(id) > 256 || !job.ValidNodeID(id) {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the id is not 1 to 64 letters, digits, '.', '_' or '-'")
 	}
 	if err := s.requireLeader(); err != nil {

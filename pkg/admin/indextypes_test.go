@@ -7,8 +7,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
@@ -37,7 +37,7 @@ func (h *harness) setWideDataset() {
 func TestAdmitEveryIndexType(t *testing.T) {
 	h := newHarness(t)
 	h.setWideDataset()
-	h.setOption(config.OptMaxUnresolvedPerTable, "64")
+	h.setOption(options.OptMaxUnresolvedPerTable, "64")
 	cases := []struct {
 		typ, column string
 		props       []string
@@ -104,13 +104,13 @@ func TestAdmissionRefusesWhatAnIndexTypeCannotTake(t *testing.T) {
 		{"bitmap on a large list", nil, createReq("wide", "i", "codes", "BITMAP"), "is large_list<int32>"},
 		{"fts on binary", nil, createReq("wide", "i", "blob", "FTS"), `column "blob" is binary; FTS needs a utf8 or large_utf8 column`},
 		{"fm on a list", nil, createReq("wide", "i", "tags", "FM"), "is list<utf8>; FM"},
-		{"m over its bound", nil, createReq("wide", "i", "vector", "IVF_HNSW_SQ", "m", "65"), config.OptMaxHNSWM},
-		{"m over a lowered bound", func(h *harness) { h.setOption(config.OptMaxHNSWM, "8") },
+		{"m over its bound", nil, createReq("wide", "i", "vector", "IVF_HNSW_SQ", "m", "65"), options.OptMaxHNSWM},
+		{"m over a lowered bound", func(h *harness) { h.setOption(options.OptMaxHNSWM, "8") },
 			createReq("wide", "i", "vector", "IVF_HNSW_SQ", "m", "9"), "between 2 and 8 (lance_index_max_hnsw_m)"},
-		{"ef_construction over its bound", nil, createReq("wide", "i", "vector", "IVF_HNSW_PQ", "ef_construction", "5000"), config.OptMaxHNSWEfConstruction},
-		{"sample_rate over its bound", nil, createReq("wide", "i", "vector", "IVF_RQ", "sample_rate", "4096"), config.OptMaxSampleRate},
-		{"max_iterations over its bound", nil, createReq("wide", "i", "vector", "IVF_FLAT", "max_iterations", "1000"), config.OptMaxMaxIterations},
-		{"token length over its bound", nil, createReq("wide", "i", "text", "FTS", "max_token_length", "100000"), config.OptMaxFTSTokenLength},
+		{"ef_construction over its bound", nil, createReq("wide", "i", "vector", "IVF_HNSW_PQ", "ef_construction", "5000"), options.OptMaxHNSWEfConstruction},
+		{"sample_rate over its bound", nil, createReq("wide", "i", "vector", "IVF_RQ", "sample_rate", "4096"), options.OptMaxSampleRate},
+		{"max_iterations over its bound", nil, createReq("wide", "i", "vector", "IVF_FLAT", "max_iterations", "1000"), options.OptMaxMaxIterations},
+		{"token length over its bound", nil, createReq("wide", "i", "text", "FTS", "max_token_length", "100000"), options.OptMaxFTSTokenLength},
 		{"rq bits", nil, createReq("wide", "i", "vector", "IVF_RQ", "num_bits", "9"), "between 1 and 8"},
 		{"pq bits", nil, createReq("wide", "i", "vector", "IVF_PQ", "num_bits", "6"), "4 or 8"},
 		{"ngram lengths crossed", nil, createReq("wide", "i", "text", "FTS", "ngram_min_length", "5", "ngram_max_length", "2"), "more than ngram_max_length"},
@@ -173,11 +173,11 @@ func TestApplyRechecksTheNewBounds(t *testing.T) {
 	cases := []struct {
 		option, typ, column, key, value string
 	}{
-		{config.OptMaxHNSWM, "IVF_HNSW_SQ", "vector", "m", "32"},
-		{config.OptMaxHNSWEfConstruction, "IVF_HNSW_PQ", "vector", "ef_construction", "500"},
-		{config.OptMaxSampleRate, "IVF_FLAT", "vector", "sample_rate", "300"},
-		{config.OptMaxMaxIterations, "IVF_RQ", "vector", "max_iterations", "100"},
-		{config.OptMaxFTSTokenLength, "FTS", "text", "max_token_length", "100"},
+		{options.OptMaxHNSWM, "IVF_HNSW_SQ", "vector", "m", "32"},
+		{options.OptMaxHNSWEfConstruction, "IVF_HNSW_PQ", "vector", "ef_construction", "500"},
+		{options.OptMaxSampleRate, "IVF_FLAT", "vector", "sample_rate", "300"},
+		{options.OptMaxMaxIterations, "IVF_RQ", "vector", "max_iterations", "100"},
+		{options.OptMaxFTSTokenLength, "FTS", "text", "max_token_length", "100"},
 	}
 	for _, c := range cases {
 		t.Run(c.option, func(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -33,7 +33,7 @@ func (s *Server) OptimizeDataset(ctx context.Context, r *adminapi.TOptimizeReque
 	st := s.d.Reader.State()
 	if !st.Options().EnableMutation {
 		return nil, adminError(adminapi.TErrorCode_MUTATION_DISABLED,
-			"index mutations are disabled (%s=false)", config.OptEnableMutation)
+			"index mutations are disabled (%s=false)", options.OptEnableMutation)
 	}
 	rec, cat, err := optimizeRecord(st, r)
 	if err != nil {

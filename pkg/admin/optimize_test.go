@@ -9,8 +9,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -96,7 +96,7 @@ func TestOptimizeRejections(t *testing.T) {
 		want  adminapi.TErrorCode
 	}{
 		{name: "nil", req: nil, want: adminapi.TErrorCode_INVALID},
-		{name: "mutation disabled", setup: func(h *harness) { h.setOption(config.OptEnableMutation, "false") },
+		{name: "mutation disabled", setup: func(h *harness) { h.setOption(options.OptEnableMutation, "false") },
 			req: optimizeReq("items"), want: adminapi.TErrorCode_MUTATION_DISABLED},
 		{name: "bad table", req: optimizeReq("a/b"), want: adminapi.TErrorCode_INVALID},
 		{name: "empty db", req: &adminapi.TOptimizeRequest{Catalog: "lake", Table: "items"}, want: adminapi.TErrorCode_INVALID},

@@ -7,13 +7,13 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 // GetOption returns one cluster-wide option.
 func (s *Server) GetOption(ctx context.Context, key string) (*adminapi.TOption, error) {
-	spec, ok := config.LookupOption(key)
+	spec, ok := options.Lookup(key)
 	if !ok {
 		return nil, toAdminError(unknownOption(key))
 	}
@@ -23,7 +23,7 @@ func (s *Server) GetOption(ctx context.Context, key string) (*adminapi.TOption, 
 
 // SetOption validates and sets a cluster-wide option.
 func (s *Server) SetOption(ctx context.Context, key, value string) (*adminapi.TOption, error) {
-	canon, err := config.ValidateOption(key, value)
+	canon, err := options.Validate(key, value)
 	if err != nil {
 		return nil, toAdminError(err)
 	}
@@ -42,18 +42,18 @@ func (s *Server) ListOptions(ctx context.Context) ([]*adminapi.TOption, error) {
 	st := s.d.Reader.State()
 	stored := st.OptionValues()
 	out := []*adminapi.TOption{}
-	for _, spec := range config.OptionSpecs() {
+	for _, spec := range options.Specs() {
 		out = append(out, withOptionChange(st, optionView(spec, stored)))
 	}
 	return out, nil
 }
 
 func unknownOption(key string) error {
-	_, err := config.ValidateOption(key, "")
+	_, err := options.Validate(key, "")
 	return err
 }
 
-func optionView(spec config.OptionSpec, stored map[string]string) *adminapi.TOption {
+func optionView(spec options.Spec, stored map[string]string) *adminapi.TOption {
 	v, set := stored[spec.Key]
 	if !set {
 		v = spec.Default

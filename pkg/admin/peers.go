@@ -9,7 +9,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -51,7 +51,7 @@ func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (
 	if len(id) > 256 || len(raftAddr) > maxAddressLen || len(rpcAddr) > maxAddressLen {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the id or an address is too long")
 	}
-	if !config.ValidNodeID(id) {
+	if !job.ValidNodeID(id) {
 		// A master's node_id must match it too (docs/configuration.md).
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the id is not 1 to 64 letters, digits, '.', '_' or '-'")
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -385,7 +385,7 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		return nil, adminError(adminapi.TErrorCode_UNAVAILABLE,
 			"the snapshot was restored (the journal now continues from index %d), but the dispatcher could not be paused: "+
 				"run `lancemaster config set %s true` now, check `lancemaster jobs list --restored`, then set it back to false",
-			res.Index, config.OptDispatcherPaused)
+			res.Index, options.OptDispatcherPaused)
 	}
 	out := &adminapi.TSnapshotRestoreResponse{Index: int64(res.Index), SnapshotIndex: int64(res.SnapshotIndex),
 		SnapshotTerm: int64(res.SnapshotTerm), JobCount: &res.Jobs, CatalogCount: &res.Catalogs, BackendCount: &res.Backends}
@@ -423,7 +423,7 @@ func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string,
 	}
 	who := auditActor(ctx, "")
 	steps := []step{{"pausing the dispatcher", raftfsm.CmdSetOption,
-		&journal.TSetOptionCommand{NowMs: s.nowMs(), Key: config.OptDispatcherPaused, Value: "true", Audit: who}}}
+		&journal.TSetOptionCommand{NowMs: s.nowMs(), Key: options.OptDispatcherPaused, Value: "true", Audit: who}}}
 	if clusterID != "" {
 		steps = append(steps, step{"keeping the cluster id", raftfsm.CmdSetClusterID,
 			&journal.TClusterIDCommand{NowMs: s.nowMs(), ClusterID: clusterID, Replace: thrift.BoolPtr(true)}})

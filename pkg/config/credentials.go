@@ -12,17 +12,14 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
-// Storage option bounds (DESIGN.md §10). They equal pkg/job's
-// MaxStorageOptions, MaxStorageOptionKeyBytes and MaxStorageOptionValBytes
-// (a test pins them); config does not import job so that it stays a leaf.
+// The storage option bounds and the credentials reference's are pkg/job's
+// (job.MaxStorageOptions, job.MaxStorageOptionKeyBytes, MaxStorageOptionValBytes,
+// job.MaxCredentialsRefBytes): the journal and the backend check the same ones.
 const (
-	MaxStorageOptions          = 64
-	MaxStorageOptionKeyBytes   = 256
-	MaxStorageOptionValueBytes = 4096
-	// MaxCredentialsRefBytes bounds a credentials reference (a file name).
-	MaxCredentialsRefBytes = 255
 	// maxCredentialsFile bounds what is read of a credentials file: well
 	// above 64 options at their largest, even JSON-escaped.
 	maxCredentialsFile = 1 << 20
@@ -113,8 +110,8 @@ func ValidateCredentialsRef(ref string) error {
 	switch {
 	case ref == "":
 		return nil
-	case len(ref) > MaxCredentialsRefBytes:
-		return bad(fmt.Sprintf("longer than %d bytes", MaxCredentialsRefBytes))
+	case len(ref) > job.MaxCredentialsRefBytes:
+		return bad(fmt.Sprintf("longer than %d bytes", job.MaxCredentialsRefBytes))
 	case !utf8.ValidString(ref):
 		return bad("not valid UTF-8")
 	case ref == "." || ref == "..":
@@ -153,14 +150,14 @@ type optionSet struct {
 
 func (s *optionSet) add(where string, n int, k, v string) string {
 	switch {
-	case n > MaxStorageOptions:
-		return fmt.Sprintf("more than %d options", MaxStorageOptions)
+	case n > job.MaxStorageOptions:
+		return fmt.Sprintf("more than %d options", job.MaxStorageOptions)
 	case k == "":
 		return where + ": empty key"
-	case len(k) > MaxStorageOptionKeyBytes:
-		return fmt.Sprintf("%s: key is longer than %d bytes", where, MaxStorageOptionKeyBytes)
-	case len(v) > MaxStorageOptionValueBytes:
-		return fmt.Sprintf("%s: value is longer than %d bytes", where, MaxStorageOptionValueBytes)
+	case len(k) > job.MaxStorageOptionKeyBytes:
+		return fmt.Sprintf("%s: key is longer than %d bytes", where, job.MaxStorageOptionKeyBytes)
+	case len(v) > job.MaxStorageOptionValBytes:
+		return fmt.Sprintf("%s: value is longer than %d bytes", where, job.MaxStorageOptionValBytes)
 	case !utf8.ValidString(k) || !utf8.ValidString(v):
 		return where + ": not valid UTF-8"
 	}
@@ -244,17 +241,17 @@ func parseLineCredentials(data []byte) (map[string]string, string) {
 // bounds: at most 64 options, keys 1..256 bytes, values at most 4096 bytes,
 // valid UTF-8. The error never names a key or a value.
 func CheckStorageOptions(opts map[string]string) error {
-	if len(opts) > MaxStorageOptions {
-		return fmt.Errorf("storage options: %d options; at most %d are allowed", len(opts), MaxStorageOptions)
+	if len(opts) > job.MaxStorageOptions {
+		return fmt.Errorf("storage options: %d options; at most %d are allowed", len(opts), job.MaxStorageOptions)
 	}
 	for k, v := range opts {
 		switch {
 		case k == "":
 			return errors.New("storage options: an option has an empty key")
-		case len(k) > MaxStorageOptionKeyBytes:
-			return fmt.Errorf("storage options: a key is longer than %d bytes", MaxStorageOptionKeyBytes)
-		case len(v) > MaxStorageOptionValueBytes:
-			return fmt.Errorf("storage options: a value is longer than %d bytes", MaxStorageOptionValueBytes)
+		case len(k) > job.MaxStorageOptionKeyBytes:
+			return fmt.Errorf("storage options: a key is longer than %d bytes", job.MaxStorageOptionKeyBytes)
+		case len(v) > job.MaxStorageOptionValBytes:
+			return fmt.Errorf("storage options: a value is longer than %d bytes", job.MaxStorageOptionValBytes)
 		case !utf8.ValidString(k) || !utf8.ValidString(v):
 			return errors.New("storage options: an option is not valid UTF-8")
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
 // canary is a secret that must never appear in an error.
@@ -130,8 +132,8 @@ func manyOptions(n int, format string) string {
 // TestMalformedCredentialsNeverLeak feeds malformed files that all contain
 // the canary key and value; no error may contain either.
 func TestMalformedCredentialsNeverLeak(t *testing.T) {
-	longVal := strings.Repeat("v", MaxStorageOptionValueBytes+1)
-	longKey := strings.Repeat("k", MaxStorageOptionKeyBytes+1)
+	longVal := strings.Repeat("v", job.MaxStorageOptionValBytes+1)
+	longKey := strings.Repeat("k", job.MaxStorageOptionKeyBytes+1)
 	cases := map[string]struct{ content, want string }{
 		"json syntax":         {`{"` + canaryKey + `": "` + canaryValue + `" "x": "y"}`, "syntax error at byte"},
 		"json bad char":       {`{"` + canaryKey + `": ` + canaryValue + `}`, "syntax error at byte"},
@@ -176,8 +178,8 @@ func TestMalformedCredentialsNeverLeak(t *testing.T) {
 
 func TestCheckStorageOptionsNeverLeaks(t *testing.T) {
 	for _, opts := range []map[string]string{
-		{canaryKey: canaryValue + strings.Repeat("x", MaxStorageOptionValueBytes)},
-		{canaryKey + strings.Repeat("x", MaxStorageOptionKeyBytes): canaryValue},
+		{canaryKey: canaryValue + strings.Repeat("x", job.MaxStorageOptionValBytes)},
+		{canaryKey + strings.Repeat("x", job.MaxStorageOptionKeyBytes): canaryValue},
 		{"": canaryValue},
 		{canaryKey: canaryValue + "\xff"},
 	} {

@@ -1,4 +1,5 @@
-// Package config holds the node configuration (a YAML file plus flags) and the
-// cluster-wide options of DESIGN.md §11: validated when set, clamped when read.
-// It is a leaf: anyone may import it.
+// Package config holds a master's configuration: the node file (strict YAML)
+// and its flags, where storage credentials come from (CredentialSource) and
+// the loggers. The cluster-wide options the journal replicates are
+// pkg/options, which reads no files.
 package config

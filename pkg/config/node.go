@@ -7,10 +7,10 @@ import (
 	"io"
 	"net"
 	"os"
-	"regexp"
 	"strconv"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/job"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -175,11 +175,6 @@ func (n *Node) RaftTimeouts() RaftTimeouts {
 	return t
 }
 
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-// ValidNodeID reports whether id is a well-formed master id (node_id).
-func ValidNodeID(id string) bool { return nodeIDPattern.MatchString(id) }
-
 // Validate completes the derived fields, then checks everything, and
 // returns every problem found at once (errors.Join), each naming its field:
 //
@@ -200,7 +195,7 @@ func (n *Node) Validate() error {
 
 	if n.NodeID == "" {
 		bad("node_id is required")
-	} else if !nodeIDPattern.MatchString(n.NodeID) {
+	} else if !job.ValidNodeID(n.NodeID) {
 		bad("node_id %q: use 1-64 letters, digits, '.', '_' or '-'", clip(n.NodeID))
 	}
 
@@ -348,4 +343,10 @@ func peerIDs(ps []Peer) string {
 }
 
 // clip bounds a user-supplied value echoed in an error.
-func clip(s string) string { return truncate(s) }
+// clip shortens a bad value quoted in an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

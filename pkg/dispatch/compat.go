@@ -1,7 +1,7 @@
 package dispatch
 
 import (
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -14,15 +14,15 @@ import (
 func clusterIDOf(st *raftfsm.State) string { return st.ClusterID() }
 
 // maxDispatchAttempts is lance_index_job_max_dispatch_attempts (clamped to
-// ≥ 1 by config.ResolveOptions): a dispatch proven never enqueued returns
+// ≥ 1 by options.Resolve): a dispatch proven never enqueued returns
 // its job to PENDING (M2″) while attempts+1 < this, else ends it
 // NOT_COMMITTED (M2').
-func maxDispatchAttempts(o config.Options) int64 { return o.MaxDispatchAttempts }
+func maxDispatchAttempts(o options.Options) int64 { return o.MaxDispatchAttempts }
 
 // trustExclusiveWriter is lance_index_job_trust_exclusive_writer.
-func trustExclusiveWriter(o config.Options) bool { return o.TrustExclusiveWriter }
+func trustExclusiveWriter(o options.Options) bool { return o.TrustExclusiveWriter }
 
 // resolveGraceMs is lance_index_job_resolve_grace_second in ms: on an object
 // store a RESOLVING job is not read from the dataset before its worker's
 // end + this grace (a PUT already sent may still land).
-func resolveGraceMs(o config.Options) int64 { return o.ResolveGraceSecond * 1000 }
+func resolveGraceMs(o options.Options) int64 { return o.ResolveGraceSecond * 1000 }

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -14,9 +14,9 @@ import (
 func TestHNSWJobsGetTheHNSWDeadline(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "10")
-	e.setOption(config.OptExecuteDeadlineSecond, "5")
-	e.setOption(config.OptHNSWExecuteDeadlineSecond, "50")
+	e.setOption(options.OptMaxInflightPerBackend, "10")
+	e.setOption(options.OptExecuteDeadlineSecond, "5")
+	e.setOption(options.OptHNSWExecuteDeadlineSecond, "50")
 	btree := e.admit(1)[0]
 	hnsw := *e.job(btree) // the same dataset, another index
 	hnsw.IndexType, hnsw.Column, hnsw.PropertiesJSON = job.IndexIVFHNSWPQ, "vector", `{"m":16}`

@@ -5,8 +5,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -16,7 +16,7 @@ func TestHungBackendHoldsNothing(t *testing.T) {
 	e := newEnv(t)
 	b1 := e.addBackend("b1:9060", 1)
 	b2 := e.addBackend("b2:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "1")
+	e.setOption(options.OptMaxInflightPerBackend, "1")
 	ids := e.admit(2)
 	e.heartbeat()
 	hung, release := e.hang("b1:9060", nil)
@@ -60,7 +60,7 @@ func TestRefusalJournaledBeforeSlowSend(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)
 	e.addBackend("b2:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "1")
+	e.setOption(options.OptMaxInflightPerBackend, "1")
 	ids := e.admit(2)
 	e.heartbeat()
 	slow, release := e.hang("b1:9060", func(string, *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
@@ -94,7 +94,7 @@ func TestRefusalJournaledBeforeSlowSend(t *testing.T) {
 func TestSendsInFlightBounded(t *testing.T) {
 	e := newEnv(t, func(d *Deps) { d.SendConcurrency = 2 })
 	b1 := e.addBackend("b1:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "100")
+	e.setOption(options.OptMaxInflightPerBackend, "100")
 	ids := e.admit(5)
 	e.heartbeat()
 	hung, release := e.hang("b1:9060", nil)

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // settleOnBackend journals a successful report for every RUNNING job on the
@@ -108,7 +108,7 @@ func TestRefusalsExhaustAttempts(t *testing.T) {
 		e.heartbeat()
 		e.round()
 	}
-	max := int(config.ResolveOptions(nil).MaxDispatchAttempts)
+	max := int(options.Resolve(nil).MaxDispatchAttempts)
 	sends := e.be.submitted()
 	if len(sends) != max {
 		t.Fatalf("%d sends, want %d", len(sends), max)
@@ -135,8 +135,8 @@ func TestRefusalsExhaustAttempts(t *testing.T) {
 func TestBackendRestartDuringBurst(t *testing.T) {
 	e := newEnv(t)
 	b1 := e.addBackend("b1:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "10")
-	e.setOption(config.OptMaxDispatchPerRound, "3")
+	e.setOption(options.OptMaxInflightPerBackend, "10")
+	e.setOption(options.OptMaxDispatchPerRound, "3")
 	ids := e.admit(6)
 	e.heartbeat()
 	e.round() // the first three run at epoch 1

@@ -7,8 +7,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -207,15 +207,15 @@ func TestFailedRecheckNeverSends(t *testing.T) {
 func TestOptionsRereadPerRound(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "100")
-	e.setOption(config.OptMaxDispatchPerRound, "1")
+	e.setOption(options.OptMaxInflightPerBackend, "100")
+	e.setOption(options.OptMaxDispatchPerRound, "1")
 	ids := e.admit(5)
 	e.heartbeat()
 	e.round()
 	if n := len(e.be.submitted()); n != 1 {
 		t.Fatalf("round 1 sent %d, want 1", n)
 	}
-	e.setOption(config.OptMaxDispatchPerRound, "3")
+	e.setOption(options.OptMaxDispatchPerRound, "3")
 	e.round()
 	if n := len(e.be.submitted()); n != 4 {
 		t.Fatalf("after raising the cap, %d sent, want 4", n)
@@ -227,7 +227,7 @@ func TestOptionsRereadPerRound(t *testing.T) {
 		}
 		e.wantState(id, want)
 	}
-	e.setOption(config.OptExecuteDeadlineSecond, "5")
+	e.setOption(options.OptExecuteDeadlineSecond, "5")
 	e.round()
 	if r := e.job(ids[4]); r.DeadlineMs != e.nowMs()+5000 {
 		t.Fatalf("deadline %d, want now+5s %d", r.DeadlineMs, e.nowMs()+5000)
@@ -237,7 +237,7 @@ func TestOptionsRereadPerRound(t *testing.T) {
 func TestPausedStaysPending(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)
-	e.setOption(config.OptDispatcherPaused, "true")
+	e.setOption(options.OptDispatcherPaused, "true")
 	ids := e.admit(2)
 	e.heartbeat()
 	mark := e.prop.count()
@@ -246,7 +246,7 @@ func TestPausedStaysPending(t *testing.T) {
 	if got := e.prop.TypesSince(mark); len(got) != 0 || len(e.be.submitted()) != 0 {
 		t.Fatalf("paused dispatcher journaled %v", got)
 	}
-	e.setOption(config.OptDispatcherPaused, "false")
+	e.setOption(options.OptDispatcherPaused, "false")
 	e.round()
 	e.wantState(ids[0], job.Running)
 }
@@ -275,7 +275,7 @@ func TestBackpressurePerRound(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)
 	e.addBackend("b2:9060", 1)
-	e.setOption(config.OptMaxDispatchPerRound, "2")
+	e.setOption(options.OptMaxDispatchPerRound, "2")
 	ids := e.admit(5)
 	e.heartbeat()
 	e.round()
@@ -292,7 +292,7 @@ func TestBackpressurePerBackend(t *testing.T) {
 	e := newEnv(t)
 	b1 := e.addBackend("b1:9060", 1)
 	b2 := e.addBackend("b2:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "2")
+	e.setOption(options.OptMaxInflightPerBackend, "2")
 	ids := e.admit(6)
 	// b1 already holds a slot of an earlier dispatch (an UNKNOWN job still
 	// holds it: slots, not RUNNING state, count).
@@ -378,7 +378,7 @@ func TestLocalFileGate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			if tc.assert {
-				e.setOption(config.OptEnableLocalFileMutation, "true")
+				e.setOption(options.OptEnableLocalFileMutation, "true")
 			}
 			for i := range tc.backends {
 				e.addBackend([]string{"b1:9060", "b2:9060"}[i], 1)
@@ -440,8 +440,8 @@ func TestMarkRunningFateUnknown(t *testing.T) {
 func TestFullRoundWakesTheNext(t *testing.T) {
 	e := newEnv(t)
 	e.addBackend("b1:9060", 1)
-	e.setOption(config.OptMaxDispatchPerRound, "2")
-	e.setOption(config.OptMaxInflightPerBackend, "10")
+	e.setOption(options.OptMaxDispatchPerRound, "2")
+	e.setOption(options.OptMaxInflightPerBackend, "10")
 	ids := e.admit(3)
 	e.heartbeat()
 	drain := func() bool {

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
@@ -138,8 +138,8 @@ func TestRunEndCancelsAndWaitsForSends(t *testing.T) {
 func TestRunDrainsABacklogBeyondTheSendBound(t *testing.T) {
 	e := newEnv(t, func(d *Deps) { d.SendConcurrency = 2 })
 	e.addBackend("b1:9060", 1)
-	e.setOption(config.OptMaxDispatchPerRound, "1000")
-	e.setOption(config.OptMaxInflightPerBackend, "1000")
+	e.setOption(options.OptMaxDispatchPerRound, "1000")
+	e.setOption(options.OptMaxInflightPerBackend, "1000")
 	ids := e.admit(50)
 
 	ctx, cancel := context.WithCancel(e.ctx)

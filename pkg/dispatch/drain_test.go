@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -23,7 +23,7 @@ func TestDrainedBackendIsNeverPicked(t *testing.T) {
 	e := newEnv(t)
 	b1 := e.addBackend("b1:9060", 1)
 	b2 := e.addBackend("b2:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "8")
+	e.setOption(options.OptMaxInflightPerBackend, "8")
 	ids := e.admit(4)
 	running := e.markRunning(ids[0], b1, 1, e.nowMs()+60_000, 3) // b1 is the least loaded otherwise
 	e.drain(b1, true)

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -123,7 +123,7 @@ func gcJobIDs(rs []*job.Record) []int64 {
 // optionSeconds converts a clamped option to a Duration without
 // overflowing (the clamp allows 2^40 s; a Duration holds ~292 years).
 func optionSeconds(s int64) time.Duration {
-	s = config.Clamp(s)
+	s = options.Clamp(s)
 	if s > math.MaxInt64/int64(time.Second) {
 		return math.MaxInt64
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/raftfsmtest"
 )
@@ -34,7 +34,7 @@ func (f *rfFixture) cancel(id int64) {
 
 func TestGCRemovesOnlyEligibleOldestFirst(t *testing.T) {
 	f := rfNew(t)
-	f.setOption(config.OptKeepMaxSecond, "100")
+	f.setOption(options.OptKeepMaxSecond, "100")
 	cat := f.catalog("lake", raftfsm.RefreshNone, "")
 	t0 := f.clk.Now()
 	at := func(d time.Duration) { f.clk.Advance(t0.Add(d).Sub(f.clk.Now())) }
@@ -97,7 +97,7 @@ func TestGCRemovesOnlyEligibleOldestFirst(t *testing.T) {
 
 func TestGCBatchesOf1024(t *testing.T) {
 	f := rfNew(t)
-	f.setOption(config.OptKeepMaxSecond, "1")
+	f.setOption(options.OptKeepMaxSecond, "1")
 	cat := f.catalog("lake", raftfsm.RefreshNone, "")
 	const n = raftfsm.MaxGCBatch + 6
 	ids := make([]int64, n)

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -45,7 +45,7 @@ func TestDowngradeRefreshRunningOnNewLeader(t *testing.T) {
 
 func TestDowngradeRefreshRunningBatchesOf1024(t *testing.T) {
 	f := rfNew(t)
-	for _, k := range []string{config.OptMaxUnresolvedPerTable, config.OptMaxUnresolvedPerCatalog, config.OptMaxUnresolvedGlobal} {
+	for _, k := range []string{options.OptMaxUnresolvedPerTable, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedGlobal} {
 		f.setOption(k, "2000")
 	}
 	cat := f.catalog("lake", raftfsm.RefreshNone, "")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -66,7 +66,7 @@ func TestObserverSeesRoundsAndOutcomes(t *testing.T) {
 		}
 	})
 	e.addBackend("b1:9060", 1)
-	e.setOption(config.OptMaxInflightPerBackend, "100")
+	e.setOption(options.OptMaxInflightPerBackend, "100")
 	ids := e.admit(5)
 	e.heartbeat()
 	answers := map[int64]func(string) (*wire.TStatus, error){

@@ -12,8 +12,8 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -146,7 +146,7 @@ func TestOptimizePolicyOff(t *testing.T) {
 	if got := NewOptimizePolicy(OptimizePolicyDeps{Reader: e.fsm, Inspect: f.inspect, Admit: f.admit}).RunOnce(e.ctx); len(got) != 0 {
 		t.Fatalf("default settings: admitted %v", got)
 	}
-	e.setOption(config.OptEnableMutation, "false")
+	e.setOption(options.OptEnableMutation, "false")
 	if got := newPolicy(e, f, OptimizeSettings{UnindexedRows: 1}).RunOnce(e.ctx); len(got) != 0 || f.inspects() != 0 {
 		t.Fatalf("mutation disabled: admitted %v after %d inspects", got, f.inspects())
 	}

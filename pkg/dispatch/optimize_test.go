@@ -8,8 +8,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -67,7 +67,7 @@ func (e *env) crashBackend(epoch int64) {
 // up it ends UNKNOWN NO_TRUSTED_RESULT, never RESOLVING.
 func TestCrashedOptimizeIsDispatchedAgainThenEndsUnknown(t *testing.T) {
 	e := newEnv(t)
-	e.setOption(config.OptMaxDispatchAttempts, "3")
+	e.setOption(options.OptMaxDispatchAttempts, "3")
 	b1 := e.addBackend("b1:9060", 1)
 	id := e.admitOptimize("t1")
 	e.heartbeat()

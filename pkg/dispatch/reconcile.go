@@ -9,8 +9,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -161,7 +161,7 @@ func (d *Dispatcher) query(ctx context.Context, term uint64, cluster, addr strin
 // answerCtx is what judging the answers of one reconcile pass needs.
 type answerCtx struct {
 	term  uint64
-	opts  config.Options
+	opts  options.Options
 	nowMs int64
 }
 

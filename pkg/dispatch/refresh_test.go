@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -178,7 +178,7 @@ func TestRefreshFailedThrottle(t *testing.T) {
 		if len(rec.called()) != 0 {
 			t.Fatalf("retried before the wait")
 		}
-		f.setOption(config.OptRefreshRetrySecond, "20")
+		f.setOption(options.OptRefreshRetrySecond, "20")
 		rfStep(t, d)
 		if got := rec.calledIDs(); !reflect.DeepEqual(got, []int64{failed}) {
 			t.Fatalf("refreshed %v after lowering the wait, want %d", got, failed)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // Bounds of the resolve step.
@@ -130,7 +130,7 @@ func pickResolver(cands []*backendSlot, maxCalls, try int) *backendSlot {
 
 // buildResolveRequest is the TResolveJobRequest of a RESOLVING job. It
 // carries the storage options: never logged.
-func buildResolveRequest(rec *job.Record, storage map[string]string, opts config.Options, cluster string, timeoutMs int64) *wire.TResolveJobRequest {
+func buildResolveRequest(rec *job.Record, storage map[string]string, opts options.Options, cluster string, timeoutMs int64) *wire.TResolveJobRequest {
 	trust := trustExclusiveWriter(opts)
 	req := &wire.TResolveJobRequest{
 		JobID:                  rec.JobID,

@@ -8,8 +8,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -133,7 +133,7 @@ func TestResolveWaitsThenGivesUp(t *testing.T) {
 	if n := len(e.be.resolved()); n != len(answers) {
 		t.Fatal("a backend that is not alive was asked")
 	}
-	e.clock.Advance(time.Duration(config.ResolveOptions(nil).ExecuteDeadlineSecond) * time.Second)
+	e.clock.Advance(time.Duration(options.Resolve(nil).ExecuteDeadlineSecond) * time.Second)
 	e.round()
 	got := e.wantState(r.JobID, job.Unknown)
 	if got.Result.Code != job.NoTrustedResult || got.Result.Message != msgNoBackendRead {
@@ -146,7 +146,7 @@ func TestResolveWaitsThenGivesUp(t *testing.T) {
 // the dataset first; only failed tries and the time together end it UNKNOWN.
 func TestResolveTriesBeforeGivingUp(t *testing.T) {
 	e, r := resolveEnv(t)
-	e.clock.Advance(2 * time.Duration(config.ResolveOptions(nil).ExecuteDeadlineSecond) * time.Second)
+	e.clock.Advance(2 * time.Duration(options.Resolve(nil).ExecuteDeadlineSecond) * time.Second)
 	e.heartbeat()
 	e.be.setResolve(func(context.Context, string, *wire.TResolveJobRequest) (*wire.TResolveJobResponse, error) {
 		out := wire.TLanceResolveOutcome_NOT_COMMITTED
@@ -179,7 +179,7 @@ func TestResolveWaitsForGraceAndLocalGate(t *testing.T) {
 	if n := len(e.be.resolved()); n != 0 {
 		t.Fatalf("%d resolve calls: before the grace, and a local dataset without the assertion", n)
 	}
-	e.setOption(config.OptEnableLocalFileMutation, "true")
+	e.setOption(options.OptEnableLocalFileMutation, "true")
 	e.round()
 	if c := e.be.resolved(); len(c) != 1 || c[0].req.JobID != lid {
 		t.Fatalf("resolve calls %v: the asserted local dataset is read at once", c)
@@ -226,7 +226,7 @@ func TestEpochGoneOutboxDeliveredResolves(t *testing.T) {
 		}
 	}
 	// Delivered: both move to RESOLVING in one entry, readable after the grace.
-	grace := time.Duration(config.ResolveOptions(nil).ResolveGraceSecond) * time.Second
+	grace := time.Duration(options.Resolve(nil).ResolveGraceSecond) * time.Second
 	e.be.setHeartbeat("b1:9060", func(r *wire.THeartbeatResponse) { r.OutboxDelivered = boolPtr(true) })
 	e.heartbeat()
 	mark := e.prop.count()

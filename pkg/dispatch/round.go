@@ -12,6 +12,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -174,7 +175,7 @@ type credsResult struct {
 type preparer struct {
 	r       *round
 	st      *raftfsm.State
-	opts    config.Options
+	opts    options.Options
 	creds   map[string]credsResult // per credentials reference, read once per round
 	cluster string                 // the journaled cluster id ("" before one is)
 }
@@ -238,7 +239,7 @@ func (pr *preparer) storageOptions(rec *job.Record) (map[string]string, error) {
 
 // buildRequest is the TLanceIndexJobDispatch of DESIGN.md §10 for a job and
 // its M1. dispatch_revision is the rev M1 gives the record.
-func buildRequest(rec *job.Record, m *journal.TMarkRunning, storage map[string]string, opts config.Options) *wire.TLanceIndexJobDispatch {
+func buildRequest(rec *job.Record, m *journal.TMarkRunning, storage map[string]string, opts options.Options) *wire.TLanceIndexJobDispatch {
 	secret, term := m.InvocationSecret, m.LeaderTerm
 	ifNotExists, ifExists := rec.IfNotExists, rec.IfExists
 	maxParts, maxSubVectors := clampInt32(opts.MaxNumPartitions), clampInt32(opts.MaxNumSubVectors)

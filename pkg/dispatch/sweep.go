@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -144,7 +144,7 @@ func (r *round) epochSweep() error {
 
 // epochGoneFinished makes p the P of §13.3: the worker's process is gone
 // and the new one delivered its outbox without a result for it.
-func (r *round) epochGoneFinished(p *journal.TProof, rec *job.Record, epoch int64, opts config.Options, nowMs int64) {
+func (r *round) epochGoneFinished(p *journal.TProof, rec *job.Record, epoch int64, opts options.Options, nowMs int64) {
 	t := true
 	msg := fmt.Sprintf("the backend process that ran the worker is gone (epoch %d → %d) and its outbox is delivered", rec.ProcessEpoch, epoch)
 	after := resolveAfterMs(rec, opts, nowMs)
@@ -167,7 +167,7 @@ func afterNoResult(rec *job.Record, p *journal.TProof) string {
 
 // resolveAfterMs is when a job whose worker ended now may be read from its
 // dataset: at once for a local dataset, after the grace on an object store.
-func resolveAfterMs(rec *job.Record, opts config.Options, nowMs int64) int64 {
+func resolveAfterMs(rec *job.Record, opts options.Options, nowMs int64) int64 {
 	if job.IsLocalLocator(rec.Locator) {
 		return nowMs
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 var flagScenarios = flag.Bool("faults.scenarios", false, "also run the scripted scenarios (known violations, docs/faults.md)")
@@ -28,7 +28,7 @@ func TestScenarioRestoreRerunsPendingJobs(t *testing.T) {
 	defer w.teardown()
 	e := newExecution(w, nil)
 	l := w.awaitLeader(10 * time.Second)
-	if err := w.setOption(l, config.OptDispatcherPaused, "true"); err != nil {
+	if err := w.setOption(l, options.OptDispatcherPaused, "true"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
@@ -38,7 +38,7 @@ func TestScenarioRestoreRerunsPendingJobs(t *testing.T) {
 	if e.snapshot == nil {
 		t.Fatal("no snapshot saved")
 	}
-	if err := w.setOption(l, config.OptDispatcherPaused, "false"); err != nil {
+	if err := w.setOption(l, options.OptDispatcherPaused, "false"); err != nil {
 		t.Fatal(err)
 	}
 	e.settle(10*time.Second, 1500*time.Millisecond)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // Schedule features (what a step can do). Each exists in the harness as
@@ -351,7 +351,7 @@ func (e *execution) resumeDispatcher() {
 		if l < 0 {
 			continue
 		}
-		err := w.setOption(l, config.OptDispatcherPaused, "false")
+		err := w.setOption(l, options.OptDispatcherPaused, "false")
 		if err == nil {
 			w.note("  operator: dispatcher resumed via m%d", l)
 			return

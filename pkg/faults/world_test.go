@@ -19,6 +19,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/admin"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
@@ -317,8 +318,8 @@ func (w *world) setup() {
 		t.Fatal("no leader")
 	}
 	opts := map[string]string{
-		config.OptMaxUnresolvedGlobal: "100000", config.OptMaxUnresolvedPerCatalog: "100000", config.OptMaxUnresolvedPerTable: "100000",
-		config.OptDispatchIntervalSecond: "1", config.OptExecuteDeadlineSecond: strconv.Itoa(deadlineSecond),
+		options.OptMaxUnresolvedGlobal: "100000", options.OptMaxUnresolvedPerCatalog: "100000", options.OptMaxUnresolvedPerTable: "100000",
+		options.OptDispatchIntervalSecond: "1", options.OptExecuteDeadlineSecond: strconv.Itoa(deadlineSecond),
 	}
 	// Each write is retried while the cluster settles its first leader
 	// (NOT_LEADER, UNAVAILABLE, an unknown outcome, a transport error); a

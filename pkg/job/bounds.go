@@ -20,7 +20,9 @@ const (
 	MaxStorageOptions        = 64
 	MaxStorageOptionKeyBytes = 256
 	MaxStorageOptionValBytes = 4096
-	MaxFrameBytes            = 512 << 10
+	// MaxCredentialsRefBytes bounds a credentials reference (a file name).
+	MaxCredentialsRefBytes = 255
+	MaxFrameBytes          = 512 << 10
 )
 
 // CheckBytes returns an INVALID error naming the field when s is longer than

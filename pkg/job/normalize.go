@@ -1,6 +1,7 @@
 package job
 
 import (
+	"regexp"
 	"strings"
 	"unicode"
 )
@@ -187,3 +188,8 @@ func trimTrailingSlash(s string, keep int) string {
 	}
 	return s
 }
+
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidNodeID reports whether id is a well-formed master id (node_id).
+func ValidNodeID(id string) bool { return nodeIDPattern.MatchString(id) }

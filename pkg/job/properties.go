@@ -41,7 +41,7 @@ type Property struct{ Key, Value string }
 // Limits are the cluster-wide bounds property validation needs. A zero
 // bound admits no value of its key (a caller that does not set it refuses
 // rather than admits): build them as job.Limits(opts.IndexLimits()), a
-// conversion from config.IndexLimits, whose fields are these.
+// conversion from options.IndexLimits, whose fields are these.
 type Limits struct {
 	MaxNumPartitions      int64 // lance_index_max_num_partitions
 	MaxNumSubVectors      int64 // lance_index_max_num_sub_vectors

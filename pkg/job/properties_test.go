@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // defaultLimits are the bounds of the default options.
-func defaultLimits() Limits { return Limits(config.ResolveOptions(nil).IndexLimits()) }
+func defaultLimits() Limits { return Limits(options.Resolve(nil).IndexLimits()) }
 
 func wantInvalid(t *testing.T, what string, err error, contains ...string) {
 	t.Helper()
@@ -103,17 +103,17 @@ func TestCanonicalPropertiesOfEveryType(t *testing.T) {
 		{IndexIVFPQ, []Property{{"num_bits", "16"}}, "between 1 and 8"},
 		{IndexIVFRQ, []Property{{"num_bits", "0"}}, "between 1 and 8"},
 		{IndexIVFRQ, []Property{{"num_bits", "9"}}, "between 1 and 8"},
-		{IndexIVFFlat, []Property{{"num_partitions", "4097"}}, config.OptMaxNumPartitions},
+		{IndexIVFFlat, []Property{{"num_partitions", "4097"}}, options.OptMaxNumPartitions},
 		{IndexIVFHNSWSQ, []Property{{"num_partitions", "0"}}, "between 1 and"},
-		{IndexIVFHNSWPQ, []Property{{"num_sub_vectors", "257"}}, config.OptMaxNumSubVectors},
-		{IndexIVFHNSWSQ, []Property{{"m", "65"}}, config.OptMaxHNSWM},
+		{IndexIVFHNSWPQ, []Property{{"num_sub_vectors", "257"}}, options.OptMaxNumSubVectors},
+		{IndexIVFHNSWSQ, []Property{{"m", "65"}}, options.OptMaxHNSWM},
 		{IndexIVFHNSWPQ, []Property{{"m", "1"}}, "between 2 and 64"},
-		{IndexIVFHNSWPQ, []Property{{"ef_construction", "1001"}}, config.OptMaxHNSWEfConstruction},
-		{IndexIVFRQ, []Property{{"sample_rate", "1025"}}, config.OptMaxSampleRate},
-		{IndexIVFPQ, []Property{{"max_iterations", "201"}}, config.OptMaxMaxIterations},
+		{IndexIVFHNSWPQ, []Property{{"ef_construction", "1001"}}, options.OptMaxHNSWEfConstruction},
+		{IndexIVFRQ, []Property{{"sample_rate", "1025"}}, options.OptMaxSampleRate},
+		{IndexIVFPQ, []Property{{"max_iterations", "201"}}, options.OptMaxMaxIterations},
 		{IndexIVFPQ, []Property{{"max_iterations", "0"}}, "between 1 and"},
-		{IndexFTS, []Property{{"max_token_length", "257"}}, config.OptMaxFTSTokenLength},
-		{IndexFTS, []Property{{"ngram_max_length", "257"}}, config.OptMaxFTSTokenLength},
+		{IndexFTS, []Property{{"max_token_length", "257"}}, options.OptMaxFTSTokenLength},
+		{IndexFTS, []Property{{"ngram_max_length", "257"}}, options.OptMaxFTSTokenLength},
 		{IndexFTS, []Property{{"ngram_min_length", "4"}, {"ngram_max_length", "3"}}, "more than ngram_max_length"},
 		{IndexFTS, []Property{{"ngram_max_length", "2"}}, "less than the default ngram_min_length 3"},
 		{IndexFTS, []Property{{"ngram_min_length", "4"}}, "more than the default ngram_max_length 3"},
@@ -145,7 +145,7 @@ func TestCheckPropertyBoundsReChecksEveryBoundedKey(t *testing.T) {
 		t.Fatalf("%d bounded keys; this test names 9", len(boundedKeys))
 	}
 	for _, b := range boundedKeys {
-		lim := Limits(config.ResolveOptions(map[string]string{b.option: "7"}).IndexLimits())
+		lim := Limits(options.Resolve(map[string]string{b.option: "7"}).IndexLimits())
 		if got := b.max(lim); got != 7 {
 			t.Errorf("%s: the options' IndexLimits do not carry %s (bound %d)", b.key, b.option, got)
 		}
@@ -195,7 +195,7 @@ func TestCheckPropertyBoundsReChecksEveryBoundedKey(t *testing.T) {
 func TestDefaultLimitsAreTheOptionDefaults(t *testing.T) {
 	lim := defaultLimits()
 	for _, b := range boundedKeys {
-		spec, _ := config.LookupOption(b.option)
+		spec, _ := options.Lookup(b.option)
 		if strconv.FormatInt(b.max(lim), 10) != spec.Default {
 			t.Errorf("%s: default bound %d; option default %s", b.key, b.max(lim), spec.Default)
 		}

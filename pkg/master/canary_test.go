@@ -19,6 +19,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 const storageCanary = "STORAGE-CANARY-9d41e7b2c0"
@@ -61,7 +62,7 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 		if _, err := a.AddBackend(ctx, c.backend.Addr()); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
 		return err
 	})
 	if err != nil {

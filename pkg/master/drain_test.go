@@ -11,7 +11,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // A drain is journaled: every master has it, a new leader keeps it and
@@ -26,7 +26,7 @@ func TestDrainIsReplicatedAndSurvivesLeaderChangeAndSnapshot(t *testing.T) {
 	c := newCluster3(t, nil)
 	f := c.follower()
 	c.setup(f)
-	c.setOptions(f, map[string]string{config.OptEnableLocalFileMutation: "true"}) // the test catalog is a local path
+	c.setOptions(f, map[string]string{options.OptEnableLocalFileMutation: "true"}) // the test catalog is a local path
 	run := func(stdin []byte, args ...string) (string, string) {
 		t.Helper()
 		var out, errb bytes.Buffer

@@ -19,6 +19,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/console"
 	"github.com/lancemaster/lancemaster/pkg/console/consoletest"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // consoleRig is a three-master cluster serving the console, with jobs
@@ -59,7 +60,7 @@ func newConsoleRig(t *testing.T) *consoleRig {
 	w.mu.Unlock()
 	l := c.leader()
 	c.setup(l)
-	c.setOptions(l, map[string]string{config.OptEnableLocalFileMutation: "true"})
+	c.setOptions(l, map[string]string{options.OptEnableLocalFileMutation: "true"})
 	creds := "lake-creds"
 	r := &consoleRig{c: c, ids: map[string][]int64{}}
 	r.admin(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
@@ -72,7 +73,7 @@ func newConsoleRig(t *testing.T) *consoleRig {
 	want := map[string]string{"ok": "COMMITTED", "nc": "NOT_COMMITTED", "unk": "UNKNOWN"}
 	r.waitStates(want)
 	// Then, with the dispatcher paused, two that stay PENDING; one is cancelled.
-	c.setOptions(l, map[string]string{config.OptDispatcherPaused: "true"})
+	c.setOptions(l, map[string]string{options.OptDispatcherPaused: "true"})
 	r.ids["pend"] = c.admitIDs(l, "lake", "items", "pend", 2)
 	r.ids["cancel"] = r.ids["pend"][1:]
 	r.ids["pend"] = r.ids["pend"][:1]

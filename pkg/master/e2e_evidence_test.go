@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/backend"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
@@ -117,7 +117,7 @@ func newEvidenceRig(t *testing.T) *evidenceRig {
 		if _, err := a.AddBackend(ctx, r.addr); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
 		return err
 	})
 	r.waitAlive()
@@ -432,7 +432,7 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		if _, err := cl.AddBackend(ctx, addr); err != nil {
 			return err
 		}
-		_, err := cl.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		_, err := cl.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
 		return err
 	})
 	// A's terms climb well above what fresh masters start with.
@@ -463,7 +463,7 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		t.Fatalf("the test needs B's term (%d) below A's (%d) and B's own cluster id (%q vs %q)", bTerm, aTerm, bID, aID)
 	}
 	call(b, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		_, err := cl.SetOption(ctx, config.OptDispatcherPaused, "false") // the restore left it paused
+		_, err := cl.SetOption(ctx, options.OptDispatcherPaused, "false") // the restore left it paused
 		return err
 	})
 	committed(b, create(b, "after"))

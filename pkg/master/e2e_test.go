@@ -15,8 +15,8 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/backend"
 	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 func TestMain(m *testing.M) {
@@ -116,7 +116,7 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 		if _, err := a.AddBackend(ctx, addr); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
 		return err
 	}))
 	create := func(name, column, typ string, replace bool, props ...string) (*adminapi.TAdmitResponse, error) {
@@ -184,7 +184,7 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 
 	// The dataset changes between admission and build.
 	must(call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, config.OptDispatcherPaused, "true")
+		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "true")
 		return err
 	}))
 	resp, err = create("vec_late", "vector", "IVF_PQ", false, "num_partitions", "2", "num_sub_vectors", "2", "num_bits", "4")
@@ -193,7 +193,7 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 	}
 	mkdata("--overwrite", "--dim", "32") // the table is rewritten: the vector column changed
 	must(call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, config.OptDispatcherPaused, "false")
+		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "false")
 		return err
 	}))
 	r := settle(resp.GetJobID())

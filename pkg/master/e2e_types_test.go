@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // indexCase is one index kind built end to end: its column in the
@@ -45,7 +45,7 @@ func TestEndToEndEveryIndexType(t *testing.T) {
 		t.Fatalf("make-dataset --extra: %v\n%s", err, out)
 	}
 	r.call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, config.OptMaxUnresolvedPerTable, "64")
+		_, err := a.SetOption(ctx, options.OptMaxUnresolvedPerTable, "64")
 		return err
 	})
 	create := func(c indexCase, replace bool) int64 {

@@ -16,6 +16,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/httpapi"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -84,7 +85,7 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 		if _, err := a.AddBackend(ctx, c.backend.Addr()); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true")
+		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
 		return err
 	})
 	c.backend.SetDataset("/data/lake/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
@@ -96,7 +97,7 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 		r, ok := c.masters[l].FSM().State().Job(running)
 		return ok && r.MutationState == job.Running
 	})
-	c.setOptions(l, map[string]string{config.OptDispatcherPaused: "true"})
+	c.setOptions(l, map[string]string{options.OptDispatcherPaused: "true"})
 	pending := c.admitIDs(l, "lake", "t", "p", 2)
 	call(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		_, err := a.CancelJob(ctx, &adminapi.TCancelRequest{JobID: pending[1]})

@@ -23,6 +23,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/metrics"
 	"github.com/lancemaster/lancemaster/pkg/metrics/metricstest"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/report"
 )
@@ -82,7 +83,7 @@ func TestMetricsOfACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.setOptions(l, map[string]string{config.OptEnableLocalFileMutation: "true"})
+	c.setOptions(l, map[string]string{options.OptEnableLocalFileMutation: "true"})
 	c.backend.SetDataset("/data/lake/db/items.lance", job.Snapshot{Version: 3, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
 
 	f := c.follower()
@@ -299,7 +300,7 @@ func fsmAt(t *testing.T, index uint64) raftfsm.Reader {
 	if index == 0 {
 		return f
 	}
-	data, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{Key: config.OptDispatcherPaused, Value: "false"})
+	data, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{Key: options.OptDispatcherPaused, Value: "false"})
 	if err != nil {
 		t.Fatal(err)
 	}

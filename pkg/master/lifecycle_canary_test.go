@@ -22,6 +22,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 const lifecycleCanary = "LIFECYCLE-CANARY-5e0c2f9a71d4"
@@ -96,7 +97,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 		if _, err := a.AddBackend(ctx, agent.Addr()); err != nil {
 			return err
 		}
-		if _, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true"); err != nil {
+		if _, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true"); err != nil {
 			return err
 		}
 		for _, ix := range []struct{ name, col, typ string }{{"id_btree", "id", "BTREE"}, {"text_btree", "text", "BTREE"}} {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
@@ -213,8 +213,8 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 		c.backend.SetDataset("/data/hooked/db/"+tbl+".lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
 	}
 	c.setOptions(l, map[string]string{
-		config.OptMaxInflightPerBackend: "1000", config.OptMaxDispatchPerRound: "64", config.OptDispatchIntervalSecond: "1",
-		config.OptEnableLocalFileMutation: "true",
+		options.OptMaxInflightPerBackend: "1000", options.OptMaxDispatchPerRound: "64", options.OptDispatchIntervalSecond: "1",
+		options.OptEnableLocalFileMutation: "true",
 	})
 	var all []int64
 

@@ -15,6 +15,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
@@ -172,7 +173,7 @@ func (c *cluster3) setup(via int) {
 		if _, err := cl.AddBackend(ctx, c.backend.Addr()); err != nil {
 			return err
 		}
-		for _, k := range []string{config.OptMaxUnresolvedGlobal, config.OptMaxUnresolvedPerCatalog, config.OptMaxUnresolvedPerTable} {
+		for _, k := range []string{options.OptMaxUnresolvedGlobal, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedPerTable} {
 			if _, err := cl.SetOption(ctx, k, "100000"); err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/dispatch/mariadbtest"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // A catalog of refresh kind mysql, through the whole master: the leader's
@@ -39,7 +40,7 @@ func TestMySQLRefreshThroughTheMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.setOptions(l, map[string]string{config.OptEnableLocalFileMutation: "true"})
+	c.setOptions(l, map[string]string{options.OptEnableLocalFileMutation: "true"})
 	c.backend.SetDataset("/data/lake/db/items.lance", job.Snapshot{Version: 3, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
 	ids := c.admitIDs(l, "doris", "items", "r", 2)
 	c.waitSettled(l, ids)

@@ -12,6 +12,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // Credential rotation on an object-store catalog: the credentials file is
@@ -71,7 +72,7 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, config.OptDispatcherPaused, "true")
+		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "true")
 		return err
 	})
 	mu.Lock()
@@ -91,7 +92,7 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 
 	write("AKIA-SECOND", "secret-second-3c4d")
 	call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, config.OptDispatcherPaused, "false")
+		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "false")
 		return err
 	})
 	c.waitSettled(l, ids)

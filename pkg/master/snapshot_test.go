@@ -20,7 +20,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/admin"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
@@ -129,7 +129,7 @@ func TestSnapshotSaveInspectRestore(t *testing.T) {
 	f := c.follower()
 	c.setup(f)
 	if err := c.client(f).Call(opsCtx(t), func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		_, err := cl.SetOption(ctx, config.OptDispatcherPaused, "true") // job states stay put
+		_, err := cl.SetOption(ctx, options.OptDispatcherPaused, "true") // job states stay put
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestSnapshotSaveInspectRestore(t *testing.T) {
 	}
 	j := insp.Journal
 	if j.Jobs != 20 || j.Catalogs != 1 || j.Backends != 1 || j.LastJobID != 20 || j.JobStates["PENDING"] != 20 ||
-		j.Options[config.OptDispatcherPaused] != "true" {
+		j.Options[options.OptDispatcherPaused] != "true" {
 		t.Fatalf("inspection: %+v", j)
 	}
 	if l := c.leader(); insp.Header.NodeID != c.nodes[l].NodeID {

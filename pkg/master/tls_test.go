@@ -18,6 +18,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/report"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
@@ -85,7 +86,7 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 			return err
 		}
 		// A local-file dataset is dispatched only on this assertion.
-		if _, err := a.SetOption(ctx, config.OptEnableLocalFileMutation, "true"); err != nil {
+		if _, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true"); err != nil {
 			return err
 		}
 		_, err := a.AddBackend(ctx, agent.Addr())

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 func TestAdmitAllocatesAndOwnsFields(t *testing.T) {
@@ -129,13 +129,13 @@ func TestAdmitQuotas(t *testing.T) {
 		key   string
 		admit func(h *harness, cat, cat2 int64, i int) *journal.TApplyResponse
 	}{
-		{"per table", config.OptMaxUnresolvedPerTable, func(h *harness, cat, _ int64, i int) *journal.TApplyResponse {
+		{"per table", options.OptMaxUnresolvedPerTable, func(h *harness, cat, _ int64, i int) *journal.TApplyResponse {
 			return h.admitRecord(newJob(cat, testRoot, "db", "t", "idx"+itoa(int64(i)), job.Create))
 		}},
-		{"per catalog", config.OptMaxUnresolvedPerCatalog, func(h *harness, cat, _ int64, i int) *journal.TApplyResponse {
+		{"per catalog", options.OptMaxUnresolvedPerCatalog, func(h *harness, cat, _ int64, i int) *journal.TApplyResponse {
 			return h.admitRecord(newJob(cat, testRoot, "db", "t"+itoa(int64(i)), "idx", job.Create))
 		}},
-		{"global", config.OptMaxUnresolvedGlobal, func(h *harness, cat, cat2 int64, i int) *journal.TApplyResponse {
+		{"global", options.OptMaxUnresolvedGlobal, func(h *harness, cat, cat2 int64, i int) *journal.TApplyResponse {
 			c := []int64{cat, cat2}[i%2]
 			return h.admitRecord(newJob(c, testRoot, "db", "t"+itoa(int64(i)), "idx", job.Create))
 		}},
@@ -260,9 +260,9 @@ func TestAdmitBatchQuotaExhaustedMidBatch(t *testing.T) {
 		key   string
 		table func(i int) string
 	}{
-		{config.OptMaxUnresolvedPerTable, func(int) string { return "t" }},
-		{config.OptMaxUnresolvedPerCatalog, func(i int) string { return "t" + itoa(int64(i)) }},
-		{config.OptMaxUnresolvedGlobal, func(i int) string { return "t" + itoa(int64(i)) }},
+		{options.OptMaxUnresolvedPerTable, func(int) string { return "t" }},
+		{options.OptMaxUnresolvedPerCatalog, func(i int) string { return "t" + itoa(int64(i)) }},
+		{options.OptMaxUnresolvedGlobal, func(i int) string { return "t" + itoa(int64(i)) }},
 	} {
 		t.Run(c.key, func(t *testing.T) {
 			h := newHarness(t)

@@ -10,8 +10,8 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // alice is a verified caller who claimed another name.
@@ -67,11 +67,11 @@ func TestAuditEveryCommandRecordsItsEvent(t *testing.T) {
 		{AuditBackendRemove, "3 (be3:9060)", "removed", CmdRemoveBackend, func(now int64) thrift.TStruct {
 			return &journal.TRemoveBackendCommand{NowMs: now, Audit: a, BackendID: 3}
 		}},
-		{AuditOptionSet, config.OptMaxDispatchPerRound, "value: default → 4", CmdSetOption, func(now int64) thrift.TStruct {
-			return &journal.TSetOptionCommand{NowMs: now, Audit: a, Key: config.OptMaxDispatchPerRound, Value: "4"}
+		{AuditOptionSet, options.OptMaxDispatchPerRound, "value: default → 4", CmdSetOption, func(now int64) thrift.TStruct {
+			return &journal.TSetOptionCommand{NowMs: now, Audit: a, Key: options.OptMaxDispatchPerRound, Value: "4"}
 		}},
-		{AuditOptionSet, config.OptMaxDispatchPerRound, "value: 4 → 8", CmdSetOption, func(now int64) thrift.TStruct {
-			return &journal.TSetOptionCommand{NowMs: now, Audit: a, Key: config.OptMaxDispatchPerRound, Value: "8"}
+		{AuditOptionSet, options.OptMaxDispatchPerRound, "value: 4 → 8", CmdSetOption, func(now int64) thrift.TStruct {
+			return &journal.TSetOptionCommand{NowMs: now, Audit: a, Key: options.OptMaxDispatchPerRound, Value: "8"}
 		}},
 		{AuditJobCancel, JobSubject(jobID), "mutation_state: PENDING → CANCELLED", CmdCancel, func(now int64) thrift.TStruct {
 			return &journal.TCancelCommand{NowMs: now, Audit: a, JobID: jobID, Actor: "alice (as bob)"}
@@ -95,7 +95,7 @@ func TestAuditEveryCommandRecordsItsEvent(t *testing.T) {
 	if h.st().AuditEventCount() != len(steps) {
 		t.Fatalf("%d events, want %d", h.st().AuditEventCount(), len(steps))
 	}
-	c, ok := h.st().OptionChange(config.OptMaxDispatchPerRound)
+	c, ok := h.st().OptionChange(options.OptMaxDispatchPerRound)
 	if !ok || c.Actor.Name != "alice" || c.TimeMs != 10_008 {
 		t.Fatalf("option's last change = %+v %v", c, ok)
 	}
@@ -106,13 +106,13 @@ func TestAuditNothingForRefusalsAndNoops(t *testing.T) {
 	h, id, be := pendingFixture(t)
 	h.run(id, be)
 	a := alice()
-	h.setOption(config.OptMaxDispatchPerRound, "16")
+	h.setOption(options.OptMaxDispatchPerRound, "16")
 	before := h.st()
 	wantCode(t, h.apply(CmdCancel, &journal.TCancelCommand{NowMs: 1, JobID: id, Actor: "x", Audit: a}), journal.TApplyCode_CAS_FAILED)
 	wantCode(t, h.apply(CmdAddBackend, &journal.TBackendCommand{NowMs: 1, Address: "be1:9060", Audit: a}), journal.TApplyCode_ALREADY_EXISTS)
 	wantCode(t, h.apply(CmdDrainBackend, &journal.TDrainBackendCommand{NowMs: 1, BackendID: be, Drained: false, Audit: a}), journal.TApplyCode_NOOP)
 	wantCode(t, h.apply(CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: 1, Audit: a, Catalog: &journal.TCatalogRecord{Name: "lake"}}), journal.TApplyCode_OK)
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptMaxDispatchPerRound, Value: "16", Audit: a}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: options.OptMaxDispatchPerRound, Value: "16", Audit: a}), journal.TApplyCode_OK)
 	// A bad actor is refused as INVALID, and nothing changes.
 	bad := &journal.TAuditActor{Actor: "a\x00b"}
 	wantCode(t, h.apply(CmdAddBackend, &journal.TBackendCommand{NowMs: 1, Address: "be9:9060", Audit: bad}), journal.TApplyCode_INVALID)
@@ -130,7 +130,7 @@ func TestAuditNothingForRefusalsAndNoops(t *testing.T) {
 func TestAuditRetentionIsBounded(t *testing.T) {
 	h := newHarness(t)
 	a := alice()
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptAuditRetentionCount, Value: "3", Audit: a}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: options.OptAuditRetentionCount, Value: "3", Audit: a}), journal.TApplyCode_OK)
 	for i := 0; i < 5; i++ {
 		wantCode(t, h.apply(CmdAddBackend, &journal.TBackendCommand{NowMs: int64(2 + i), Address: "be" + itoa(int64(i)) + ":1", Audit: a}), journal.TApplyCode_OK)
 	}
@@ -140,7 +140,7 @@ func TestAuditRetentionIsBounded(t *testing.T) {
 	}
 	// Raising it keeps everything from then on; lowering it trims at the
 	// next event.
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 9, Key: config.OptAuditRetentionCount, Value: "1", Audit: a}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 9, Key: options.OptAuditRetentionCount, Value: "1", Audit: a}), journal.TApplyCode_OK)
 	if evs, _ := h.st().AuditEvents(AuditFilter{}, 0, 0); len(evs) != 1 || evs[0].Kind != AuditOptionSet {
 		t.Fatalf("after lowering the retention: %v", seqs(evs))
 	}
@@ -166,7 +166,7 @@ func seqs(evs []*AuditEvent) []int64 {
 func TestAuditSnapshotRoundTrip(t *testing.T) {
 	h := newHarness(t)
 	a := alice()
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 5, Key: config.OptMaxDispatchPerRound, Value: "4", Audit: a}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 5, Key: options.OptMaxDispatchPerRound, Value: "4", Audit: a}), journal.TApplyCode_OK)
 	wantCode(t, h.apply(CmdAudit, &journal.TAuditCommand{NowMs: 6, Kind: AuditRaftRemovePeer, Subject: "m3", Actor: a}), journal.TApplyCode_OK)
 	data := snapshotBytes(t, h.st())
 	f := restored(t, data)
@@ -178,7 +178,7 @@ func TestAuditSnapshotRoundTrip(t *testing.T) {
 	if len(got) != 2 || *got[0] != *want[0] || *got[1] != *want[1] {
 		t.Fatalf("restored events %+v, want %+v", got, want)
 	}
-	if c, ok := f.State().OptionChange(config.OptMaxDispatchPerRound); !ok || c.Actor.Name != "alice" || c.TimeMs != 5 {
+	if c, ok := f.State().OptionChange(options.OptMaxDispatchPerRound); !ok || c.Actor.Name != "alice" || c.TimeMs != 5 {
 		t.Fatalf("restored option change = %+v %v", c, ok)
 	}
 	h2 := &harness{t: t, f: f, index: 100}
@@ -238,7 +238,7 @@ func TestAuditEventsFiltersAndCursor(t *testing.T) {
 func TestAuditOldEntriesWithoutAnActorStillApply(t *testing.T) {
 	h, id, be := unknownFixture(t)
 	pending := h.admit(h.st().Catalogs()[0].ID, "db", "t3", "idx3")
-	h.setOption(config.OptMaxDispatchPerRound, "4")
+	h.setOption(options.OptMaxDispatchPerRound, "4")
 	wantCode(t, h.apply(CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: h.now,
 		Catalog: &journal.TCatalogRecord{Name: "lake", CredentialsRef: thrift.StringPtr("c2")}}), journal.TApplyCode_OK)
 	wantCode(t, h.apply(CmdDrainBackend, &journal.TDrainBackendCommand{NowMs: h.now, BackendID: be + 1, Drained: true}), journal.TApplyCode_OK)
@@ -246,11 +246,11 @@ func TestAuditOldEntriesWithoutAnActorStillApply(t *testing.T) {
 	wantCode(t, h.cancel(pending), journal.TApplyCode_OK)
 	wantCode(t, h.forceRelease(id, "checked"), journal.TApplyCode_OK)
 	st := h.st()
-	if v, _ := st.OptionValue(config.OptMaxDispatchPerRound); v != "4" || st.Catalogs()[0].CredentialsRef != "c2" ||
+	if v, _ := st.OptionValue(options.OptMaxDispatchPerRound); v != "4" || st.Catalogs()[0].CredentialsRef != "c2" ||
 		len(st.Backends()) != 1 || !h.job(id).ForceReleased || h.job(pending).MutationState != job.Cancelled {
 		t.Fatalf("an entry without an actor did not apply")
 	}
-	if _, ok := st.OptionChange(config.OptMaxDispatchPerRound); ok || st.AuditEventCount() != 0 {
+	if _, ok := st.OptionChange(options.OptMaxDispatchPerRound); ok || st.AuditEventCount() != 0 {
 		t.Fatalf("entries without an actor recorded %d events", st.AuditEventCount())
 	}
 }
@@ -260,7 +260,7 @@ func TestAuditOldEntriesWithoutAnActorStillApply(t *testing.T) {
 func TestAuditEventsWalkAcrossWindows(t *testing.T) {
 	h := newHarness(t)
 	a := alice()
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptAuditRetentionCount, Value: "600", Audit: a}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: options.OptAuditRetentionCount, Value: "600", Audit: a}), journal.TApplyCode_OK)
 	for i := range 700 {
 		kind := AuditRaftPromote
 		if i%3 == 0 {

@@ -7,7 +7,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
@@ -76,7 +75,7 @@ func ValidateRefreshCredentialsRef(ref string) error {
 	if err := job.ValidatePathName("refresh credentials reference", ref); err != nil {
 		return err
 	}
-	return job.CheckBytes("refresh credentials reference", ref, config.MaxCredentialsRefBytes)
+	return job.CheckBytes("refresh credentials reference", ref, job.MaxCredentialsRefBytes)
 }
 
 // ValidateRefreshStatement checks a non-empty statement template: valid

@@ -8,8 +8,8 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // The transitions of DESIGN.md §13, through Apply.
@@ -206,7 +206,7 @@ func TestProgress(t *testing.T) {
 func TestAdmitRechecksOptions(t *testing.T) {
 	h := newHarness(t)
 	cat := h.createCatalog("lake", testRoot)
-	h.setOption(config.OptEnableMutation, "false")
+	h.setOption(options.OptEnableMutation, "false")
 	rec := newJob(cat, testRoot, "db", "t", "idx", job.Create)
 	before := h.st()
 	resp := h.apply(CmdAdmitBatch, &journal.TAdmitBatch{NowMs: h.now, Jobs: []*journal.TJobRecord{RecordToThrift(rec)},
@@ -218,8 +218,8 @@ func TestAdmitRechecksOptions(t *testing.T) {
 	// An old entry (no admit_rules) is applied as it always was.
 	wantCode(t, h.admitRecord(rec), journal.TApplyCode_OK)
 
-	h.setOption(config.OptEnableMutation, "true")
-	h.setOption(config.OptMaxNumPartitions, "64")
+	h.setOption(options.OptEnableMutation, "true")
+	h.setOption(options.OptMaxNumPartitions, "64")
 	vec := newJob(cat, testRoot, "db", "t", "vec", job.Create)
 	vec.IndexType, vec.Column, vec.PropertiesJSON = job.IndexIVFPQ, "v", `{"metric":"l2","num_partitions":256}`
 	before = h.st()
@@ -227,7 +227,7 @@ func TestAdmitRechecksOptions(t *testing.T) {
 		AdmitRules: thrift.Int32Ptr(AdmitRulesRecheck)})
 	wantItem(t, resp, journal.TApplyCode_INVALID)
 	h.unchanged(before)
-	h.setOption(config.OptMaxNumPartitions, "256")
+	h.setOption(options.OptMaxNumPartitions, "256")
 	resp = h.apply(CmdAdmitBatch, &journal.TAdmitBatch{NowMs: h.now, Jobs: []*journal.TJobRecord{RecordToThrift(vec)},
 		AdmitRules: thrift.Int32Ptr(AdmitRulesRecheck)})
 	wantItem(t, resp, journal.TApplyCode_OK)
@@ -270,15 +270,15 @@ func TestClusterID(t *testing.T) {
 // gives byte-identical snapshots, the unknown key stored verbatim.
 func TestReplicasAgreeAcrossOptionTables(t *testing.T) {
 	log := func(h *harness) {
-		h.setOption(config.OptMaxDispatchPerRound, "7")
+		h.setOption(options.OptMaxDispatchPerRound, "7")
 		h.setOption("lance_index_job_added_in_a_later_release", "42")
 		cat := h.createCatalog("lake", testRoot)
 		h.admit(cat, "db", "t", "Idx")
 	}
 	a := newHarness(t)
 	log(a)
-	restore := config.RegisterOptionForTest(config.OptionSpec{Key: "lance_index_job_added_in_a_later_release",
-		Kind: config.KindPositiveInt, Default: "1", Description: "test"})
+	restore := options.RegisterForTest(options.Spec{Key: "lance_index_job_added_in_a_later_release",
+		Kind: options.KindPositiveInt, Default: "1", Description: "test"})
 	b := newHarness(t)
 	log(b)
 	restore()

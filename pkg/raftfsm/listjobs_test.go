@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // ListJobs and ListJobsNewestFirst against brute force: after a random
@@ -114,7 +114,7 @@ func TestListJobsPagingBothWaysAgainstModel(t *testing.T) {
 		// More jobs than the walk keeps (its GC and quotas hold it near 30),
 		// of more index types, admitted by leaders whose clocks sometimes
 		// step back; then the walk moves some of them on.
-		for _, key := range []string{config.OptMaxUnresolvedPerCatalog, config.OptMaxUnresolvedGlobal} {
+		for _, key := range []string{options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedGlobal} {
 			h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: h.now, Key: key, Value: "100000"})
 		}
 		for i := range 200 {

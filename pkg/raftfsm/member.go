@@ -5,7 +5,7 @@ import (
 	"net"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
 // The address book: the RPC address of each master that add-voter was given
@@ -22,7 +22,7 @@ func init() {
 const maxMemberAddressBytes = 256
 
 func applySetMemberAddress(t *tx, c *journal.TMemberAddressCommand) (*journal.TApplyResponse, error) {
-	if !config.ValidNodeID(c.NodeID) {
+	if !job.ValidNodeID(c.NodeID) {
 		return respFail(journal.TApplyCode_INVALID, "member id is not 1 to 64 letters, digits, '.', '_' or '-'"), nil
 	}
 	if c.RPCAddress != "" {

@@ -11,8 +11,8 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // A seeded random walk over every command, valid and stale, checked against
@@ -178,7 +178,7 @@ func (w *walker) step() {
 		if rng.IntN(4) != 0 {
 			return
 		}
-		key := []string{config.OptMaxUnresolvedPerTable, config.OptMaxUnresolvedPerCatalog, config.OptMaxUnresolvedGlobal}[rng.IntN(3)]
+		key := []string{options.OptMaxUnresolvedPerTable, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedGlobal}[rng.IntN(3)]
 		h.apply(CmdSetOption, &journal.TSetOptionCommand{NowMs: h.now, Key: key, Value: itoa(3 + rng.Int64N(30))})
 	}
 }

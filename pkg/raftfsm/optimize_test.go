@@ -9,8 +9,8 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // optimizeJob is what a leader proposes for OPTIMIZE of db.table.
@@ -305,11 +305,11 @@ func TestMarkOptimizeProof(t *testing.T) {
 func TestOptimizeAdmissionRechecksTheGate(t *testing.T) {
 	h := newHarness(t)
 	cat := h.createCatalog("lake", testRoot)
-	h.setOption(config.OptEnableMutation, "false")
+	h.setOption(options.OptEnableMutation, "false")
 	rules := thrift.Int32Ptr(AdmitRulesRecheck)
 	wantCode(t, h.apply(CmdAdmit, &journal.TAdmitCommand{NowMs: h.now, Job: RecordToThrift(optimizeJob(cat, "db", "t")), AdmitRules: rules}),
 		journal.TApplyCode_MUTATION_DISABLED)
-	h.setOption(config.OptEnableMutation, "true")
+	h.setOption(options.OptEnableMutation, "true")
 	wantCode(t, h.apply(CmdAdmit, &journal.TAdmitCommand{NowMs: h.now, Job: RecordToThrift(optimizeJob(cat, "db", "t")), AdmitRules: rules}),
 		journal.TApplyCode_OK)
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // Catalogs, backends and options: the non-job commands.
@@ -139,15 +139,15 @@ func TestBackends(t *testing.T) {
 
 func TestSetOption(t *testing.T) {
 	h := newHarness(t)
-	if h.st().Options() != config.ResolveOptions(nil) || len(h.st().OptionValues()) != 0 {
+	if h.st().Options() != options.Resolve(nil) || len(h.st().OptionValues()) != 0 {
 		t.Fatalf("defaults differ")
 	}
-	// The leader canonicalizes (config.ValidateOption) before proposing;
+	// The leader canonicalizes (options.Validate) before proposing;
 	// Apply stores what the entry carries, verbatim.
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptMaxUnresolvedGlobal, Value: "10"}), journal.TApplyCode_OK)
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptDispatcherPaused, Value: "true"}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: options.OptMaxUnresolvedGlobal, Value: "10"}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: options.OptDispatcherPaused, Value: "true"}), journal.TApplyCode_OK)
 	vals := h.st().OptionValues()
-	if vals[config.OptMaxUnresolvedGlobal] != "10" || vals[config.OptDispatcherPaused] != "true" || len(vals) != 2 {
+	if vals[options.OptMaxUnresolvedGlobal] != "10" || vals[options.OptDispatcherPaused] != "true" || len(vals) != 2 {
 		t.Fatalf("stored = %v", vals)
 	}
 	if o := h.st().Options(); o.MaxUnresolvedGlobal != 10 || !o.DispatcherPaused {
@@ -161,13 +161,13 @@ func TestSetOption(t *testing.T) {
 		{Key: "", Value: "1"},
 		{Key: "Upper_Case", Value: "1"},
 		{Key: "with space", Value: "1"},
-		{Key: strings.Repeat("k", config.MaxOptionKeyBytes+1), Value: "1"},
-		{Key: config.OptMaxUnresolvedGlobal, Value: strings.Repeat("9", config.MaxOptionValueBytes+1)},
-		{Key: config.OptMaxUnresolvedGlobal, Value: "1\n"},
+		{Key: strings.Repeat("k", options.MaxOptionKeyBytes+1), Value: "1"},
+		{Key: options.OptMaxUnresolvedGlobal, Value: strings.Repeat("9", options.MaxOptionValueBytes+1)},
+		{Key: options.OptMaxUnresolvedGlobal, Value: "1\n"},
 	} {
 		wantCode(t, h.apply(CmdSetOption, bad), journal.TApplyCode_INVALID)
 	}
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptMaxUnresolvedGlobal, Value: "10"}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: options.OptMaxUnresolvedGlobal, Value: "10"}), journal.TApplyCode_OK)
 	h.unchanged(before)
 	if len(h.st().OptionValues()) != 2 {
 		t.Fatalf("a caller's edit reached the state")
@@ -176,8 +176,8 @@ func TestSetOption(t *testing.T) {
 	// verbatim and read by nobody; a value that does not parse reads as
 	// the default; every number is clamped where read.
 	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: "lance_index_job_from_the_future", Value: "7"}), journal.TApplyCode_OK)
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptMaxDispatchPerRound, Value: "0"}), journal.TApplyCode_OK)
-	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: config.OptEnableMutation, Value: "maybe"}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: options.OptMaxDispatchPerRound, Value: "0"}), journal.TApplyCode_OK)
+	wantCode(t, h.apply(CmdSetOption, &journal.TSetOptionCommand{Key: options.OptEnableMutation, Value: "maybe"}), journal.TApplyCode_OK)
 	if v := h.st().OptionValues()["lance_index_job_from_the_future"]; v != "7" {
 		t.Fatalf("unknown key stored as %q", v)
 	}

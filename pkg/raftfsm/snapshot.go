@@ -8,16 +8,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"io"
 	"maps"
 	"slices"
+
+	"github.com/lancemaster/lancemaster/pkg/options"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 
 	"github.com/apache/thrift/lib/go/thrift"
 	"github.com/hashicorp/raft"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
@@ -246,7 +247,7 @@ func readSnapshot(r io.Reader) (tables, *meta, error) {
 			restoreOptionChange(m, o)
 		}
 	}
-	m.resolved = config.ResolveOptions(m.options)
+	m.resolved = options.Resolve(m.options)
 	m.clusterID = h.GetClusterID()
 	m.audit.lastSeq = h.GetLastAuditSeq()
 	for _, a := range h.MemberAddresses {

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
 // Catalog is a named, durable registration (DESIGN.md §1). CredentialsRef is
@@ -123,7 +123,7 @@ type meta struct {
 	options                                 map[string]string // only keys explicitly set; canonical values
 	members                                 map[string]string // node id -> RPC address (the address book)
 	clusterID                               string            // names this Raft history (clusterid.go)
-	resolved                                config.Options
+	resolved                                options.Options
 	appliedIndex                            uint64
 	books                                   *bookTree
 	counts                                  stateCounts // jobs per state (counts.go)
@@ -131,7 +131,7 @@ type meta struct {
 }
 
 func emptyMeta() *meta {
-	return &meta{options: map[string]string{}, resolved: config.ResolveOptions(nil), books: newBookTree()}
+	return &meta{options: map[string]string{}, resolved: options.Resolve(nil), books: newBookTree()}
 }
 
 // collect walks a job index from a lower bound (from; nil for the start) and
@@ -324,8 +324,8 @@ func (s *State) OptionValue(key string) (string, bool) {
 	return v, ok
 }
 
-// Options returns every option resolved and clamped (config.ResolveOptions).
-func (s *State) Options() config.Options { return s.m.resolved }
+// Options returns every option resolved and clamped (options.Resolve).
+func (s *State) Options() options.Options { return s.m.resolved }
 
 // Books returns a deep copy of the fence, quota and slot books.
 func (s *State) Books() Books { return s.m.books.view().plain() }

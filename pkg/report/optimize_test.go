@@ -7,8 +7,8 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -61,7 +61,7 @@ func TestOptimizeResultOverBoundsDropsTheListNotTheResult(t *testing.T) {
 // while attempts are left, then ends UNKNOWN: never RESOLVING.
 func TestOptimizeTerminationWithoutResultReturnsToPending(t *testing.T) {
 	f := newFixture(t)
-	f.apply(raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: f.now, Key: config.OptMaxDispatchAttempts, Value: "2"})
+	f.apply(raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: f.now, Key: options.OptMaxDispatchAttempts, Value: "2"})
 	rec := f.runningOptimize("t1")
 	crash := func(rec *job.Record) {
 		t.Helper()

@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 func setOption(t *testing.T, value string) []byte {
 	t.Helper()
-	cmd, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: config.OptDispatcherPaused, Value: value})
+	cmd, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: 1, Key: options.OptDispatcherPaused, Value: value})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package config
+// Package options holds the cluster-wide options of DESIGN.md §11: their
+// keys and specs, validated when set (Validate, on the leader), checked when
+// journaled (CheckStored, in Apply) and clamped when read (Resolve). It is
+// pure and a leaf: the journal reads options without reading files.
+package options
 
 import (
 	"fmt"
@@ -42,18 +46,18 @@ const (
 	OptAuditRetentionCount = "audit_retention_count"
 )
 
-// OptionKind is how an option's value is parsed.
-type OptionKind int
+// Kind is how an option's value is parsed.
+type Kind int
 
 const (
-	KindBool OptionKind = iota
+	KindBool Kind = iota
 	KindPositiveInt
 )
 
-// OptionSpec describes one cluster-wide option.
-type OptionSpec struct {
+// Spec describes one cluster-wide option.
+type Spec struct {
 	Key         string
-	Kind        OptionKind
+	Kind        Kind
 	Default     string
 	Description string
 }
@@ -61,7 +65,7 @@ type OptionSpec struct {
 // maxOptionInt bounds numeric options so no product of them overflows.
 const maxOptionInt = 1 << 40
 
-var specs = []OptionSpec{
+var specs = []Spec{
 	{OptEnableMutation, KindBool, "true", "admission kill switch: when false, create-index and drop-index are refused"},
 	{OptEnableLocalFileMutation, KindBool, "false", "operator assertion that local-file datasets are shared with the one registered backend"},
 	{OptDispatcherPaused, KindBool, "false", "when true, PENDING jobs are not dispatched (sweeps and refresh still run)"},
@@ -94,55 +98,55 @@ var specs = []OptionSpec{
 	{OptResolveGraceSecond, KindPositiveInt, "30", "seconds after a worker on an object-store dataset is gone before its outcome is read from the dataset (a PUT already sent may still land)"},
 }
 
-var specByKey = func() map[string]OptionSpec {
-	m := make(map[string]OptionSpec, len(specs))
+var specByKey = func() map[string]Spec {
+	m := make(map[string]Spec, len(specs))
 	for _, s := range specs {
 		m[s.Key] = s
 	}
 	return m
 }()
 
-// OptionSpecs returns every option, sorted by key.
-func OptionSpecs() []OptionSpec {
-	out := append([]OptionSpec(nil), specs...)
+// Specs returns every option, sorted by key.
+func Specs() []Spec {
+	out := append([]Spec(nil), specs...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
 
-// LookupOption returns the spec of key.
-func LookupOption(key string) (OptionSpec, bool) {
+// Lookup returns the spec of key.
+func Lookup(key string) (Spec, bool) {
 	s, ok := specByKey[key]
 	return s, ok
 }
 
-// OptionError is a rejected option; the admin API maps it to INVALID.
-type OptionError struct{ Msg string }
+// Error is a rejected option; the admin API maps it to INVALID.
+type Error struct{ Msg string }
 
-func (e *OptionError) Error() string { return e.Msg }
+func (e *Error) Error() string { return e.Msg }
 
-// ValidateOption checks a value for key and returns its canonical spelling
+// Validate checks a value for key and returns its canonical spelling
 // ("true"/"false", a decimal integer). Unknown keys and non-positive numbers
 // are rejected.
-func ValidateOption(key, value string) (string, error) {
+func Validate(key, value string) (string, error) {
 	spec, ok := specByKey[key]
 	if !ok {
-		return "", &OptionError{fmt.Sprintf("unknown option %q", truncate(key))}
+		return "", &Error{fmt.Sprintf("unknown option %q", truncate(key))}
 	}
 	v := strings.TrimSpace(value)
 	switch spec.Kind {
 	case KindBool:
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return "", &OptionError{fmt.Sprintf("%s must be true or false", key)}
+			return "", &Error{fmt.Sprintf("%s must be true or false", key)}
 		}
 		return strconv.FormatBool(b), nil
 	default:
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return "", &OptionError{fmt.Sprintf("%s must be a positive integer", key)}
+			return "", &Error{fmt.Sprintf("%s must be a positive integer", key)}
 		}
 		if n < 1 || n > maxOptionInt {
-			return "", &OptionError{fmt.Sprintf("%s must be between 1 and %d; got %d", key, int64(maxOptionInt), n)}
+			return "", &Error{fmt.Sprintf("%s must be between 1 and %d; got %d", key, int64(maxOptionInt), n)}
 		}
 		return strconv.FormatInt(n, 10), nil
 	}
@@ -157,26 +161,26 @@ const (
 	MaxOptionValueBytes = 256
 )
 
-// CheckStoredOption is the only check Apply makes of a journaled option: a
+// CheckStored is the only check Apply makes of a journaled option: a
 // key of 1..128 bytes of [a-z0-9_] and a value of at most 256 bytes of
-// printable ASCII. The leader validates (ValidateOption) before proposing;
-// every reader clamps (ResolveOptions).
-func CheckStoredOption(key, value string) error {
+// printable ASCII. The leader validates (Validate) before proposing;
+// every reader clamps (Resolve).
+func CheckStored(key, value string) error {
 	if key == "" || len(key) > MaxOptionKeyBytes {
-		return &OptionError{fmt.Sprintf("an option key must be 1 to %d bytes", MaxOptionKeyBytes)}
+		return &Error{fmt.Sprintf("an option key must be 1 to %d bytes", MaxOptionKeyBytes)}
 	}
 	for i := 0; i < len(key); i++ {
 		c := key[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return &OptionError{"an option key is lowercase letters, digits and '_'"}
+			return &Error{"an option key is lowercase letters, digits and '_'"}
 		}
 	}
 	if len(value) > MaxOptionValueBytes {
-		return &OptionError{fmt.Sprintf("option %s: the value is longer than %d bytes", key, MaxOptionValueBytes)}
+		return &Error{fmt.Sprintf("option %s: the value is longer than %d bytes", key, MaxOptionValueBytes)}
 	}
 	for i := 0; i < len(value); i++ {
 		if c := value[i]; c < 0x20 || c > 0x7e {
-			return &OptionError{fmt.Sprintf("option %s: the value is not printable ASCII", key)}
+			return &Error{fmt.Sprintf("option %s: the value is not printable ASCII", key)}
 		}
 	}
 	return nil
@@ -248,10 +252,10 @@ func (o Options) ExecuteDeadlineSecondOf(indexType string) int64 {
 	return o.ExecuteDeadlineSecond
 }
 
-// ResolveOptions reads stored values (only those set; missing keys take
+// Resolve reads stored values (only those set; missing keys take
 // their defaults) into Options, clamping every number to [1, maxOptionInt].
 // A value that does not parse reads as the default.
-func ResolveOptions(stored map[string]string) Options {
+func Resolve(stored map[string]string) Options {
 	b := func(k string) bool {
 		if v, ok := stored[k]; ok {
 			if x, err := strconv.ParseBool(v); err == nil {
@@ -317,10 +321,10 @@ func truncate(s string) string {
 	return s
 }
 
-// RegisterOptionForTest adds an option spec (as a later release would know
+// RegisterForTest adds an option spec (as a later release would know
 // it) and returns the function that removes it again. Tests only: it is not
 // safe while other goroutines read the option table.
-func RegisterOptionForTest(s OptionSpec) (restore func()) {
+func RegisterForTest(s Spec) (restore func()) {
 	specs = append(specs, s)
 	specByKey[s.Key] = s
 	return func() {

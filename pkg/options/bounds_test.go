@@ -1,37 +1,30 @@
-package config_test
+package options_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/options"
 )
 
-// An external test package: config stays a leaf, and pinning against
+// An external test package: pkg/options stays a leaf, and pinning against
 // pkg/job can never form an import cycle.
-func TestStorageOptionBoundsMatchDesign(t *testing.T) {
-	if config.MaxStorageOptions != job.MaxStorageOptions ||
-		config.MaxStorageOptionKeyBytes != job.MaxStorageOptionKeyBytes ||
-		config.MaxStorageOptionValueBytes != job.MaxStorageOptionValBytes {
-		t.Fatal("storage option bounds differ from pkg/job (DESIGN.md §10)")
-	}
-}
 
 // pkg/job names the options that bound index properties by their keys; they
 // are this package's keys, and a property over its bound is refused naming
 // the option set.
 func TestPropertyBoundOptionsAreOptions(t *testing.T) {
-	keys, options := job.PropertyBounds()
+	keys, opts := job.PropertyBounds()
 	if len(keys) == 0 {
 		t.Fatal("no bounded properties")
 	}
-	for i, opt := range options {
-		if _, ok := config.LookupOption(opt); !ok {
+	for i, opt := range opts {
+		if _, ok := options.Lookup(opt); !ok {
 			t.Errorf("property %s is bounded by %s, which is no option", keys[i], opt)
 			continue
 		}
-		lim := job.Limits(config.ResolveOptions(map[string]string{opt: "3"}).IndexLimits())
+		lim := job.Limits(options.Resolve(map[string]string{opt: "3"}).IndexLimits())
 		if err := job.CheckPropertyBounds(`{"`+keys[i]+`":4}`, lim); err == nil || !strings.Contains(err.Error(), opt+" is now 3") {
 			t.Errorf("%s=4 with %s=3: %v", keys[i], opt, err)
 		}
@@ -41,7 +34,7 @@ func TestPropertyBoundOptionsAreOptions(t *testing.T) {
 // ExecuteDeadlineSecondOf chooses the HNSW deadline for exactly the types
 // pkg/job calls HNSW.
 func TestExecuteDeadlineOfEveryIndexType(t *testing.T) {
-	o := config.ResolveOptions(map[string]string{config.OptExecuteDeadlineSecond: "100", config.OptHNSWExecuteDeadlineSecond: "900"})
+	o := options.Resolve(map[string]string{options.OptExecuteDeadlineSecond: "100", options.OptHNSWExecuteDeadlineSecond: "900"})
 	hnsw := 0
 	for _, typ := range append(job.SupportedIndexTypes, "") { // "": a DROP
 		want := int64(100)

@@ -1,4 +1,4 @@
-package config
+package options
 
 import (
 	"strconv"
@@ -20,35 +20,35 @@ func TestIndexBoundOptions(t *testing.T) {
 		{OptHNSWExecuteDeadlineSecond, "14400", func(o Options) int64 { return o.HNSWExecuteDeadlineSecond }},
 	}
 	for _, c := range cases {
-		spec, ok := LookupOption(c.key)
+		spec, ok := Lookup(c.key)
 		if !ok || spec.Kind != KindPositiveInt || spec.Default != c.def {
 			t.Errorf("%s: spec %+v, known %v; want a positive integer defaulting to %s", c.key, spec, ok, c.def)
 			continue
 		}
 		for _, bad := range []string{"0", "-1", "x", "1.5", "1099511627777"} {
-			if _, err := ValidateOption(c.key, bad); err == nil {
+			if _, err := Validate(c.key, bad); err == nil {
 				t.Errorf("%s=%q accepted", c.key, bad)
 			}
 		}
-		if v, err := ValidateOption(c.key, " 0012 "); err != nil || v != "12" {
+		if v, err := Validate(c.key, " 0012 "); err != nil || v != "12" {
 			t.Errorf("%s=12: %q %v", c.key, v, err)
 		}
-		if got := c.read(ResolveOptions(nil)); got != mustInt(t, c.def) {
+		if got := c.read(Resolve(nil)); got != mustInt(t, c.def) {
 			t.Errorf("%s unset reads %d; want %s", c.key, got, c.def)
 		}
-		if got := c.read(ResolveOptions(map[string]string{c.key: "7"})); got != 7 {
+		if got := c.read(Resolve(map[string]string{c.key: "7"})); got != 7 {
 			t.Errorf("%s=7 reads %d", c.key, got)
 		}
 		// A stored value no leader would have journaled is clamped or defaulted.
-		if got := c.read(ResolveOptions(map[string]string{c.key: "-3"})); got != 1 {
+		if got := c.read(Resolve(map[string]string{c.key: "-3"})); got != 1 {
 			t.Errorf("%s=-3 reads %d; want 1", c.key, got)
 		}
-		if got := c.read(ResolveOptions(map[string]string{c.key: "junk"})); got != mustInt(t, c.def) {
+		if got := c.read(Resolve(map[string]string{c.key: "junk"})); got != mustInt(t, c.def) {
 			t.Errorf("%s=junk reads %d; want the default", c.key, got)
 		}
 	}
 	// HNSW builds are 10-40x slower than IVF_PQ: their deadline defaults to 4x.
-	o := ResolveOptions(nil)
+	o := Resolve(nil)
 	if o.HNSWExecuteDeadlineSecond != 4*o.ExecuteDeadlineSecond {
 		t.Errorf("HNSW deadline %d, execute deadline %d", o.HNSWExecuteDeadlineSecond, o.ExecuteDeadlineSecond)
 	}

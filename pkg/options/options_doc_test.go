@@ -1,4 +1,4 @@
-package config
+package options
 
 import (
 	"os"
@@ -12,7 +12,7 @@ func TestEveryOptionIsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range OptionSpecs() {
+	for _, s := range Specs() {
 		row := "| `" + s.Key + "` | "
 		i := strings.Index(string(doc), row)
 		if i < 0 {
