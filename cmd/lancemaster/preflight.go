@@ -76,7 +76,7 @@ func checkBind(field, addr string) error {
 // masterPreflight checks a validated node configuration; dry adds the
 // checks of the host (directories, listen addresses).
 func masterPreflight(n *config.Node, dry bool) error {
-	errs := []error{checkTLS(rpc.TLSFiles(n.TLS), certs.RoleMaster)}
+	errs := []error{checkTLS(n.TLS, certs.RoleMaster)}
 	if dry {
 		errs = append(errs, checkDataDir("data_dir", n.DataDir),
 			checkBind("rpc_bind", n.RPCBind), checkBind("raft_bind", n.RaftBind), checkBind("http_bind", n.HTTPBind))

@@ -1,12 +1,9 @@
 package backend
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -74,36 +71,18 @@ func DefaultFileConfig() *FileConfig {
 // LoadFileConfig reads path over DefaultFileConfig. It does not validate:
 // apply flags, then call Validate.
 func LoadFileConfig(path string) (*FileConfig, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("backend config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("backend config %s: %w", path, err)
-	}
-	if len(data) > maxConfigFile {
-		return nil, fmt.Errorf("backend config %s: larger than %d bytes", path, maxConfigFile)
-	}
-	c, err := ParseFileConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("backend config %s: %w", path, err)
+	c := DefaultFileConfig()
+	if err := config.LoadYAML("backend config", path, maxConfigFile, c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
-// ParseFileConfig decodes YAML over DefaultFileConfig.
+// ParseFileConfig decodes YAML over DefaultFileConfig, as LoadFileConfig does.
 func ParseFileConfig(data []byte) (*FileConfig, error) {
 	c := DefaultFileConfig()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, config.YAMLError(err, c)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("more than one YAML document")
+	if err := config.DecodeYAML(data, c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
-	"go.yaml.in/yaml/v3"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // Raft timeout profiles (docs/configuration.md). "default" suits most
@@ -85,8 +83,8 @@ type Node struct {
 	LogLevel  string `yaml:"log_level"`  // debug | info | warn | error
 
 	// TLS turns on mutual TLS for every Thrift listener and client of the
-	// node and for Raft (tls.go); unset means plaintext.
-	TLS TLSFiles `yaml:"tls"`
+	// node and for Raft (all three files, or none: plaintext).
+	TLS rpc.TLSFiles `yaml:"tls"`
 
 	// HTTPAPIPlaintext serves the read API (/v1) and the console (/ui) on
 	// a plaintext http_bind that is not loopback, where they answer 403
@@ -111,21 +109,9 @@ func DefaultNode() *Node {
 // duplicate keys are errors. It does not validate: apply flags, then call
 // Validate.
 func LoadNode(path string) (*Node, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("node config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxNodeFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("node config %s: %w", path, err)
-	}
-	if len(data) > maxNodeFile {
-		return nil, fmt.Errorf("node config %s: larger than %d bytes", path, maxNodeFile)
-	}
-	n, err := ParseNode(data)
-	if err != nil {
-		return nil, fmt.Errorf("node config %s: %w", path, err)
+	n := DefaultNode()
+	if err := LoadYAML("node config", path, maxNodeFile, n); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
@@ -133,14 +119,8 @@ func LoadNode(path string) (*Node, error) {
 // ParseNode decodes YAML over DefaultNode, as LoadNode does.
 func ParseNode(data []byte) (*Node, error) {
 	n := DefaultNode()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(n); err != nil && !errors.Is(err, io.EOF) {
-		return nil, YAMLError(err, n)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("more than one YAML document")
+	if err := DecodeYAML(data, n); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
@@ -285,8 +265,8 @@ func (n *Node) Validate() error {
 	if err := checkLogging(n.LogFormat, n.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	if err := n.TLS.validate(); err != nil {
-		errs = append(errs, err)
+	if err := n.TLS.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -99,7 +99,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if rcfg.Certs == nil && n.TLS.Enabled() {
 		// Mutual TLS from the node file: every listener and client below,
 		// and Raft, use these certificates (re-read when they change).
-		loaded, err := rpc.TLSFiles(n.TLS).Load(pkgcerts.RoleMaster, log.Named("tls"))
+		loaded, err := n.TLS.Load(pkgcerts.RoleMaster, log.Named("tls"))
 		if err != nil {
 			return nil, fmt.Errorf("master: %w", err)
 		}

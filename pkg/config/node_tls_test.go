@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 func TestNodeTLSSection(t *testing.T) {
@@ -18,7 +20,7 @@ tls:
 	if err := n.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	want := TLSFiles{CA: "/etc/lancemaster/tls/ca.pem", Cert: "/etc/lancemaster/tls/master.pem", Key: "/etc/lancemaster/tls/master-key.pem"}
+	want := rpc.TLSFiles{CA: "/etc/lancemaster/tls/ca.pem", Cert: "/etc/lancemaster/tls/master.pem", Key: "/etc/lancemaster/tls/master-key.pem"}
 	if n.TLS != want || !n.TLS.Enabled() {
 		t.Fatalf("tls = %+v", n.TLS)
 	}
@@ -27,7 +29,7 @@ tls:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Validate(); err == nil || !strings.Contains(err.Error(), "missing tls.cert, tls.key") {
+	if err := n.Validate(); err == nil || !strings.Contains(err.Error(), "missing: cert, key") {
 		t.Fatalf("partial tls: %v", err)
 	}
 	if _, err := ParseNode([]byte(exampleNode + "tls: {ca: /ca.pem, certificate: /x}\n")); err == nil {
