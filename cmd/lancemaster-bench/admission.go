@@ -102,7 +102,7 @@ func startLMCluster(o *options) (lc *lmCluster, leader *master, err error) {
 			lc.close()
 		}
 	}()
-	peers := make([]cluster.Peer, 3)
+	peers := make([]config.Peer, 3)
 	for i := range peers {
 		raftAddr, err := freeAddr()
 		if err != nil {
@@ -112,7 +112,7 @@ func startLMCluster(o *options) (lc *lmCluster, leader *master, err error) {
 		if err != nil {
 			return lc, nil, err
 		}
-		peers[i] = cluster.Peer{ID: fmt.Sprintf("m%d", i), RaftAddress: raftAddr, RPCAddress: rpcAddr}
+		peers[i] = config.Peer{ID: fmt.Sprintf("m%d", i), RaftAddress: raftAddr, RPCAddress: rpcAddr}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -135,12 +135,9 @@ func startLMCluster(o *options) (lc *lmCluster, leader *master, err error) {
 }
 
 // startMaster starts one complete master exactly as serve does.
-func startMaster(ctx context.Context, self cluster.Peer, peers []cluster.Peer, dataDir string, log *zap.Logger) (*master, error) {
+func startMaster(ctx context.Context, self config.Peer, peers []config.Peer, dataDir string, log *zap.Logger) (*master, error) {
 	n := config.DefaultNode()
-	n.NodeID, n.DataDir = self.ID, dataDir
-	for _, p := range peers {
-		n.Peers = append(n.Peers, config.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress})
-	}
+	n.NodeID, n.DataDir, n.Peers = self.ID, dataDir, peers
 	if err := n.Validate(); err != nil {
 		return nil, err
 	}

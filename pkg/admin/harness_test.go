@@ -27,8 +27,8 @@ func (c fakeCluster) ConsistentRead(context.Context) error { return nil }
 func (c fakeCluster) ApplyLocal(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
 	return c.p.Propose(ctx, cmd)
 }
-func (c fakeCluster) Peers() ([]Peer, error) {
-	return []Peer{{ID: "m1", RaftAddress: "127.0.0.1:2", RPCAddress: "127.0.0.1:1", Suffrage: "Voter", IsLeader: true}}, nil
+func (c fakeCluster) Peers() ([]PeerStatus, error) {
+	return []PeerStatus{{Peer: config.Peer{ID: "m1", RaftAddress: "127.0.0.1:2", RPCAddress: "127.0.0.1:1"}, Suffrage: "Voter", Leader: true}}, nil
 }
 func (c fakeCluster) TransferLeadership(context.Context, string) (string, error) { return "m2", nil }
 func (c fakeCluster) RaftStats() (uint64, uint64, uint64)                        { return 1, c.p.Index(), c.p.Index() }

@@ -135,7 +135,7 @@ func clip(s string, n int) string {
 
 // leaderContacts is the leader's contact view of each member: this
 // master's own when it leads, else asked of the leader (nil when unknown).
-func (s *Server) leaderContacts(ctx context.Context, local []Peer) map[string]string {
+func (s *Server) leaderContacts(ctx context.Context, local []PeerStatus) map[string]string {
 	if s.d.Proposer.IsLeader() {
 		out := map[string]string{}
 		for _, p := range local {
@@ -271,7 +271,7 @@ func (s *Server) Promote(ctx context.Context, req *adminapi.TPromoteRequest) (*a
 	if err != nil {
 		return nil, s.internal("list peers", err)
 	}
-	var target *Peer
+	var target *PeerStatus
 	for i := range peers {
 		if peers[i].ID == id {
 			target = &peers[i]

@@ -16,7 +16,7 @@ import (
 // verifiedCaller is the common name of the caller's verified certificate,
 // or "" (plaintext, no certificate, or a call from inside this process).
 func verifiedCaller(ctx context.Context) string {
-	p := rpc.PeerFromContext(ctx)
+	p := rpc.CallerFromContext(ctx)
 	if p == nil {
 		return ""
 	}

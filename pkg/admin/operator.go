@@ -19,7 +19,7 @@ func (s *Server) ListPeers(ctx context.Context) (*adminapi.TRaftPeersResponse, e
 	out := &adminapi.TRaftPeersResponse{Peers: []*adminapi.TRaftPeer{}}
 	for _, p := range peers {
 		p := p
-		tp := &adminapi.TRaftPeer{ID: p.ID, RaftAddress: p.RaftAddress, IsLeader: &p.IsLeader}
+		tp := &adminapi.TRaftPeer{ID: p.ID, RaftAddress: p.RaftAddress, IsLeader: &p.Leader}
 		if p.RPCAddress != "" {
 			tp.RPCAddress = &p.RPCAddress
 		}

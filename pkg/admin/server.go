@@ -31,7 +31,7 @@ type Cluster interface {
 	// ApplyLocal proposes on this node, which must be the leader.
 	ApplyLocal(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error)
 	// Peers lists the raft configuration.
-	Peers() ([]Peer, error)
+	Peers() ([]PeerStatus, error)
 	// TransferLeadership hands leadership to target ("" = any voter) and
 	// returns the new leader's id.
 	TransferLeadership(ctx context.Context, targetID string) (string, error)
@@ -39,10 +39,16 @@ type Cluster interface {
 	RaftStats() (term, commitIndex, appliedIndex uint64)
 }
 
-// Peer is one member of the raft configuration.
-type Peer struct {
-	ID, RaftAddress, RPCAddress, Suffrage string
-	IsLeader                              bool
+// PeerStatus is one member of the raft configuration as the node sees it:
+// pkg/cluster's PeerStatus field for field (admin does not import cluster;
+// pkg/master converts one into the other, which only compiles while the two
+// stay identical).
+type PeerStatus struct {
+	config.Peer // the member's id and addresses
+	// Suffrage is raft's: "Voter", "Nonvoter" or "Staging".
+	Suffrage string
+	Leader   bool // the leader as far as the node knows
+	Self     bool // the node itself
 	// Health, LastContact and LastError are the leader's contact with the
 	// member (pkg/cluster's PeerHealthy, PeerUnreachable, PeerUnknown).
 	Health      string

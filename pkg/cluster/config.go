@@ -5,84 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"go.uber.org/zap"
-)
-
-// Peer is one master of the static voter list. Every master of a cluster is
-// configured with the same list.
-type Peer struct {
-	// ID is the Raft server id: unique and stable for the node's whole life
-	// (its data dir belongs to it).
-	ID string
-	// RaftAddress is host:port where the node's Raft transport is reachable
-	// by the other masters.
-	RaftAddress string
-	// RPCAddress is host:port of the node's Thrift service; followers forward
-	// writes there when this node leads.
-	RPCAddress string
-}
-
-// Timeouts are the Raft timing knobs. Every master of a cluster should use the
-// same profile.
-type Timeouts struct {
-	// Heartbeat is how long a follower waits without hearing from the leader
-	// before it starts an election.
-	Heartbeat time.Duration
-	// Election is how long a candidate waits for votes before it retries.
-	// Must be >= Heartbeat.
-	Election time.Duration
-	// LeaderLease is how long a leader keeps leading without reaching a
-	// quorum before it steps down. Must be <= Heartbeat.
-	LeaderLease time.Duration
-	// Commit is how long an idle leader waits before it tells followers the
-	// new commit index.
-	Commit time.Duration
-}
-
-// DefaultTimeouts is the conservative profile (hashicorp/raft's defaults):
-// 1 s heartbeat and election, 500 ms lease. An unplanned leader loss costs
-// about 2 s of write unavailability on this machine kind; use it on busy or
-// shared hosts and across zones, where a 500 ms pause must not cause an
-// election.
-func DefaultTimeouts() Timeouts {
-	return Timeouts{
-		Heartbeat:   time.Second,
-		Election:    time.Second,
-		LeaderLease: 500 * time.Millisecond,
-		Commit:      50 * time.Millisecond,
-	}
-}
-
-// FastTimeouts halves everything: 500 ms heartbeat and election, 250 ms
-// lease. An unplanned leader loss costs about 1.1 s; the price is spurious
-// elections when a host stalls (GC, disk, noisy neighbour) for ~500 ms. Use it
-// on dedicated hosts in one zone, and in tests.
-func FastTimeouts() Timeouts {
-	return Timeouts{
-		Heartbeat:   500 * time.Millisecond,
-		Election:    500 * time.Millisecond,
-		LeaderLease: 250 * time.Millisecond,
-		Commit:      50 * time.Millisecond,
-	}
-}
-
-// Defaults applied by New to zero Config fields.
-const (
-	// DefaultSnapshotThreshold: new entries since the last snapshot that make
-	// the next snapshot check take one (raft's default).
-	DefaultSnapshotThreshold = 8192
-	// DefaultTrailingLogs: entries kept after a snapshot, so a follower that
-	// fell a little behind catches up from the log instead of a snapshot.
-	DefaultTrailingLogs = 10240
-	// DefaultSnapshotInterval: how often raft checks the threshold (it
-	// staggers randomly between 1x and 2x).
-	DefaultSnapshotInterval = 120 * time.Second
-	// DefaultSnapshotRetain: snapshots kept on disk; two lets an operator
-	// recover from a corrupt newest one.
-	DefaultSnapshotRetain = 2
-	// DefaultApplyTimeout bounds one raft.Apply (enqueue + commit + FSM
-	// apply) when the caller's context has no earlier deadline.
-	DefaultApplyTimeout = 10 * time.Second
 )
 
 // Config is one master's cluster configuration.
@@ -100,7 +24,7 @@ type Config struct {
 	// Peers is the static voter list, identical on every master. It is used
 	// to bootstrap a brand-new cluster and to map a leader id to its RPC
 	// address.
-	Peers []Peer
+	Peers []config.Peer
 	// AddressBook, when set, maps a member id to its RPC address from the
 	// replicated state (raftfsm's address book); it is consulted after the
 	// addresses add-voter gave this node and before Peers. It must not
@@ -109,10 +33,12 @@ type Config struct {
 	// Join: with an empty data dir, do not bootstrap Peers; wait to be
 	// added by the leader (AddVoter), whose log brings the configuration.
 	Join bool
-	// Timeouts: DefaultTimeouts or FastTimeouts. Zero means DefaultTimeouts.
-	Timeouts Timeouts
+	// Timeouts: a profile of pkg/config (DefaultRaftTimeouts,
+	// FastRaftTimeouts), or a node's (Node.RaftTimeouts). Zero means
+	// DefaultRaftTimeouts.
+	Timeouts config.RaftTimeouts
 	// SnapshotThreshold, TrailingLogs, SnapshotInterval, SnapshotRetain,
-	// ApplyTimeout: zero means the Default* constant above.
+	// ApplyTimeout: zero means pkg/config's Default* constant.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
@@ -130,26 +56,26 @@ type Config struct {
 
 // withDefaults returns a copy with zero fields filled in.
 func (c Config) withDefaults() Config {
-	if c.Timeouts == (Timeouts{}) {
-		c.Timeouts = DefaultTimeouts()
+	if c.Timeouts == (config.RaftTimeouts{}) {
+		c.Timeouts = config.DefaultRaftTimeouts()
 	}
 	if c.Timeouts.Commit == 0 {
-		c.Timeouts.Commit = DefaultTimeouts().Commit
+		c.Timeouts.Commit = config.DefaultRaftTimeouts().Commit
 	}
 	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = DefaultSnapshotThreshold
+		c.SnapshotThreshold = config.DefaultSnapshotThreshold
 	}
 	if c.TrailingLogs == 0 {
-		c.TrailingLogs = DefaultTrailingLogs
+		c.TrailingLogs = config.DefaultTrailingLogs
 	}
 	if c.SnapshotInterval == 0 {
-		c.SnapshotInterval = DefaultSnapshotInterval
+		c.SnapshotInterval = config.DefaultSnapshotInterval
 	}
 	if c.SnapshotRetain == 0 {
-		c.SnapshotRetain = DefaultSnapshotRetain
+		c.SnapshotRetain = config.DefaultSnapshotRetain
 	}
 	if c.ApplyTimeout == 0 {
-		c.ApplyTimeout = DefaultApplyTimeout
+		c.ApplyTimeout = config.DefaultApplyTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -214,11 +140,11 @@ func (c Config) validate() error {
 	return nil
 }
 
-func (c Config) peer(id string) (Peer, bool) {
+func (c Config) peer(id string) (config.Peer, bool) {
 	for _, p := range c.Peers {
 		if p.ID == id {
 			return p, true
 		}
 	}
-	return Peer{}, false
+	return config.Peer{}, false
 }

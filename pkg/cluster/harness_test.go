@@ -13,16 +13,17 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // The 3-node harness: real TCP transports on 127.0.0.1, real raft-boltdb
-// stores in t.TempDir(), FastTimeouts, an in-process Forwarder.
+// stores in t.TempDir(), config.FastRaftTimeouts, an in-process Forwarder.
 
 type testCluster struct {
 	t     *testing.T
-	peers []Peer
+	peers []config.Peer
 	nodes []*testNode
 	fwd   *localForwarder
 	log   *zap.Logger
@@ -49,7 +50,7 @@ func newTestCluster(t *testing.T, size int, opts ...clusterOpt) *testCluster {
 	c.log = testLogger(t)
 	ports := freePorts(t, size)
 	for i := 0; i < size; i++ {
-		c.peers = append(c.peers, Peer{
+		c.peers = append(c.peers, config.Peer{
 			ID:          fmt.Sprintf("m%d", i+1),
 			RaftAddress: fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			RPCAddress:  fmt.Sprintf("rpc-m%d", i+1),
@@ -61,7 +62,7 @@ func newTestCluster(t *testing.T, size int, opts ...clusterOpt) *testCluster {
 			RaftBind:         p.RaftAddress,
 			DataDir:          t.TempDir(),
 			Peers:            c.peers,
-			Timeouts:         FastTimeouts(),
+			Timeouts:         config.FastRaftTimeouts(),
 			ApplyTimeout:     10 * time.Second,
 			SnapshotInterval: time.Hour, // tests snapshot explicitly
 			Logger:           c.log,

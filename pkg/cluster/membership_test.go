@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
@@ -52,10 +53,10 @@ func peersOf(t *testing.T, n *Node) []PeerStatus {
 func (c *testCluster) addNode(id string) *testNode {
 	c.t.Helper()
 	port := freePorts(c.t, 1)[0]
-	p := Peer{ID: id, RaftAddress: fmt.Sprintf("127.0.0.1:%d", port), RPCAddress: "rpc-" + id}
+	p := config.Peer{ID: id, RaftAddress: fmt.Sprintf("127.0.0.1:%d", port), RPCAddress: "rpc-" + id}
 	cfg := c.nodes[0].cfg
 	cfg.NodeID, cfg.RaftBind, cfg.RaftAdvertise, cfg.DataDir = id, p.RaftAddress, "", c.t.TempDir()
-	cfg.Peers = append(append([]Peer(nil), c.peers...), p)
+	cfg.Peers = append(append([]config.Peer(nil), c.peers...), p)
 	tn := &testNode{c: c, cfg: cfg}
 	c.nodes = append(c.nodes, tn)
 	return tn

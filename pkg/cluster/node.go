@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -75,7 +76,7 @@ func New(cfg Config, fsm raft.FSM, fwd Forwarder) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cfg.Peers = append([]Peer(nil), cfg.Peers...)
+	cfg.Peers = append([]config.Peer(nil), cfg.Peers...)
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger, // the caller names the node (a master's root logger carries node_id)

@@ -9,16 +9,16 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 // PeerStatus is one member of the Raft configuration as this node sees it.
 type PeerStatus struct {
-	ID          string
-	RaftAddress string
-	// RPCAddress comes from this node's address book (the static peer list
-	// and add-voter, see membership.go); empty for a member not in it.
-	RPCAddress string
+	// Peer is the member's id and addresses. Its RPCAddress comes from this
+	// node's address book (the static peer list and add-voter, see
+	// membership.go); empty for a member not in it.
+	config.Peer
 	// Suffrage is raft's: "Voter", "Nonvoter" or "Staging".
 	Suffrage string
 	// Leader: this member is the leader as far as this node knows.
@@ -54,13 +54,11 @@ func (n *Node) Peers() ([]PeerStatus, error) {
 	out := make([]PeerStatus, 0, len(servers))
 	for _, s := range servers {
 		p := PeerStatus{
-			ID:          string(s.ID),
-			RaftAddress: string(s.Address),
-			RPCAddress:  n.rpcAddress(string(s.ID)),
-			Suffrage:    s.Suffrage.String(),
-			Leader:      s.ID == leader,
-			Self:        string(s.ID) == n.cfg.NodeID,
-			Health:      PeerUnknown,
+			Peer:     config.Peer{ID: string(s.ID), RaftAddress: string(s.Address), RPCAddress: n.rpcAddress(string(s.ID))},
+			Suffrage: s.Suffrage.String(),
+			Leader:   s.ID == leader,
+			Self:     string(s.ID) == n.cfg.NodeID,
+			Health:   PeerUnknown,
 		}
 		switch {
 		case p.Self && leading:

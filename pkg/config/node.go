@@ -23,27 +23,27 @@ const (
 
 // Node defaults, taken by any field the file and the flags leave unset.
 const (
-	DefaultSnapshotThreshold = 8192
-	DefaultSnapshotInterval  = 120 * time.Second
-	DefaultTrailingLogs      = 10240
-	DefaultLogFormat         = "json"
-	DefaultLogLevel          = "info"
+	DefaultLogFormat = "json"
+	DefaultLogLevel  = "info"
 
 	// minRaftTimeout is hashicorp/raft's own floor for its timeouts.
 	minRaftTimeout = 5 * time.Millisecond
 	maxNodeFile    = 1 << 20
 )
 
-// Peer is one member of the raft cluster.
+// Peer is one master of the cluster: a `peers:` entry of the node file and
+// the member the Raft layer (pkg/cluster) dials. Every master of a cluster
+// is configured with the same list.
 type Peer struct {
-	ID          string `yaml:"id"`
+	// ID is the Raft server id: unique and stable for the node's whole life
+	// (its data dir belongs to it).
+	ID string `yaml:"id"`
+	// RaftAddress is host:port where the node's Raft transport is reachable
+	// by the other masters.
 	RaftAddress string `yaml:"raft_address"`
-	RPCAddress  string `yaml:"rpc_address"`
-}
-
-// RaftTimeouts are the effective raft timeouts of a node.
-type RaftTimeouts struct {
-	Heartbeat, Election, LeaderLease time.Duration
+	// RPCAddress is host:port of the node's Thrift service; followers forward
+	// writes there when this node leads.
+	RPCAddress string `yaml:"rpc_address"`
 }
 
 // Node is one master's configuration: a YAML file (LoadNode) overridden by
@@ -139,9 +139,9 @@ func (n *Node) Self() (Peer, bool) {
 // every set override applied. An unknown profile reads as "default"
 // (Validate rejects it).
 func (n *Node) RaftTimeouts() RaftTimeouts {
-	t := RaftTimeouts{Heartbeat: time.Second, Election: time.Second, LeaderLease: 500 * time.Millisecond}
+	t := DefaultRaftTimeouts()
 	if n.Timeouts == RaftProfileFast {
-		t = RaftTimeouts{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, LeaderLease: 250 * time.Millisecond}
+		t = FastRaftTimeouts()
 	}
 	if n.HeartbeatTimeout > 0 {
 		t.Heartbeat = n.HeartbeatTimeout

@@ -49,7 +49,7 @@ func TestLoadNodeExample(t *testing.T) {
 	if n.RaftBind != "0.0.0.0:7000" || n.RPCBind != "10.0.0.1:9090" {
 		t.Fatalf("binds: %q %q", n.RaftBind, n.RPCBind)
 	}
-	want := RaftTimeouts{Heartbeat: 500 * time.Millisecond, Election: 750 * time.Millisecond, LeaderLease: 250 * time.Millisecond}
+	want := RaftTimeouts{Heartbeat: 500 * time.Millisecond, Election: 750 * time.Millisecond, LeaderLease: 250 * time.Millisecond, Commit: 50 * time.Millisecond}
 	if got := n.RaftTimeouts(); got != want {
 		t.Fatalf("timeouts = %+v, want %+v", got, want)
 	}
@@ -63,7 +63,7 @@ func TestLoadNodeExample(t *testing.T) {
 
 func TestDefaultProfile(t *testing.T) {
 	got := DefaultNode().RaftTimeouts()
-	want := RaftTimeouts{Heartbeat: time.Second, Election: time.Second, LeaderLease: 500 * time.Millisecond}
+	want := RaftTimeouts{Heartbeat: time.Second, Election: time.Second, LeaderLease: 500 * time.Millisecond, Commit: 50 * time.Millisecond}
 	if got != want {
 		t.Fatalf("default profile = %+v", got)
 	}

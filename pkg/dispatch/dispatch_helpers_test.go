@@ -184,12 +184,12 @@ func newEnvWithClient(t *testing.T, client rpc.BackendClient, tweak ...func(*Dep
 	if client == nil {
 		client = e.be
 	}
-	e.pool = NewPool(PoolDeps{Reader: e.fsm, Backends: client, Clock: e.clock, Term: termFromContext, Waker: e.waker,
+	e.pool = NewPool(PoolDeps{Reader: e.fsm, Backends: client, Clock: e.clock.Now, Term: termFromContext, Waker: e.waker,
 		Logger: logger, MasterID: "m1", MasterAddresses: func() []string { return []string{"10.0.0.1:9020", "10.0.0.2:9020"} }})
 	deps := Deps{
 		Proposer: e.prop, Reader: e.fsm, Backends: client,
 		Credentials: config.StaticCredentials{credsRef: {"aws_secret_access_key": canarySecret, "region": "eu-1"}},
-		Pool:        e.pool, Refresh: e.refresh, Clock: e.clock, Term: termFromContext,
+		Pool:        e.pool, Refresh: e.refresh, Clock: e.clock.Now, Term: termFromContext,
 		Invocations: func() (Invocation, error) {
 			n := e.invSeq.Add(1)
 			return Invocation{ID: fmt.Sprintf("inv-%d", n), Secret: fmt.Sprintf("invocation-secret-%d", n)}, nil

@@ -79,7 +79,7 @@ type Deps struct {
 	Credentials config.CredentialSource
 	Pool        *Pool
 	Refresh     refreshStepper   // step 3 of the round; optional
-	Clock       Clock            // default SystemClock
+	Clock       func() time.Time // default time.Now
 	Term        TermFunc         // the fencing token of the round's context
 	Invocations InvocationSource // default RandomInvocations
 	Waker       *Waker           // admissions, reports, backend changes
@@ -133,7 +133,7 @@ func (d *Dispatcher) Hold() (release func()) {
 // New returns a Dispatcher with defaults filled in.
 func New(d Deps) *Dispatcher {
 	if d.Clock == nil {
-		d.Clock = SystemClock{}
+		d.Clock = time.Now
 	}
 	if d.Invocations == nil {
 		d.Invocations = RandomInvocations
@@ -272,7 +272,7 @@ func (d *Dispatcher) reconcileRunning(ctx context.Context) (wait func(), err err
 	}
 	w := d.work(ctx, term)
 	st := d.d.Reader.State()
-	nowMs := d.d.Clock.Now().UnixMilli()
+	nowMs := d.d.Clock().UnixMilli()
 	var live []*job.Record
 	for _, r := range st.RunningByDeadline(math.MaxInt64, maxSweepJobs) {
 		if r.DeadlineMs >= nowMs && r.MutationState == job.Running && !w.busy(r.JobID) {

@@ -18,7 +18,7 @@ import (
 type GCDeps struct {
 	Proposer raftfsm.Proposer
 	Reader   raftfsm.Reader
-	Clock    Clock
+	Clock    func() time.Time
 	Logger   *zap.Logger
 }
 
@@ -42,7 +42,7 @@ func NewGC(d GCDeps) *GC {
 		d.Logger = zap.NewNop()
 	}
 	if d.Clock == nil {
-		d.Clock = SystemClock{}
+		d.Clock = time.Now
 	}
 	return &GC{d: d}
 }
@@ -79,7 +79,7 @@ func (g *GC) Run(ctx context.Context) error {
 func (g *GC) RunOnce(ctx context.Context) (removed int, err error) {
 	st := g.d.Reader.State()
 	keepMs := st.Options().KeepMaxSecond * 1000 // clamped to ≤ 2^40 s: no overflow
-	nowMs := g.d.Clock.Now().UnixMilli()
+	nowMs := g.d.Clock().UnixMilli()
 	cutoffMs := nowMs - keepMs
 	for {
 		ids := gcJobIDs(g.d.Reader.State().GCEligible(cutoffMs, raftfsm.MaxGCBatch))

@@ -24,7 +24,7 @@ func rfGCCommand(t testing.TB, e raftfsmtest.Entry) *journal.TGCCommand {
 }
 
 func (f *rfFixture) gc() *GC {
-	return NewGC(GCDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk, Logger: f.logger})
+	return NewGC(GCDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk.Now, Logger: f.logger})
 }
 
 func (f *rfFixture) cancel(id int64) {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
@@ -23,9 +24,9 @@ import (
 // start (so no driver of this term has a refresh in flight). The hook is
 // retried on error, and a retry re-reads the view, so a partial run is
 // harmless. A CAS failure of one job is not an error: the job moved on.
-func DowngradeRefreshRunning(ctx context.Context, p raftfsm.Proposer, r raftfsm.Reader, clk Clock) error {
+func DowngradeRefreshRunning(ctx context.Context, p raftfsm.Proposer, r raftfsm.Reader, clk func() time.Time) error {
 	if clk == nil {
-		clk = SystemClock{}
+		clk = time.Now
 	}
 	running := r.State().RefreshRunning()
 	for len(running) > 0 {
@@ -48,18 +49,18 @@ func DowngradeRefreshRunning(ctx context.Context, p raftfsm.Proposer, r raftfsm.
 // their leader-term fence per history. Call it from OnLeaderReady, before
 // the leader services start (they read the id). An id already set is kept
 // (the entry is then a NOOP); a retry after an error re-reads the view.
-func EnsureClusterID(ctx context.Context, p raftfsm.Proposer, r raftfsm.Reader, clk Clock) error {
+func EnsureClusterID(ctx context.Context, p raftfsm.Proposer, r raftfsm.Reader, clk func() time.Time) error {
 	if r.State().ClusterID() != "" {
 		return nil
 	}
 	if clk == nil {
-		clk = SystemClock{}
+		clk = time.Now
 	}
 	id, err := NewClusterID()
 	if err != nil {
 		return err
 	}
-	resp, err := propose(ctx, p, raftfsm.CmdSetClusterID, &journal.TClusterIDCommand{NowMs: clk.Now().UnixMilli(), ClusterID: id})
+	resp, err := propose(ctx, p, raftfsm.CmdSetClusterID, &journal.TClusterIDCommand{NowMs: clk().UnixMilli(), ClusterID: id})
 	if err != nil {
 		return fmt.Errorf("journal the cluster id: %w", err)
 	}

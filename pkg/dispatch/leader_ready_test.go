@@ -19,7 +19,7 @@ func TestDowngradeRefreshRunningOnNewLeader(t *testing.T) {
 	bRev := f.job(b).Rev
 
 	mark := f.p.count()
-	if err := DowngradeRefreshRunning(context.Background(), f.p, f.fsm, f.clk); err != nil {
+	if err := DowngradeRefreshRunning(context.Background(), f.p, f.fsm, f.clk.Now); err != nil {
 		t.Fatalf("DowngradeRefreshRunning: %v", err)
 	}
 	entries := f.p.Since(mark)
@@ -38,7 +38,7 @@ func TestDowngradeRefreshRunningOnNewLeader(t *testing.T) {
 	rfWantRefresh(t, f, job.RefreshDone, a, b, c)
 
 	mark = f.p.count()
-	if err := DowngradeRefreshRunning(context.Background(), f.p, f.fsm, f.clk); err != nil || f.p.count() != mark {
+	if err := DowngradeRefreshRunning(context.Background(), f.p, f.fsm, f.clk.Now); err != nil || f.p.count() != mark {
 		t.Fatalf("nothing RUNNING: err %v, %d entries; want none", err, f.p.count()-mark)
 	}
 }
@@ -58,7 +58,7 @@ func TestDowngradeRefreshRunningBatchesOf1024(t *testing.T) {
 	f.refresh(job.RefreshRunning, ids...)
 
 	mark := f.p.count()
-	if err := DowngradeRefreshRunning(context.Background(), f.p, f.fsm, f.clk); err != nil {
+	if err := DowngradeRefreshRunning(context.Background(), f.p, f.fsm, f.clk.Now); err != nil {
 		t.Fatalf("DowngradeRefreshRunning: %v", err)
 	}
 	entries := f.p.Since(mark)
@@ -74,7 +74,7 @@ func TestDowngradeRefreshRunningBatchesOf1024(t *testing.T) {
 // The first leader names the Raft history once; later leaders keep it.
 func TestEnsureClusterID(t *testing.T) {
 	f := rfNew(t)
-	if err := EnsureClusterID(context.Background(), f.p, f.fsm, f.clk); err != nil {
+	if err := EnsureClusterID(context.Background(), f.p, f.fsm, f.clk.Now); err != nil {
 		t.Fatal(err)
 	}
 	id := f.fsm.State().ClusterID()
@@ -82,7 +82,7 @@ func TestEnsureClusterID(t *testing.T) {
 		t.Fatalf("cluster id %q", id)
 	}
 	mark := f.p.count()
-	if err := EnsureClusterID(context.Background(), f.p, f.fsm, f.clk); err != nil || f.p.count() != mark {
+	if err := EnsureClusterID(context.Background(), f.p, f.fsm, f.clk.Now); err != nil || f.p.count() != mark {
 		t.Fatalf("a second leader journaled again: err %v, %d entries", err, f.p.count()-mark)
 	}
 	if f.fsm.State().ClusterID() != id {

@@ -128,7 +128,7 @@ func TestMySQLRefreshServerDownThenUp(t *testing.T) {
 	id := f.admit(cat, mariadbtest.DB, "after_outage", "idx", job.Create, false)
 	f.finish(job.NativeOK, false, id)
 	m := NewMySQLRefresher(MySQLOptions{Credentials: myGoodSecrets(t)})
-	d := NewRefreshDriver(RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk, Logger: f.logger,
+	d := NewRefreshDriver(RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk.Now, Logger: f.logger,
 		Refreshers: DefaultRefreshers(nil, m)})
 
 	srv.Stop(t)

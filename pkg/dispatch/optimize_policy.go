@@ -54,7 +54,7 @@ type OptimizePolicyDeps struct {
 	Admit   func(ctx context.Context, r *adminapi.TOptimizeRequest) (*adminapi.TAdmitResponse, error)
 	// Settings reads a catalog's policy settings; nil = the catalog record's.
 	Settings func(*raftfsm.Catalog) OptimizeSettings
-	Clock    Clock
+	Clock    func() time.Time
 	Logger   *zap.Logger
 	// Interval between passes; 0 = DefaultOptimizePolicyInterval.
 	Interval time.Duration
@@ -92,7 +92,7 @@ func NewOptimizePolicy(d OptimizePolicyDeps) *OptimizePolicy {
 		d.Logger = zap.NewNop()
 	}
 	if d.Clock == nil {
-		d.Clock = SystemClock{}
+		d.Clock = time.Now
 	}
 	if d.Settings == nil {
 		d.Settings = catalogOptimizeSettings
@@ -132,7 +132,7 @@ func (p *OptimizePolicy) RunOnce(ctx context.Context) []int64 {
 	if !st.Options().EnableMutation {
 		return nil
 	}
-	nowMs := p.d.Clock.Now().UnixMilli()
+	nowMs := p.d.Clock().UnixMilli()
 	var admitted []int64
 	budget := maxPolicyInspects
 	for _, cat := range st.Catalogs() {

@@ -58,7 +58,7 @@ func (f *policyFake) admit(_ context.Context, r *adminapi.TOptimizeRequest) (*ad
 func (f *policyFake) inspects() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.inspected) }
 
 func newPolicy(e *env, f *policyFake, set OptimizeSettings) *OptimizePolicy {
-	return NewOptimizePolicy(OptimizePolicyDeps{Reader: e.fsm, Inspect: f.inspect, Admit: f.admit, Clock: e.clock, Logger: e.d.log,
+	return NewOptimizePolicy(OptimizePolicyDeps{Reader: e.fsm, Inspect: f.inspect, Admit: f.admit, Clock: e.clock.Now, Logger: e.d.log,
 		Settings: func(c *raftfsm.Catalog) OptimizeSettings {
 			if c.ID == e.catalogID {
 				return set

@@ -29,9 +29,9 @@ const (
 type PoolDeps struct {
 	Reader   raftfsm.Reader
 	Backends rpc.BackendClient
-	Clock    Clock    // default SystemClock
-	Term     TermFunc // the leadership term heartbeats carry
-	Waker    *Waker   // woken on an epoch change or an alive flip; optional
+	Clock    func() time.Time // default time.Now
+	Term     TermFunc         // the leadership term heartbeats carry
+	Waker    *Waker           // woken on an epoch change or an alive flip; optional
 	Logger   *zap.Logger
 	// MasterID names this master in heartbeats.
 	MasterID string
@@ -135,7 +135,7 @@ type backendState struct {
 // NewPool returns a Pool; nothing is heard until Run.
 func NewPool(d PoolDeps) *Pool {
 	if d.Clock == nil {
-		d.Clock = SystemClock{}
+		d.Clock = time.Now
 	}
 	if d.Logger == nil {
 		d.Logger = zap.NewNop()
@@ -198,7 +198,7 @@ func (p *Pool) Heard(backendID int64) (lastHeard time.Time, version string, lead
 // until its epoch has been heard this term (the status may still say
 // OtherCluster).
 func (p *Pool) Status(backendID int64) (BackendStatus, bool) {
-	now := p.d.Clock.Now()
+	now := p.d.Clock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b, ok := p.backends[backendID]
@@ -217,7 +217,7 @@ func (p *Pool) statusLocked(b *backendState, now time.Time) BackendStatus {
 // heardInTerm is the dispatcher's view of a backend, but only if its epoch
 // was heard by the pool run of the given term (ok false otherwise).
 func (p *Pool) heardInTerm(backendID int64, term uint64) (BackendStatus, bool) {
-	now := p.d.Clock.Now()
+	now := p.d.Clock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b, found := p.backends[backendID]

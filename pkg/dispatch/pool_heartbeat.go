@@ -89,7 +89,7 @@ func (p *Pool) recordHeartbeat(gen uint64, backendID int64, seq uint64, ours str
 	foreign := code == wire.TStatusCode_OTHER_CLUSTER || clusterMismatch(ours, theirs)
 	ok := code == wire.TStatusCode_OK && resp.BeProcessEpoch != 0 && !foreign
 
-	now := p.d.Clock.Now()
+	now := p.d.Clock()
 	p.mu.Lock()
 	if p.gen != gen || !p.running {
 		p.mu.Unlock()
@@ -171,7 +171,7 @@ func (p *Pool) recordHeartbeat(gen uint64, backendID int64, seq uint64, ours str
 // finishPass forgets unregistered backends, turns backends whose last OK
 // answer is too old not-alive, and counts the pass.
 func (p *Pool) finishPass(gen uint64, registered []*raftfsm.Backend) {
-	now := p.d.Clock.Now()
+	now := p.d.Clock()
 	keep := make(map[int64]bool, len(registered))
 	for _, b := range registered {
 		keep[b.ID] = true

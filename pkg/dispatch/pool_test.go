@@ -126,7 +126,7 @@ func TestPoolForgetsRemovedBackends(t *testing.T) {
 func TestPoolRun(t *testing.T) {
 	e := newEnv(t)
 	b1 := e.addBackend("b1:9060", 1)
-	p := NewPool(PoolDeps{Reader: e.fsm, Backends: e.be, Clock: e.clock, Term: termFromContext,
+	p := NewPool(PoolDeps{Reader: e.fsm, Backends: e.be, Clock: e.clock.Now, Term: termFromContext,
 		MasterID: "m1", HeartbeatInterval: 5 * time.Millisecond})
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)

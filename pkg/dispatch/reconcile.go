@@ -69,7 +69,7 @@ type queryGroup struct {
 // and a function that waits for these calls.
 func (r *round) ask(st *raftfsm.State, groups []queryGroup, giveUp bool) (asked map[int64]bool, wait func()) {
 	cluster := clusterIDOf(st)
-	a := answerCtx{term: r.term, opts: st.Options(), nowMs: r.deps.Clock.Now().UnixMilli()}
+	a := answerCtx{term: r.term, opts: st.Options(), nowMs: r.deps.Clock().UnixMilli()}
 	asked = map[int64]bool{}
 	var wg sync.WaitGroup
 	for _, g := range groups {

@@ -45,7 +45,7 @@ type RefreshDeps struct {
 	Proposer    raftfsm.Proposer
 	Reader      raftfsm.Reader
 	Refreshers  Refreshers
-	Clock       Clock
+	Clock       func() time.Time
 	Logger      *zap.Logger
 	MaxPerStep  int           // jobs moved to refresh RUNNING per step (DefaultRefreshMaxPerStep, ≤ 1024)
 	StepBudget  time.Duration // bound of a step's refresh calls (DefaultRefreshStepBudget)
@@ -78,7 +78,7 @@ func NewRefreshDriver(d RefreshDeps) *RefreshDriver {
 		d.Logger = zap.NewNop()
 	}
 	if d.Clock == nil {
-		d.Clock = SystemClock{}
+		d.Clock = time.Now
 	}
 	if d.MaxPerStep <= 0 {
 		d.MaxPerStep = DefaultRefreshMaxPerStep
@@ -145,7 +145,7 @@ func (d *RefreshDriver) Step(ctx context.Context) error {
 func (d *RefreshDriver) pickDue() []*job.Record {
 	st := d.d.Reader.State()
 	retryMs := st.Options().RefreshRetrySecond * 1000 // clamped to ≤ 2^40 s: no overflow
-	nowMs := d.d.Clock.Now().UnixMilli()
+	nowMs := d.d.Clock().UnixMilli()
 	var required, failed []*job.Record
 	for _, r := range st.RefreshDue(refreshScanLimit) {
 		switch {
@@ -358,9 +358,9 @@ func (d *RefreshDriver) proposeRefresh(ctx context.Context, trs []*journal.TRefr
 // proposeRefreshBatch journals one RefreshBatch entry stamped with clk's
 // time. A response that is not a per-item answer is an error: the entry
 // was refused as a whole.
-func proposeRefreshBatch(ctx context.Context, p raftfsm.Proposer, clk Clock, trs []*journal.TRefreshTransition) (*journal.TApplyResponse, error) {
+func proposeRefreshBatch(ctx context.Context, p raftfsm.Proposer, clk func() time.Time, trs []*journal.TRefreshTransition) (*journal.TApplyResponse, error) {
 	resp, err := propose(ctx, p, raftfsm.CmdRefreshBatch,
-		&journal.TRefreshBatch{NowMs: clk.Now().UnixMilli(), Transitions: trs})
+		&journal.TRefreshBatch{NowMs: clk().UnixMilli(), Transitions: trs})
 	if err != nil {
 		return nil, err
 	}

@@ -359,7 +359,7 @@ func (r *rfRefresher) calledIDs() []int64 {
 // driver returns a refresh driver over the fixture; every kind refreshes
 // through rec unless kinds says otherwise.
 func (f *rfFixture) driver(rec Refresher, tune func(d *RefreshDeps)) *RefreshDriver {
-	d := RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk, Logger: f.logger,
+	d := RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk.Now, Logger: f.logger,
 		Refreshers: Refreshers{raftfsm.RefreshNone: rec, raftfsm.RefreshWebhook: rec}}
 	if tune != nil {
 		tune(&d)

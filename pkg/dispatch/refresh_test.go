@@ -413,7 +413,7 @@ func TestRefreshNoneRefresherResolves(t *testing.T) {
 	f := rfNew(t)
 	cat := f.catalog("lake", raftfsm.RefreshNone, "")
 	id := f.committed(cat, "a")
-	d := NewRefreshDriver(RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk, Refreshers: DefaultRefreshers(nil, nil)})
+	d := NewRefreshDriver(RefreshDeps{Proposer: f.p, Reader: f.fsm, Clock: f.clk.Now, Refreshers: DefaultRefreshers(nil, nil)})
 	mark := f.p.count()
 	rfStep(t, d)
 	if n := len(f.p.Since(mark)); n != 2 {

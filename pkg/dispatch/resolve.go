@@ -59,7 +59,7 @@ const (
 // are in flight per backend, and each is bounded by ResolveTimeout.
 func (r *round) resolveStep() error {
 	st := r.deps.Reader.State()
-	nowMs := r.deps.Clock.Now().UnixMilli()
+	nowMs := r.deps.Clock().UnixMilli()
 	recs := st.ResolvingDue(nowMs, maxResolveScan) // earliest resolve_after first: give-ups lead
 	if len(recs) == 0 {
 		return nil

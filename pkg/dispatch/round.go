@@ -120,7 +120,7 @@ func (r *round) markRunning(plans []*dispatchPlan) ([]*dispatchPlan, error) {
 	for i, p := range plans {
 		marks[i] = p.mark
 	}
-	nowMs := r.deps.Clock.Now().UnixMilli()
+	nowMs := r.deps.Clock().UnixMilli()
 	resp, err := propose(r.ctx, r.deps.Proposer, raftfsm.CmdMarkRunningBatch,
 		&journal.TMarkRunningBatch{NowMs: nowMs, Jobs: marks})
 	if err != nil {
@@ -199,7 +199,7 @@ func (pr *preparer) prepare(rec *job.Record, b *backendSlot) (*dispatchPlan, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errInvocation, err)
 	}
-	deadlineMs := pr.r.deps.Clock.Now().UnixMilli() + pr.opts.ExecuteDeadlineSecondOf(rec.IndexType)*1000
+	deadlineMs := pr.r.deps.Clock().UnixMilli() + pr.opts.ExecuteDeadlineSecondOf(rec.IndexType)*1000
 	mark := &journal.TMarkRunning{
 		JobID:            rec.JobID,
 		ExpectedRev:      rec.Rev,

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
 
@@ -13,17 +12,10 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
-// Clock is where leader services read time. Tests inject a fake one; Apply
-// never reads a clock (time travels in commands).
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
+// Time: leader services read it from an injected clock, a func() time.Time
+// (Deps' Clock fields; time.Now when unset; tests pass a
+// clocktest.Clock's Now). Apply never reads a clock: time travels in
+// commands.
 
 // TermFunc returns the Raft term of the leadership that ctx belongs to (the
 // fencing token, DESIGN.md §7). pkg/master wires cluster.LeaderTermFromContext

@@ -213,7 +213,7 @@ func (d *Dispatcher) completeWithResults(ctx context.Context, batch []*journal.T
 	if len(batch) == 0 {
 		return nil
 	}
-	resp, err := propose(ctx, d.d.Proposer, raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: d.d.Clock.Now().UnixMilli(), Completions: batch})
+	resp, err := propose(ctx, d.d.Proposer, raftfsm.CmdCompleteBatch, &journal.TCompleteBatch{NowMs: d.d.Clock().UnixMilli(), Completions: batch})
 	return d.checkBatch(resp, err, what, len(batch))
 }
 
@@ -222,7 +222,7 @@ func (d *Dispatcher) recordTerminationProofs(ctx context.Context, batch []*journ
 	if len(batch) == 0 {
 		return nil
 	}
-	resp, err := propose(ctx, d.d.Proposer, raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: d.d.Clock.Now().UnixMilli(), Proofs: batch})
+	resp, err := propose(ctx, d.d.Proposer, raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: d.d.Clock().UnixMilli(), Proofs: batch})
 	return d.checkBatch(resp, err, what, len(batch))
 }
 

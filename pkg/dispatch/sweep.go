@@ -32,7 +32,7 @@ import (
 // invocation id) are given up at once, in the round.
 func (r *round) deadlineSweep() error {
 	st := r.deps.Reader.State()
-	nowMs := r.deps.Clock.Now().UnixMilli()
+	nowMs := r.deps.Clock().UnixMilli()
 	var expired []*job.Record
 	for _, rec := range st.RunningByDeadline(nowMs, maxSweepJobs) {
 		if rec.MutationState != job.Running || r.work.busy(rec.JobID) {
@@ -93,7 +93,7 @@ func (r *round) giveUp(plan *reconcilePlan, recs []*job.Record) {
 func (r *round) epochSweep() error {
 	st := r.deps.Reader.State()
 	opts := st.Options()
-	nowMs := r.deps.Clock.Now().UnixMilli()
+	nowMs := r.deps.Clock().UnixMilli()
 	var proofs []*journal.TProof
 	var running map[int64][]*job.Record // RUNNING jobs by backend, built when first needed
 	for _, b := range st.Backends() {

@@ -74,7 +74,7 @@ func newTermWork(d *Dispatcher, ctx context.Context, term uint64) *termWork {
 			stop := context.AfterFunc(fctx, cancel)
 			defer func() { stop(); cancel() }()
 			return propose(pctx, d.d.Proposer, raftfsm.CmdCompleteBatch,
-				&journal.TCompleteBatch{NowMs: d.d.Clock.Now().UnixMilli(), Completions: items})
+				&journal.TCompleteBatch{NowMs: d.d.Clock().UnixMilli(), Completions: items})
 		}})
 	return w
 }

@@ -39,8 +39,8 @@ func (c cluster) ConsistentRead(context.Context) error { return nil }
 func (c cluster) ApplyLocal(ctx context.Context, cmd []byte) (*journal.TApplyResponse, error) {
 	return c.p.Propose(ctx, cmd)
 }
-func (c cluster) Peers() ([]admin.Peer, error) {
-	return []admin.Peer{{ID: "m1", RaftAddress: "127.0.0.1:2", RPCAddress: "127.0.0.1:1", Suffrage: "Voter", IsLeader: true}}, nil
+func (c cluster) Peers() ([]admin.PeerStatus, error) {
+	return []admin.PeerStatus{{Peer: config.Peer{ID: "m1", RaftAddress: "127.0.0.1:2", RPCAddress: "127.0.0.1:1"}, Suffrage: "Voter", Leader: true}}, nil
 }
 func (c cluster) TransferLeadership(context.Context, string) (string, error) { return "m1", nil }
 func (c cluster) RaftStats() (uint64, uint64, uint64)                        { i := c.p.Index(); return 1, i, i }

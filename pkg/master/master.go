@@ -125,19 +125,12 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	dclock := clockFunc(clock)
 	waker := dispatch.NewWaker()
 	fsm := raftfsm.New(log.Named("fsm"))
-	peers := make([]cluster.Peer, 0, len(n.Peers))
-	for _, p := range n.Peers {
-		peers = append(peers, cluster.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress})
-	}
-	t := n.RaftTimeouts()
 	node, err := cluster.New(cluster.Config{
-		NodeID: n.NodeID, RaftBind: n.RaftBind, RaftAdvertise: n.RaftAdvertise, DataDir: n.DataDir, Peers: peers, Join: n.Join,
-		AddressBook: func(id string) (string, bool) { return fsm.State().MemberAddress(id) },
-		Timeouts: cluster.Timeouts{Heartbeat: t.Heartbeat, Election: t.Election, LeaderLease: t.LeaderLease,
-			Commit: cluster.DefaultTimeouts().Commit},
+		NodeID: n.NodeID, RaftBind: n.RaftBind, RaftAdvertise: n.RaftAdvertise, DataDir: n.DataDir, Peers: n.Peers, Join: n.Join,
+		AddressBook:       func(id string) (string, bool) { return fsm.State().MemberAddress(id) },
+		Timeouts:          n.RaftTimeouts(),
 		SnapshotThreshold: n.SnapshotThreshold, TrailingLogs: n.TrailingLogs, SnapshotInterval: n.SnapshotInterval,
 		Logger: log.Named("cluster"), RaftTLS: raftTLS,
 	}, wakingFSM{fsm, waker}, forwarder{rpc.NewMasterClient(nil, rcfg, log.Named("forward"))})
@@ -150,11 +143,11 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		return rpc.NewMasterClient([]string{addr}, rcfg, log.Named("forward")).Call(ctx, fn)
 	}
 	pool, disp := wireLeaderServices(node, fsm, leaderServices{
-		backends: backends, creds: creds, clock: dclock, waker: waker, log: log, nodeID: n.NodeID,
+		backends: backends, creds: creds, clock: clock, waker: waker, log: log, nodeID: n.NodeID,
 		masterAddrs: rpcAddresses(n.Peers), hooks: o.DispatchHooks, heartbeat: o.HeartbeatInterval,
 		proposer: timed, observer: mm,
 	})
-	optimizeAdmin := addOptimizePolicy(node, fsm, dclock, o.OptimizePolicyInterval, log.Named("optimize-policy"))
+	optimizeAdmin := addOptimizePolicy(node, fsm, clock, o.OptimizePolicyInterval, log.Named("optimize-policy"))
 	reports := report.New(report.Deps{
 		Proposer: timed, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
 		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead, VerifyLeader: node.VerifyLeader,
@@ -267,15 +260,14 @@ func (c clusterAdapter) ApplyLocal(ctx context.Context, cmd []byte) (*journal.TA
 	return c.n.ApplyLocal(ctx, cmd)
 }
 
-func (c clusterAdapter) Peers() ([]admin.Peer, error) {
+func (c clusterAdapter) Peers() ([]admin.PeerStatus, error) {
 	ps, err := c.n.Peers()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]admin.Peer, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, admin.Peer{ID: p.ID, RaftAddress: p.RaftAddress, RPCAddress: p.RPCAddress, Suffrage: p.Suffrage, IsLeader: p.Leader,
-			Health: p.Health, LastContact: p.LastContact, LastError: p.LastError})
+	out := make([]admin.PeerStatus, len(ps))
+	for i, p := range ps {
+		out[i] = admin.PeerStatus(p)
 	}
 	return out, nil
 }

@@ -19,7 +19,7 @@ import (
 // InspectDataset and OptimizeDataset, and the admin server is built after
 // the node starts: the caller stores it in the returned pointer once it
 // exists. Until then a pass ends at once (NOT_LEADER: not ready).
-func addOptimizePolicy(node *cluster.Node, fsm *raftfsm.FSM, clock dispatch.Clock, every time.Duration, log *zap.Logger) *atomic.Pointer[admin.Server] {
+func addOptimizePolicy(node *cluster.Node, fsm *raftfsm.FSM, clock func() time.Time, every time.Duration, log *zap.Logger) *atomic.Pointer[admin.Server] {
 	var ref atomic.Pointer[admin.Server]
 	notReady := &adminapi.TAdminError{Code: adminapi.TErrorCode_NOT_LEADER, Message: "the admin API is not ready yet"}
 	node.AddLeaderService("optimize-policy", dispatch.NewOptimizePolicy(dispatch.OptimizePolicyDeps{

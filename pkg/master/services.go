@@ -18,7 +18,7 @@ import (
 type leaderServices struct {
 	backends    rpc.BackendClient
 	creds       config.CredentialSource
-	clock       dispatch.Clock
+	clock       func() time.Time
 	waker       *dispatch.Waker
 	log         *zap.Logger
 	nodeID      string
@@ -73,11 +73,6 @@ func rpcAddresses(peers []config.Peer) []string {
 	}
 	return out
 }
-
-// clockFunc adapts a func to dispatch.Clock.
-type clockFunc func() time.Time
-
-func (f clockFunc) Now() time.Time { return f() }
 
 // wakingFSM wakes the dispatcher after every entry that can give it work
 // (its registration says: raftfsm.CommandSpec.Wake): an admission, a

@@ -63,7 +63,7 @@ func (c connClass) String() string {
 
 // classOf is the class of a proven connection's caller; classify is false
 // when the server does not verify client certificates.
-func classOf(p *Peer, classify bool) connClass {
+func classOf(p *Caller, classify bool) connClass {
 	if !classify || p == nil {
 		return classOther
 	}

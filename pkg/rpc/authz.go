@@ -209,8 +209,8 @@ type Identity struct {
 	Subject string
 }
 
-// Peer is the other end of one served connection.
-type Peer struct {
+// Caller is the other end of one served connection.
+type Caller struct {
 	remote net.Addr
 	tls    *tls.Conn // nil: plaintext
 
@@ -218,14 +218,14 @@ type Peer struct {
 	id   Identity
 }
 
-func newPeer(conn net.Conn) *Peer {
-	p := &Peer{remote: conn.RemoteAddr()}
+func newCaller(conn net.Conn) *Caller {
+	p := &Caller{remote: conn.RemoteAddr()}
 	p.tls, _ = conn.(*tls.Conn)
 	return p
 }
 
 // RemoteAddr is the peer's address.
-func (p *Peer) RemoteAddr() string {
+func (p *Caller) RemoteAddr() string {
 	if p.remote == nil {
 		return ""
 	}
@@ -234,7 +234,7 @@ func (p *Peer) RemoteAddr() string {
 
 // Identity returns the caller's identity. Call it once a request has been
 // read (the TLS handshake is then complete); it is computed once.
-func (p *Peer) Identity() Identity {
+func (p *Caller) Identity() Identity {
 	p.once.Do(func() {
 		if p.tls == nil {
 			return
@@ -252,15 +252,15 @@ func (p *Peer) Identity() Identity {
 
 type peerKey struct{}
 
-// PeerFromContext returns the caller of the request ctx belongs to, inside
+// CallerFromContext returns the caller of the request ctx belongs to, inside
 // a handler served by a Server; nil elsewhere.
-func PeerFromContext(ctx context.Context) *Peer {
-	p, _ := ctx.Value(peerKey{}).(*Peer)
+func CallerFromContext(ctx context.Context) *Caller {
+	p, _ := ctx.Value(peerKey{}).(*Caller)
 	return p
 }
 
 // connProcessorFactory gives each connection a processor that puts the
-// connection's Peer into every request's context.
+// connection's Caller into every request's context.
 type connProcessorFactory struct{ p thrift.TProcessor }
 
 func (f connProcessorFactory) GetProcessor(t thrift.TTransport) thrift.TProcessor {
@@ -273,7 +273,7 @@ func (f connProcessorFactory) GetProcessor(t thrift.TTransport) thrift.TProcesso
 
 type connProcessor struct {
 	thrift.TProcessor
-	peer *Peer
+	peer *Caller
 }
 
 func (c *connProcessor) Process(ctx context.Context, in, out thrift.TProtocol) (bool, thrift.TException) {
@@ -291,7 +291,7 @@ func authzMiddleware(p *Policy, log *zap.Logger) thrift.ProcessorMiddleware {
 		return thrift.WrappedTProcessorFunction{
 			Wrapped: func(ctx context.Context, seqID int32, in, out thrift.TProtocol) (bool, thrift.TException) {
 				var id Identity
-				peer := PeerFromContext(ctx)
+				peer := CallerFromContext(ctx)
 				if peer != nil {
 					id = peer.Identity()
 				}
@@ -310,7 +310,7 @@ func authzMiddleware(p *Policy, log *zap.Logger) thrift.ProcessorMiddleware {
 	}
 }
 
-func (p *Peer) addr() string {
+func (p *Caller) addr() string {
 	if p == nil {
 		return ""
 	}

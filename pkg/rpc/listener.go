@@ -104,7 +104,7 @@ func (l *cappedListener) Accept() (thrift.TTransport, error) {
 // track gives conn a pending slot and registers it, or closes it when
 // shutdown already ran. The handshake deadline starts once it has its slot.
 func (l *cappedListener) track(conn net.Conn) (thrift.TTransport, error) {
-	sc := &servedConn{l: l, peer: newPeer(conn)}
+	sc := &servedConn{l: l, peer: newCaller(conn)}
 	if !l.adm.enter(sc, l.closing) {
 		conn.Close()
 		return nil, errListenerClosed
@@ -177,7 +177,7 @@ type servedConn struct {
 	l     *cappedListener
 	once  sync.Once
 	w     writeCoalescer // a reply leaves in one write
-	peer  *Peer          // who is calling (authz.go)
+	peer  *Caller        // who is calling (authz.go)
 	clamp *clampConn
 
 	// Read by the serving goroutine only.

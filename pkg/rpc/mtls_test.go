@@ -30,7 +30,7 @@ type recordingBackend struct {
 func newRecordingBackend() *recordingBackend {
 	b := &recordingBackend{}
 	b.heartbeat = func(ctx context.Context, _ *wire.THeartbeatRequest) (*wire.THeartbeatResponse, error) {
-		id := PeerFromContext(ctx).Identity()
+		id := CallerFromContext(ctx).Identity()
 		b.mu.Lock()
 		b.subjects = append(b.subjects, id.Subject)
 		b.mu.Unlock()

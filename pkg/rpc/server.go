@@ -92,7 +92,7 @@ func NewServer(addr string, processor thrift.TProcessor, cfg Config, log *zap.Lo
 		ln = tls.NewListener(raw, serverTLS)
 	}
 	cl := newCappedListener(ln, cfg, verifiesClientCerts(serverTLS), log)
-	// Each connection's processor carries its Peer into the requests'
+	// Each connection's processor carries its Caller into the requests'
 	// contexts (authz.go).
 	srv := thrift.NewTSimpleServerFactory4(
 		connProcessorFactory{thrift.WrapProcessor(processor, recoverMiddleware(log), deadlineMiddleware(cfg.SocketTimeout))},
