@@ -4,22 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	clusteropt "github.com/lancemaster/lancemaster/pkg/options"
-	"github.com/lancemaster/lancemaster/pkg/testkit"
-
-	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/pkg/cluster"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
-	lmaster "github.com/lancemaster/lancemaster/pkg/master"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
@@ -56,181 +48,34 @@ var benchOptions = [][2]string{
 	{clusteropt.OptEnableLocalFileMutation, "true"},
 }
 
-// admissionOptions: admission alone is measured, so the dispatcher (which
-// every master runs) leaves the admitted jobs PENDING. The lifecycle
-// sections, which share benchOptions, need it running.
-var admissionOptions = append(append([][2]string(nil), benchOptions...), [2]string{clusteropt.OptDispatcherPaused, "true"})
-
-type master struct {
-	id      string
-	m       *lmaster.Master
-	rpcAddr string
-}
-
-func (m *master) fsm() *raftfsm.FSM   { return m.m.FSM() }
-func (m *master) node() *cluster.Node { return m.m.Node() }
-
-type lmCluster struct {
-	dir      string
-	logs     *logCapture // the masters' warnings and errors
-	masters  []*master
-	fake     *rpctest.FakeBackend
-	stopFake func()
-}
-
-// freeAddr reserves a loopback port for the rest of the run: the peer list
-// must name every address before any node starts (testkit.ReservePorts
-// keeps it from being taken before the node binds it).
-func freeAddr() (string, error) {
-	ps, err := testkit.ReservePorts(1)
-	if err != nil {
-		return "", err
-	}
-	return testkit.Addr(ps[0]), nil
-}
-
-// startLMCluster starts three masters and the fake backend, waits for a
-// leader and configures the cluster through the leader's admin API.
-func startLMCluster(o *options) (lc *lmCluster, leader *master, err error) {
-	dir, err := os.MkdirTemp(o.tmp, "lancemaster-")
-	if err != nil {
-		return nil, nil, err
-	}
-	lc = &lmCluster{dir: dir, logs: &logCapture{}}
-	defer func() {
-		if err != nil {
-			lc.close()
-		}
-	}()
-	peers := make([]config.Peer, 3)
-	for i := range peers {
-		raftAddr, err := freeAddr()
-		if err != nil {
-			return lc, nil, err
-		}
-		rpcAddr, err := freeAddr()
-		if err != nil {
-			return lc, nil, err
-		}
-		peers[i] = config.Peer{ID: fmt.Sprintf("m%d", i), RaftAddress: raftAddr, RPCAddress: rpcAddr}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
-	for _, p := range peers {
-		m, err := startMaster(ctx, p, peers, filepath.Join(dir, p.ID), lc.logs.logger())
-		if m != nil {
-			lc.masters = append(lc.masters, m)
-		}
-		if err != nil {
-			return lc, nil, fmt.Errorf("admission: start master %s: %w", p.ID, err)
-		}
-	}
-	if leader, err = lc.awaitLeader(); err != nil {
-		return lc, nil, err
-	}
-	if lc.fake, lc.stopFake, err = startFakeBackend(); err != nil {
-		return lc, nil, fmt.Errorf("admission: fake backend: %w", err)
-	}
-	return lc, leader, configure(ctx, leader.rpcAddr, lc.fake.Addr())
-}
-
-// startMaster starts one complete master exactly as serve does.
-func startMaster(ctx context.Context, self config.Peer, peers []config.Peer, dataDir string, log *zap.Logger) (*master, error) {
-	n := config.DefaultNode()
-	n.NodeID, n.DataDir, n.Peers = self.ID, dataDir, peers
-	if err := n.Validate(); err != nil {
-		return nil, err
-	}
-	m, err := lmaster.Start(ctx, lmaster.Options{Node: n, Logger: log.With(zap.String("master", self.ID)),
-		Credentials: config.StaticCredentials{}}) // the bench catalog has no credentials
-	if err != nil {
-		return nil, err
-	}
-	return &master{id: self.ID, m: m, rpcAddr: self.RPCAddress}, nil
-}
-
-// awaitLeader waits until one master leads and has run its leader barrier.
-func (lc *lmCluster) awaitLeader() (*master, error) {
-	deadline := time.Now().Add(leaderTimeout)
-	for time.Now().Before(deadline) {
-		for _, m := range lc.masters {
-			if m.node().LeaderTerm() != 0 {
-				return m, nil
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return nil, errors.New("admission: no leader elected")
-}
-
-// configure registers the fake backend, creates the catalog and sets the
-// options, as an operator would with the CLI.
-func configure(ctx context.Context, addr, backendAddr string) error {
-	conn, err := rpc.Dial(ctx, addr, rpc.DefaultConfig())
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	c := adminapi.NewLanceMasterServiceClient(conn.Client())
-	if _, err := c.AddBackend(ctx, backendAddr); err != nil {
-		return fmt.Errorf("admission: add backend: %w", err)
-	}
-	root := benchRoot
-	if _, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: benchCatalog, RootURI: &root}); err != nil {
-		return fmt.Errorf("admission: create catalog: %w", err)
-	}
-	for _, kv := range admissionOptions {
-		if _, err := c.SetOption(ctx, kv[0], kv[1]); err != nil {
-			return fmt.Errorf("admission: set %s: %w", kv[0], err)
-		}
-	}
-	return nil
-}
-
-// term is the highest raft term any master has seen: it grows by one (at
-// least) with every election.
-func (lc *lmCluster) term() uint64 {
-	var t uint64
-	for _, m := range lc.masters {
-		if v, err := strconv.ParseUint(m.node().Stats()["term"], 10, 64); err == nil && v > t {
-			t = v
-		}
-	}
-	return t
-}
-
-// close stops the RPC servers, the nodes and the fake, and removes the dirs.
-// The benchmark's clients have hung up by then; each server is given a
-// moment to see that before it is closed, so it does not log the connections
-// it cuts as errors.
-func (lc *lmCluster) close() {
-	for _, m := range lc.masters {
-		m.m.Close(false)
-	}
-	if lc.stopFake != nil {
-		lc.stopFake()
-	}
-	os.RemoveAll(lc.dir)
-}
+// admissionOptions (set after benchOptions): admission alone is measured,
+// so the dispatcher (which every master runs) leaves the admitted jobs
+// PENDING. The lifecycle sections need it running.
+var admissionOptions = [][2]string{{clusteropt.OptDispatcherPaused, "true"}}
 
 // runAdmission measures CreateIndex admissions at concurrency c on a fresh
 // cluster. Client g admits a BTREE index on id of table t<g>_<seq>; before
 // each request (untimed) the table's dataset is registered with the fake.
 func runAdmission(o *options, c int) (loadResult, error) {
-	lc, leader, err := startLMCluster(o)
+	mc, err := startMCluster(o, mclusterConfig{name: "admission", profile: config.RaftProfileDefault,
+		options: admissionOptions})
 	if err != nil {
 		return loadResult{}, err
 	}
-	defer lc.close()
-	term0 := lc.term()
-	lc.logs.reset()
+	defer mc.close()
+	_, leader, err := mc.leader(-1)
+	if err != nil {
+		return loadResult{}, err
+	}
+	term0 := mc.term()
+	mc.logs.reset()
 	res, err := closedLoop(c, o.warm, o.dur, func(g int) (worker, error) {
-		cl := &admitClient{addr: leader.rpcAddr, fake: lc.fake, g: g}
+		cl := &admitClient{addr: leader.RPCAddr(), fake: mc.fake, g: g}
 		return worker{prepare: cl.prepare, do: cl.admit, close: cl.close}, nil
 	})
-	res.JobsAtEnd = leader.fsm().State().LastJobID()
-	res.Elections = int(lc.term() - term0)
-	res.MasterLog = lc.logs.snapshot()
+	res.JobsAtEnd = leader.FSM().State().LastJobID()
+	res.Elections = int(mc.term() - term0)
+	res.MasterLog = mc.logs.snapshot()
 	return res, err
 }
 

@@ -22,6 +22,7 @@ import (
 	lmaster "github.com/lancemaster/lancemaster/pkg/master"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // The lifecycle sections (dispatch, reports, latency, failover) run three
@@ -74,13 +75,23 @@ type mcluster struct {
 	nodes     []*config.Node
 	gates     []*gatedBackends
 	fake      *rpctest.FakeBackend
-	stopFake  func()
 	backendID int64
 	prevSlog  *slog.Logger // restored by close
 	tables    atomic.Int64 // table names are unique across the cluster's life
 
 	mu      sync.Mutex
 	masters []*lmaster.Master // nil while stopped
+}
+
+// freeAddr reserves a loopback port for the rest of the run: the peer list
+// must name every address before any node starts (testkit.ReservePorts
+// keeps it from being taken before the node binds it).
+func freeAddr() (string, error) {
+	ps, err := testkit.ReservePorts(1)
+	if err != nil {
+		return "", err
+	}
+	return testkit.Addr(ps[0]), nil
 }
 
 // startMCluster starts the fake backend and three masters, waits for a
@@ -99,7 +110,7 @@ func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
 			c.close()
 		}
 	}()
-	if c.fake, c.stopFake, err = startFakeBackend(); err != nil {
+	if c.fake, err = rpctest.StartFakeBackend(rpc.DefaultConfig()); err != nil {
 		return c, fmt.Errorf("%s: fake backend: %w", cfg.name, err)
 	}
 	var peers []config.Peer
@@ -248,8 +259,8 @@ func (c *mcluster) close() {
 		go func() { defer wg.Done(); c.stop(i, false) }()
 	}
 	wg.Wait()
-	if c.stopFake != nil {
-		c.stopFake()
+	if c.fake != nil {
+		c.fake.Close()
 	}
 	slog.SetDefault(c.prevSlog)
 	os.RemoveAll(c.dir)

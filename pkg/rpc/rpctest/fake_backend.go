@@ -87,6 +87,17 @@ func NewFakeBackend(t testing.TB) *FakeBackend {
 // calls as a real backend does (rpc.BackendPolicy: masters only).
 func NewFakeBackendWithConfig(t testing.TB, cfg rpc.Config) *FakeBackend {
 	t.Helper()
+	f, err := StartFakeBackend(cfg)
+	if err != nil {
+		t.Fatalf("rpctest: %v", err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+// StartFakeBackend is NewFakeBackendWithConfig outside a test (the
+// benchmark's): the caller closes it.
+func StartFakeBackend(cfg rpc.Config) (*FakeBackend, error) {
 	f := &FakeBackend{
 		epoch:        1,
 		datasets:     make(map[string]*wire.TInspectDatasetResponse),
@@ -98,14 +109,13 @@ func NewFakeBackendWithConfig(t testing.TB, cfg rpc.Config) *FakeBackend {
 	srv, err := rpc.NewServer("127.0.0.1:0", wire.NewLanceBackendServiceProcessor(handler{f}), cfg, zap.NewNop(),
 		rpc.WithPolicy(rpc.BackendPolicy()))
 	if err != nil {
-		t.Fatalf("rpctest: %v", err)
+		return nil, err
 	}
 	if err := srv.Serve(); err != nil {
-		t.Fatalf("rpctest: %v", err)
+		return nil, err
 	}
 	f.srv = srv
-	t.Cleanup(f.Close)
-	return f
+	return f, nil
 }
 
 // Addr returns the fake's host:port.
