@@ -172,15 +172,15 @@ func configure(ctx context.Context, addr, backendAddr string) error {
 	}
 	defer conn.Close()
 	c := adminapi.NewLanceMasterServiceClient(conn.Client())
-	if _, err := c.AddBackend(ctx, backendAddr); err != nil {
+	if _, err := c.AddBackend(ctx, backendAddr, ""); err != nil {
 		return fmt.Errorf("admission: add backend: %w", err)
 	}
 	root := benchRoot
-	if _, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: benchCatalog, RootURI: &root}); err != nil {
+	if _, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: benchCatalog, RootURI: &root}, ""); err != nil {
 		return fmt.Errorf("admission: create catalog: %w", err)
 	}
 	for _, kv := range admissionOptions {
-		if _, err := c.SetOption(ctx, kv[0], kv[1]); err != nil {
+		if _, err := c.SetOption(ctx, kv[0], kv[1], ""); err != nil {
 			return fmt.Errorf("admission: set %s: %w", kv[0], err)
 		}
 	}
