@@ -223,6 +223,7 @@ struct TUpdateCatalogRequest {
   8: optional string refresh_credentials_ref,
   9: optional i64 optimize_unindexed_rows,
   10: optional i64 optimize_min_interval_second,
+  11: optional string actor,           // the claimed name (--as)
 }
 
 struct TBackend {
@@ -379,10 +380,12 @@ struct TAddVoterRequest {
   3: optional string rpc_address,    // remembered by the leader that adds it (docs/operations.md)
   4: optional bool non_voter,        // add as a non-voter (raft AddNonvoter): replicated to, not counted
                                      // in the quorum, until `promote`
+  5: optional string actor,          // the claimed name (--as)
 }
 
 struct TPromoteRequest {
   1: required string id,             // a non-voter; refused unless it is caught up (docs/operations.md)
+  2: optional string actor,          // the claimed name (--as)
 }
 
 // What one master says about itself (raftMemberStatus): another master asks
@@ -432,8 +435,13 @@ struct TRaftHealthResponse {
 struct TRemovePeerRequest {
   1: required string id,
   2: optional bool force,            // allow the leader to remove itself
+  3: optional string actor,          // the claimed name (--as)
 }
 
+// Every admin change takes the name the client claims (--as) as `actor`: an
+// argument of the scalar methods, a field of the request structs. The
+// audit trail records it beside the verified certificate identity (or as
+// the actor without one); empty, an older client: nothing is claimed.
 service LanceMasterService {
   // reports (DESIGN.md §9); followers forward to the leader
   wire.TStatus reportLanceIndexJobResult(1: wire.TLanceIndexJobReport report),
@@ -454,26 +462,26 @@ service LanceMasterService {
   TDatasetView inspectDataset(1: string catalog, 2: string db, 3: string table) throws (1: TAdminError err),
 
   // catalogs
-  TCatalog createCatalog(1: TCatalog catalog) throws (1: TAdminError err),
+  TCatalog createCatalog(1: TCatalog catalog, 2: string actor) throws (1: TAdminError err),
   list<TCatalog> listCatalogs() throws (1: TAdminError err),
   TCatalog updateCatalog(1: TUpdateCatalogRequest request) throws (1: TAdminError err),
-  void removeCatalog(1: string name) throws (1: TAdminError err),
+  void removeCatalog(1: string name, 2: string actor) throws (1: TAdminError err),
 
   // backends
-  TBackend addBackend(1: string address) throws (1: TAdminError err),
+  TBackend addBackend(1: string address, 2: string actor) throws (1: TAdminError err),
   list<TBackend> listBackends() throws (1: TAdminError err),
-  void removeBackend(1: string backend) throws (1: TAdminError err),  // id or address
+  void removeBackend(1: string backend, 2: string actor) throws (1: TAdminError err),  // id or address
   TBackend showBackend(1: string backend) throws (1: TAdminError err),  // id or address; asked of the leader
   TDrainBackendResponse drainBackend(1: TDrainBackendRequest request) throws (1: TAdminError err),
 
   // cluster-wide options (DESIGN.md §11)
   TOption getOption(1: string key) throws (1: TAdminError err),
-  TOption setOption(1: string key, 2: string value) throws (1: TAdminError err),
+  TOption setOption(1: string key, 2: string value, 3: string actor) throws (1: TAdminError err),
   list<TOption> listOptions() throws (1: TAdminError err),
 
   // operator
   TRaftPeersResponse listPeers() throws (1: TAdminError err),
-  string transferLeader(1: string target_id) throws (1: TAdminError err),
+  string transferLeader(1: string target_id, 2: string actor) throws (1: TAdminError err),
 
   // internal: a follower forwards an encoded journal command to the leader,
   // which proposes it and answers the encoded TApplyResponse.
@@ -484,7 +492,7 @@ service LanceMasterService {
   TSnapshotChunk readSnapshotChunk(1: string transfer_id, 2: i64 offset) throws (1: TAdminError err),
   TSnapshotTransfer beginSnapshotRestore(1: i64 size) throws (1: TAdminError err),
   void writeSnapshotChunk(1: TSnapshotChunk chunk) throws (1: TAdminError err),
-  TSnapshotRestoreResponse finishSnapshotRestore(1: string transfer_id) throws (1: TAdminError err),
+  TSnapshotRestoreResponse finishSnapshotRestore(1: string transfer_id, 2: string actor) throws (1: TAdminError err),
   void abortSnapshotTransfer(1: string transfer_id) throws (1: TAdminError err),
 
   // operator: raft membership, leader only

@@ -150,15 +150,15 @@ func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	err = withAdmin(ctx, l.RPCAddr(), func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.AddBackend(ctx, c.fake.Addr()); err != nil {
+		if _, err := a.AddBackend(ctx, c.fake.Addr(), ""); err != nil {
 			return fmt.Errorf("add backend: %w", err)
 		}
 		root := benchRoot
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: benchCatalog, RootURI: &root}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: benchCatalog, RootURI: &root}, ""); err != nil {
 			return fmt.Errorf("create catalog: %w", err)
 		}
 		for _, kv := range append(append([][2]string(nil), benchOptions...), cfg.options...) {
-			if _, err := a.SetOption(ctx, kv[0], kv[1]); err != nil {
+			if _, err := a.SetOption(ctx, kv[0], kv[1], ""); err != nil {
 				return fmt.Errorf("set %s: %w", kv[0], err)
 			}
 		}
@@ -281,7 +281,7 @@ func setOption(addr, key, value string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	return withAdmin(ctx, addr, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, key, value)
+		_, err := a.SetOption(ctx, key, value, "")
 		return err
 	})
 }

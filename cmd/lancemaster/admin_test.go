@@ -39,7 +39,7 @@ func TestCatalogsUpdateSendsOnlyChangedFlags(t *testing.T) {
 	}
 	got := f.onlyCall(t, "UpdateCatalog").(*adminapi.TUpdateCatalogRequest)
 	want := &adminapi.TUpdateCatalogRequest{Name: "lake", CredentialsRef: thrift.StringPtr(""),
-		RefreshKind: thrift.StringPtr("webhook"), RefreshURL: thrift.StringPtr("http://h/r")}
+		RefreshKind: thrift.StringPtr("webhook"), RefreshURL: thrift.StringPtr("http://h/r"), Actor: thrift.StringPtr("alice")}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("request = %s\nwant      %s", got, want)
 	}
@@ -69,7 +69,7 @@ func TestCatalogsListAndRemove(t *testing.T) {
 	if out != "catalog lake removed\n" {
 		t.Errorf("stdout = %q", out)
 	}
-	if c := f.recordedCalls(); c[len(c)-1] != (recorded{"RemoveCatalog", "lake"}) {
+	if c := f.recordedCalls(); c[len(c)-1] != (recorded{"RemoveCatalog", "lake", "alice"}) {
 		t.Errorf("last call = %+v", c[len(c)-1])
 	}
 }
@@ -111,8 +111,8 @@ func TestBackends(t *testing.T) {
 	mustOK(t)(cli(t, addr, "backends", "remove", "10.0.0.21:7301"))
 	calls := f.recordedCalls()
 	wantCalls := []recorded{
-		{"AddBackend", "10.0.0.21:7301"}, {"ListBackends", nil}, {"ListBackends", nil},
-		{"RemoveBackend", "4"}, {"RemoveBackend", "10.0.0.21:7301"},
+		{"AddBackend", "10.0.0.21:7301", "alice"}, {"ListBackends", nil, ""}, {"ListBackends", nil, ""},
+		{"RemoveBackend", "4", "alice"}, {"RemoveBackend", "10.0.0.21:7301", "alice"},
 	}
 	if !reflect.DeepEqual(calls, wantCalls) {
 		t.Errorf("calls = %+v", calls)
@@ -151,9 +151,9 @@ func TestConfig(t *testing.T) {
 		t.Errorf("json = %s (%v)", out, err)
 	}
 	wantCalls := []recorded{
-		{"SetOption", [2]string{"lance_index_job_dispatcher_paused", "true"}},
-		{"ListOptions", nil},
-		{"GetOption", "lance_index_job_dispatcher_paused"},
+		{"SetOption", [2]string{"lance_index_job_dispatcher_paused", "true"}, "alice"},
+		{"ListOptions", nil, ""},
+		{"GetOption", "lance_index_job_dispatcher_paused", ""},
 	}
 	if calls := f.recordedCalls(); !reflect.DeepEqual(calls, wantCalls) {
 		t.Errorf("calls = %+v", calls)
@@ -199,7 +199,7 @@ func TestOperatorRaft(t *testing.T) {
 	}
 	mustOK(t)(cli(t, addr, "operator", "raft", "transfer-leader"))
 	calls := f.recordedCalls()
-	if !reflect.DeepEqual(calls[2:], []recorded{{"TransferLeader", "m2"}, {"TransferLeader", ""}}) {
+	if !reflect.DeepEqual(calls[2:], []recorded{{"TransferLeader", "m2", "alice"}, {"TransferLeader", "", "alice"}}) {
 		t.Errorf("calls = %+v", calls)
 	}
 }

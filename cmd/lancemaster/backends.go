@@ -37,7 +37,7 @@ func newBackendsAddCmd(g *globals) *cobra.Command {
 			}
 			var be *adminapi.TBackend
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				be, err = c.AddBackend(ctx, addr)
+				be, err = c.AddBackend(ctx, addr, g.claim())
 				return err
 			}); err != nil {
 				return err
@@ -101,7 +101,7 @@ func newBackendsRemoveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-				return c.RemoveBackend(ctx, ref)
+				return c.RemoveBackend(ctx, ref, g.claim())
 			}); err != nil {
 				return err
 			}

@@ -143,7 +143,7 @@ func newCatalogsCreateCmd(g *globals) *cobra.Command {
 			}
 			var resp *adminapi.TCatalog
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				resp, err = c.CreateCatalog(ctx, cat)
+				resp, err = c.CreateCatalog(ctx, cat, g.claim())
 				return err
 			}); err != nil {
 				return err
@@ -184,7 +184,7 @@ func newCatalogsUpdateCmd(g *globals) *cobra.Command {
 			req := &adminapi.TUpdateCatalogRequest{
 				Name: name, RootURI: r.root, CredentialsRef: r.credentials, RefreshKind: r.kind, RefreshURL: r.url,
 				RefreshAddress: r.address, RefreshStatement: r.statement, RefreshCredentialsRef: r.refreshCreds,
-				OptimizeUnindexedRows: r.optimizeRows, OptimizeMinIntervalSecond: r.optimizeInterval,
+				OptimizeUnindexedRows: r.optimizeRows, OptimizeMinIntervalSecond: r.optimizeInterval, Actor: g.actor(),
 			}
 			var resp *adminapi.TCatalog
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
@@ -327,7 +327,7 @@ func newCatalogsRemoveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-				return c.RemoveCatalog(ctx, name)
+				return c.RemoveCatalog(ctx, name, g.claim())
 			}); err != nil {
 				return err
 			}

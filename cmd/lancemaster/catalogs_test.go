@@ -34,7 +34,7 @@ func TestCatalogsMySQLRefreshFlags(t *testing.T) {
 	mustOK(t)(cli(t, addr, "catalogs", "update", "doris", "--optimize-min-interval-second", "600", "--refresh-statement", ""))
 	upd := g.onlyCall(t, "UpdateCatalog").(*adminapi.TUpdateCatalogRequest)
 	wantUpd := &adminapi.TUpdateCatalogRequest{Name: "doris", RefreshStatement: thrift.StringPtr(""),
-		OptimizeMinIntervalSecond: thrift.Int64Ptr(600)}
+		OptimizeMinIntervalSecond: thrift.Int64Ptr(600), Actor: thrift.StringPtr("alice")}
 	if !reflect.DeepEqual(upd, wantUpd) {
 		t.Errorf("update request = %s\nwant             %s", upd, wantUpd)
 	}

@@ -65,7 +65,7 @@ func newConfigSetCmd(g *globals) *cobra.Command {
 			}
 			var opt *adminapi.TOption
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				opt, err = c.SetOption(ctx, key, value)
+				opt, err = c.SetOption(ctx, key, value, g.claim())
 				return err
 			}); err != nil {
 				return err

@@ -19,6 +19,7 @@ import (
 type recorded struct {
 	method string
 	req    any
+	actor  string // the claim (--as) a method takes as an argument
 }
 
 // fakeMaster is an in-process LanceMasterService with canned answers that
@@ -44,9 +45,12 @@ type fakeMaster struct {
 	calls []recorded
 }
 
-func (f *fakeMaster) record(method string, req any) error {
+func (f *fakeMaster) record(method string, req any) error { return f.recordAs(method, req, "") }
+
+// recordAs records a call of a method that takes the claim as an argument.
+func (f *fakeMaster) recordAs(method string, req any, actor string) error {
 	f.mu.Lock()
-	f.calls = append(f.calls, recorded{method, req})
+	f.calls = append(f.calls, recorded{method, req, actor})
 	f.mu.Unlock()
 	if f.block != nil {
 		<-f.block
@@ -125,8 +129,8 @@ func (f *fakeMaster) CancelJob(_ context.Context, r *adminapi.TCancelRequest) (*
 	return f.job, f.record("CancelJob", r)
 }
 
-func (f *fakeMaster) CreateCatalog(_ context.Context, c *adminapi.TCatalog) (*adminapi.TCatalog, error) {
-	return f.catalog, f.record("CreateCatalog", c)
+func (f *fakeMaster) CreateCatalog(_ context.Context, c *adminapi.TCatalog, actor string) (*adminapi.TCatalog, error) {
+	return f.catalog, f.recordAs("CreateCatalog", c, actor)
 }
 
 func (f *fakeMaster) ListCatalogs(context.Context) ([]*adminapi.TCatalog, error) {
@@ -137,12 +141,12 @@ func (f *fakeMaster) UpdateCatalog(_ context.Context, r *adminapi.TUpdateCatalog
 	return f.catalog, f.record("UpdateCatalog", r)
 }
 
-func (f *fakeMaster) RemoveCatalog(_ context.Context, name string) error {
-	return f.record("RemoveCatalog", name)
+func (f *fakeMaster) RemoveCatalog(_ context.Context, name, actor string) error {
+	return f.recordAs("RemoveCatalog", name, actor)
 }
 
-func (f *fakeMaster) AddBackend(_ context.Context, addr string) (*adminapi.TBackend, error) {
-	return f.backend, f.record("AddBackend", addr)
+func (f *fakeMaster) AddBackend(_ context.Context, addr, actor string) (*adminapi.TBackend, error) {
+	return f.backend, f.recordAs("AddBackend", addr, actor)
 }
 
 func (f *fakeMaster) ListBackends(context.Context) ([]*adminapi.TBackend, error) {
@@ -161,16 +165,16 @@ func (f *fakeMaster) InspectDataset(_ context.Context, catalog, db, table string
 	return v, f.record("InspectDataset", []string{catalog, db, table})
 }
 
-func (f *fakeMaster) RemoveBackend(_ context.Context, ref string) error {
-	return f.record("RemoveBackend", ref)
+func (f *fakeMaster) RemoveBackend(_ context.Context, ref, actor string) error {
+	return f.recordAs("RemoveBackend", ref, actor)
 }
 
 func (f *fakeMaster) GetOption(_ context.Context, key string) (*adminapi.TOption, error) {
 	return f.option, f.record("GetOption", key)
 }
 
-func (f *fakeMaster) SetOption(_ context.Context, key, value string) (*adminapi.TOption, error) {
-	return f.option, f.record("SetOption", [2]string{key, value})
+func (f *fakeMaster) SetOption(_ context.Context, key, value, actor string) (*adminapi.TOption, error) {
+	return f.option, f.recordAs("SetOption", [2]string{key, value}, actor)
 }
 
 func (f *fakeMaster) ListOptions(context.Context) ([]*adminapi.TOption, error) {
@@ -181,8 +185,8 @@ func (f *fakeMaster) ListPeers(context.Context) (*adminapi.TRaftPeersResponse, e
 	return f.peers, f.record("ListPeers", nil)
 }
 
-func (f *fakeMaster) TransferLeader(_ context.Context, target string) (string, error) {
-	return f.leader, f.record("TransferLeader", target)
+func (f *fakeMaster) TransferLeader(_ context.Context, target, actor string) (string, error) {
+	return f.leader, f.recordAs("TransferLeader", target, actor)
 }
 
 func (f *fakeMaster) ForwardApply(context.Context, []byte) ([]byte, error) {

@@ -153,7 +153,7 @@ func newRaftTransferLeaderCmd(g *globals) *cobra.Command {
 			}
 			var leader string
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				leader, err = c.TransferLeader(ctx, target)
+				leader, err = c.TransferLeader(ctx, target, g.claim())
 				return err
 			}); err != nil {
 				return err
@@ -201,7 +201,7 @@ func newRaftAddVoterCmd(g *globals) *cobra.Command {
 					return usagef("--rpc-address: %v", err)
 				}
 			}
-			req := &adminapi.TAddVoterRequest{ID: id, RaftAddress: raftAddr}
+			req := &adminapi.TAddVoterRequest{ID: id, RaftAddress: raftAddr, Actor: g.actor()}
 			if a := strings.TrimSpace(rpcAddr); a != "" {
 				req.RPCAddress = &a
 			}
@@ -241,7 +241,7 @@ func newRaftRemovePeerCmd(g *globals) *cobra.Command {
 			if id == "" {
 				return usagef("ID must not be empty")
 			}
-			req := &adminapi.TRemovePeerRequest{ID: id}
+			req := &adminapi.TRemovePeerRequest{ID: id, Actor: g.actor()}
 			if force {
 				req.Force = &force
 			}

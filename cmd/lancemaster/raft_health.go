@@ -112,7 +112,7 @@ func newRaftPromoteCmd(g *globals) *cobra.Command {
 			}
 			var resp *adminapi.TRaftPeersResponse
 			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				resp, err = c.Promote(ctx, &adminapi.TPromoteRequest{ID: id})
+				resp, err = c.Promote(ctx, &adminapi.TPromoteRequest{ID: id, Actor: g.actor()})
 				return err
 			}); err != nil {
 				return err

@@ -263,12 +263,16 @@ func (g *globals) jsonOutput() bool {
 
 // actor is the --as identity, or nil to let the server use the client's.
 func (g *globals) actor() *string {
-	a := strings.TrimSpace(g.as)
+	a := g.claim()
 	if a == "" {
 		return nil
 	}
 	return &a
 }
+
+// claim is the --as identity for a method that takes it as an argument
+// ("": none).
+func (g *globals) claim() string { return strings.TrimSpace(g.as) }
 
 // groupCmd is a command that only holds subcommands: bare, it prints its
 // help; with an unknown subcommand it is a usage error (cobra would print

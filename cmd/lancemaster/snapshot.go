@@ -165,7 +165,7 @@ func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 				if _, err := f.Seek(0, io.SeekStart); err != nil {
 					return err
 				}
-				resp, err = admin.UploadSnapshot(ctx, c, f, insp.FileSize)
+				resp, err = admin.UploadSnapshot(ctx, c, f, insp.FileSize, g.claim())
 				return err
 			}); err != nil {
 				return err

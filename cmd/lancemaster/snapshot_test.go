@@ -38,7 +38,7 @@ func (f *fakeMaster) BeginSnapshotRestore(context.Context, int64) (*adminapi.TSn
 func (f *fakeMaster) WriteSnapshotChunk(context.Context, *adminapi.TSnapshotChunk) error {
 	return unknownMethod()
 }
-func (f *fakeMaster) FinishSnapshotRestore(context.Context, string) (*adminapi.TSnapshotRestoreResponse, error) {
+func (f *fakeMaster) FinishSnapshotRestore(context.Context, string, string) (*adminapi.TSnapshotRestoreResponse, error) {
 	return nil, unknownMethod()
 }
 func (f *fakeMaster) AbortSnapshotTransfer(context.Context, string) error { return unknownMethod() }
@@ -60,6 +60,7 @@ type snapMaster struct {
 	mu       sync.Mutex
 	uploaded bytes.Buffer
 	finished bool
+	actor    string // the claim finishSnapshotRestore took
 }
 
 func (s *snapMaster) BeginSnapshotSave(context.Context) (*adminapi.TSnapshotTransfer, error) {
@@ -91,9 +92,9 @@ func (s *snapMaster) WriteSnapshotChunk(_ context.Context, c *adminapi.TSnapshot
 	return nil
 }
 
-func (s *snapMaster) FinishSnapshotRestore(context.Context, string) (*adminapi.TSnapshotRestoreResponse, error) {
+func (s *snapMaster) FinishSnapshotRestore(_ context.Context, _, actor string) (*adminapi.TSnapshotRestoreResponse, error) {
 	s.mu.Lock()
-	s.finished = true
+	s.finished, s.actor = true, actor
 	s.mu.Unlock()
 	jobs, leader := int64(2), "m2"
 	return &adminapi.TSnapshotRestoreResponse{Index: 77, SnapshotIndex: 42, SnapshotTerm: 3, JobCount: &jobs, LeaderID: &leader}, nil
@@ -215,7 +216,7 @@ func TestSnapshotRestoreUploadsInChunks(t *testing.T) {
 	}
 	sm := &snapMaster{fakeMaster: &fakeMaster{}, file: file}
 	addr := serve(t, sm)
-	out := mustOK(t)(cli(t, addr, "operator", "snapshot", "restore", path))
+	out := mustOK(t)(cli(t, addr, "--as", "carol", "operator", "snapshot", "restore", path))
 	if !strings.Contains(out, "raft index 42") || !strings.Contains(out, "leader: m2") {
 		t.Fatalf("output: %q", out)
 	}
@@ -228,6 +229,9 @@ func TestSnapshotRestoreUploadsInChunks(t *testing.T) {
 	defer sm.mu.Unlock()
 	if !sm.finished || !bytes.Equal(sm.uploaded.Bytes(), file) {
 		t.Fatalf("uploaded %d bytes (finished %v), want the file's %d", sm.uploaded.Len(), sm.finished, len(file))
+	}
+	if sm.actor != "carol" {
+		t.Fatalf("the restore claimed %q, want --as carol", sm.actor)
 	}
 
 	// A corrupted file is refused before anything is sent.

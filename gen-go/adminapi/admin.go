@@ -8927,6 +8927,7 @@ func (p *TCatalog) String() string {
 //   - RefreshCredentialsRef
 //   - OptimizeUnindexedRows
 //   - OptimizeMinIntervalSecond
+//   - Actor
 type TUpdateCatalogRequest struct {
 	Name                      string  `thrift:"name,1,required" db:"name" json:"name"`
 	RootURI                   *string `thrift:"root_uri,2" db:"root_uri" json:"root_uri,omitempty"`
@@ -8938,6 +8939,7 @@ type TUpdateCatalogRequest struct {
 	RefreshCredentialsRef     *string `thrift:"refresh_credentials_ref,8" db:"refresh_credentials_ref" json:"refresh_credentials_ref,omitempty"`
 	OptimizeUnindexedRows     *int64  `thrift:"optimize_unindexed_rows,9" db:"optimize_unindexed_rows" json:"optimize_unindexed_rows,omitempty"`
 	OptimizeMinIntervalSecond *int64  `thrift:"optimize_min_interval_second,10" db:"optimize_min_interval_second" json:"optimize_min_interval_second,omitempty"`
+	Actor                     *string `thrift:"actor,11" db:"actor" json:"actor,omitempty"`
 }
 
 func NewTUpdateCatalogRequest() *TUpdateCatalogRequest {
@@ -9028,6 +9030,15 @@ func (p *TUpdateCatalogRequest) GetOptimizeMinIntervalSecond() int64 {
 	}
 	return *p.OptimizeMinIntervalSecond
 }
+
+var TUpdateCatalogRequest_Actor_DEFAULT string
+
+func (p *TUpdateCatalogRequest) GetActor() string {
+	if !p.IsSetActor() {
+		return TUpdateCatalogRequest_Actor_DEFAULT
+	}
+	return *p.Actor
+}
 func (p *TUpdateCatalogRequest) IsSetRootURI() bool {
 	return p.RootURI != nil
 }
@@ -9062,6 +9073,10 @@ func (p *TUpdateCatalogRequest) IsSetOptimizeUnindexedRows() bool {
 
 func (p *TUpdateCatalogRequest) IsSetOptimizeMinIntervalSecond() bool {
 	return p.OptimizeMinIntervalSecond != nil
+}
+
+func (p *TUpdateCatalogRequest) IsSetActor() bool {
+	return p.Actor != nil
 }
 
 func (p *TUpdateCatalogRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -9181,6 +9196,16 @@ func (p *TUpdateCatalogRequest) Read(ctx context.Context, iprot thrift.TProtocol
 					return err
 				}
 			}
+		case 11:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -9289,6 +9314,15 @@ func (p *TUpdateCatalogRequest) ReadField10(ctx context.Context, iprot thrift.TP
 	return nil
 }
 
+func (p *TUpdateCatalogRequest) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 11: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
 func (p *TUpdateCatalogRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TUpdateCatalogRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -9322,6 +9356,9 @@ func (p *TUpdateCatalogRequest) Write(ctx context.Context, oprot thrift.TProtoco
 			return err
 		}
 		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -9482,6 +9519,21 @@ func (p *TUpdateCatalogRequest) writeField10(ctx context.Context, oprot thrift.T
 	return err
 }
 
+func (p *TUpdateCatalogRequest) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 11); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (11) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 11:actor: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TUpdateCatalogRequest) Equals(other *TUpdateCatalogRequest) bool {
 	if p == other {
 		return true
@@ -9560,6 +9612,14 @@ func (p *TUpdateCatalogRequest) Equals(other *TUpdateCatalogRequest) bool {
 			return false
 		}
 		if (*p.OptimizeMinIntervalSecond) != (*other.OptimizeMinIntervalSecond) {
+			return false
+		}
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
 			return false
 		}
 	}
@@ -15942,11 +16002,13 @@ func (p *TSnapshotRestoreResponse) String() string {
 //   - RaftAddress
 //   - RPCAddress
 //   - NonVoter
+//   - Actor
 type TAddVoterRequest struct {
 	ID          string  `thrift:"id,1,required" db:"id" json:"id"`
 	RaftAddress string  `thrift:"raft_address,2,required" db:"raft_address" json:"raft_address"`
 	RPCAddress  *string `thrift:"rpc_address,3" db:"rpc_address" json:"rpc_address,omitempty"`
 	NonVoter    *bool   `thrift:"non_voter,4" db:"non_voter" json:"non_voter,omitempty"`
+	Actor       *string `thrift:"actor,5" db:"actor" json:"actor,omitempty"`
 }
 
 func NewTAddVoterRequest() *TAddVoterRequest {
@@ -15978,12 +16040,25 @@ func (p *TAddVoterRequest) GetNonVoter() bool {
 	}
 	return *p.NonVoter
 }
+
+var TAddVoterRequest_Actor_DEFAULT string
+
+func (p *TAddVoterRequest) GetActor() string {
+	if !p.IsSetActor() {
+		return TAddVoterRequest_Actor_DEFAULT
+	}
+	return *p.Actor
+}
 func (p *TAddVoterRequest) IsSetRPCAddress() bool {
 	return p.RPCAddress != nil
 }
 
 func (p *TAddVoterRequest) IsSetNonVoter() bool {
 	return p.NonVoter != nil
+}
+
+func (p *TAddVoterRequest) IsSetActor() bool {
+	return p.Actor != nil
 }
 
 func (p *TAddVoterRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -16038,6 +16113,16 @@ func (p *TAddVoterRequest) Read(ctx context.Context, iprot thrift.TProtocol) err
 		case 4:
 			if fieldTypeId == thrift.BOOL {
 				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -16102,6 +16187,15 @@ func (p *TAddVoterRequest) ReadField4(ctx context.Context, iprot thrift.TProtoco
 	return nil
 }
 
+func (p *TAddVoterRequest) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
 func (p *TAddVoterRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TAddVoterRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -16117,6 +16211,9 @@ func (p *TAddVoterRequest) Write(ctx context.Context, oprot thrift.TProtocol) er
 			return err
 		}
 		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -16185,6 +16282,21 @@ func (p *TAddVoterRequest) writeField4(ctx context.Context, oprot thrift.TProtoc
 	return err
 }
 
+func (p *TAddVoterRequest) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:actor: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TAddVoterRequest) Equals(other *TAddVoterRequest) bool {
 	if p == other {
 		return true
@@ -16213,6 +16325,14 @@ func (p *TAddVoterRequest) Equals(other *TAddVoterRequest) bool {
 			return false
 		}
 	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -16225,8 +16345,10 @@ func (p *TAddVoterRequest) String() string {
 
 // Attributes:
 //   - ID
+//   - Actor
 type TPromoteRequest struct {
-	ID string `thrift:"id,1,required" db:"id" json:"id"`
+	ID    string  `thrift:"id,1,required" db:"id" json:"id"`
+	Actor *string `thrift:"actor,2" db:"actor" json:"actor,omitempty"`
 }
 
 func NewTPromoteRequest() *TPromoteRequest {
@@ -16236,6 +16358,19 @@ func NewTPromoteRequest() *TPromoteRequest {
 func (p *TPromoteRequest) GetID() string {
 	return p.ID
 }
+
+var TPromoteRequest_Actor_DEFAULT string
+
+func (p *TPromoteRequest) GetActor() string {
+	if !p.IsSetActor() {
+		return TPromoteRequest_Actor_DEFAULT
+	}
+	return *p.Actor
+}
+func (p *TPromoteRequest) IsSetActor() bool {
+	return p.Actor != nil
+}
+
 func (p *TPromoteRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
@@ -16258,6 +16393,16 @@ func (p *TPromoteRequest) Read(ctx context.Context, iprot thrift.TProtocol) erro
 					return err
 				}
 				issetID = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
 			} else {
 				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 					return err
@@ -16290,12 +16435,24 @@ func (p *TPromoteRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol
 	return nil
 }
 
+func (p *TPromoteRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
 func (p *TPromoteRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TPromoteRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
 	}
 	if p != nil {
 		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -16321,6 +16478,21 @@ func (p *TPromoteRequest) writeField1(ctx context.Context, oprot thrift.TProtoco
 	return err
 }
 
+func (p *TPromoteRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 2); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (2) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 2:actor: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TPromoteRequest) Equals(other *TPromoteRequest) bool {
 	if p == other {
 		return true
@@ -16329,6 +16501,14 @@ func (p *TPromoteRequest) Equals(other *TPromoteRequest) bool {
 	}
 	if p.ID != other.ID {
 		return false
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
+			return false
+		}
 	}
 	return true
 }
@@ -18382,9 +18562,11 @@ func (p *TRaftHealthResponse) String() string {
 // Attributes:
 //   - ID
 //   - Force
+//   - Actor
 type TRemovePeerRequest struct {
-	ID    string `thrift:"id,1,required" db:"id" json:"id"`
-	Force *bool  `thrift:"force,2" db:"force" json:"force,omitempty"`
+	ID    string  `thrift:"id,1,required" db:"id" json:"id"`
+	Force *bool   `thrift:"force,2" db:"force" json:"force,omitempty"`
+	Actor *string `thrift:"actor,3" db:"actor" json:"actor,omitempty"`
 }
 
 func NewTRemovePeerRequest() *TRemovePeerRequest {
@@ -18403,8 +18585,21 @@ func (p *TRemovePeerRequest) GetForce() bool {
 	}
 	return *p.Force
 }
+
+var TRemovePeerRequest_Actor_DEFAULT string
+
+func (p *TRemovePeerRequest) GetActor() string {
+	if !p.IsSetActor() {
+		return TRemovePeerRequest_Actor_DEFAULT
+	}
+	return *p.Actor
+}
 func (p *TRemovePeerRequest) IsSetForce() bool {
 	return p.Force != nil
+}
+
+func (p *TRemovePeerRequest) IsSetActor() bool {
+	return p.Actor != nil
 }
 
 func (p *TRemovePeerRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -18437,6 +18632,16 @@ func (p *TRemovePeerRequest) Read(ctx context.Context, iprot thrift.TProtocol) e
 		case 2:
 			if fieldTypeId == thrift.BOOL {
 				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -18480,6 +18685,15 @@ func (p *TRemovePeerRequest) ReadField2(ctx context.Context, iprot thrift.TProto
 	return nil
 }
 
+func (p *TRemovePeerRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Actor = &v
+	}
+	return nil
+}
+
 func (p *TRemovePeerRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TRemovePeerRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -18489,6 +18703,9 @@ func (p *TRemovePeerRequest) Write(ctx context.Context, oprot thrift.TProtocol) 
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -18529,6 +18746,21 @@ func (p *TRemovePeerRequest) writeField2(ctx context.Context, oprot thrift.TProt
 	return err
 }
 
+func (p *TRemovePeerRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetActor() {
+		if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:actor: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Actor)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.actor (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:actor: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TRemovePeerRequest) Equals(other *TRemovePeerRequest) bool {
 	if p == other {
 		return true
@@ -18543,6 +18775,14 @@ func (p *TRemovePeerRequest) Equals(other *TRemovePeerRequest) bool {
 			return false
 		}
 		if (*p.Force) != (*other.Force) {
+			return false
+		}
+	}
+	if p.Actor != other.Actor {
+		if p.Actor == nil || other.Actor == nil {
+			return false
+		}
+		if (*p.Actor) != (*other.Actor) {
 			return false
 		}
 	}
@@ -18599,21 +18839,25 @@ type LanceMasterService interface {
 	InspectDataset(ctx context.Context, catalog string, db string, table string) (_r *TDatasetView, _err error)
 	// Parameters:
 	//  - Catalog
-	CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error)
+	//  - Actor
+	CreateCatalog(ctx context.Context, catalog *TCatalog, actor string) (_r *TCatalog, _err error)
 	ListCatalogs(ctx context.Context) (_r []*TCatalog, _err error)
 	// Parameters:
 	//  - Request
 	UpdateCatalog(ctx context.Context, request *TUpdateCatalogRequest) (_r *TCatalog, _err error)
 	// Parameters:
 	//  - Name
-	RemoveCatalog(ctx context.Context, name string) (_err error)
+	//  - Actor
+	RemoveCatalog(ctx context.Context, name string, actor string) (_err error)
 	// Parameters:
 	//  - Address
-	AddBackend(ctx context.Context, address string) (_r *TBackend, _err error)
+	//  - Actor
+	AddBackend(ctx context.Context, address string, actor string) (_r *TBackend, _err error)
 	ListBackends(ctx context.Context) (_r []*TBackend, _err error)
 	// Parameters:
 	//  - Backend
-	RemoveBackend(ctx context.Context, backend string) (_err error)
+	//  - Actor
+	RemoveBackend(ctx context.Context, backend string, actor string) (_err error)
 	// Parameters:
 	//  - Backend
 	ShowBackend(ctx context.Context, backend string) (_r *TBackend, _err error)
@@ -18626,12 +18870,14 @@ type LanceMasterService interface {
 	// Parameters:
 	//  - Key
 	//  - Value
-	SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error)
+	//  - Actor
+	SetOption(ctx context.Context, key string, value string, actor string) (_r *TOption, _err error)
 	ListOptions(ctx context.Context) (_r []*TOption, _err error)
 	ListPeers(ctx context.Context) (_r *TRaftPeersResponse, _err error)
 	// Parameters:
 	//  - TargetID
-	TransferLeader(ctx context.Context, target_id string) (_r string, _err error)
+	//  - Actor
+	TransferLeader(ctx context.Context, target_id string, actor string) (_r string, _err error)
 	// Parameters:
 	//  - Command
 	ForwardApply(ctx context.Context, command []byte) (_r []byte, _err error)
@@ -18648,7 +18894,8 @@ type LanceMasterService interface {
 	WriteSnapshotChunk(ctx context.Context, chunk *TSnapshotChunk) (_err error)
 	// Parameters:
 	//  - TransferID
-	FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error)
+	//  - Actor
+	FinishSnapshotRestore(ctx context.Context, transfer_id string, actor string) (_r *TSnapshotRestoreResponse, _err error)
 	// Parameters:
 	//  - TransferID
 	AbortSnapshotTransfer(ctx context.Context, transfer_id string) (_err error)
@@ -18974,9 +19221,11 @@ func (p *LanceMasterServiceClient) InspectDataset(ctx context.Context, catalog s
 
 // Parameters:
 //   - Catalog
-func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog) (_r *TCatalog, _err error) {
+//   - Actor
+func (p *LanceMasterServiceClient) CreateCatalog(ctx context.Context, catalog *TCatalog, actor string) (_r *TCatalog, _err error) {
 	var _args66 LanceMasterServiceCreateCatalogArgs
 	_args66.Catalog = catalog
+	_args66.Actor = actor
 	var _result68 LanceMasterServiceCreateCatalogResult
 	var _meta67 thrift.ResponseMeta
 	_meta67, _err = p.Client_().Call(ctx, "createCatalog", &_args66, &_result68)
@@ -19037,9 +19286,11 @@ func (p *LanceMasterServiceClient) UpdateCatalog(ctx context.Context, request *T
 
 // Parameters:
 //   - Name
-func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string) (_err error) {
+//   - Actor
+func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name string, actor string) (_err error) {
 	var _args77 LanceMasterServiceRemoveCatalogArgs
 	_args77.Name = name
+	_args77.Actor = actor
 	var _result79 LanceMasterServiceRemoveCatalogResult
 	var _meta78 thrift.ResponseMeta
 	_meta78, _err = p.Client_().Call(ctx, "removeCatalog", &_args77, &_result79)
@@ -19057,9 +19308,11 @@ func (p *LanceMasterServiceClient) RemoveCatalog(ctx context.Context, name strin
 
 // Parameters:
 //   - Address
-func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string) (_r *TBackend, _err error) {
+//   - Actor
+func (p *LanceMasterServiceClient) AddBackend(ctx context.Context, address string, actor string) (_r *TBackend, _err error) {
 	var _args80 LanceMasterServiceAddBackendArgs
 	_args80.Address = address
+	_args80.Actor = actor
 	var _result82 LanceMasterServiceAddBackendResult
 	var _meta81 thrift.ResponseMeta
 	_meta81, _err = p.Client_().Call(ctx, "addBackend", &_args80, &_result82)
@@ -19097,9 +19350,11 @@ func (p *LanceMasterServiceClient) ListBackends(ctx context.Context) (_r []*TBac
 
 // Parameters:
 //   - Backend
-func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string) (_err error) {
+//   - Actor
+func (p *LanceMasterServiceClient) RemoveBackend(ctx context.Context, backend string, actor string) (_err error) {
 	var _args87 LanceMasterServiceRemoveBackendArgs
 	_args87.Backend = backend
+	_args87.Actor = actor
 	var _result89 LanceMasterServiceRemoveBackendResult
 	var _meta88 thrift.ResponseMeta
 	_meta88, _err = p.Client_().Call(ctx, "removeBackend", &_args87, &_result89)
@@ -19187,10 +19442,12 @@ func (p *LanceMasterServiceClient) GetOption(ctx context.Context, key string) (_
 // Parameters:
 //   - Key
 //   - Value
-func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string) (_r *TOption, _err error) {
+//   - Actor
+func (p *LanceMasterServiceClient) SetOption(ctx context.Context, key string, value string, actor string) (_r *TOption, _err error) {
 	var _args102 LanceMasterServiceSetOptionArgs
 	_args102.Key = key
 	_args102.Value = value
+	_args102.Actor = actor
 	var _result104 LanceMasterServiceSetOptionResult
 	var _meta103 thrift.ResponseMeta
 	_meta103, _err = p.Client_().Call(ctx, "setOption", &_args102, &_result104)
@@ -19248,9 +19505,11 @@ func (p *LanceMasterServiceClient) ListPeers(ctx context.Context) (_r *TRaftPeer
 
 // Parameters:
 //   - TargetID
-func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string) (_r string, _err error) {
+//   - Actor
+func (p *LanceMasterServiceClient) TransferLeader(ctx context.Context, target_id string, actor string) (_r string, _err error) {
 	var _args113 LanceMasterServiceTransferLeaderArgs
 	_args113.TargetID = target_id
+	_args113.Actor = actor
 	var _result115 LanceMasterServiceTransferLeaderResult
 	var _meta114 thrift.ResponseMeta
 	_meta114, _err = p.Client_().Call(ctx, "transferLeader", &_args113, &_result115)
@@ -19376,9 +19635,11 @@ func (p *LanceMasterServiceClient) WriteSnapshotChunk(ctx context.Context, chunk
 
 // Parameters:
 //   - TransferID
-func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string) (_r *TSnapshotRestoreResponse, _err error) {
+//   - Actor
+func (p *LanceMasterServiceClient) FinishSnapshotRestore(ctx context.Context, transfer_id string, actor string) (_r *TSnapshotRestoreResponse, _err error) {
 	var _args134 LanceMasterServiceFinishSnapshotRestoreArgs
 	_args134.TransferID = transfer_id
+	_args134.Actor = actor
 	var _result136 LanceMasterServiceFinishSnapshotRestoreResult
 	var _meta135 thrift.ResponseMeta
 	_meta135, _err = p.Client_().Call(ctx, "finishSnapshotRestore", &_args134, &_result136)
@@ -20801,7 +21062,7 @@ func (p *lanceMasterServiceProcessorCreateCatalog) Process(ctx context.Context, 
 	}
 
 	result := LanceMasterServiceCreateCatalogResult{}
-	if retval, err2 := p.handler.CreateCatalog(ctx, args.Catalog); err2 != nil {
+	if retval, err2 := p.handler.CreateCatalog(ctx, args.Catalog, args.Actor); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -21086,7 +21347,7 @@ func (p *lanceMasterServiceProcessorRemoveCatalog) Process(ctx context.Context, 
 	}
 
 	result := LanceMasterServiceRemoveCatalogResult{}
-	if err2 := p.handler.RemoveCatalog(ctx, args.Name); err2 != nil {
+	if err2 := p.handler.RemoveCatalog(ctx, args.Name, args.Actor); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -21179,7 +21440,7 @@ func (p *lanceMasterServiceProcessorAddBackend) Process(ctx context.Context, seq
 	}
 
 	result := LanceMasterServiceAddBackendResult{}
-	if retval, err2 := p.handler.AddBackend(ctx, args.Address); err2 != nil {
+	if retval, err2 := p.handler.AddBackend(ctx, args.Address, args.Actor); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -21369,7 +21630,7 @@ func (p *lanceMasterServiceProcessorRemoveBackend) Process(ctx context.Context, 
 	}
 
 	result := LanceMasterServiceRemoveBackendResult{}
-	if err2 := p.handler.RemoveBackend(ctx, args.Backend); err2 != nil {
+	if err2 := p.handler.RemoveBackend(ctx, args.Backend, args.Actor); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -21747,7 +22008,7 @@ func (p *lanceMasterServiceProcessorSetOption) Process(ctx context.Context, seqI
 	}
 
 	result := LanceMasterServiceSetOptionResult{}
-	if retval, err2 := p.handler.SetOption(ctx, args.Key, args.Value); err2 != nil {
+	if retval, err2 := p.handler.SetOption(ctx, args.Key, args.Value, args.Actor); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -22032,7 +22293,7 @@ func (p *lanceMasterServiceProcessorTransferLeader) Process(ctx context.Context,
 	}
 
 	result := LanceMasterServiceTransferLeaderResult{}
-	if retval, err2 := p.handler.TransferLeader(ctx, args.TargetID); err2 != nil {
+	if retval, err2 := p.handler.TransferLeader(ctx, args.TargetID, args.Actor); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -22600,7 +22861,7 @@ func (p *lanceMasterServiceProcessorFinishSnapshotRestore) Process(ctx context.C
 	}
 
 	result := LanceMasterServiceFinishSnapshotRestoreResult{}
-	if retval, err2 := p.handler.FinishSnapshotRestore(ctx, args.TransferID); err2 != nil {
+	if retval, err2 := p.handler.FinishSnapshotRestore(ctx, args.TransferID, args.Actor); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -26508,8 +26769,10 @@ func (p *LanceMasterServiceInspectDatasetResult) String() string {
 
 // Attributes:
 //   - Catalog
+//   - Actor
 type LanceMasterServiceCreateCatalogArgs struct {
 	Catalog *TCatalog `thrift:"catalog,1" db:"catalog" json:"catalog"`
+	Actor   string    `thrift:"actor,2" db:"actor" json:"actor"`
 }
 
 func NewLanceMasterServiceCreateCatalogArgs() *LanceMasterServiceCreateCatalogArgs {
@@ -26523,6 +26786,10 @@ func (p *LanceMasterServiceCreateCatalogArgs) GetCatalog() *TCatalog {
 		return LanceMasterServiceCreateCatalogArgs_Catalog_DEFAULT
 	}
 	return p.Catalog
+}
+
+func (p *LanceMasterServiceCreateCatalogArgs) GetActor() string {
+	return p.Actor
 }
 func (p *LanceMasterServiceCreateCatalogArgs) IsSetCatalog() bool {
 	return p.Catalog != nil
@@ -26545,6 +26812,16 @@ func (p *LanceMasterServiceCreateCatalogArgs) Read(ctx context.Context, iprot th
 		case 1:
 			if fieldTypeId == thrift.STRUCT {
 				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -26575,12 +26852,24 @@ func (p *LanceMasterServiceCreateCatalogArgs) ReadField1(ctx context.Context, ip
 	return nil
 }
 
+func (p *LanceMasterServiceCreateCatalogArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Actor = v
+	}
+	return nil
+}
+
 func (p *LanceMasterServiceCreateCatalogArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "createCatalog_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
 	}
 	if p != nil {
 		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -26602,6 +26891,19 @@ func (p *LanceMasterServiceCreateCatalogArgs) writeField1(ctx context.Context, o
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:catalog: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceCreateCatalogArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:actor: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Actor)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.actor (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:actor: ", p), err)
 	}
 	return err
 }
@@ -27274,8 +27576,10 @@ func (p *LanceMasterServiceUpdateCatalogResult) String() string {
 
 // Attributes:
 //   - Name
+//   - Actor
 type LanceMasterServiceRemoveCatalogArgs struct {
-	Name string `thrift:"name,1" db:"name" json:"name"`
+	Name  string `thrift:"name,1" db:"name" json:"name"`
+	Actor string `thrift:"actor,2" db:"actor" json:"actor"`
 }
 
 func NewLanceMasterServiceRemoveCatalogArgs() *LanceMasterServiceRemoveCatalogArgs {
@@ -27284,6 +27588,10 @@ func NewLanceMasterServiceRemoveCatalogArgs() *LanceMasterServiceRemoveCatalogAr
 
 func (p *LanceMasterServiceRemoveCatalogArgs) GetName() string {
 	return p.Name
+}
+
+func (p *LanceMasterServiceRemoveCatalogArgs) GetActor() string {
+	return p.Actor
 }
 func (p *LanceMasterServiceRemoveCatalogArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -27302,6 +27610,16 @@ func (p *LanceMasterServiceRemoveCatalogArgs) Read(ctx context.Context, iprot th
 		case 1:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -27333,12 +27651,24 @@ func (p *LanceMasterServiceRemoveCatalogArgs) ReadField1(ctx context.Context, ip
 	return nil
 }
 
+func (p *LanceMasterServiceRemoveCatalogArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Actor = v
+	}
+	return nil
+}
+
 func (p *LanceMasterServiceRemoveCatalogArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "removeCatalog_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
 	}
 	if p != nil {
 		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -27360,6 +27690,19 @@ func (p *LanceMasterServiceRemoveCatalogArgs) writeField1(ctx context.Context, o
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:name: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRemoveCatalogArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:actor: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Actor)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.actor (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:actor: ", p), err)
 	}
 	return err
 }
@@ -27482,8 +27825,10 @@ func (p *LanceMasterServiceRemoveCatalogResult) String() string {
 
 // Attributes:
 //   - Address
+//   - Actor
 type LanceMasterServiceAddBackendArgs struct {
 	Address string `thrift:"address,1" db:"address" json:"address"`
+	Actor   string `thrift:"actor,2" db:"actor" json:"actor"`
 }
 
 func NewLanceMasterServiceAddBackendArgs() *LanceMasterServiceAddBackendArgs {
@@ -27492,6 +27837,10 @@ func NewLanceMasterServiceAddBackendArgs() *LanceMasterServiceAddBackendArgs {
 
 func (p *LanceMasterServiceAddBackendArgs) GetAddress() string {
 	return p.Address
+}
+
+func (p *LanceMasterServiceAddBackendArgs) GetActor() string {
+	return p.Actor
 }
 func (p *LanceMasterServiceAddBackendArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -27510,6 +27859,16 @@ func (p *LanceMasterServiceAddBackendArgs) Read(ctx context.Context, iprot thrif
 		case 1:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -27541,12 +27900,24 @@ func (p *LanceMasterServiceAddBackendArgs) ReadField1(ctx context.Context, iprot
 	return nil
 }
 
+func (p *LanceMasterServiceAddBackendArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Actor = v
+	}
+	return nil
+}
+
 func (p *LanceMasterServiceAddBackendArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "addBackend_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
 	}
 	if p != nil {
 		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -27568,6 +27939,19 @@ func (p *LanceMasterServiceAddBackendArgs) writeField1(ctx context.Context, opro
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:address: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceAddBackendArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:actor: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Actor)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.actor (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:actor: ", p), err)
 	}
 	return err
 }
@@ -27973,8 +28357,10 @@ func (p *LanceMasterServiceListBackendsResult) String() string {
 
 // Attributes:
 //   - Backend
+//   - Actor
 type LanceMasterServiceRemoveBackendArgs struct {
 	Backend string `thrift:"backend,1" db:"backend" json:"backend"`
+	Actor   string `thrift:"actor,2" db:"actor" json:"actor"`
 }
 
 func NewLanceMasterServiceRemoveBackendArgs() *LanceMasterServiceRemoveBackendArgs {
@@ -27983,6 +28369,10 @@ func NewLanceMasterServiceRemoveBackendArgs() *LanceMasterServiceRemoveBackendAr
 
 func (p *LanceMasterServiceRemoveBackendArgs) GetBackend() string {
 	return p.Backend
+}
+
+func (p *LanceMasterServiceRemoveBackendArgs) GetActor() string {
+	return p.Actor
 }
 func (p *LanceMasterServiceRemoveBackendArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -28001,6 +28391,16 @@ func (p *LanceMasterServiceRemoveBackendArgs) Read(ctx context.Context, iprot th
 		case 1:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -28032,12 +28432,24 @@ func (p *LanceMasterServiceRemoveBackendArgs) ReadField1(ctx context.Context, ip
 	return nil
 }
 
+func (p *LanceMasterServiceRemoveBackendArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Actor = v
+	}
+	return nil
+}
+
 func (p *LanceMasterServiceRemoveBackendArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "removeBackend_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
 	}
 	if p != nil {
 		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -28059,6 +28471,19 @@ func (p *LanceMasterServiceRemoveBackendArgs) writeField1(ctx context.Context, o
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:backend: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceRemoveBackendArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:actor: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Actor)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.actor (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:actor: ", p), err)
 	}
 	return err
 }
@@ -28967,9 +29392,11 @@ func (p *LanceMasterServiceGetOptionResult) String() string {
 // Attributes:
 //   - Key
 //   - Value
+//   - Actor
 type LanceMasterServiceSetOptionArgs struct {
 	Key   string `thrift:"key,1" db:"key" json:"key"`
 	Value string `thrift:"value,2" db:"value" json:"value"`
+	Actor string `thrift:"actor,3" db:"actor" json:"actor"`
 }
 
 func NewLanceMasterServiceSetOptionArgs() *LanceMasterServiceSetOptionArgs {
@@ -28982,6 +29409,10 @@ func (p *LanceMasterServiceSetOptionArgs) GetKey() string {
 
 func (p *LanceMasterServiceSetOptionArgs) GetValue() string {
 	return p.Value
+}
+
+func (p *LanceMasterServiceSetOptionArgs) GetActor() string {
+	return p.Actor
 }
 func (p *LanceMasterServiceSetOptionArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -29010,6 +29441,16 @@ func (p *LanceMasterServiceSetOptionArgs) Read(ctx context.Context, iprot thrift
 		case 2:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -29050,6 +29491,15 @@ func (p *LanceMasterServiceSetOptionArgs) ReadField2(ctx context.Context, iprot 
 	return nil
 }
 
+func (p *LanceMasterServiceSetOptionArgs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Actor = v
+	}
+	return nil
+}
+
 func (p *LanceMasterServiceSetOptionArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "setOption_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -29059,6 +29509,9 @@ func (p *LanceMasterServiceSetOptionArgs) Write(ctx context.Context, oprot thrif
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -29093,6 +29546,19 @@ func (p *LanceMasterServiceSetOptionArgs) writeField2(ctx context.Context, oprot
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:value: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceSetOptionArgs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:actor: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Actor)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.actor (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:actor: ", p), err)
 	}
 	return err
 }
@@ -29713,8 +30179,10 @@ func (p *LanceMasterServiceListPeersResult) String() string {
 
 // Attributes:
 //   - TargetID
+//   - Actor
 type LanceMasterServiceTransferLeaderArgs struct {
 	TargetID string `thrift:"target_id,1" db:"target_id" json:"target_id"`
+	Actor    string `thrift:"actor,2" db:"actor" json:"actor"`
 }
 
 func NewLanceMasterServiceTransferLeaderArgs() *LanceMasterServiceTransferLeaderArgs {
@@ -29723,6 +30191,10 @@ func NewLanceMasterServiceTransferLeaderArgs() *LanceMasterServiceTransferLeader
 
 func (p *LanceMasterServiceTransferLeaderArgs) GetTargetID() string {
 	return p.TargetID
+}
+
+func (p *LanceMasterServiceTransferLeaderArgs) GetActor() string {
+	return p.Actor
 }
 func (p *LanceMasterServiceTransferLeaderArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -29741,6 +30213,16 @@ func (p *LanceMasterServiceTransferLeaderArgs) Read(ctx context.Context, iprot t
 		case 1:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -29772,12 +30254,24 @@ func (p *LanceMasterServiceTransferLeaderArgs) ReadField1(ctx context.Context, i
 	return nil
 }
 
+func (p *LanceMasterServiceTransferLeaderArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Actor = v
+	}
+	return nil
+}
+
 func (p *LanceMasterServiceTransferLeaderArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "transferLeader_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
 	}
 	if p != nil {
 		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -29799,6 +30293,19 @@ func (p *LanceMasterServiceTransferLeaderArgs) writeField1(ctx context.Context, 
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:target_id: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceTransferLeaderArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:actor: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Actor)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.actor (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:actor: ", p), err)
 	}
 	return err
 }
@@ -31220,8 +31727,10 @@ func (p *LanceMasterServiceWriteSnapshotChunkResult) String() string {
 
 // Attributes:
 //   - TransferID
+//   - Actor
 type LanceMasterServiceFinishSnapshotRestoreArgs struct {
 	TransferID string `thrift:"transfer_id,1" db:"transfer_id" json:"transfer_id"`
+	Actor      string `thrift:"actor,2" db:"actor" json:"actor"`
 }
 
 func NewLanceMasterServiceFinishSnapshotRestoreArgs() *LanceMasterServiceFinishSnapshotRestoreArgs {
@@ -31230,6 +31739,10 @@ func NewLanceMasterServiceFinishSnapshotRestoreArgs() *LanceMasterServiceFinishS
 
 func (p *LanceMasterServiceFinishSnapshotRestoreArgs) GetTransferID() string {
 	return p.TransferID
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) GetActor() string {
+	return p.Actor
 }
 func (p *LanceMasterServiceFinishSnapshotRestoreArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -31248,6 +31761,16 @@ func (p *LanceMasterServiceFinishSnapshotRestoreArgs) Read(ctx context.Context, 
 		case 1:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -31279,12 +31802,24 @@ func (p *LanceMasterServiceFinishSnapshotRestoreArgs) ReadField1(ctx context.Con
 	return nil
 }
 
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Actor = v
+	}
+	return nil
+}
+
 func (p *LanceMasterServiceFinishSnapshotRestoreArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "finishSnapshotRestore_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
 	}
 	if p != nil {
 		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -31306,6 +31841,19 @@ func (p *LanceMasterServiceFinishSnapshotRestoreArgs) writeField1(ctx context.Co
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:transfer_id: ", p), err)
+	}
+	return err
+}
+
+func (p *LanceMasterServiceFinishSnapshotRestoreArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "actor", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:actor: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Actor)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.actor (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:actor: ", p), err)
 	}
 	return err
 }

@@ -278,7 +278,7 @@ func TestCatalogGuard(t *testing.T) {
 	if _, err := h.srv.CreateIndex(ctx, createReq("items", "v", "vector", "IVF_PQ")); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.srv.RemoveCatalog(ctx, "lake"); errCode(t, err) != adminapi.TErrorCode_CATALOG_IN_USE {
+	if err := h.srv.RemoveCatalog(ctx, "lake", ""); errCode(t, err) != adminapi.TErrorCode_CATALOG_IN_USE {
 		t.Fatalf("remove: %v", err)
 	}
 	root := "/elsewhere"
@@ -293,7 +293,7 @@ func TestCatalogGuard(t *testing.T) {
 	if _, err := h.srv.CancelJob(ctx, &adminapi.TCancelRequest{JobID: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.srv.RemoveCatalog(ctx, "lake"); err != nil {
+	if err := h.srv.RemoveCatalog(ctx, "lake", ""); err != nil {
 		t.Fatalf("remove once resolved: %v", err)
 	}
 	// Bad catalog input.
@@ -310,17 +310,17 @@ func TestCatalogGuard(t *testing.T) {
 	}
 	before := h.prop.Index()
 	for _, c := range bad {
-		if _, err := h.srv.CreateCatalog(ctx, c); errCode(t, err) != adminapi.TErrorCode_INVALID {
+		if _, err := h.srv.CreateCatalog(ctx, c, ""); errCode(t, err) != adminapi.TErrorCode_INVALID {
 			t.Errorf("catalog %+v: %v", c, err)
 		}
 	}
 	if h.prop.Index() != before {
 		t.Fatal("a rejected catalog journaled an entry")
 	}
-	if _, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "LAKE2", RootURI: strp("/r")}); err != nil {
+	if _, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "LAKE2", RootURI: strp("/r")}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake2", RootURI: strp("/r")}); errCode(t, err) != adminapi.TErrorCode_ALREADY_EXISTS {
+	if _, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake2", RootURI: strp("/r")}, ""); errCode(t, err) != adminapi.TErrorCode_ALREADY_EXISTS {
 		t.Fatalf("case-insensitive duplicate: %v", err)
 	}
 }

@@ -25,7 +25,8 @@ import (
 // operator is the change's own.
 
 // auditActor is who a change records: the verified caller, else the claim
-// ("operator" when the client claimed nothing).
+// ("operator" when the client claimed nothing: an older client, or one
+// without --as).
 func auditActor(ctx context.Context, claimed string) *journal.TAuditActor {
 	claimed = strings.TrimSpace(claimed)
 	cn := verifiedCaller(ctx)
@@ -37,6 +38,17 @@ func auditActor(ctx context.Context, claimed string) *journal.TAuditActor {
 		a.Claimed = &claimed
 	}
 	return a
+}
+
+// claimOf is auditActor of a request's claim, checked first: a claim no
+// replica would store is INVALID before anything is changed (the FSM
+// refuses it in a command, but a membership change or a restore records
+// its event only after the change).
+func claimOf(ctx context.Context, claimed string) (*journal.TAuditActor, error) {
+	if err := job.ValidateActor("actor", strings.TrimSpace(claimed)); err != nil {
+		return nil, toAdminError(err)
+	}
+	return auditActor(ctx, claimed), nil
 }
 
 // recordAudit journals the event of a change made outside the FSM, after
@@ -115,7 +127,7 @@ func withOptionChange(st *raftfsm.State, o *adminapi.TOption) *adminapi.TOption 
 }
 
 // auditAddMember records add-voter (or add-voter --non-voter).
-func (s *Server) auditAddMember(ctx context.Context, id, raftAddr, rpcAddr string, nonVoter bool) {
+func (s *Server) auditAddMember(ctx context.Context, who *journal.TAuditActor, id, raftAddr, rpcAddr string, nonVoter bool) {
 	kind, to := raftfsm.AuditRaftAddVoter, "voter"
 	if nonVoter {
 		kind, to = raftfsm.AuditRaftAddNonvoter, "nonvoter"
@@ -124,16 +136,16 @@ func (s *Server) auditAddMember(ctx context.Context, id, raftAddr, rpcAddr strin
 	if rpcAddr != "" {
 		summary += "; rpc_address: " + rpcAddr
 	}
-	_ = s.recordAudit(ctx, auditActor(ctx, ""), kind, id, summary)
+	_ = s.recordAudit(ctx, who, kind, id, summary)
 }
 
 // auditRemovePeer records remove-peer.
-func (s *Server) auditRemovePeer(ctx context.Context, id string, force bool) {
+func (s *Server) auditRemovePeer(ctx context.Context, who *journal.TAuditActor, id string, force bool) {
 	summary := "removed from the raft configuration"
 	if force {
 		summary += " (--force)"
 	}
-	_ = s.recordAudit(ctx, auditActor(ctx, ""), raftfsm.AuditRaftRemovePeer, id, summary)
+	_ = s.recordAudit(ctx, who, raftfsm.AuditRaftRemovePeer, id, summary)
 }
 
 // restoreAuditCommand is the audit event of a snapshot restore, applied

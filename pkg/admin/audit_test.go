@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -56,7 +55,7 @@ func TestAuditActorIsTheVerifiedCallerUnderMutualTLS(t *testing.T) {
 	var listed *adminapi.TListEventsResponse
 	var opt *adminapi.TOption
 	err = rpc.NewMasterClient([]string{addr}, operator, zap.NewNop()).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.SetOption(ctx, options.OptMaxDispatchPerRound, "4"); err != nil {
+		if _, err := a.SetOption(ctx, options.OptMaxDispatchPerRound, "4", ""); err != nil {
 			return err
 		}
 		if _, err := a.CancelJob(ctx, &adminapi.TCancelRequest{JobID: adm.GetJobID(), Actor: new("mallory")}); err != nil {
@@ -127,10 +126,10 @@ func TestListEventsFiltersAndCursor(t *testing.T) {
 	h := newHarness(t) // catalog.create lake, backend.add 1
 	ctx := context.Background()
 	h.setOption(options.OptMaxDispatchPerRound, "4")
-	if _, err := h.srv.AddBackend(ctx, "127.0.0.1:1"); err != nil {
+	if _, err := h.srv.AddBackend(ctx, "127.0.0.1:1", ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.srv.RemoveBackend(ctx, "127.0.0.1:1"); err != nil {
+	if err := h.srv.RemoveBackend(ctx, "127.0.0.1:1", ""); err != nil {
 		t.Fatal(err)
 	}
 	all := events(t, h.srv, nil)
@@ -192,7 +191,7 @@ func TestAuditMembershipChanges(t *testing.T) {
 	if _, err := s.RemovePeer(ctx, &adminapi.TRemovePeerRequest{ID: "m4"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TransferLeader(ctx, ""); err != nil {
+	if _, err := s.TransferLeader(ctx, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	evs := events(t, s, nil)
@@ -207,7 +206,7 @@ func TestAuditMembershipChanges(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	s.d.Logger = zap.New(core)
 	s.d.Proposer = failingAudit{s.d.Proposer}
-	if _, err := s.TransferLeader(ctx, ""); err != nil {
+	if _, err := s.TransferLeader(ctx, "", ""); err != nil {
 		t.Fatalf("a lost audit event failed the change: %v", err)
 	}
 	if logs.FilterMessageSnippet("audit event is missing").Len() != 1 || len(events(t, s, nil)) != 3 {
@@ -230,28 +229,18 @@ func (f failingAudit) Propose(ctx context.Context, cmd []byte) (*journal.TApplyR
 // next seq goes above them.
 func TestAuditRestoreEventSurvivesTheRestore(t *testing.T) {
 	ctx := context.Background()
-	other := newOpsServer(t, nil, true)
-	if _, err := other.SetOption(ctx, options.OptMaxDispatchPerRound, "3"); err != nil {
+	s, cl := newRestoringServer(t)
+	if _, err := s.AddBackend(ctx, "127.0.0.1:9", ""); err != nil { // replaced by the restore
 		t.Fatal(err)
 	}
-	var snap bytes.Buffer
-	if err := other.d.Reader.State().WriteSnapshot(&snap); err != nil {
-		t.Fatal(err)
-	}
-	cl := &opsCluster{restoreFile: snap.Bytes()}
-	s := newOpsServer(t, cl, true)
-	cl.restoreInto = s.d.Reader.(*raftfsm.FSM)
-	if _, err := s.AddBackend(ctx, "127.0.0.1:9"); err != nil { // replaced by the restore
-		t.Fatal(err)
-	}
-	tr, err := s.BeginSnapshotRestore(ctx, int64(snap.Len()))
+	tr, err := s.BeginSnapshotRestore(ctx, int64(len(cl.restoreFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Data: snap.Bytes()}); err != nil {
+	if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Data: cl.restoreFile}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID); err != nil {
+	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID, ""); err != nil {
 		t.Fatal(err)
 	}
 	evs := events(t, s, nil)

@@ -17,14 +17,18 @@ import (
 )
 
 // AddBackend registers a backend by HOST:PORT.
-func (s *Server) AddBackend(ctx context.Context, address string) (*adminapi.TBackend, error) {
+func (s *Server) AddBackend(ctx context.Context, address, claimed string) (*adminapi.TBackend, error) {
 	if err := validateHostPort(address); err != nil {
+		return nil, err
+	}
+	who, err := claimOf(ctx, claimed)
+	if err != nil {
 		return nil, err
 	}
 	if err := s.current(ctx); err != nil {
 		return nil, err
 	}
-	resp, err := s.propose(ctx, raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: s.nowMs(), Address: address, Audit: auditActor(ctx, "")})
+	resp, err := s.propose(ctx, raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: s.nowMs(), Address: address, Audit: who})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +109,11 @@ func resolveBackend(st *raftfsm.State, ref string) (*raftfsm.Backend, error) {
 
 // RemoveBackend unregisters a backend by id or HOST:PORT. A backend holding
 // possible-live slots is BACKEND_IN_USE: its workers may still run.
-func (s *Server) RemoveBackend(ctx context.Context, ref string) error {
+func (s *Server) RemoveBackend(ctx context.Context, ref, claimed string) error {
+	who, err := claimOf(ctx, claimed)
+	if err != nil {
+		return err
+	}
 	if err := s.current(ctx); err != nil {
 		return err
 	}
@@ -121,7 +129,7 @@ func (s *Server) RemoveBackend(ctx context.Context, ref string) error {
 		}
 		return adminError(adminapi.TErrorCode_NOT_FOUND, "backend %q is not registered", ref)
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdRemoveBackend, &journal.TRemoveBackendCommand{NowMs: s.nowMs(), BackendID: id, Audit: auditActor(ctx, "")}); err != nil {
+	if _, err := s.propose(ctx, raftfsm.CmdRemoveBackend, &journal.TRemoveBackendCommand{NowMs: s.nowMs(), BackendID: id, Audit: who}); err != nil {
 		return err
 	}
 	s.d.Logger.Info("backend removed", zap.Int64("backend_id", id))

@@ -29,7 +29,13 @@ func serveAdmin(t *testing.T, h *harness) string {
 // serveAdminWith serves h's admin API with cfg (mutual TLS, say) and opts.
 func serveAdminWith(t *testing.T, h *harness, cfg rpc.Config, opts ...rpc.ServerOption) string {
 	t.Helper()
-	srv, err := rpc.NewServer("127.0.0.1:0", h.srv.Processor(), cfg, zap.NewNop(), opts...)
+	return serveServerWith(t, h.srv, cfg, opts...)
+}
+
+// serveServerWith serves s's admin API with cfg and opts on loopback.
+func serveServerWith(t *testing.T, s *Server, cfg rpc.Config, opts ...rpc.ServerOption) string {
+	t.Helper()
+	srv, err := rpc.NewServer("127.0.0.1:0", s.Processor(), cfg, zap.NewNop(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +65,7 @@ func TestBadInputOverThrift(t *testing.T) {
 		want adminapi.TErrorCode
 	}{
 		{"unknown option key", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.SetOption(ctx, "lance_index_job_no_such_option", "1")
+			_, err := c.SetOption(ctx, "lance_index_job_no_such_option", "1", "")
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"get unknown option", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
@@ -67,19 +73,19 @@ func TestBadInputOverThrift(t *testing.T) {
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"zero option", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.SetOption(ctx, "lance_index_job_max_dispatch_per_round", "0")
+			_, err := c.SetOption(ctx, "lance_index_job_max_dispatch_per_round", "0", "")
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"negative option", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.SetOption(ctx, "lance_index_job_dispatch_interval_second", "-5")
+			_, err := c.SetOption(ctx, "lance_index_job_dispatch_interval_second", "-5", "")
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"non-numeric option", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.SetOption(ctx, "lance_index_job_max_unresolved_global", "lots")
+			_, err := c.SetOption(ctx, "lance_index_job_max_unresolved_global", "lots", "")
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"bad bool option", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.SetOption(ctx, "enable_lance_index_mutation", "maybe")
+			_, err := c.SetOption(ctx, "enable_lance_index_mutation", "maybe", "")
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"oversized index name", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
@@ -87,7 +93,7 @@ func TestBadInputOverThrift(t *testing.T) {
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"oversized catalog root", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c", RootURI: strp("/" + strings.Repeat("r", job.MaxURIBytes+1))})
+			_, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c", RootURI: strp("/" + strings.Repeat("r", job.MaxURIBytes+1))}, "")
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"invalid utf-8 name", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
@@ -95,15 +101,15 @@ func TestBadInputOverThrift(t *testing.T) {
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"bad backend address", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.AddBackend(ctx, "no-port")
+			_, err := c.AddBackend(ctx, "no-port", "")
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"backend port out of range", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.AddBackend(ctx, "127.0.0.1:70000")
+			_, err := c.AddBackend(ctx, "127.0.0.1:70000", "")
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"remove unknown backend", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			return c.RemoveBackend(ctx, "10.1.2.3:1")
+			return c.RemoveBackend(ctx, "10.1.2.3:1", "")
 		}, adminapi.TErrorCode_NOT_FOUND},
 		{"nil request", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
 			_, err := c.ResolveJob(ctx, &adminapi.TResolveRequest{JobID: -1, ForceRelease: true, Comment: "x"})
@@ -140,7 +146,7 @@ func TestBadInputOverThrift(t *testing.T) {
 			return err
 		}, adminapi.TErrorCode_INVALID},
 		{"transfer to an unknown peer", func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.TransferLeader(ctx, "no-such-peer")
+			_, err := c.TransferLeader(ctx, "no-such-peer", "")
 			return err
 		}, adminapi.TErrorCode_NOT_FOUND},
 	}

@@ -21,9 +21,13 @@ const (
 )
 
 // CreateCatalog registers a catalog.
-func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*adminapi.TCatalog, error) {
+func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog, claimed string) (*adminapi.TCatalog, error) {
 	if c == nil {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "missing catalog")
+	}
+	who, err := claimOf(ctx, claimed)
+	if err != nil {
+		return nil, err
 	}
 	rec := &journal.TCatalogRecord{Name: c.Name}
 	if err := job.ValidatePathName("catalog", c.Name); err != nil {
@@ -57,7 +61,7 @@ func (s *Server) CreateCatalog(ctx context.Context, c *adminapi.TCatalog) (*admi
 	if err := s.checkCatalogStore(ctx, rec, false); err != nil { // storeprobe.go
 		return nil, err
 	}
-	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec, Audit: auditActor(ctx, "")})
+	resp, err := s.propose(ctx, raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec, Audit: who})
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +79,10 @@ func (s *Server) UpdateCatalog(ctx context.Context, r *adminapi.TUpdateCatalogRe
 	if err := job.CheckBytes("catalog", r.Name, job.MaxNameBytes); err != nil {
 		return nil, toAdminError(err)
 	}
+	who, err := claimOf(ctx, r.GetActor())
+	if err != nil {
+		return nil, err
+	}
 	rec := &journal.TCatalogRecord{Name: r.Name}
 	if err := applyCatalogFields(rec, catalogFields{root: r.RootURI, creds: r.CredentialsRef, kind: r.RefreshKind,
 		hook: r.RefreshURL, address: r.RefreshAddress, statement: r.RefreshStatement, refreshCreds: r.RefreshCredentialsRef,
@@ -87,7 +95,7 @@ func (s *Server) UpdateCatalog(ctx context.Context, r *adminapi.TUpdateCatalogRe
 	if err := s.checkCatalogStore(ctx, rec, true); err != nil { // storeprobe.go
 		return nil, err
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec, Audit: auditActor(ctx, "")}); err != nil {
+	if _, err := s.propose(ctx, raftfsm.CmdUpdateCatalog, &journal.TCatalogCommand{NowMs: s.nowMs(), Catalog: rec, Audit: who}); err != nil {
 		return nil, err
 	}
 	s.d.Logger.Info("catalog updated", zap.String("catalog", r.Name))
@@ -214,14 +222,18 @@ func (s *Server) ListCatalogs(ctx context.Context) ([]*adminapi.TCatalog, error)
 }
 
 // RemoveCatalog removes a catalog no unresolved job targets.
-func (s *Server) RemoveCatalog(ctx context.Context, name string) error {
+func (s *Server) RemoveCatalog(ctx context.Context, name, claimed string) error {
 	if err := job.CheckBytes("catalog", name, job.MaxNameBytes); err != nil {
 		return toAdminError(err)
+	}
+	who, err := claimOf(ctx, claimed)
+	if err != nil {
+		return err
 	}
 	if err := s.current(ctx); err != nil {
 		return err
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdRemoveCatalog, &journal.TRemoveCatalogCommand{NowMs: s.nowMs(), Name: name, Audit: auditActor(ctx, "")}); err != nil {
+	if _, err := s.propose(ctx, raftfsm.CmdRemoveCatalog, &journal.TRemoveCatalogCommand{NowMs: s.nowMs(), Name: name, Audit: who}); err != nil {
 		return err
 	}
 	s.d.Logger.Info("catalog removed", zap.String("catalog", name))

@@ -20,17 +20,17 @@ func TestCatalogInvalidInputJournalsNothing(t *testing.T) {
 	}{
 		{"create: refresh URL without the webhook kind", func() error {
 			_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c1", RootURI: strp("/data/c1"),
-				RefreshURL: strp("http://127.0.0.1:9/refresh")})
+				RefreshURL: strp("http://127.0.0.1:9/refresh")}, "")
 			return err
 		}},
 		{"create: refresh URL with kind none", func() error {
 			_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c2", RootURI: strp("/data/c2"),
-				RefreshKind: strp("none"), RefreshURL: strp("http://127.0.0.1:9/refresh")})
+				RefreshKind: strp("none"), RefreshURL: strp("http://127.0.0.1:9/refresh")}, "")
 			return err
 		}},
 		{"create: webhook without a URL", func() error {
 			_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c3", RootURI: strp("/data/c3"),
-				RefreshKind: strp("webhook")})
+				RefreshKind: strp("webhook")}, "")
 			return err
 		}},
 		{"update: a URL on a catalog whose kind is none", func() error {
@@ -45,23 +45,23 @@ func TestCatalogInvalidInputJournalsNothing(t *testing.T) {
 		}},
 		{"create: mysql without an address", func() error {
 			_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c4", RootURI: strp("/data/c4"),
-				RefreshKind: strp("mysql"), RefreshCredentialsRef: strp("doris")})
+				RefreshKind: strp("mysql"), RefreshCredentialsRef: strp("doris")}, "")
 			return err
 		}},
 		{"create: mysql without credentials", func() error {
 			_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c5", RootURI: strp("/data/c5"),
-				RefreshKind: strp("mysql"), RefreshAddress: strp("127.0.0.1:9030")})
+				RefreshKind: strp("mysql"), RefreshAddress: strp("127.0.0.1:9030")}, "")
 			return err
 		}},
 		{"create: an address without the mysql kind", func() error {
 			_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c6", RootURI: strp("/data/c6"),
-				RefreshAddress: strp("127.0.0.1:9030")})
+				RefreshAddress: strp("127.0.0.1:9030")}, "")
 			return err
 		}},
 		{"create: a statement with an unknown placeholder", func() error {
 			_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c7", RootURI: strp("/data/c7"),
 				RefreshKind: strp("mysql"), RefreshAddress: strp("127.0.0.1:9030"), RefreshCredentialsRef: strp("doris"),
-				RefreshStatement: strp("REFRESH TABLE {schema}.{table}")})
+				RefreshStatement: strp("REFRESH TABLE {schema}.{table}")}, "")
 			return err
 		}},
 		{"update: an address that is not HOST:PORT", func() error {
@@ -81,7 +81,7 @@ func TestCatalogInvalidInputJournalsNothing(t *testing.T) {
 		}},
 		{"create: negative optimize interval", func() error {
 			_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "c8", RootURI: strp("/data/c8"),
-				OptimizeMinIntervalSecond: i64p(-1)})
+				OptimizeMinIntervalSecond: i64p(-1)}, "")
 			return err
 		}},
 	}
@@ -139,7 +139,7 @@ func TestCatalogMySQLRefreshAndOptimizeFields(t *testing.T) {
 	ctx := context.Background()
 	c, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "doris", RootURI: strp("/data/doris"),
 		RefreshKind: strp("MYSQL"), RefreshAddress: strp("127.0.0.1:9030"), RefreshCredentialsRef: strp("doris-refresh"),
-		OptimizeUnindexedRows: i64p(5000)})
+		OptimizeUnindexedRows: i64p(5000)}, "")
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}

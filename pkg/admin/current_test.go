@@ -102,10 +102,10 @@ func TestBehindFollowerNeverRefusesForGood(t *testing.T) {
 	m := newTwoMasters(t)
 	ctx := context.Background()
 	root, creds := "/data/lake", "lake-creds"
-	if _, err := m.leader.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+	if _, err := m.leader.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 		t.Fatal(err)
 	}
-	be, err := m.leader.AddBackend(ctx, m.backend.Addr())
+	be, err := m.leader.AddBackend(ctx, m.backend.Addr(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestBehindFollowerNeverRefusesForGood(t *testing.T) {
 	}
 	short2, cancel2 := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel2()
-	if err := m.follower.RemoveBackend(short2, m.backend.Addr()); errCode(t, err) != adminapi.TErrorCode_NOT_LEADER {
+	if err := m.follower.RemoveBackend(short2, m.backend.Addr(), ""); errCode(t, err) != adminapi.TErrorCode_NOT_LEADER {
 		t.Fatalf("remove backend on a follower behind the leader: %v, want NOT_LEADER", err)
 	}
 	if m.log.FSM.State().LastJobID() != 0 {
@@ -163,7 +163,7 @@ func TestBehindFollowerNeverRefusesForGood(t *testing.T) {
 func TestListPeersGivesTheReadIndex(t *testing.T) {
 	m := newTwoMasters(t)
 	ctx := context.Background()
-	if _, err := m.leader.SetOption(ctx, options.OptDispatcherPaused, "true"); err != nil {
+	if _, err := m.leader.SetOption(ctx, options.OptDispatcherPaused, "true", ""); err != nil {
 		t.Fatal(err)
 	}
 	out, err := m.leader.ListPeers(ctx)
@@ -183,7 +183,7 @@ func TestListPeersGivesTheReadIndex(t *testing.T) {
 	fd.LeaderCall = func(ctx context.Context, _ string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
 		return errors.New("dial tcp: connection refused")
 	}
-	if _, err := New(fd).SetOption(short, options.OptDispatcherPaused, "false"); errCode(t, err) != adminapi.TErrorCode_NOT_LEADER {
+	if _, err := New(fd).SetOption(short, options.OptDispatcherPaused, "false", ""); errCode(t, err) != adminapi.TErrorCode_NOT_LEADER {
 		t.Fatalf("set option with the leader unreachable: %v, want NOT_LEADER", err)
 	}
 }

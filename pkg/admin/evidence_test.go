@@ -145,7 +145,7 @@ func TestRestoreLeavesTheDispatcherPausedAndKeepsTheClusterID(t *testing.T) {
 	if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Data: []byte("abc")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID); err != nil {
+	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID, ""); err != nil {
 		t.Fatal(err)
 	}
 	st := fsm.State()
@@ -173,7 +173,7 @@ func TestRestoreWithoutThePauseSaysSo(t *testing.T) {
 	if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Data: []byte("abc")}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.FinishSnapshotRestore(ctx, tr.TransferID)
+	_, err = s.FinishSnapshotRestore(ctx, tr.TransferID, "")
 	if errCode(t, err) != adminapi.TErrorCode_UNAVAILABLE ||
 		!strings.Contains(err.Error(), "config set lance_index_job_dispatcher_paused true") ||
 		!strings.Contains(err.Error(), "was restored") {

@@ -286,10 +286,10 @@ func newFuzzAdmin(t *testing.T) *fuzzAdmin {
 	})
 	ctx := context.Background()
 	root, creds := "/data/lake", "lake-creds"
-	if _, err := fx.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+	if _, err := fx.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 		t.Fatalf("create catalog: %v", err)
 	}
-	if _, err := fx.srv.AddBackend(ctx, fuzzBackendAddr); err != nil {
+	if _, err := fx.srv.AddBackend(ctx, fuzzBackendAddr, ""); err != nil {
 		t.Fatalf("add backend: %v", err)
 	}
 	if _, err := fx.srv.CreateIndex(ctx, createReq("items", "id_btree", "id", "BTREE")); err != nil {

@@ -237,10 +237,10 @@ func TestAdmissionReadYourWritesOnAFollower(t *testing.T) {
 	srv := New(d)
 	ctx := context.Background()
 	root, creds := "/data/lake", "lake-creds"
-	if _, err := srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+	if _, err := srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.AddBackend(ctx, h.backend.Addr()); err != nil {
+	if _, err := srv.AddBackend(ctx, h.backend.Addr(), ""); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

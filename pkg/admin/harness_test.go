@@ -66,10 +66,10 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, srv: srv, prop: p, backend: fb, logs: logs, fsm: fsm}
 	ctx := context.Background()
 	root, creds := "/data/lake", "lake-creds"
-	if _, err := srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+	if _, err := srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 		t.Fatalf("create catalog: %v", err)
 	}
-	if _, err := srv.AddBackend(ctx, fb.Addr()); err != nil {
+	if _, err := srv.AddBackend(ctx, fb.Addr(), ""); err != nil {
 		t.Fatalf("add backend: %v", err)
 	}
 	h.setDataset("/data/lake/db/items.lance", 7)
@@ -86,7 +86,7 @@ func (h *harness) setDataset(uri string, version int64, extra ...job.IndexInfo) 
 
 func (h *harness) setOption(key, value string) {
 	h.t.Helper()
-	if _, err := h.srv.SetOption(context.Background(), key, value); err != nil {
+	if _, err := h.srv.SetOption(context.Background(), key, value, ""); err != nil {
 		h.t.Fatalf("set %s=%s: %v", key, value, err)
 	}
 }

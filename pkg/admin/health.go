@@ -260,6 +260,10 @@ func (s *Server) Promote(ctx context.Context, req *adminapi.TPromoteRequest) (*a
 	if len(id) > 256 || !job.ValidNodeID(id) {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the id is not 1 to 64 letters, digits, '.', '_' or '-'")
 	}
+	who, err := claimOf(ctx, req.GetActor())
+	if err != nil {
+		return nil, err
+	}
 	if err := s.requireLeader(); err != nil {
 		return nil, err
 	}
@@ -292,6 +296,6 @@ func (s *Server) Promote(ctx context.Context, req *adminapi.TPromoteRequest) (*a
 		return nil, s.operatorError("promote", err)
 	}
 	s.d.Logger.Info("raft non-voter promoted", zap.String("peer_id", id), zap.Int64("member_applied_index", st.GetAppliedIndex()))
-	_ = s.recordAudit(ctx, auditActor(ctx, ""), raftfsm.AuditRaftPromote, id, "suffrage: nonvoter → voter")
+	_ = s.recordAudit(ctx, who, raftfsm.AuditRaftPromote, id, "suffrage: nonvoter → voter")
 	return s.peersAfterChange(ctx), nil
 }

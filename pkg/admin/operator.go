@@ -72,12 +72,16 @@ func (s *Server) ListPeers(ctx context.Context) (*adminapi.TRaftPeersResponse, e
 
 // TransferLeader hands leadership to target ("" = any voter); it must run on
 // the leader.
-func (s *Server) TransferLeader(ctx context.Context, target string) (string, error) {
+func (s *Server) TransferLeader(ctx context.Context, target, claimed string) (string, error) {
 	if err := s.requireLeader(); err != nil {
 		return "", err
 	}
 	if len(target) > 256 {
 		return "", adminError(adminapi.TErrorCode_INVALID, "target id is too long")
+	}
+	who, err := claimOf(ctx, claimed)
+	if err != nil {
+		return "", err
 	}
 	if target != "" {
 		peers, err := s.d.Cluster.Peers()
@@ -104,6 +108,6 @@ func (s *Server) TransferLeader(ctx context.Context, target string) (string, err
 		return "", s.internal("leadership transfer", err)
 	}
 	s.d.Logger.Info("leadership transferred", zap.String("new_leader", leader))
-	_ = s.recordAudit(ctx, auditActor(ctx, ""), raftfsm.AuditRaftTransferLeader, leader, "leader: "+s.d.NodeID+" → "+leader)
+	_ = s.recordAudit(ctx, who, raftfsm.AuditRaftTransferLeader, leader, "leader: "+s.d.NodeID+" → "+leader)
 	return leader, nil
 }

@@ -22,15 +22,19 @@ func (s *Server) GetOption(ctx context.Context, key string) (*adminapi.TOption, 
 }
 
 // SetOption validates and sets a cluster-wide option.
-func (s *Server) SetOption(ctx context.Context, key, value string) (*adminapi.TOption, error) {
+func (s *Server) SetOption(ctx context.Context, key, value, claimed string) (*adminapi.TOption, error) {
 	canon, err := options.Validate(key, value)
 	if err != nil {
 		return nil, toAdminError(err)
 	}
+	who, err := claimOf(ctx, claimed)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.current(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.propose(ctx, raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: s.nowMs(), Key: key, Value: canon, Audit: auditActor(ctx, "")}); err != nil {
+	if _, err := s.propose(ctx, raftfsm.CmdSetOption, &journal.TSetOptionCommand{NowMs: s.nowMs(), Key: key, Value: canon, Audit: who}); err != nil {
 		return nil, err
 	}
 	s.d.Logger.Info("option set", zap.String("key", key), zap.String("value", canon))

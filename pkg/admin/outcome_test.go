@@ -50,7 +50,7 @@ func TestFateUnknownWritesAreOutcomeUnknown(t *testing.T) {
 			d.Proposer = failingProposer{h.prop, tc.err}
 			srv := New(d)
 			ctx := context.Background()
-			_, err := srv.SetOption(ctx, options.OptDispatcherPaused, "true")
+			_, err := srv.SetOption(ctx, options.OptDispatcherPaused, "true", "")
 			if errCode(t, err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("set option: %v, want %s mentioning %q", err, tc.code, tc.msg)
 			}

@@ -55,6 +55,10 @@ func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (
 		// A master's node_id must match it too (docs/configuration.md).
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the id is not 1 to 64 letters, digits, '.', '_' or '-'")
 	}
+	who, err := claimOf(ctx, req.GetActor())
+	if err != nil {
+		return nil, err
+	}
 	if err := s.requireLeader(); err != nil {
 		return nil, err
 	}
@@ -63,7 +67,7 @@ func (s *Server) AddVoter(ctx context.Context, req *adminapi.TAddVoterRequest) (
 	}
 	s.d.Logger.Info("raft member added", zap.String("peer_id", id), zap.String("raft_address", raftAddr),
 		zap.String("rpc_address", rpcAddr), zap.Bool("non_voter", req.GetNonVoter()))
-	s.auditAddMember(ctx, id, raftAddr, rpcAddr, req.GetNonVoter()) // audit.go: the member is added, whatever follows
+	s.auditAddMember(ctx, who, id, raftAddr, rpcAddr, req.GetNonVoter()) // audit.go: the member is added, whatever follows
 	if rpcAddr != "" {
 		// The address book: every master can now name and forward to the
 		// new member, whatever its own peers list says.
@@ -91,6 +95,10 @@ func (s *Server) RemovePeer(ctx context.Context, req *adminapi.TRemovePeerReques
 	if len(id) > 256 {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "the id is too long")
 	}
+	who, err := claimOf(ctx, req.GetActor())
+	if err != nil {
+		return nil, err
+	}
 	if err := s.requireLeader(); err != nil {
 		return nil, err
 	}
@@ -109,7 +117,7 @@ func (s *Server) RemovePeer(ctx context.Context, req *adminapi.TRemovePeerReques
 			s.d.Logger.Warn("removed peer's RPC address not forgotten", zap.String("peer_id", id), zap.Error(err))
 		}
 	}
-	s.auditRemovePeer(ctx, id, req.GetForce())
+	s.auditRemovePeer(ctx, who, id, req.GetForce())
 	return s.peersAfterChange(ctx), nil
 }
 

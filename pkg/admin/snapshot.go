@@ -344,13 +344,18 @@ func (s *Server) WriteSnapshotChunk(ctx context.Context, c *adminapi.TSnapshotCh
 
 // FinishSnapshotRestore verifies the uploaded file and restores it, then
 // pauses the dispatcher, keeps the cluster id and hands leadership over
-// (afterRestore). The transfer ends whatever the outcome.
-func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminapi.TSnapshotRestoreResponse, error) {
+// (afterRestore). The transfer ends whatever the outcome; claimed is the
+// name the client claims (--as), for the audit trail.
+func (s *Server) FinishSnapshotRestore(ctx context.Context, id, claimed string) (*adminapi.TSnapshotRestoreResponse, error) {
 	t, err := s.transfer(id)
 	if err != nil {
 		return nil, err
 	}
 	defer s.endLocked(t)
+	who, err := claimOf(ctx, claimed)
+	if err != nil {
+		return nil, err
+	}
 	if t.sink == nil {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "transfer %s is a save, not a restore", clipID(id))
 	}
@@ -380,7 +385,7 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 		}
 		return nil, s.operatorError("snapshot restore", err)
 	}
-	leader, paused := s.afterRestore(ctx, id, clusterID, res)
+	leader, paused := s.afterRestore(ctx, id, clusterID, who, res)
 	if !paused {
 		return nil, adminError(adminapi.TErrorCode_UNAVAILABLE,
 			"the snapshot was restored (the journal now continues from index %d), but the dispatcher could not be paused: "+
@@ -397,7 +402,8 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 
 // afterRestore runs on the leader that restored, and returns the leader
 // afterwards ("" when unknown) and whether the dispatcher was paused.
-// clusterID is the cluster id before the restore. Every step is best
+// clusterID is the cluster id before the restore, who the operator that
+// restored (its pause and its audit event record it). Every step is best
 // effort: the restore is done, a failure is logged, and a failed pause is
 // also the caller's answer (the operator must pause by hand).
 //
@@ -415,13 +421,12 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id string) (*adminap
 //  3. Leadership is handed over, so the next leader starts the leader
 //     services afresh from the restored state in a new term (barrier, R4,
 //     reconcile with a new fencing term).
-func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string, res *RestoreResult) (leader string, paused bool) {
+func (s *Server) afterRestore(ctx context.Context, transferID, clusterID string, who *journal.TAuditActor, res *RestoreResult) (leader string, paused bool) {
 	type step struct {
 		what string
 		t    raftfsm.CommandType
 		cmd  thrift.TStruct
 	}
-	who := auditActor(ctx, "")
 	steps := []step{{"pausing the dispatcher", raftfsm.CmdSetOption,
 		&journal.TSetOptionCommand{NowMs: s.nowMs(), Key: options.OptDispatcherPaused, Value: "true", Audit: who}}}
 	if clusterID != "" {

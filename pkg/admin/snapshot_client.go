@@ -69,8 +69,9 @@ func DownloadSnapshot(ctx context.Context, c *adminapi.LanceMasterServiceClient,
 
 // UploadSnapshot uploads size bytes of a snapshot file from r to the leader
 // c reaches and restores it. r must deliver the file from its start (seek
-// it back before a re-run).
-func UploadSnapshot(ctx context.Context, c *adminapi.LanceMasterServiceClient, r io.Reader, size int64) (*adminapi.TSnapshotRestoreResponse, error) {
+// it back before a re-run). actor is the name the caller claims (--as; ""
+// none), which the restore's audit event records.
+func UploadSnapshot(ctx context.Context, c *adminapi.LanceMasterServiceClient, r io.Reader, size int64, actor string) (*adminapi.TSnapshotRestoreResponse, error) {
 	tr, err := c.BeginSnapshotRestore(ctx, size)
 	if err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func UploadSnapshot(ctx context.Context, c *adminapi.LanceMasterServiceClient, r
 		}
 		off += int64(n)
 	}
-	return c.FinishSnapshotRestore(ctx, tr.TransferID)
+	return c.FinishSnapshotRestore(ctx, tr.TransferID, actor)
 }
 
 // abortTransfer tells the master to drop a transfer, best effort. Callers

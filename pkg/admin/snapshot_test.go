@@ -159,7 +159,7 @@ func TestRestoreIntoAClusterWithoutAnIDMintsOne(t *testing.T) {
 	if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Offset: 0, Data: file}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID); err != nil {
+	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if id := s.d.Reader.State().ClusterID(); id != "lm-fresh" {
@@ -272,7 +272,7 @@ func TestSnapshotRestoreTransfer(t *testing.T) {
 	if err := write(0, file[:SnapshotChunkSize]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID); errCode(t, err) != adminapi.TErrorCode_INVALID {
+	if _, err := s.FinishSnapshotRestore(ctx, tr.TransferID, ""); errCode(t, err) != adminapi.TErrorCode_INVALID {
 		t.Fatal("an incomplete upload was finished")
 	}
 	// The failed finish ended the transfer: start again.
@@ -289,7 +289,7 @@ func TestSnapshotRestoreTransfer(t *testing.T) {
 	if err := write(SnapshotChunkSize, file[SnapshotChunkSize:]); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := s.FinishSnapshotRestore(ctx, tr.TransferID)
+	resp, err := s.FinishSnapshotRestore(ctx, tr.TransferID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestSnapshotRestoreErrors(t *testing.T) {
 			if err := s.WriteSnapshotChunk(ctx, &adminapi.TSnapshotChunk{TransferID: tr.TransferID, Data: []byte("abc")}); err != nil {
 				t.Fatal(err)
 			}
-			_, err = s.FinishSnapshotRestore(ctx, tr.TransferID)
+			_, err = s.FinishSnapshotRestore(ctx, tr.TransferID, "")
 			if errCode(t, err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("err = %v, want %s mentioning %q", err, tc.code, tc.msg)
 			}

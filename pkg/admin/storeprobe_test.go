@@ -61,7 +61,7 @@ func TestCatalogOnAnObjectStoreNeedsConditionalPut(t *testing.T) {
 	p := &probeRecorder{}
 	p.install(h)
 	create := func(name, root string) error {
-		_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: name, RootURI: strp(root), CredentialsRef: strp("lake-creds")})
+		_, err := h.srv.CreateCatalog(ctx, &adminapi.TCatalog{Name: name, RootURI: strp(root), CredentialsRef: strp("lake-creds")}, "")
 		return err
 	}
 	const why = "does not honour conditional PUT (If-None-Match); Lance would lose concurrent commits"
@@ -139,7 +139,7 @@ func TestCatalogOnAnObjectStoreWithoutALiveBackend(t *testing.T) {
 	p.install(h)
 	h.srv.d.BackendView = func(int64) (bool, int64, bool) { return false, 0, true }
 	before := h.prop.Index()
-	_, err := h.srv.CreateCatalog(context.Background(), &adminapi.TCatalog{Name: "s3", RootURI: strp("s3://b/p")})
+	_, err := h.srv.CreateCatalog(context.Background(), &adminapi.TCatalog{Name: "s3", RootURI: strp("s3://b/p")}, "")
 	if err == nil || errCode(t, err) != adminapi.TErrorCode_UNAVAILABLE || !strings.Contains(err.Error(), "no live backend") {
 		t.Fatalf("no live backend: %v", err)
 	}

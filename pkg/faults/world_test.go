@@ -328,13 +328,13 @@ func (w *world) setup() {
 	var writes []func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error
 	for _, b := range w.backends {
 		writes = append(writes, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.AddBackend(ctx, b.addr)
+			_, err := c.AddBackend(ctx, b.addr, "")
 			return err
 		})
 	}
 	for k, v := range opts {
 		writes = append(writes, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-			_, err := c.SetOption(ctx, k, v)
+			_, err := c.SetOption(ctx, k, v, "")
 			return err
 		})
 	}
@@ -368,7 +368,7 @@ func (w *world) setup() {
 	}
 	// The catalog last: its object store is vouched for by a live backend.
 	do(func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-		_, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root})
+		_, err := c.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}, "")
 		return err
 	})
 }
@@ -411,7 +411,7 @@ func (w *world) admit(via int, table, name string, timeout time.Duration) (int64
 // setOption sets one cluster option through master via.
 func (w *world) setOption(via int, key, value string) error {
 	return w.call(via, 10*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-		_, err := c.SetOption(ctx, key, value)
+		_, err := c.SetOption(ctx, key, value, "")
 		return err
 	})
 }
@@ -427,7 +427,7 @@ func (w *world) saveSnapshot(via int) ([]byte, error) {
 
 func (w *world) restoreSnapshot(via int, file []byte) error {
 	return w.call(via, 10*time.Second, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-		_, err := admin.UploadSnapshot(ctx, c, bytes.NewReader(file), int64(len(file)))
+		_, err := admin.UploadSnapshot(ctx, c, bytes.NewReader(file), int64(len(file)), "")
 		return err
 	})
 }

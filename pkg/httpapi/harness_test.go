@@ -77,12 +77,12 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(r.srv.Close)
 	ctx := context.Background()
 	root, creds := "/data/lake", "lake-creds"
-	cat, err := adm.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds})
+	cat, err := adm.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, "")
 	if err != nil {
 		t.Fatalf("create catalog: %v", err)
 	}
 	r.catalog = cat.GetCatalogID()
-	be, err := adm.AddBackend(ctx, "127.0.0.1:9")
+	be, err := adm.AddBackend(ctx, "127.0.0.1:9", "")
 	if err != nil {
 		t.Fatalf("add backend: %v", err)
 	}

@@ -40,7 +40,8 @@ func startFourthMaster(t *testing.T, c *cluster3, join bool) (config.Peer, *Mast
 // Membership changes and a restore are not FSM commands: the leader
 // journals their audit events after them. Every master ends with the same
 // trail, and the restore's event, applied after the restored state, is
-// there too (with the membership events the restored file carried).
+// there too (with the membership events the restored file carried). Each
+// records the name claimed (--as), the actor on this plaintext cluster.
 func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
 	c := newCluster3(t, nil)
 	c.setup(c.leader())
@@ -49,29 +50,29 @@ func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
 		t.Helper()
 		return c.client(c.leader()).Call(opsCtx(t), fn)
 	}
-	nv := true
+	nv, as := true, "ann"
 	if err := call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		_, err := cl.AddVoter(ctx, &adminapi.TAddVoterRequest{ID: "m4", RaftAddress: p4.RaftAddress, RPCAddress: &p4.RPCAddress, NonVoter: &nv})
+		_, err := cl.AddVoter(ctx, &adminapi.TAddVoterRequest{ID: "m4", RaftAddress: p4.RaftAddress, RPCAddress: &p4.RPCAddress, NonVoter: &nv, Actor: &as})
 		return err
 	}); err != nil {
 		t.Fatalf("add-voter --non-voter: %v", err)
 	}
 	eventually(t, 20*time.Second, "m4 caught up and promoted", func() bool {
 		return call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-			_, err := cl.Promote(ctx, &adminapi.TPromoteRequest{ID: "m4"})
+			_, err := cl.Promote(ctx, &adminapi.TPromoteRequest{ID: "m4", Actor: &as})
 			return err
 		}) == nil
 	})
 	ld := c.leader()
 	to := c.nodes[(ld+1)%3].NodeID
 	if err := call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		_, err := cl.TransferLeader(ctx, to)
+		_, err := cl.TransferLeader(ctx, to, as)
 		return err
 	}); err != nil {
 		t.Fatalf("transfer-leader: %v", err)
 	}
 	if err := call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		_, err := cl.RemovePeer(ctx, &adminapi.TRemovePeerRequest{ID: "m4"})
+		_, err := cl.RemovePeer(ctx, &adminapi.TRemovePeerRequest{ID: "m4", Actor: &as})
 		return err
 	}); err != nil {
 		t.Fatalf("remove-peer: %v", err)
@@ -82,6 +83,12 @@ func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
 		eventually(t, 15*time.Second, fmt.Sprintf("m%d has the membership events", i+1), func() bool {
 			return slices.Equal(kindsOf(m.FSM().State(), "raft."), membership)
 		})
+		evs, _ := m.FSM().State().AuditEvents(raftfsm.AuditFilter{Kind: "raft."}, 0, 0)
+		for _, e := range evs {
+			if e.Actor != (raftfsm.Actor{Name: as}) {
+				t.Errorf("m%d: %s by %+v, want the claim %q", i+1, e.Kind, e.Actor, as)
+			}
+		}
 	}
 
 	file := saveSnapshot(t, c.client(c.leader()))
@@ -106,7 +113,7 @@ func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if len(out.Events) != 1 || out.Events[0].Subject != to || out.Events[0].GetActor() != "operator" {
+		if len(out.Events) != 1 || out.Events[0].Subject != to || out.Events[0].GetActor() != as {
 			t.Fatalf("m%d: %v", i+1, out.Events)
 		}
 	}

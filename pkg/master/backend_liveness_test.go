@@ -24,7 +24,7 @@ func TestBackendThatNeverAnsweredIsShownDead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.client(ld).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
-		added, err = a.AddBackend(ctx, addr)
+		added, err = a.AddBackend(ctx, addr, "")
 		return err
 	}); err != nil {
 		t.Fatal(err)

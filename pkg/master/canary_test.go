@@ -56,13 +56,13 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 	defer cancel()
 	root, creds := "/data/lake", "lake-creds"
 	err := c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 			return err
 		}
-		if _, err := a.AddBackend(ctx, c.backend.Addr()); err != nil {
+		if _, err := a.AddBackend(ctx, c.backend.Addr(), ""); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
+		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true", "")
 		return err
 	})
 	if err != nil {

@@ -111,13 +111,13 @@ func newEvidenceRig(t *testing.T) *evidenceRig {
 		}
 	})
 	r.call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &r.lake}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &r.lake}, ""); err != nil {
 			return err
 		}
-		if _, err := a.AddBackend(ctx, r.addr); err != nil {
+		if _, err := a.AddBackend(ctx, r.addr, ""); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
+		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true", "")
 		return err
 	})
 	r.waitAlive()
@@ -426,13 +426,13 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		})
 	}
 	call(a, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &lake}); err != nil {
+		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &lake}, ""); err != nil {
 			return err
 		}
-		if _, err := cl.AddBackend(ctx, addr); err != nil {
+		if _, err := cl.AddBackend(ctx, addr, ""); err != nil {
 			return err
 		}
-		_, err := cl.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
+		_, err := cl.SetOption(ctx, options.OptEnableLocalFileMutation, "true", "")
 		return err
 	})
 	// A's terms climb well above what fresh masters start with.
@@ -440,7 +440,7 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		l := a.leader()
 		to := a.nodes[(l+1)%3].NodeID
 		call(a, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-			_, err := cl.TransferLeader(ctx, to)
+			_, err := cl.TransferLeader(ctx, to, "")
 			return err
 		})
 		eventually(t, 15*time.Second, "the transfer", func() bool { return a.leader() != l })
@@ -463,7 +463,7 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		t.Fatalf("the test needs B's term (%d) below A's (%d) and B's own cluster id (%q vs %q)", bTerm, aTerm, bID, aID)
 	}
 	call(b, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		_, err := cl.SetOption(ctx, options.OptDispatcherPaused, "false") // the restore left it paused
+		_, err := cl.SetOption(ctx, options.OptDispatcherPaused, "false", "") // the restore left it paused
 		return err
 	})
 	committed(b, create(b, "after"))

@@ -108,13 +108,13 @@ func newS3Rig(t *testing.T) *s3Rig {
 	// The backend first: a catalog on an object store needs a live one to
 	// vouch for the store.
 	r.call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.AddBackend(ctx, r.addr)
+		_, err := a.AddBackend(ctx, r.addr, "")
 		return err
 	})
 	r.waitAlive()
 	root, creds := r.store.Root("prefix"), "s3-creds"
 	r.call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds})
+		_, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, "")
 		return err
 	})
 	return r

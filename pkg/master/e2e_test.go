@@ -110,13 +110,13 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 		}
 	}
 	must(call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &lake}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &lake}, ""); err != nil {
 			return err
 		}
-		if _, err := a.AddBackend(ctx, addr); err != nil {
+		if _, err := a.AddBackend(ctx, addr, ""); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
+		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true", "")
 		return err
 	}))
 	create := func(name, column, typ string, replace bool, props ...string) (*adminapi.TAdmitResponse, error) {
@@ -184,7 +184,7 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 
 	// The dataset changes between admission and build.
 	must(call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "true")
+		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "true", "")
 		return err
 	}))
 	resp, err = create("vec_late", "vector", "IVF_PQ", false, "num_partitions", "2", "num_sub_vectors", "2", "num_bits", "4")
@@ -193,7 +193,7 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 	}
 	mkdata("--overwrite", "--dim", "32") // the table is rewritten: the vector column changed
 	must(call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "false")
+		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "false", "")
 		return err
 	}))
 	r := settle(resp.GetJobID())

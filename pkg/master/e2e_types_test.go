@@ -45,7 +45,7 @@ func TestEndToEndEveryIndexType(t *testing.T) {
 		t.Fatalf("make-dataset --extra: %v\n%s", err, out)
 	}
 	r.call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, options.OptMaxUnresolvedPerTable, "64")
+		_, err := a.SetOption(ctx, options.OptMaxUnresolvedPerTable, "64", "")
 		return err
 	})
 	create := func(c indexCase, replace bool) int64 {

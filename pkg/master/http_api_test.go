@@ -79,13 +79,13 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 	}
 	call(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		root, ref := "/data/lake", "lake-creds"
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &ref}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &ref}, ""); err != nil {
 			return err
 		}
-		if _, err := a.AddBackend(ctx, c.backend.Addr()); err != nil {
+		if _, err := a.AddBackend(ctx, c.backend.Addr(), ""); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true")
+		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true", "")
 		return err
 	})
 	c.backend.SetDataset("/data/lake/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})

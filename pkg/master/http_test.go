@@ -74,10 +74,10 @@ func TestMetricsOfACluster(t *testing.T) {
 	defer cancel()
 	root, creds := "/data/lake", "lake-creds"
 	err := c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 			return err
 		}
-		_, err := a.AddBackend(ctx, c.backend.Addr())
+		_, err := a.AddBackend(ctx, c.backend.Addr(), "")
 		return err
 	})
 	if err != nil {

@@ -91,13 +91,13 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 	creds := "lake-creds"
 	var ids []int64
 	call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &lake, CredentialsRef: &creds}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &lake, CredentialsRef: &creds}, ""); err != nil {
 			return err
 		}
-		if _, err := a.AddBackend(ctx, agent.Addr()); err != nil {
+		if _, err := a.AddBackend(ctx, agent.Addr(), ""); err != nil {
 			return err
 		}
-		if _, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true"); err != nil {
+		if _, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true", ""); err != nil {
 			return err
 		}
 		for _, ix := range []struct{ name, col, typ string }{{"id_btree", "id", "BTREE"}, {"text_btree", "text", "BTREE"}} {

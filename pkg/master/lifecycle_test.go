@@ -361,7 +361,7 @@ func (c *cluster3) setOptions(via int, kv map[string]string) {
 	defer cancel()
 	err := c.client(via).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		for k, v := range kv {
-			if _, err := a.SetOption(ctx, k, v); err != nil {
+			if _, err := a.SetOption(ctx, k, v, ""); err != nil {
 				return err
 			}
 		}
@@ -378,7 +378,7 @@ func (c *cluster3) createCatalog(via int, name, root, webhook string) {
 	defer cancel()
 	kind := "webhook"
 	err := c.client(via).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: name, RootURI: &root, RefreshKind: &kind, RefreshURL: &webhook})
+		_, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: name, RootURI: &root, RefreshKind: &kind, RefreshURL: &webhook}, "")
 		return err
 	})
 	if err != nil {

@@ -167,14 +167,14 @@ func (c *cluster3) setup(via int) {
 	c.backend.SetDataset("/data/lake/db/items.lance", job.Snapshot{Version: 3, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
 	err := c.client(via).Call(ctx, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 		root := "/data/lake"
-		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}); err != nil {
+		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}, ""); err != nil {
 			return err
 		}
-		if _, err := cl.AddBackend(ctx, c.backend.Addr()); err != nil {
+		if _, err := cl.AddBackend(ctx, c.backend.Addr(), ""); err != nil {
 			return err
 		}
 		for _, k := range []string{options.OptMaxUnresolvedGlobal, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedPerTable} {
-			if _, err := cl.SetOption(ctx, k, "100000"); err != nil {
+			if _, err := cl.SetOption(ctx, k, "100000", ""); err != nil {
 				return err
 			}
 		}

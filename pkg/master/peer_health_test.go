@@ -61,7 +61,7 @@ func TestTransferLeaderToTheLeaderSaysSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := c.client(ld).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.TransferLeader(ctx, id)
+		_, err := a.TransferLeader(ctx, id, "")
 		return err
 	})
 	if got := errCode(t, err); got != adminapi.TErrorCode_ALREADY_EXISTS || !strings.Contains(err.Error(), "already the leader") {

@@ -105,10 +105,10 @@ func TestProbesAgainstTheMasterPort(t *testing.T) {
 	defer cancel()
 	err := rpc.NewMasterClient([]string{plain.RPCAddr()}, client, zap.NewNop()).Call(ctx, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 		root, ref := "/data/boom", probePanicRef
-		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "boom", RootURI: &root, CredentialsRef: &ref}); err != nil {
+		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "boom", RootURI: &root, CredentialsRef: &ref}, ""); err != nil {
 			return err
 		}
-		_, err := cl.AddBackend(ctx, backend.Addr())
+		_, err := cl.AddBackend(ctx, backend.Addr(), "")
 		return err
 	})
 	if err != nil {

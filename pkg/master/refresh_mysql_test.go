@@ -31,10 +31,10 @@ func TestMySQLRefreshThroughTheMaster(t *testing.T) {
 	addr := srv.Addr
 	err := c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "doris", RootURI: &root, RefreshKind: &kind,
-			RefreshAddress: &addr, RefreshStatement: &stmt, RefreshCredentialsRef: &creds}); err != nil {
+			RefreshAddress: &addr, RefreshStatement: &stmt, RefreshCredentialsRef: &creds}, ""); err != nil {
 			return err
 		}
-		_, err := a.AddBackend(ctx, c.backend.Addr())
+		_, err := a.AddBackend(ctx, c.backend.Addr(), "")
 		return err
 	})
 	if err != nil {

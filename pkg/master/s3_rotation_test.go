@@ -53,7 +53,7 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 		}
 	}
 	call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.AddBackend(ctx, c.backend.Addr())
+		_, err := a.AddBackend(ctx, c.backend.Addr(), "")
 		return err
 	})
 	eventually(t, 20*time.Second, "the backend to be alive", func() bool {
@@ -69,10 +69,10 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 	})
 	root, creds := "s3://lake/prefix", "s3-creds"
 	call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 			return err
 		}
-		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "true")
+		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "true", "")
 		return err
 	})
 	mu.Lock()
@@ -92,7 +92,7 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 
 	write("AKIA-SECOND", "secret-second-3c4d")
 	call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "false")
+		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "false", "")
 		return err
 	})
 	c.waitSettled(l, ids)

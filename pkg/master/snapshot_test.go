@@ -50,7 +50,7 @@ func restoreSnapshot(t *testing.T, cl *rpc.MasterClient, file []byte) (*adminapi
 	t.Helper()
 	var resp *adminapi.TSnapshotRestoreResponse
 	err := cl.Call(opsCtx(t), func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-		resp, err = admin.UploadSnapshot(ctx, c, bytes.NewReader(file), int64(len(file)))
+		resp, err = admin.UploadSnapshot(ctx, c, bytes.NewReader(file), int64(len(file)), "")
 		return err
 	})
 	return resp, err
@@ -129,7 +129,7 @@ func TestSnapshotSaveInspectRestore(t *testing.T) {
 	f := c.follower()
 	c.setup(f)
 	if err := c.client(f).Call(opsCtx(t), func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		_, err := cl.SetOption(ctx, options.OptDispatcherPaused, "true") // job states stay put
+		_, err := cl.SetOption(ctx, options.OptDispatcherPaused, "true", "") // job states stay put
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	transfer := func(via *rpc.MasterClient, to string) {
 		t.Helper()
 		if err := via.Call(opsCtx(t), func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-			_, err := cl.TransferLeader(ctx, to)
+			_, err := cl.TransferLeader(ctx, to, "")
 			return err
 		}); err != nil {
 			t.Fatalf("transfer leadership to %s: %v", to, err)

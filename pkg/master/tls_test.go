@@ -82,14 +82,14 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	// (master to master), its listBackends asks the leader.
 	err = call(operator, f, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		root := "/data/lake"
-		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}); err != nil {
+		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}, "alice"); err != nil { // --as alice
 			return err
 		}
 		// A local-file dataset is dispatched only on this assertion.
-		if _, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true"); err != nil {
+		if _, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true", ""); err != nil {
 			return err
 		}
-		_, err := a.AddBackend(ctx, agent.Addr())
+		_, err := a.AddBackend(ctx, agent.Addr(), "")
 		return err
 	})
 	if err != nil {
@@ -137,11 +137,15 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 		t.Fatalf("with --as alice: creator %q, claimed %q", r2.Creator, r2.ClaimedCreator)
 	}
 	// The audit trail names the same identity for the changes made through
-	// the follower: its actor travels in the forwarded command.
+	// the follower, with the claim beside it when one was made: the actor
+	// travels in the forwarded command.
 	for i, m := range c.masters {
-		eventually(t, 10*time.Second, fmt.Sprintf("m%d's catalog.create event names the certificate", i+1), func() bool {
-			evs, _ := m.FSM().State().AuditEvents(raftfsm.AuditFilter{Kind: raftfsm.AuditCatalogCreate}, 0, 0)
-			return len(evs) == 1 && evs[0].Actor == (raftfsm.Actor{Name: "lancemaster operator", Verified: true})
+		eventually(t, 10*time.Second, fmt.Sprintf("m%d's catalog and option events name the certificate", i+1), func() bool {
+			st := m.FSM().State()
+			cat, _ := st.AuditEvents(raftfsm.AuditFilter{Kind: raftfsm.AuditCatalogCreate}, 0, 0)
+			opt, _ := st.AuditEvents(raftfsm.AuditFilter{Kind: raftfsm.AuditOptionSet}, 0, 0)
+			return len(cat) == 1 && cat[0].Actor == (raftfsm.Actor{Name: "lancemaster operator", Claimed: "alice", Verified: true}) &&
+				len(opt) == 1 && opt[0].Actor == (raftfsm.Actor{Name: "lancemaster operator", Verified: true})
 		})
 	}
 	// The result came by the backend's report (its certificate, its
