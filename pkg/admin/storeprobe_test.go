@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
@@ -121,15 +123,7 @@ func TestCatalogOnAnObjectStoreNeedsConditionalPut(t *testing.T) {
 	if err := create("local2", "/data/local2"); err != nil || p.calls() != calls {
 		t.Fatalf("a local root: %v, %d probes", err, p.calls()-calls)
 	}
-	for _, e := range h.logs.All() {
-		line := e.Message
-		for k, v := range e.ContextMap() {
-			line += " " + k + "=" + strings.TrimSpace(toString(v))
-		}
-		if strings.Contains(line, canarySecret) {
-			t.Fatalf("a log line carries the credential: %s", line)
-		}
-	}
+	testkit.NoSecretInLogs(t, h.logs, canarySecret)
 }
 
 // No live backend: UNAVAILABLE, saying what to do, and nothing journaled.

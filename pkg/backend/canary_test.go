@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 )
@@ -121,10 +123,7 @@ func TestCanaryStorageOptionGoesNowhereButTheWorker(t *testing.T) {
 		t.Fatal("the outbox should hold the undelivered report (the scan would prove nothing)")
 	}
 
-	var logs []string
-	for _, e := range h.logs.All() {
-		logs = append(logs, e.Message+" "+fmt.Sprint(e.ContextMap()))
-	}
+	logs := testkit.LogLines(h.logs)
 	for _, s := range []string{canaryKey, canaryValue} {
 		for _, l := range logs {
 			if strings.Contains(l, s) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/objstore"
 	"github.com/lancemaster/lancemaster/pkg/s3test"
@@ -31,32 +33,8 @@ func (h *harness) probeStore(root string, opts map[string]string, cluster string
 // secret.
 func (h *harness) noCanary(texts ...string) {
 	h.t.Helper()
-	for _, s := range texts {
-		if strings.Contains(s, storeCanary) {
-			h.t.Fatalf("a message carries the credential: %s", s)
-		}
-	}
-	for _, e := range h.logs.All() {
-		line := e.Message
-		for k, v := range e.ContextMap() {
-			line += " " + k + "=" + strings.ReplaceAll(strings.TrimSpace(toString(v)), "\n", " ")
-		}
-		if strings.Contains(line, storeCanary) {
-			h.t.Fatalf("a log line carries the credential: %s", line)
-		}
-	}
-}
-
-func toString(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []string:
-		return strings.Join(x, " ")
-	case error:
-		return x.Error()
-	}
-	return ""
+	testkit.NoSecret(h.t, "message", texts, storeCanary)
+	testkit.NoSecretInLogs(h.t, h.logs, storeCanary)
 }
 
 // probe_object_store on the S3 fake: a store that honours If-None-Match is

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
@@ -438,13 +440,7 @@ func TestRefreshersLookup(t *testing.T) {
 
 func rfNoTokenLogged(t *testing.T, f *rfFixture) {
 	t.Helper()
-	for _, e := range f.logs.All() {
-		for k, v := range e.ContextMap() {
-			if s, ok := v.(string); ok && strings.Contains(s, "t0ken") {
-				t.Fatalf("log %q field %s carries the URL's token", e.Message, k)
-			}
-		}
-	}
+	testkit.NoSecretInLogs(t, f.logs, "t0ken")
 }
 
 type rfPanicRefresher struct{}

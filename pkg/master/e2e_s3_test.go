@@ -24,6 +24,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/s3test"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // s3Canary is the secret access key of the object-store tests: it must
@@ -314,11 +315,7 @@ func (r *s3Rig) checkNoCanary(ids []int64, extra string, cli func(...string) (st
 	if !strings.Contains(r.logs.String(), "object store probed") {
 		t.Errorf("the backend log does not show the probe")
 	}
-	for _, e := range r.mlogs.All() {
-		line := e.Message
-		for k, v := range e.ContextMap() {
-			line += " " + k + "=" + toText(v)
-		}
+	for _, line := range testkit.LogLines(r.mlogs) {
 		check("master log line", []byte(line))
 	}
 	if r.mlogs.Len() == 0 {

@@ -9,9 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -207,11 +208,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 	check("backend /metrics", b)
 	checkNoInvocationSecret("backend /metrics", b)
 	// Every log line of every master, the backend and its supervisor.
-	for _, e := range logs.All() {
-		line := e.Message
-		for k, v := range e.ContextMap() {
-			line += " " + k + "=" + strings.ReplaceAll(toText(v), "\n", " ")
-		}
+	for _, line := range testkit.LogLines(logs) {
 		check("log line", []byte(line))
 		checkNoInvocationSecret("log line", []byte(line))
 	}

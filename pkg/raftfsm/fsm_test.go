@@ -2,8 +2,9 @@ package raftfsm
 
 import (
 	"errors"
-	"strings"
 	"testing"
+
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
@@ -125,28 +126,10 @@ func TestSecretsNeverLogged(t *testing.T) {
 	h.applyRaw([]byte{byte(IgnorableFlag | 1)})
 	h.applyRaw([]byte{0x7f})
 	h.fatals = nil
-	for _, e := range h.logs.All() {
-		line := e.Message
-		for k, v := range e.ContextMap() {
-			line += " " + k + "=" + toString(v)
-		}
-		if strings.Contains(line, testSecret) {
-			t.Fatalf("log line leaks the secret: %s", line)
-		}
-	}
+	testkit.NoSecretInLogs(t, h.logs, testSecret)
 	if h.logs.Len() == 0 {
 		t.Fatalf("expected some log lines to check")
 	}
-}
-
-func toString(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	if e, ok := v.(error); ok {
-		return e.Error()
-	}
-	return ""
 }
 
 func TestApplyDoesNotMutatePublishedViews(t *testing.T) {

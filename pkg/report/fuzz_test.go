@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
@@ -132,13 +134,8 @@ func FuzzReport(f *testing.F) {
 // fzNoSecret fails when st or any log line so far carries the secret.
 func fzNoSecret(t *testing.T, fx *fixture, st *wire.TStatus) {
 	t.Helper()
-	texts := []string{fmt.Sprint(st)}
-	for _, e := range fx.logs.All() {
-		texts = append(texts, e.Message, fmt.Sprint(e.ContextMap()))
-	}
-	if strings.Contains(strings.Join(texts, "\n"), fzSecret) {
-		t.Fatalf("the invocation secret leaked into a status or a log line: %v", st)
-	}
+	testkit.NoSecret(t, "status", []string{fmt.Sprint(st)}, fzSecret)
+	testkit.NoSecretInLogs(t, fx.logs, fzSecret)
 }
 
 // fzFixture is a leader over a fresh FSM with fzRunning, fzCompleted and

@@ -2,9 +2,11 @@ package report
 
 import (
 	"fmt"
-	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"strings"
 	"testing"
+
+	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
@@ -22,10 +24,7 @@ func deadlineSweep(rec *job.Record) *journal.TCompleteBatch {
 // a log line (message or any field) or in a status the handler returned.
 func assertNoSecret(t *testing.T, f *fixture) {
 	t.Helper()
-	var texts []string
-	for _, e := range f.logs.All() {
-		texts = append(texts, e.Message, fmt.Sprint(e.ContextMap()))
-	}
+	texts := testkit.LogLines(f.logs)
 	for _, st := range f.statuses {
 		texts = append(texts, fmt.Sprint(st))
 	}

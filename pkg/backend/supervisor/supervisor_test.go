@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+
 	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 )
 
@@ -205,12 +207,7 @@ func TestCanarySecretNeverLeaks(t *testing.T) {
 		if out.Result.Message != "used "+redacted {
 			t.Errorf("result message %q, want it scrubbed", out.Result.Message)
 		}
-		for _, e := range logs.All() {
-			b, _ := json.Marshal(e.ContextMap())
-			if strings.Contains(e.Message+string(b), half) {
-				t.Errorf("secret in a log line: %s %s", e.Message, b)
-			}
-		}
+		testkit.NoSecretInLogs(t, logs, half)
 		assertClean(t, s, out)
 	})
 }
