@@ -188,12 +188,12 @@ func (c *mcluster) start(i int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	m, err := lmaster.Start(ctx, lmaster.Options{
-		Node:              c.nodes[i],
-		Logger:            c.logs.logger(),
-		Backends:          c.gates[i],
-		Credentials:       config.StaticCredentials{}, // the bench catalog has no credentials
-		HeartbeatInterval: c.cfg.pool,
-		Console:           c.consoleHandler(),
+		Node:        c.nodes[i],
+		Logger:      c.logs.logger(),
+		Backends:    c.gates[i],
+		Credentials: config.StaticCredentials{}, // the bench catalog has no credentials
+		Knobs:       &lmaster.Knobs{HeartbeatInterval: c.cfg.pool},
+		Console:     c.consoleHandler(),
 	})
 	if err != nil {
 		return fmt.Errorf("%s: start master %s: %w", c.cfg.name, c.nodes[i].NodeID, err)

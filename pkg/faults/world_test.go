@@ -211,9 +211,9 @@ func (w *world) startMasterOnce(i int) error {
 	defer cancel()
 	m, err := master.Start(ctx, master.Options{
 		Node: w.nodes[i], Logger: w.logger(fmt.Sprintf("m%d", i)), Credentials: config.StaticCredentials{},
-		Backends:          &masterBackends{w: w, idx: i, real: rpc.NewThriftBackendClient(rpc.DefaultConfig())},
-		Clock:             w.clock.now,
-		HeartbeatInterval: 50 * time.Millisecond,
+		Backends: &masterBackends{w: w, idx: i, real: rpc.NewThriftBackendClient(rpc.DefaultConfig())},
+		Clock:    w.clock.now,
+		Knobs:    &master.Knobs{HeartbeatInterval: 50 * time.Millisecond},
 	})
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ import (
 func TestBackendThatNeverAnsweredIsShownDead(t *testing.T) {
 	addr := testkit.Addr(freePorts(t, 1)[0]) // reserved: nothing listens here
 
-	c := newCluster3With(t, withHTTP(t, nil), func(int) Options { return Options{HeartbeatInterval: 50 * time.Millisecond} })
+	c := newCluster3With(t, withHTTP(t, nil), func(int) Options { return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}} })
 	ld := c.leader()
 	var added *adminapi.TBackend
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -41,7 +41,7 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 		n.SecretsDir = secrets
 		n.SnapshotThreshold, n.TrailingLogs = 32, 8
 	}, func(i int) Options {
-		return Options{Logger: zap.New(core), HeartbeatInterval: 50 * time.Millisecond,
+		return Options{Logger: zap.New(core), Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond},
 			Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	w := newWorker(c)

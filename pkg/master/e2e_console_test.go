@@ -41,7 +41,7 @@ func newConsoleRig(t *testing.T) *consoleRig {
 	// The default raft timeouts: on a loaded machine the fast ones can lose
 	// a leader in the middle of the setup.
 	c := newCluster3With(t, withHTTP(t, func(n *config.Node) { n.SecretsDir, n.Timeouts = secrets, config.RaftProfileDefault }), func(int) Options {
-		return Options{Console: console.Handler(), HeartbeatInterval: 50 * time.Millisecond, Credentials: config.DirCredentials{Dir: secrets}}
+		return Options{Console: console.Handler(), Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	w := newWorker(c)
 	w.mu.Lock()

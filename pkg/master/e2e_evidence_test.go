@@ -87,7 +87,7 @@ func newEvidenceRig(t *testing.T) *evidenceRig {
 	r := &evidenceRig{t: t, builder: builder, lake: t.TempDir(), hold: t.TempDir(), bin: bin, logs: &lockedBuffer{}}
 	r.makeDataset()
 	r.c = newCluster3With(t, nil, func(int) Options {
-		return Options{HeartbeatInterval: 100 * time.Millisecond, OptimizePolicyInterval: testPolicyInterval}
+		return Options{Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond, OptimizePolicyInterval: testPolicyInterval}}
 	})
 	r.l = r.c.leader()
 	r.addr = testkit.Addr(freePorts(t, 1)[0])
@@ -397,7 +397,7 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		"--rows", "2000", "--dim", "16").CombinedOutput(); err != nil {
 		t.Fatalf("make-dataset: %v\n%s", err, out)
 	}
-	fast := func(int) Options { return Options{HeartbeatInterval: 100 * time.Millisecond} }
+	fast := func(int) Options { return Options{Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond}} }
 	a := newCluster3With(t, nil, fast)
 	addr := startAgentWith(t, a, builder, func(c *backend.Config) { c.ClusterRebindAfter = time.Second })
 	call := func(c *cluster3, fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) {

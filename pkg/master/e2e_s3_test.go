@@ -87,7 +87,7 @@ func newS3Rig(t *testing.T) *s3Rig {
 		n.SecretsDir = r.secrets
 		n.SnapshotThreshold, n.TrailingLogs = 16, 4
 	}), func(int) Options {
-		return Options{Logger: zap.New(core), HeartbeatInterval: 100 * time.Millisecond, Credentials: config.DirCredentials{Dir: r.secrets}}
+		return Options{Logger: zap.New(core), Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond}, Credentials: config.DirCredentials{Dir: r.secrets}}
 	})
 	r.l = r.c.leader()
 	ports := freePorts(t, 2)

@@ -95,7 +95,7 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 	}
 	mkdata()
 
-	c := newCluster3With(t, nil, func(int) Options { return Options{HeartbeatInterval: 100 * time.Millisecond} })
+	c := newCluster3With(t, nil, func(int) Options { return Options{Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond}} })
 	l := c.leader()
 	addr := startAgent(t, c, builder)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

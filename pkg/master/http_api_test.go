@@ -64,7 +64,7 @@ func apiJobIDs(t *testing.T, body map[string]any) []int64 {
 func TestHTTPAPIOnThreeMasters(t *testing.T) {
 	creds := config.StaticCredentials{"lake-creds": {"aws_secret_access_key": storageCanary}}
 	c := newCluster3With(t, withHTTP(t, nil), func(int) Options {
-		return Options{Credentials: creds, HeartbeatInterval: 50 * time.Millisecond}
+		return Options{Credentials: creds, Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}}
 	})
 	w := newWorker(c)
 	w.logTail = "opening s3 with aws_secret_access_key=" + storageCanary + "\n"

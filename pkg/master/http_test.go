@@ -66,7 +66,7 @@ func TestMetricsOfACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCluster3With(t, withHTTP(t, func(n *config.Node) { n.SecretsDir = secrets }), func(int) Options {
-		return Options{HeartbeatInterval: 50 * time.Millisecond, Credentials: config.DirCredentials{Dir: secrets}}
+		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	w := newWorker(c)
 	l := c.leader()

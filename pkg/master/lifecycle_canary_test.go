@@ -55,7 +55,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 		n.SecretsDir = secrets
 		n.SnapshotThreshold, n.TrailingLogs = 16, 4
 	}), func(int) Options {
-		return Options{Logger: logger, HeartbeatInterval: 100 * time.Millisecond, Credentials: config.DirCredentials{Dir: secrets}}
+		return Options{Logger: logger, Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	l := c.leader()
 

@@ -183,7 +183,7 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 		journaledCh = make(chan int, 1) // the master whose M1 was committed
 	)
 	c := newCluster3With(t, nil, func(i int) Options {
-		return Options{HeartbeatInterval: 50 * time.Millisecond, DispatchHooks: dispatch.Hooks{
+		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond, DispatchHooks: dispatch.Hooks{
 			AfterJournal: func(ids []int64) {
 				if armJournal.CompareAndSwap(true, false) {
 					holdMu.Lock()
@@ -203,7 +203,7 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 				}
 				return nil
 			},
-		}}
+		}}}
 	})
 	w := newWorker(c)
 	l := c.leader()

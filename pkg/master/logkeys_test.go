@@ -17,9 +17,9 @@ func TestLogLinesNeverRepeatAKey(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	c := newCluster3With(t, nil, func(i int) Options {
 		if i == 0 {
-			return Options{Logger: zap.New(core), HeartbeatInterval: 50 * time.Millisecond}
+			return Options{Logger: zap.New(core), Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}}
 		}
-		return Options{HeartbeatInterval: 50 * time.Millisecond}
+		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}}
 	})
 	c.setup(c.leader())
 	eventually(t, 10*time.Second, "m1 to log", func() bool { return logs.Len() > 5 })

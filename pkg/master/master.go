@@ -52,16 +52,9 @@ type Options struct {
 	Credentials config.CredentialSource
 	// Clock stamps commands and drives the leader services; nil = time.Now.
 	Clock func() time.Time
-	// DispatchHooks are the dispatcher's fault-injection points (tests only).
-	DispatchHooks dispatch.Hooks
-	// HeartbeatInterval overrides the pool's default (tests).
-	HeartbeatInterval time.Duration
-	// OptimizePolicyInterval overrides the OPTIMIZE policy's pass period
-	// (tests; default dispatch.DefaultOptimizePolicyInterval).
-	OptimizePolicyInterval time.Duration
-	// ReadyMaxApplyLag is /readyz's allowance of committed entries not yet
-	// applied; 0 = DefaultReadyMaxApplyLag.
-	ReadyMaxApplyLag uint64
+	// Knobs are for tests and the benchmark only (knobs.go); nil in
+	// production.
+	Knobs *Knobs
 	// Console is served under /ui/ on the HTTP listener (console.Handler());
 	// nil: /ui/ answers 404.
 	Console http.Handler
@@ -85,6 +78,10 @@ type Master struct {
 func Start(ctx context.Context, o Options) (*Master, error) {
 	if o.Node == nil {
 		return nil, errors.New("master: no node configuration")
+	}
+	k := o.Knobs
+	if k == nil {
+		k = &Knobs{}
 	}
 	n := o.Node
 	log := o.Logger
@@ -144,10 +141,10 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	}
 	pool, disp := wireLeaderServices(node, fsm, leaderServices{
 		backends: backends, creds: creds, clock: clock, waker: waker, log: log, nodeID: n.NodeID,
-		masterAddrs: rpcAddresses(n.Peers), hooks: o.DispatchHooks, heartbeat: o.HeartbeatInterval,
+		masterAddrs: rpcAddresses(n.Peers), hooks: k.DispatchHooks, heartbeat: k.HeartbeatInterval,
 		proposer: timed, observer: mm,
 	})
-	optimizeAdmin := addOptimizePolicy(node, fsm, clock, o.OptimizePolicyInterval, log.Named("optimize-policy"))
+	optimizeAdmin := addOptimizePolicy(node, fsm, clock, k.OptimizePolicyInterval, log.Named("optimize-policy"))
 	reports := report.New(report.Deps{
 		Proposer: timed, Reader: fsm, Leader: node.Leader, Forward: leaderCall, Waker: waker,
 		Logger: log.Named("report"), Clock: clock, CatchUp: node.ConsistentRead, VerifyLeader: node.VerifyLeader,
@@ -182,7 +179,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		return nil, errors.Join(fmt.Errorf("master: rpc listener: %w", err), node.Shutdown(false))
 	}
 	mm.reg.MustRegister(metrics.RPCConnections("master", func() (rpc.ConnStats, bool) { return server.ConnStats(), true }))
-	httpSrv, err := startHTTP(httpListener{addr: n.HTTPBind, plaintext: n.HTTPAPIPlaintext, certs: rcfg.Certs, maxLag: o.ReadyMaxApplyLag,
+	httpSrv, err := startHTTP(httpListener{addr: n.HTTPBind, plaintext: n.HTTPAPIPlaintext, certs: rcfg.Certs, maxLag: k.ReadyMaxApplyLag,
 		log: log.Named("http"), api: httpapi.Deps{Admin: adm, Reader: fsm, Raft: node, NodeID: n.NodeID, Clock: clock,
 			Logger: log.Named("httpapi"), Console: o.Console}}, mm, node, fsm)
 	if err != nil {

@@ -21,7 +21,7 @@ func TestMySQLRefreshThroughTheMaster(t *testing.T) {
 	secrets := t.TempDir()
 	mariadbtest.CredentialsFile(t, secrets, "doris-refresh")
 	c := newCluster3With(t, func(n *config.Node) { n.SecretsDir = secrets }, func(int) Options {
-		return Options{HeartbeatInterval: 50 * time.Millisecond, Credentials: config.DirCredentials{Dir: secrets}}
+		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	newWorker(c)
 	l := c.leader()

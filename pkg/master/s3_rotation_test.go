@@ -32,7 +32,7 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 	}
 	write("AKIA-FIRST", "secret-first-1a2b")
 	c := newCluster3With(t, func(n *config.Node) { n.SecretsDir = secrets }, func(int) Options {
-		return Options{HeartbeatInterval: 50 * time.Millisecond, Credentials: config.DirCredentials{Dir: secrets}}
+		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	newWorker(c)
 	var mu sync.Mutex
