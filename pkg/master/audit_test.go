@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -18,17 +21,17 @@ import (
 
 // startFourthMaster starts m4 (with join: it waits for add-voter) next to
 // c's three masters and returns its peer entry.
-func startFourthMaster(t *testing.T, c *cluster3, join bool) (config.Peer, *Master) {
+func startFourthMaster(t *testing.T, c *mastertest.Cluster, join bool) (config.Peer, *master.Master) {
 	t.Helper()
 	ports := freePorts(t, 2)
 	p4 := config.Peer{ID: "m4", RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[0]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[1])}
 	n4 := config.DefaultNode()
 	n4.NodeID, n4.DataDir, n4.Timeouts, n4.Join = "m4", t.TempDir(), config.RaftProfileFast, join
-	n4.Peers = append(append([]config.Peer(nil), c.nodes[0].Peers...), p4)
+	n4.Peers = append(append([]config.Peer(nil), c.Nodes[0].Peers...), p4)
 	if err := n4.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	m4, err := Start(opsCtx(t), Options{Node: n4, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	m4, err := master.Start(opsCtx(t), master.Options{Node: n4, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		Credentials: config.StaticCredentials{}})
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +46,12 @@ func startFourthMaster(t *testing.T, c *cluster3, join bool) (config.Peer, *Mast
 // there too (with the membership events the restored file carried). Each
 // records the name claimed (--as), the actor on this plaintext cluster.
 func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
-	c := newCluster3(t, nil)
-	c.setup(c.leader())
+	c := mastertest.New(t, nil)
+	c.Setup(c.Leader())
 	p4, m4 := startFourthMaster(t, c, true)
 	call := func(fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) error {
 		t.Helper()
-		return c.client(c.leader()).Call(opsCtx(t), fn)
+		return c.Client(c.Leader()).Call(opsCtx(t), fn)
 	}
 	nv, as := true, "ann"
 	if err := call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
@@ -63,8 +66,8 @@ func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
 			return err
 		}) == nil
 	})
-	ld := c.leader()
-	to := c.nodes[(ld+1)%3].NodeID
+	ld := c.Leader()
+	to := c.Nodes[(ld+1)%3].NodeID
 	if err := call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 		_, err := cl.TransferLeader(ctx, to, as)
 		return err
@@ -79,7 +82,7 @@ func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
 	}
 	m4.Close(false)
 	membership := []string{raftfsm.AuditRaftRemovePeer, raftfsm.AuditRaftTransferLeader, raftfsm.AuditRaftPromote, raftfsm.AuditRaftAddNonvoter}
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		eventually(t, 15*time.Second, fmt.Sprintf("m%d has the membership events", i+1), func() bool {
 			return slices.Equal(kindsOf(m.FSM().State(), "raft."), membership)
 		})
@@ -91,12 +94,12 @@ func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
 		}
 	}
 
-	file := saveSnapshot(t, c.client(c.leader()))
-	resp, err := restoreSnapshot(t, c.client(c.leader()), file)
+	file := saveSnapshot(t, c.Client(c.Leader()))
+	resp, err := restoreSnapshot(t, c.Client(c.Leader()), file)
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		eventually(t, 15*time.Second, fmt.Sprintf("m%d has the restore's event after the restored ones", i+1), func() bool {
 			st := m.FSM().State()
 			evs, _ := st.AuditEvents(raftfsm.AuditFilter{Kind: raftfsm.AuditSnapshotRestore}, 0, 0)
@@ -105,9 +108,9 @@ func TestAuditTrailOfMembershipAndRestoreOnEveryMaster(t *testing.T) {
 	}
 	// The API says the same on every master, each from its own replica,
 	// with who and what.
-	for i := range c.masters {
+	for i := range c.Masters {
 		var out *adminapi.TListEventsResponse
-		if err := c.client(i).Call(opsCtx(t), func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) (err error) {
+		if err := c.Client(i).Call(opsCtx(t), func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) (err error) {
 			out, err = cl.ListEvents(ctx, &adminapi.TListEventsRequest{Kind: new("raft.transfer-leader")})
 			return err
 		}); err != nil {

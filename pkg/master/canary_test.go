@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 
@@ -37,31 +40,31 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
-	c := newCluster3With(t, func(n *config.Node) {
+	c := mastertest.NewWith(t, func(n *config.Node) {
 		n.SecretsDir = secrets
 		n.SnapshotThreshold, n.TrailingLogs = 32, 8
-	}, func(i int) Options {
-		return Options{Logger: zap.New(core), Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond},
+	}, func(i int) master.Options {
+		return master.Options{Logger: zap.New(core), Knobs: &master.Knobs{HeartbeatInterval: 50 * time.Millisecond},
 			Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	w := newWorker(c)
 	// A backend that failed to redact: its log tails and its job log carry
 	// the credential; the masters journal and show neither.
 	w.logTail = "opening s3 with aws_secret_access_key=" + storageCanary + "\n"
-	c.backend.SetJobLogHook(func(r *wire.TJobLogRequest) *wire.TJobLogResponse {
+	c.Backend.SetJobLogHook(func(r *wire.TJobLogRequest) *wire.TJobLogResponse {
 		st := wire.TLanceInvocationState_FINISHED
 		return &wire.TJobLogResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_OK}, State: &st,
 			Log: thrift.StringPtr("line with " + storageCanary + "\n")}
 	})
-	l := c.leader()
+	l := c.Leader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	root, creds := "/data/lake", "lake-creds"
-	err := c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+	err := c.Client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 			return err
 		}
-		if _, err := a.AddBackend(ctx, c.backend.Addr(), ""); err != nil {
+		if _, err := a.AddBackend(ctx, c.Backend.Addr(), ""); err != nil {
 			return err
 		}
 		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true", "")
@@ -70,13 +73,13 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.backend.SetDataset("/data/lake/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
-	ids := c.admitIDs(l, "lake", "t", "i", 5)
-	c.waitSettled(l, ids)
+	c.Backend.SetDataset("/data/lake/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+	ids := c.AdmitIDs(l, "lake", "t", "i", 5)
+	c.WaitSettled(l, ids)
 
 	// It reached the wire: inspect and submit both carried it.
 	seen := 0
-	for _, o := range c.backend.StorageOptionsSeen() {
+	for _, o := range c.Backend.StorageOptionsSeen() {
 		if o["aws_secret_access_key"] == storageCanary {
 			seen++
 		}
@@ -86,7 +89,7 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 	}
 
 	// Not in what operators see.
-	err = c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+	err = c.Client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		list, err := a.ListJobs(ctx, &adminapi.TListJobsRequest{})
 		if err != nil {
 			return err
@@ -106,7 +109,7 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 		if fromBackend.Source != "backend" || !strings.Contains(fromBackend.Log, "line with [redacted]") {
 			t.Errorf("jobs logs should answer the backend's log, redacted (the scan would prove nothing): %+v", fromBackend)
 		}
-		c.backend.SetJobLogHook(nil) // an older backend: the journal's tail
+		c.Backend.SetJobLogHook(nil) // an older backend: the journal's tail
 		fromJournal, err := a.JobLogs(ctx, ids[0], 0)
 		if err != nil {
 			return err
@@ -130,13 +133,13 @@ func TestStorageCredentialsOnlyOnTheWire(t *testing.T) {
 	}
 
 	// Not in any file a master wrote (raft log, stable store, snapshots).
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		if err := m.Node().Snapshot(); err != nil && !strings.Contains(err.Error(), "nothing new") {
 			t.Fatalf("m%d snapshot: %v", i+1, err)
 		}
 	}
 	files := 0
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		_ = filepath.Walk(n.DataDir, func(p string, info os.FileInfo, err error) error {
 			if err != nil || info.IsDir() {
 				return nil

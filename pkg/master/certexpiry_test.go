@@ -8,6 +8,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/pkg/backend"
 	"github.com/lancemaster/lancemaster/pkg/certs"
+	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
 
 // Masters and backends under mutual TLS export their own certificate's
@@ -19,7 +20,7 @@ func TestCertExpiryGaugeOnMastersAndBackends(t *testing.T) {
 	if _, err := certs.WriteDevCerts(pki, certs.DevOptions{Hosts: []string{"127.0.0.1"}, Validity: 10 * 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	mcfg := tlsConfig(t, pki, certs.RoleMaster)
+	mcfg := rpctest.DevTLSConfig(t, pki, certs.RoleMaster)
 	want := float64(mcfg.Certs.Leaf().NotAfter.Unix())
 	if got, ok := expiryGauge(t, newMasterMetrics(mcfg.Certs).reg.Gather, "master"); !ok || got != want {
 		t.Fatalf("master expiry = %v (present %v), want %v", got, ok, want)
@@ -28,7 +29,7 @@ func TestCertExpiryGaugeOnMastersAndBackends(t *testing.T) {
 		t.Fatal("a plaintext master exports a certificate expiry")
 	}
 
-	bcfg := tlsConfig(t, pki, certs.RoleBackend)
+	bcfg := rpctest.DevTLSConfig(t, pki, certs.RoleBackend)
 	for _, tc := range []struct {
 		name    string
 		tls     bool
@@ -38,7 +39,7 @@ func TestCertExpiryGaugeOnMastersAndBackends(t *testing.T) {
 		if tc.tls {
 			cfg.RPC = bcfg
 		}
-		a, err := backend.New(cfg, okRunner{})
+		a, err := backend.New(cfg, OKRunner{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/cluster"
@@ -23,14 +25,14 @@ func TestDrainIsReplicatedAndSurvivesLeaderChangeAndSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster3(t, nil)
-	f := c.follower()
-	c.setup(f)
-	c.setOptions(f, map[string]string{options.OptEnableLocalFileMutation: "true"}) // the test catalog is a local path
+	c := mastertest.New(t, nil)
+	f := c.Follower()
+	c.Setup(f)
+	c.SetOptions(f, map[string]string{options.OptEnableLocalFileMutation: "true"}) // the test catalog is a local path
 	run := func(stdin []byte, args ...string) (string, string) {
 		t.Helper()
 		var out, errb bytes.Buffer
-		cmd := exec.Command(bin, append([]string{"--address", c.nodes[c.follower()].RPCAdvertise, "--as", "ops"}, args...)...)
+		cmd := exec.Command(bin, append([]string{"--address", c.Nodes[c.Follower()].RPCAdvertise, "--as", "ops"}, args...)...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errb
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("lancemaster %s: %v\nstderr: %s", strings.Join(args, " "), err, errb.String())
@@ -41,10 +43,10 @@ func TestDrainIsReplicatedAndSurvivesLeaderChangeAndSnapshot(t *testing.T) {
 		out, _ := run(nil, "backends", "show", "1")
 		return strings.Contains(out, "dispatchable:  yes")
 	})
-	if out, _ := run(nil, "backends", "drain", c.backend.Addr()); !strings.Contains(out, "backend 1 ("+c.backend.Addr()+") drained") {
+	if out, _ := run(nil, "backends", "drain", c.Backend.Addr()); !strings.Contains(out, "backend 1 ("+c.Backend.Addr()+") drained") {
 		t.Fatalf("drain: %q", out)
 	}
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		eventually(t, 10*time.Second, fmt.Sprintf("m%d has the drain", i+1), func() bool {
 			b, ok := m.FSM().State().Backend(1)
 			return ok && b.Drained && b.DrainActor == "ops"
@@ -53,14 +55,14 @@ func TestDrainIsReplicatedAndSurvivesLeaderChangeAndSnapshot(t *testing.T) {
 
 	// A new leader keeps it: jobs admitted now stay PENDING while the new
 	// leader heartbeats the backend alive.
-	c.kill(c.leader())
-	c.admit(c.follower(), "d", 3)
+	c.Kill(c.Leader())
+	c.Admit(c.Follower(), "d", 3)
 	eventually(t, 15*time.Second, "the new leader hears the backend", func() bool {
 		out, _ := run(nil, "backends", "show", "1")
 		return strings.Contains(out, "alive:         yes") && strings.Contains(out, "dispatchable:  no") &&
 			strings.Contains(out, "drained:       yes (drained ") && strings.Contains(out, " by ops)")
 	})
-	if n := len(c.backend.Dispatches()); n != 0 {
+	if n := len(c.Backend.Dispatches()); n != 0 {
 		t.Fatalf("%d dispatches reached the drained backend", n)
 	}
 
@@ -82,8 +84,8 @@ func TestDrainIsReplicatedAndSurvivesLeaderChangeAndSnapshot(t *testing.T) {
 	// Undrain: the PENDING jobs go out (2, the per-backend bound), and
 	// show lists the jobs holding its slots.
 	run(nil, "backends", "undrain", "1")
-	if !c.backend.WaitForSubmits(2, 15*time.Second) {
-		t.Fatalf("undrained: %d dispatches, want 2", len(c.backend.Dispatches()))
+	if !c.Backend.WaitForSubmits(2, 15*time.Second) {
+		t.Fatalf("undrained: %d dispatches, want 2", len(c.Backend.Dispatches()))
 	}
 	eventually(t, 10*time.Second, "show lists the slot holders", func() bool {
 		show, _ := run(nil, "backends", "show", "1")
@@ -95,7 +97,7 @@ func TestDrainIsReplicatedAndSurvivesLeaderChangeAndSnapshot(t *testing.T) {
 	if !strings.Contains(out, "restored the snapshot") {
 		t.Fatalf("restore stdout %q", out)
 	}
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		if m == nil {
 			continue
 		}
@@ -106,7 +108,7 @@ func TestDrainIsReplicatedAndSurvivesLeaderChangeAndSnapshot(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = c.client(c.follower()).Call(ctx, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+	err = c.Client(c.Follower()).Call(ctx, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 		_, err := cl.ShowBackend(ctx, "99")
 		return err
 	})

@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
+
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
@@ -26,7 +29,7 @@ import (
 // COMMITTED, NOT_COMMITTED, UNKNOWN, CANCELLED and PENDING, and a storage
 // credential canary in its catalog's credentials file.
 type consoleRig struct {
-	c    *cluster3
+	c    *mastertest.Cluster
 	via  int // the follower the browser and the admin client ask
 	ids  map[string][]int64
 	base string
@@ -40,8 +43,8 @@ func newConsoleRig(t *testing.T) *consoleRig {
 	}
 	// The default raft timeouts: on a loaded machine the fast ones can lose
 	// a leader in the middle of the setup.
-	c := newCluster3With(t, withHTTP(t, func(n *config.Node) { n.SecretsDir, n.Timeouts = secrets, config.RaftProfileDefault }), func(int) Options {
-		return Options{Console: console.Handler(), Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
+	c := mastertest.NewWith(t, withHTTP(t, func(n *config.Node) { n.SecretsDir, n.Timeouts = secrets, config.RaftProfileDefault }), func(int) master.Options {
+		return master.Options{Console: console.Handler(), Knobs: &master.Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	w := newWorker(c)
 	w.mu.Lock()
@@ -58,9 +61,9 @@ func newConsoleRig(t *testing.T) *consoleRig {
 		return wire.TLanceIndexJobResultCode_NATIVE_OK
 	}
 	w.mu.Unlock()
-	l := c.leader()
-	c.setup(l)
-	c.setOptions(l, map[string]string{options.OptEnableLocalFileMutation: "true"})
+	l := c.Leader()
+	c.Setup(l)
+	c.SetOptions(l, map[string]string{options.OptEnableLocalFileMutation: "true"})
 	creds := "lake-creds"
 	r := &consoleRig{c: c, ids: map[string][]int64{}}
 	r.admin(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
@@ -68,13 +71,13 @@ func newConsoleRig(t *testing.T) *consoleRig {
 		return err
 	})
 	for _, p := range []string{"ok", "nc", "unk"} {
-		r.ids[p] = c.admitIDs(l, "lake", "items", p, 2)
+		r.ids[p] = c.AdmitIDs(l, "lake", "items", p, 2)
 	}
 	want := map[string]string{"ok": "COMMITTED", "nc": "NOT_COMMITTED", "unk": "UNKNOWN"}
 	r.waitStates(want)
 	// Then, with the dispatcher paused, two that stay PENDING; one is cancelled.
-	c.setOptions(l, map[string]string{options.OptDispatcherPaused: "true"})
-	r.ids["pend"] = c.admitIDs(l, "lake", "items", "pend", 2)
+	c.SetOptions(l, map[string]string{options.OptDispatcherPaused: "true"})
+	r.ids["pend"] = c.AdmitIDs(l, "lake", "items", "pend", 2)
 	r.ids["cancel"] = r.ids["pend"][1:]
 	r.ids["pend"] = r.ids["pend"][:1]
 	r.admin(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
@@ -83,17 +86,17 @@ func newConsoleRig(t *testing.T) *consoleRig {
 	})
 	want["pend"], want["cancel"] = "PENDING", "CANCELLED"
 	r.waitStates(want)
-	r.via = c.follower()
-	r.base = "http://" + c.masters[r.via].HTTPAddr()
+	r.via = c.Follower()
+	r.base = "http://" + c.Masters[r.via].HTTPAddr()
 	return r
 }
 
 func (r *consoleRig) admin(via int, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) {
-	r.c.t.Helper()
+	r.c.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := r.c.client(via).Call(ctx, fn); err != nil {
-		r.c.t.Fatal(err)
+	if err := r.c.Client(via).Call(ctx, fn); err != nil {
+		r.c.T.Fatal(err)
 	}
 }
 
@@ -101,10 +104,10 @@ func (r *consoleRig) admin(via int, fn func(context.Context, *adminapi.LanceMast
 // with nothing left to refresh, except the UNKNOWN and PENDING ones, which
 // stay unresolved.
 func (r *consoleRig) waitStates(want map[string]string) {
-	r.c.t.Helper()
-	for i := range r.c.masters {
-		eventually(r.c.t, 30*time.Second, fmt.Sprintf("m%d has every job in its state", i+1), func() bool {
-			st := r.c.liveMasters()[i].FSM().State()
+	r.c.T.Helper()
+	for i := range r.c.Masters {
+		eventually(r.c.T, 30*time.Second, fmt.Sprintf("m%d has every job in its state", i+1), func() bool {
+			st := r.c.LiveMasters()[i].FSM().State()
 			for group, state := range want {
 				for _, id := range r.ids[group] {
 					rec, ok := st.Job(id)
@@ -126,7 +129,7 @@ type listed struct {
 }
 
 func (r *consoleRig) jobsList(req *adminapi.TListJobsRequest) listed {
-	r.c.t.Helper()
+	r.c.T.Helper()
 	req.OldestFirst = ptr(false) // newest first, as jobs list asks
 	out := listed{jobs: map[int64]map[string]any{}}
 	r.admin(r.via, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
@@ -135,7 +138,7 @@ func (r *consoleRig) jobsList(req *adminapi.TListJobsRequest) listed {
 			return err
 		}
 		if resp.IsSetNextAfterJobID() || resp.IsSetNextBeforeJobID() {
-			r.c.t.Fatalf("more than one page of jobs: %d", len(resp.Jobs))
+			r.c.T.Fatalf("more than one page of jobs: %d", len(resp.Jobs))
 		}
 		for _, j := range resp.Jobs {
 			b, _ := json.Marshal(j)
@@ -153,16 +156,16 @@ func (r *consoleRig) jobsList(req *adminapi.TListJobsRequest) listed {
 
 // get answers a /v1 path of the rig's master as raw JSON.
 func (r *consoleRig) get(path string) string {
-	r.c.t.Helper()
+	r.c.T.Helper()
 	cl := &http.Client{Timeout: 10 * time.Second}
 	resp, err := cl.Get(r.base + path)
 	if err != nil {
-		r.c.t.Fatal(err)
+		r.c.T.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		r.c.t.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, b)
+		r.c.T.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, b)
 	}
 	return string(b)
 }
@@ -283,7 +286,7 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 
 	// No secret anywhere: not in a page, not in an API answer.
 	var secrets []string
-	for _, d := range r.c.backend.Dispatches() {
+	for _, d := range r.c.Backend.Dispatches() {
 		if s := d.GetInvocationSecret(); s != "" {
 			secrets = append(secrets, s)
 		}
@@ -309,7 +312,7 @@ func TestConsoleAgainstRealCluster(t *testing.T) {
 			b.Screenshot("e2e-console-" + name)
 		}
 	}
-	if !strings.Contains(pages["#/backends"], r.c.backend.Addr()) || !strings.Contains(pages["#/cluster"], "m1") ||
+	if !strings.Contains(pages["#/backends"], r.c.Backend.Addr()) || !strings.Contains(pages["#/cluster"], "m1") ||
 		!strings.Contains(pages["#/events"], "catalog.update") {
 		t.Error("the backends, cluster or events page does not show the cluster (the scan would prove nothing)")
 	}

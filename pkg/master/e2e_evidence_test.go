@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
@@ -35,7 +38,7 @@ import (
 // and data dir.
 type evidenceRig struct {
 	t       *testing.T
-	c       *cluster3
+	c       *mastertest.Cluster
 	l       int
 	builder string
 	lake    string
@@ -86,14 +89,14 @@ func newEvidenceRig(t *testing.T) *evidenceRig {
 	}
 	r := &evidenceRig{t: t, builder: builder, lake: t.TempDir(), hold: t.TempDir(), bin: bin, logs: &lockedBuffer{}}
 	r.makeDataset()
-	r.c = newCluster3With(t, nil, func(int) Options {
-		return Options{Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond, OptimizePolicyInterval: testPolicyInterval}}
+	r.c = mastertest.NewWith(t, nil, func(int) master.Options {
+		return master.Options{Knobs: &master.Knobs{HeartbeatInterval: 100 * time.Millisecond, OptimizePolicyInterval: testPolicyInterval}}
 	})
-	r.l = r.c.leader()
+	r.l = r.c.Leader()
 	r.addr = testkit.Addr(freePorts(t, 1)[0])
 	data := t.TempDir()
 	var masters []string
-	for _, p := range r.c.nodes[0].Peers {
+	for _, p := range r.c.Nodes[0].Peers {
 		masters = append(masters, p.RPCAddress)
 	}
 	r.cfg = filepath.Join(t.TempDir(), "backend.yaml")
@@ -131,7 +134,7 @@ func (r *evidenceRig) waitAlive() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		alive := false
-		_ = r.c.client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		_ = r.c.Client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 			bs, err := a.ListBackends(ctx)
 			for _, b := range bs {
 				alive = alive || b.GetAlive()
@@ -174,13 +177,13 @@ func (r *evidenceRig) call(fn func(ctx context.Context, a *adminapi.LanceMasterS
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := r.c.client(r.l).Call(ctx, fn); err != nil {
+	if err := r.c.Client(r.l).Call(ctx, fn); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
 func (r *evidenceRig) job(id int64) *job.Record {
-	rec, _ := r.c.masters[r.l].FSM().State().Job(id)
+	rec, _ := r.c.Masters[r.l].FSM().State().Job(id)
 	return rec
 }
 
@@ -397,18 +400,20 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		"--rows", "2000", "--dim", "16").CombinedOutput(); err != nil {
 		t.Fatalf("make-dataset: %v\n%s", err, out)
 	}
-	fast := func(int) Options { return Options{Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond}} }
-	a := newCluster3With(t, nil, fast)
+	fast := func(int) master.Options {
+		return master.Options{Knobs: &master.Knobs{HeartbeatInterval: 100 * time.Millisecond}}
+	}
+	a := mastertest.NewWith(t, nil, fast)
 	addr := startAgentWith(t, a, builder, func(c *backend.Config) { c.ClusterRebindAfter = time.Second })
-	call := func(c *cluster3, fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) {
+	call := func(c *mastertest.Cluster, fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := c.client(c.leader()).Call(ctx, fn); err != nil {
+		if err := c.Client(c.Leader()).Call(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	create := func(c *cluster3, name string) int64 {
+	create := func(c *mastertest.Cluster, name string) int64 {
 		var id int64
 		call(c, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 			resp, err := cl.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items",
@@ -418,10 +423,10 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		})
 		return id
 	}
-	committed := func(c *cluster3, id int64) {
+	committed := func(c *mastertest.Cluster, id int64) {
 		t.Helper()
 		eventually(t, 60*time.Second, fmt.Sprintf("job %d to commit", id), func() bool {
-			r, ok := c.masters[c.leader()].FSM().State().Job(id)
+			r, ok := c.Masters[c.Leader()].FSM().State().Job(id)
 			return ok && r.MutationState == job.Committed
 		})
 	}
@@ -437,29 +442,29 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 	})
 	// A's terms climb well above what fresh masters start with.
 	for i := 0; i < 4; i++ {
-		l := a.leader()
-		to := a.nodes[(l+1)%3].NodeID
+		l := a.Leader()
+		to := a.Nodes[(l+1)%3].NodeID
 		call(a, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 			_, err := cl.TransferLeader(ctx, to, "")
 			return err
 		})
-		eventually(t, 15*time.Second, "the transfer", func() bool { return a.leader() != l })
+		eventually(t, 15*time.Second, "the transfer", func() bool { return a.Leader() != l })
 	}
 	committed(a, create(a, "before"))
-	file := saveSnapshot(t, a.client(a.leader()))
-	aTerm := a.masters[a.leader()].Node().LeaderTerm()
-	aID := a.masters[a.leader()].FSM().State().ClusterID()
-	for i := range a.masters {
-		a.kill(i)
+	file := saveSnapshot(t, a.Client(a.Leader()))
+	aTerm := a.Masters[a.Leader()].Node().LeaderTerm()
+	aID := a.Masters[a.Leader()].FSM().State().ClusterID()
+	for i := range a.Masters {
+		a.Kill(i)
 	}
 
-	b := newCluster3With(t, nil, fast)
-	bl := b.leader()
-	if _, err := restoreSnapshot(t, b.client(bl), file); err != nil {
+	b := mastertest.NewWith(t, nil, fast)
+	bl := b.Leader()
+	if _, err := restoreSnapshot(t, b.Client(bl), file); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	bID := b.masters[b.leader()].FSM().State().ClusterID()
-	if bTerm := b.masters[b.leader()].Node().LeaderTerm(); bTerm >= aTerm || bID == aID || bID == "" {
+	bID := b.Masters[b.Leader()].FSM().State().ClusterID()
+	if bTerm := b.Masters[b.Leader()].Node().LeaderTerm(); bTerm >= aTerm || bID == aID || bID == "" {
 		t.Fatalf("the test needs B's term (%d) below A's (%d) and B's own cluster id (%q vs %q)", bTerm, aTerm, bID, aID)
 	}
 	call(b, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {

@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func (r *evidenceRig) fenced(what string, holder int64, admit func(ctx context.C
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := r.c.client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error { return admit(ctx, a) })
+	err := r.c.Client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error { return admit(ctx, a) })
 	var ae *adminapi.TAdminError
 	if !errors.As(err, &ae) || ae.Code != adminapi.TErrorCode_FENCE_CONFLICT || ae.GetJobID() != holder {
 		r.t.Fatalf("%s: %v, want FENCE_CONFLICT naming job %d", what, err, holder)
@@ -133,7 +133,7 @@ func TestEndToEndOptimize(t *testing.T) {
 	// runs, and none again before the interval.
 	policyJobs := func() []*job.Record {
 		var out []*job.Record
-		for _, j := range allJobs(r.c.masters[r.l].FSM().State()) {
+		for _, j := range allJobs(r.c.Masters[r.l].FSM().State()) {
 			if j.IsOptimize() && j.Creator == "policy:optimize" {
 				out = append(out, j)
 			}

@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -83,19 +86,19 @@ func newS3Rig(t *testing.T) *s3Rig {
 	writeS3Credentials(t, r.secrets, "s3-creds", r.store)
 	core, logs := observer.New(zapcore.DebugLevel)
 	r.mlogs = logs
-	r.c = newCluster3With(t, withHTTP(t, func(n *config.Node) {
+	r.c = mastertest.NewWith(t, withHTTP(t, func(n *config.Node) {
 		n.SecretsDir = r.secrets
 		n.SnapshotThreshold, n.TrailingLogs = 16, 4
-	}), func(int) Options {
-		return Options{Logger: zap.New(core), Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond}, Credentials: config.DirCredentials{Dir: r.secrets}}
+	}), func(int) master.Options {
+		return master.Options{Logger: zap.New(core), Knobs: &master.Knobs{HeartbeatInterval: 100 * time.Millisecond}, Credentials: config.DirCredentials{Dir: r.secrets}}
 	})
-	r.l = r.c.leader()
+	r.l = r.c.Leader()
 	ports := freePorts(t, 2)
 	r.addr, r.backendHTTP = fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	r.cfg = filepath.Join(t.TempDir(), "backend.yaml")
 	body := fmt.Sprintf("listen: %s\nhttp_listen: %s\ndata_dir: %s\nmasters: [%s]\nisolation: best-effort\nconcurrency: 2\n"+
 		"worker: [node, %s]\nworker_env: {LANCEMASTER_BUILDER_HOLD: %q}\nlog_format: json\nlog_level: debug\n",
-		r.addr, r.backendHTTP, r.backendData, strings.Join(rpcAddresses(r.c.nodes[0].Peers), ", "), filepath.Join(builder, "builder.js"), r.hold)
+		r.addr, r.backendHTTP, r.backendData, strings.Join(mastertest.RPCAddresses(r.c.Nodes[0].Peers), ", "), filepath.Join(builder, "builder.js"), r.hold)
 	if err := os.WriteFile(r.cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +212,7 @@ func TestEndToEndOnObjectStorage(t *testing.T) {
 	bad := s3test.StartIgnoringConditionalPut(t)
 	writeS3Credentials(t, r.secrets, "bad-creds", bad)
 	const why = "does not honour conditional PUT (If-None-Match); Lance would lose concurrent commits"
-	master := r.c.nodes[r.l].RPCAdvertise
+	master := r.c.Nodes[r.l].RPCAdvertise
 	cli := func(args ...string) (string, error) {
 		out, err := exec.Command(r.bin, append([]string{"--address", master}, args...)...).CombinedOutput()
 		return string(out), err
@@ -223,7 +226,7 @@ func TestEndToEndOnObjectStorage(t *testing.T) {
 	writeS3Credentials(t, r.secrets, "s3-creds", bad)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = r.c.client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+	err = r.c.Client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		_, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items", IndexName: "late",
 			Column: "id", IndexType: "BTREE"})
 		return err
@@ -248,7 +251,7 @@ func (r *s3Rig) checkNoCanary(ids []int64, extra string, cli func(...string) (st
 		}
 	}
 	check("CLI output of the refused catalog", []byte(extra))
-	for _, m := range r.c.masters {
+	for _, m := range r.c.Masters {
 		_ = m.Node().Snapshot() // "nothing new to snapshot" is fine
 	}
 	files := 0
@@ -307,7 +310,7 @@ func (r *s3Rig) checkNoCanary(ids []int64, extra string, cli func(...string) (st
 		b, _ := io.ReadAll(resp.Body)
 		return b
 	}
-	for _, m := range r.c.masters {
+	for _, m := range r.c.Masters {
 		check("master /metrics", get("http://"+m.HTTPAddr()+"/metrics"))
 	}
 	check("backend /metrics", get("http://"+r.backendHTTP+"/metrics"))
@@ -323,9 +326,9 @@ func (r *s3Rig) checkNoCanary(ids []int64, extra string, cli func(...string) (st
 	}
 }
 
-func dataDirs(c *cluster3) []string {
+func dataDirs(c *mastertest.Cluster) []string {
 	var out []string
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		out = append(out, n.DataDir)
 	}
 	return out

@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -41,13 +44,13 @@ func builderDir(t *testing.T) string {
 
 // startAgent runs a real backend agent in this process: the supervisor runs
 // the real Node builder in isolated one-shot workers.
-func startAgent(t *testing.T, c *cluster3, builder string) string {
+func startAgent(t *testing.T, c *mastertest.Cluster, builder string) string {
 	t.Helper()
 	return startAgentWith(t, c, builder, nil)
 }
 
 // startAgentWith is startAgent with the agent's config tweaked.
-func startAgentWith(t *testing.T, c *cluster3, builder string, tweak func(*backend.Config)) string {
+func startAgentWith(t *testing.T, c *mastertest.Cluster, builder string, tweak func(*backend.Config)) string {
 	t.Helper()
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range backend.DefaultWorkerEnv(os.Getenv("PATH")) {
@@ -60,7 +63,7 @@ func startAgentWith(t *testing.T, c *cluster3, builder string, tweak func(*backe
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: rpcAddresses(c.nodes[0].Peers),
+	cfg := backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: mastertest.RPCAddresses(c.Nodes[0].Peers),
 		Concurrency: 2, QueueSize: 16, Isolation: "best-effort",
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	if tweak != nil {
@@ -95,13 +98,15 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 	}
 	mkdata()
 
-	c := newCluster3With(t, nil, func(int) Options { return Options{Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond}} })
-	l := c.leader()
+	c := mastertest.NewWith(t, nil, func(int) master.Options {
+		return master.Options{Knobs: &master.Knobs{HeartbeatInterval: 100 * time.Millisecond}}
+	})
+	l := c.Leader()
 	addr := startAgent(t, c, builder)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	call := func(fn func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error) error {
-		return c.client(l).Call(ctx, fn)
+		return c.Client(l).Call(ctx, fn)
 	}
 	must := func(err error) {
 		t.Helper()
@@ -141,8 +146,8 @@ func TestEndToEndWithTheRealBuilder(t *testing.T) {
 	}
 	settle := func(id int64) *job.Record {
 		t.Helper()
-		c.waitSettled(l, []int64{id})
-		r, _ := c.masters[l].FSM().State().Job(id)
+		c.WaitSettled(l, []int64{id})
+		r, _ := c.Masters[l].FSM().State().Job(id)
 		return r
 	}
 	committed := func(what string, resp *adminapi.TAdmitResponse, err error) {

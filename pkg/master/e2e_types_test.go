@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"context"
@@ -116,7 +116,7 @@ func TestEndToEndEveryIndexType(t *testing.T) {
 	}
 
 	// Refused at admission, typed, nothing journaled.
-	before := r.c.masters[r.l].FSM().State().AppliedIndex()
+	before := r.c.Masters[r.l].FSM().State().AppliedIndex()
 	for _, bad := range []struct {
 		c    indexCase
 		code adminapi.TErrorCode
@@ -134,7 +134,7 @@ func TestEndToEndEveryIndexType(t *testing.T) {
 			req.Properties = append(req.Properties, &adminapi.TProperty{Key: k, Value: v})
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err := r.c.client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		err := r.c.Client(r.l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 			_, err := a.CreateIndex(ctx, req)
 			return err
 		})
@@ -143,7 +143,7 @@ func TestEndToEndEveryIndexType(t *testing.T) {
 			t.Errorf("%s %s on %s: %v (code %v), want %v", bad.c.name, bad.c.typ, bad.c.column, err, got, bad.code)
 		}
 	}
-	if after := r.c.masters[r.l].FSM().State().AppliedIndex(); after != before {
+	if after := r.c.Masters[r.l].FSM().State().AppliedIndex(); after != before {
 		t.Errorf("refused admissions journaled %d entries", after-before)
 	}
 }

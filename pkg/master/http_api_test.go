@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"context"
@@ -11,13 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
+	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
+
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/httpapi"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/options"
-	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // httpGet answers GET url: the status and the raw body.
@@ -63,17 +66,17 @@ func apiJobIDs(t *testing.T, body map[string]any) []int64 {
 // credential or an invocation secret.
 func TestHTTPAPIOnThreeMasters(t *testing.T) {
 	creds := config.StaticCredentials{"lake-creds": {"aws_secret_access_key": storageCanary}}
-	c := newCluster3With(t, withHTTP(t, nil), func(int) Options {
-		return Options{Credentials: creds, Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}}
+	c := mastertest.NewWith(t, withHTTP(t, nil), func(int) master.Options {
+		return master.Options{Credentials: creds, Knobs: &master.Knobs{HeartbeatInterval: 50 * time.Millisecond}}
 	})
 	w := newWorker(c)
 	w.logTail = "opening s3 with aws_secret_access_key=" + storageCanary + "\n"
-	l := c.leader()
+	l := c.Leader()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	call := func(i int, fn func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error) {
 		t.Helper()
-		if err := c.client(i).Call(ctx, fn); err != nil {
+		if err := c.Client(i).Call(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,23 +85,23 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &ref}, ""); err != nil {
 			return err
 		}
-		if _, err := a.AddBackend(ctx, c.backend.Addr(), ""); err != nil {
+		if _, err := a.AddBackend(ctx, c.Backend.Addr(), ""); err != nil {
 			return err
 		}
 		_, err := a.SetOption(ctx, options.OptEnableLocalFileMutation, "true", "")
 		return err
 	})
-	c.backend.SetDataset("/data/lake/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
-	committed := c.admitIDs(l, "lake", "t", "c", 2)
-	c.waitSettled(l, committed)
+	c.Backend.SetDataset("/data/lake/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+	committed := c.AdmitIDs(l, "lake", "t", "c", 2)
+	c.WaitSettled(l, committed)
 	w.setSuppress(true)
-	running := c.admitIDs(l, "lake", "t", "r", 1)[0]
+	running := c.AdmitIDs(l, "lake", "t", "r", 1)[0]
 	eventually(t, 20*time.Second, "a RUNNING job", func() bool {
-		r, ok := c.masters[l].FSM().State().Job(running)
+		r, ok := c.Masters[l].FSM().State().Job(running)
 		return ok && r.MutationState == job.Running
 	})
-	c.setOptions(l, map[string]string{options.OptDispatcherPaused: "true"})
-	pending := c.admitIDs(l, "lake", "t", "p", 2)
+	c.SetOptions(l, map[string]string{options.OptDispatcherPaused: "true"})
+	pending := c.AdmitIDs(l, "lake", "t", "p", 2)
 	call(l, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		_, err := a.CancelJob(ctx, &adminapi.TCancelRequest{JobID: pending[1]})
 		return err
@@ -108,7 +111,7 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 	// Every invocation secret the journal holds: none may appear.
 	var secrets []string
 	for _, id := range all {
-		if r, ok := c.masters[l].FSM().State().Job(id); ok && r.InvocationSecret != "" {
+		if r, ok := c.Masters[l].FSM().State().Job(id); ok && r.InvocationSecret != "" {
 			secrets = append(secrets, r.InvocationSecret)
 		}
 	}
@@ -124,8 +127,8 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 		}
 	}
 
-	f := c.follower()
-	for i, m := range c.masters {
+	f := c.Follower()
+	for i, m := range c.Masters {
 		base := "http://" + m.HTTPAddr()
 		for _, p := range []string{"/v1/jobs", "/v1/jobs?consistent", "/v1/catalogs", "/v1/backends", "/v1/backends/1",
 			"/v1/options", "/v1/members", "/v1/health", "/v1/jobs?state=RUNNING", "/v1/jobs?unresolved=true", "/v1/events"} {
@@ -135,8 +138,8 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 			}
 			scan("m"+strconv.Itoa(i+1)+" "+p, b)
 			ab := decodeObject(t, b)["answered_by"].(map[string]any)
-			if ab["node_id"] != c.nodes[i].NodeID || ab["is_leader"] != (i == l) || ab["known_leader"] != true ||
-				ab["leader_id"] != c.nodes[l].NodeID {
+			if ab["node_id"] != c.Nodes[i].NodeID || ab["is_leader"] != (i == l) || ab["known_leader"] != true ||
+				ab["leader_id"] != c.Nodes[l].NodeID {
 				t.Fatalf("m%d %s: answered_by %v", i+1, p, ab)
 			}
 		}
@@ -161,14 +164,14 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 
 	// The scan of the logs proved something: the worker's tail carried the
 	// credential, the answer carries it redacted.
-	if _, b := httpGet(t, http.DefaultClient, "http://"+c.masters[l].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(committed[0], 10)+"/logs"); !strings.Contains(string(b), "[redacted]") {
+	if _, b := httpGet(t, http.DefaultClient, "http://"+c.Masters[l].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(committed[0], 10)+"/logs"); !strings.Contains(string(b), "[redacted]") {
 		t.Fatalf("the job's log is not the redacted tail: %s", b)
 	}
 
 	// A follower's consistent read: the job admitted through the leader
 	// just now is there, without waiting.
-	fresh := c.admitIDs(l, "lake", "t", "f", 1)[0]
-	_, b := httpGet(t, http.DefaultClient, "http://"+c.masters[f].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(fresh, 10)+"?consistent")
+	fresh := c.AdmitIDs(l, "lake", "t", "f", 1)[0]
+	_, b := httpGet(t, http.DefaultClient, "http://"+c.Masters[f].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(fresh, 10)+"?consistent")
 	if body := decodeObject(t, b); body["job"] == nil || body["stale_warning"] != nil {
 		t.Fatalf("follower's consistent read of job %d: %s", fresh, b)
 	}
@@ -180,7 +183,7 @@ func TestHTTPAPIOnThreeMasters(t *testing.T) {
 		return err
 	})
 	want, _ := json.Marshal(show)
-	_, b = httpGet(t, http.DefaultClient, "http://"+c.masters[l].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(committed[0], 10))
+	_, b = httpGet(t, http.DefaultClient, "http://"+c.Masters[l].HTTPAddr()+"/v1/jobs/"+strconv.FormatInt(committed[0], 10))
 	var got struct {
 		Job      json.RawMessage
 		Timeline []httpapi.Event
@@ -209,13 +212,13 @@ func TestHTTPAPIUnderMutualTLS(t *testing.T) {
 	if _, err := certs.WriteDevCerts(pki, certs.DevOptions{Hosts: []string{"127.0.0.1", "localhost"}, Validity: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster3(t, withHTTP(t, func(n *config.Node) {
+	c := mastertest.New(t, withHTTP(t, func(n *config.Node) {
 		n.TLS.CA, n.TLS.Cert, n.TLS.Key = certs.DevFiles(pki, certs.RoleMaster)
 	}))
-	l := c.leader()
-	addr := c.masters[l].HTTPAddr()
+	l := c.Leader()
+	addr := c.Masters[l].HTTPAddr()
 	client := func(role certs.Role) *http.Client {
-		cfg := tlsConfig(t, pki, role).Certs.ClientConfig(addr)
+		cfg := rpctest.DevTLSConfig(t, pki, role).Certs.ClientConfig(addr)
 		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 	}
 	noCert := client(certs.RoleOperator)
@@ -255,33 +258,5 @@ func TestHTTPAPIUnderMutualTLS(t *testing.T) {
 		if resp.StatusCode == http.StatusOK {
 			t.Fatal("plaintext request answered on the TLS listener")
 		}
-	}
-}
-
-// Without TLS the API answers on a loopback listener; elsewhere only when
-// http_api_plaintext opts in, with the RPC server's warning.
-func TestHTTPAccessWithoutTLS(t *testing.T) {
-	for _, c := range []struct {
-		addr      string
-		plaintext bool
-		want      httpapi.Access
-		warns     bool
-	}{
-		{"127.0.0.1:0", false, httpapi.Access{Plaintext: true}, false},
-		{"[::1]:9100", false, httpapi.Access{Plaintext: true}, false},
-		{"localhost:9100", false, httpapi.Access{Plaintext: true}, false},
-		{"0.0.0.0:9100", false, httpapi.Access{}, false},
-		{":9100", false, httpapi.Access{}, false},
-		{"10.0.0.5:9100", false, httpapi.Access{}, false},
-		{"10.0.0.5:9100", true, httpapi.Access{Plaintext: true}, true},
-		{":9100", true, httpapi.Access{Plaintext: true}, true},
-	} {
-		got, warn := httpAccess(c.addr, c.plaintext, nil)
-		if got != c.want || warn != c.warns {
-			t.Errorf("%s plaintext=%v: %+v warn=%v; want %+v warn=%v", c.addr, c.plaintext, got, warn, c.want, c.warns)
-		}
-	}
-	if got, warn := httpAccess("0.0.0.0:9100", true, &rpc.Certs{}); got != (httpapi.Access{TLS: true}) || warn {
-		t.Errorf("with certificates: %+v warn=%v", got, warn)
 	}
 }

@@ -1,10 +1,9 @@
-package master
+package master_test
 
 import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
-	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/job"
@@ -28,7 +28,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/report"
 )
 
-// withHTTP gives each master of a cluster3 an HTTP listener on a port the
+// withHTTP gives each master of a mastertest.Cluster an HTTP listener on a port the
 // kernel picks at bind time (read it with m.HTTPAddr()).
 func withHTTP(t *testing.T, more func(n *config.Node)) func(n *config.Node) {
 	return func(n *config.Node) {
@@ -39,7 +39,7 @@ func withHTTP(t *testing.T, more func(n *config.Node)) func(n *config.Node) {
 	}
 }
 
-func scrape(t *testing.T, m *Master) (string, metricstest.Families) {
+func scrape(t *testing.T, m *master.Master) (string, metricstest.Families) {
 	t.Helper()
 	return metricstest.Scrape(t, "http://"+m.HTTPAddr()+"/metrics")
 }
@@ -65,36 +65,36 @@ func TestMetricsOfACluster(t *testing.T) {
 		[]byte(`{"aws_secret_access_key":"`+storageCanary+`"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster3With(t, withHTTP(t, func(n *config.Node) { n.SecretsDir = secrets }), func(int) Options {
-		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
+	c := mastertest.NewWith(t, withHTTP(t, func(n *config.Node) { n.SecretsDir = secrets }), func(int) master.Options {
+		return master.Options{Knobs: &master.Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	w := newWorker(c)
-	l := c.leader()
+	l := c.Leader()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	root, creds := "/data/lake", "lake-creds"
-	err := c.client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+	err := c.Client(l).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		if _, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root, CredentialsRef: &creds}, ""); err != nil {
 			return err
 		}
-		_, err := a.AddBackend(ctx, c.backend.Addr(), "")
+		_, err := a.AddBackend(ctx, c.Backend.Addr(), "")
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.setOptions(l, map[string]string{options.OptEnableLocalFileMutation: "true"})
-	c.backend.SetDataset("/data/lake/db/items.lance", job.Snapshot{Version: 3, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+	c.SetOptions(l, map[string]string{options.OptEnableLocalFileMutation: "true"})
+	c.Backend.SetDataset("/data/lake/db/items.lance", job.Snapshot{Version: 3, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
 
-	f := c.follower()
+	f := c.Follower()
 	eventually(t, 10*time.Second, "the follower applies the setup", func() bool {
-		_, ok := c.masters[f].FSM().State().Catalog("lake")
-		return ok && c.masters[f].FSM().State().Options().EnableLocalFileMutation
+		_, ok := c.Masters[f].FSM().State().Catalog("lake")
+		return ok && c.Masters[f].FSM().State().Options().EnableLocalFileMutation
 	})
-	done := c.admitIDs(f, "lake", "items", "d", 4)
-	c.waitSettled(l, done)
+	done := c.AdmitIDs(f, "lake", "items", "d", 4)
+	c.WaitSettled(l, done)
 	// One admission refused: no such catalog.
-	err = c.client(f).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+	err = c.Client(f).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
 		_, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "nope", Db: "db", Table: "items",
 			IndexName: "x", Column: "id", IndexType: "BTREE"})
 		return err
@@ -106,20 +106,20 @@ func TestMetricsOfACluster(t *testing.T) {
 	// Three more whose reports never come: two RUNNING (max_inflight_per_backend
 	// is 2), one PENDING behind them.
 	w.setSuppress(true)
-	c.admitIDs(l, "lake", "items", "h", 3)
-	eventually(t, 20*time.Second, "two slots held", func() bool { return c.masters[l].FSM().State().HeldSlots(1) == 2 })
+	c.AdmitIDs(l, "lake", "items", "h", 3)
+	eventually(t, 20*time.Second, "two slots held", func() bool { return c.Masters[l].FSM().State().HeldSlots(1) == 2 })
 
 	want := map[string]float64{"PENDING": 1, "RUNNING": 2, "COMMITTED": 4, "NOT_COMMITTED": 0, "UNKNOWN": 0, "CANCELLED": 0, "OTHER": 0}
 	eventually(t, 20*time.Second, "every master exports the same job counts and one leader", func() bool {
 		leaders := 0.0
-		for _, m := range c.masters {
+		for _, m := range c.Masters {
 			_, fams := scrape(t, m)
 			for s, n := range want {
 				if v, _ := fams.Value("lancemaster_jobs_by_mutation_state", "mutation_state", s); v != n {
 					return false
 				}
 			}
-			if v, _ := fams.Value("lancemaster_backend_held_slots", "backend_id", "1", "address", c.backend.Addr()); v != 2 {
+			if v, _ := fams.Value("lancemaster_backend_held_slots", "backend_id", "1", "address", c.Backend.Addr()); v != 2 {
 				return false
 			}
 			leaders += value(t, fams, "lancemaster_is_leader")
@@ -128,7 +128,7 @@ func TestMetricsOfACluster(t *testing.T) {
 	})
 
 	var appliedResults float64
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		text, fams := scrape(t, m)
 		for _, secret := range []string{storageCanary, "aws_secret_access_key", "/data/lake/db"} {
 			if strings.Contains(text, secret) {
@@ -232,7 +232,7 @@ func TestReadyzFollowsLeadership(t *testing.T) {
 		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i+1),
 			RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[i]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[3+i])})
 	}
-	start := func(i int) *Master {
+	start := func(i int) *master.Master {
 		n := config.DefaultNode()
 		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, t.TempDir(), config.RaftProfileFast
 		n.HTTPBind = "127.0.0.1:0"
@@ -241,7 +241,7 @@ func TestReadyzFollowsLeadership(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		m, err := Start(ctx, Options{Node: n, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+		m, err := master.Start(ctx, master.Options{Node: n, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
 			Credentials: config.StaticCredentials{}})
 		if err != nil {
 			t.Fatal(err)
@@ -274,75 +274,5 @@ func TestReadyzFollowsLeadership(t *testing.T) {
 	code, body = metricstest.Get(t, base+"/readyz?verbose")
 	if code != 200 || !strings.Contains(body, "[+]leader ok: m") || !strings.Contains(body, "[+]fsm_caught_up ok: applied index") {
 		t.Fatalf("readyz after election: %d\n%s", code, body)
-	}
-}
-
-// fakeRaft is a raftView with scripted facts.
-type fakeRaft struct {
-	stats  map[string]string
-	leader string
-}
-
-func (f fakeRaft) Stats() map[string]string { return f.stats }
-func (f fakeRaft) IsLeader() bool           { return false }
-func (f fakeRaft) LeaderTerm() uint64       { return 0 }
-func (f fakeRaft) Leader() (string, string) {
-	if f.leader == "" {
-		return "", ""
-	}
-	return f.leader, "127.0.0.1:1"
-}
-
-// fsmAt is a journal replica whose last applied entry has the given index.
-func fsmAt(t *testing.T, index uint64) raftfsm.Reader {
-	t.Helper()
-	f := raftfsm.New(nil)
-	if index == 0 {
-		return f
-	}
-	data, err := raftfsm.Encode(raftfsm.CmdSetOption, &journal.TSetOptionCommand{Key: options.OptDispatcherPaused, Value: "false"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
-	if f.State().AppliedIndex() != index {
-		t.Fatalf("fsm applied %d", f.State().AppliedIndex())
-	}
-	return f
-}
-
-// /readyz judges the replica by its own applied index (raft's runs ahead
-// of it), falls back to raft's when the replica has none, allows a small
-// lag, and says why it fails.
-func TestReadyzFSMLag(t *testing.T) {
-	stats := func(commit, applied uint64) map[string]string {
-		return map[string]string{"state": "Follower", "term": "3", "commit_index": strconv.FormatUint(commit, 10),
-			"applied_index": strconv.FormatUint(applied, 10)}
-	}
-	for _, tc := range []struct {
-		name     string
-		raft     fakeRaft
-		fsm      uint64
-		ready    bool
-		contains string
-	}{
-		{"caught up", fakeRaft{stats(500, 500), "m2"}, 500, true, "[+]fsm_caught_up ok: applied index 500, commit index 500"},
-		{"small lag", fakeRaft{stats(500, 500), "m2"}, 480, true, "[+]fsm_caught_up ok: applied index 480"},
-		{"fsm behind raft", fakeRaft{stats(500, 500), "m2"}, 400, false,
-			"[-]fsm_caught_up failed: applied index 400 is 100 entries behind the commit index 500 (allowed 64)"},
-		{"no fsm index: raft's", fakeRaft{stats(500, 10), "m2"}, 0, false, "applied index 10 is 490 entries behind"},
-		{"no fsm index, raft caught up", fakeRaft{stats(500, 499), "m2"}, 0, true, "[+]leader ok: m2 at 127.0.0.1:1"},
-		{"no leader", fakeRaft{stats(500, 500), ""}, 500, false, "[-]leader failed: no leader known (raft state Follower, term 3)"},
-		{"no stats", fakeRaft{map[string]string{"state": "Shutdown"}, "m2"}, 0, false, "raft reports no commit index (state Shutdown)"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(metrics.Handler(metrics.Options{Gatherer: metrics.NewRegistry(),
-				Ready: readyChecks(tc.raft, fsmAt(t, tc.fsm), DefaultReadyMaxApplyLag)}))
-			defer srv.Close()
-			code, body := metricstest.Get(t, srv.URL+"/readyz?verbose")
-			if (code == 200) != tc.ready || !strings.Contains(body, tc.contains) {
-				t.Fatalf("status %d, want ready=%v; body:\n%s", code, tc.ready, body)
-			}
-		})
 	}
 }

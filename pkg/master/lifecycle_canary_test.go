@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"bytes"
@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 
@@ -51,13 +54,13 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
 	logger := zap.New(core)
-	c := newCluster3With(t, withHTTP(t, func(n *config.Node) {
+	c := mastertest.NewWith(t, withHTTP(t, func(n *config.Node) {
 		n.SecretsDir = secrets
 		n.SnapshotThreshold, n.TrailingLogs = 16, 4
-	}), func(int) Options {
-		return Options{Logger: logger, Knobs: &Knobs{HeartbeatInterval: 100 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
+	}), func(int) master.Options {
+		return master.Options{Logger: logger, Knobs: &master.Knobs{HeartbeatInterval: 100 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
-	l := c.leader()
+	l := c.Leader()
 
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range backend.DefaultWorkerEnv(os.Getenv("PATH")) {
@@ -72,7 +75,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 	}
 	agentDir := t.TempDir()
 	agent, err := backend.New(backend.Config{ListenAddr: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", DataDir: agentDir,
-		Masters: rpcAddresses(c.nodes[0].Peers), Isolation: "best-effort", Logger: logger.Named("backend")}, sup)
+		Masters: mastertest.RPCAddresses(c.Nodes[0].Peers), Isolation: "best-effort", Logger: logger.Named("backend")}, sup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +88,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 	defer cancel()
 	call := func(fn func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error) {
 		t.Helper()
-		if err := c.client(l).Call(ctx, fn); err != nil {
+		if err := c.Client(l).Call(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,8 +114,8 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	c.waitSettled(l, ids)
-	st := c.masters[l].FSM().State()
+	c.WaitSettled(l, ids)
+	st := c.Masters[l].FSM().State()
 	var invocationSecrets []string
 	for _, id := range ids {
 		r, _ := st.Job(id)
@@ -121,7 +124,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 		}
 		invocationSecrets = append(invocationSecrets, r.InvocationSecret)
 	}
-	for _, m := range c.masters {
+	for _, m := range c.Masters {
 		_ = m.Node().Snapshot() // "nothing new to snapshot" is fine
 	}
 
@@ -141,7 +144,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 	}
 	// raft.db, stable store, snapshots of every master.
 	files := 0
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		_ = filepath.Walk(n.DataDir, func(p string, info os.FileInfo, err error) error {
 			if err == nil && !info.IsDir() {
 				b, _ := os.ReadFile(p)
@@ -199,7 +202,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return b
 	}
-	for _, m := range c.masters {
+	for _, m := range c.Masters {
 		b := get("http://" + m.HTTPAddr() + "/metrics")
 		check("master /metrics", b)
 		checkNoInvocationSecret("master /metrics", b)

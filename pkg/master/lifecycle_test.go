@@ -1,8 +1,7 @@
-package master
+package master_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
+
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
@@ -18,7 +20,6 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/options"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
@@ -26,7 +27,7 @@ import (
 // "finishes" at once (NATIVE_OK, child reaped): Query answers FINISHED with
 // the result, and the report is delivered to the masters unless suppressed.
 type worker struct {
-	c        *cluster3
+	c        *mastertest.Cluster
 	mu       sync.Mutex
 	accepted map[string]bool
 	suppress bool
@@ -38,10 +39,10 @@ type worker struct {
 	stop chan struct{}
 }
 
-func newWorker(c *cluster3) *worker {
+func newWorker(c *mastertest.Cluster) *worker {
 	w := &worker{c: c, accepted: map[string]bool{}, finished: map[int64]bool{}, stop: make(chan struct{})}
-	c.backend.SetSubmitHook(w.submit)
-	c.t.Cleanup(func() { close(w.stop); w.wg.Wait() })
+	c.Backend.SetSubmitHook(w.submit)
+	c.T.Cleanup(func() { close(w.stop); w.wg.Wait() })
 	return w
 }
 
@@ -64,7 +65,7 @@ func (w *worker) submit(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wir
 		tail := w.logTail
 		rep.LogTail = &tail
 	}
-	w.c.backend.SetInvocation(&wire.TInvocationStatus{InvocationID: d.InvocationID,
+	w.c.Backend.SetInvocation(&wire.TInvocationStatus{InvocationID: d.InvocationID,
 		State: wire.TLanceInvocationState_FINISHED, Result_: rep, TerminationProof: &proof})
 	if !w.suppress {
 		w.wg.Add(1)
@@ -79,9 +80,9 @@ func (w *worker) deliver(rep *wire.TLanceIndexJobReport) {
 	defer w.wg.Done()
 	for attempt := 0; attempt < 200; attempt++ {
 		var addrs []string
-		for i, m := range w.c.liveMasters() {
+		for i, m := range w.c.LiveMasters() {
 			if m != nil {
-				addrs = append(addrs, w.c.nodes[i].RPCAdvertise)
+				addrs = append(addrs, w.c.Nodes[i].RPCAdvertise)
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -117,57 +118,6 @@ func (w *worker) finishedJobs() map[int64]bool {
 	return out
 }
 
-func (c *cluster3) liveMasters() []*Master {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*Master(nil), c.masters...)
-}
-
-// settled reports whether every job of ids is terminal and refreshed.
-func settled(st *raftfsm.State, ids []int64) bool {
-	for _, id := range ids {
-		r, ok := st.Job(id)
-		if !ok || r.Unresolved() {
-			return false
-		}
-	}
-	return true
-}
-
-// admitIDs admits n BTREE indexes on table and returns their job ids.
-func (c *cluster3) admitIDs(via int, catalog, table, prefix string, n int) []int64 {
-	c.t.Helper()
-	cl := c.client(via)
-	var ids []int64
-	for i := 0; i < n; i++ {
-		var err error
-		// UNAVAILABLE (no leader known, this master behind) is answered
-		// before anything is journaled: retried, as an operator would, for
-		// a bounded time (a loaded machine may lose a leader for a moment).
-		for end := time.Now().Add(20 * time.Second); ; {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err = cl.Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-				resp, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: catalog, Db: "db", Table: table,
-					IndexName: fmt.Sprintf("%s%03d", prefix, i), Column: "id", IndexType: "BTREE"})
-				if err == nil {
-					ids = append(ids, resp.GetJobID())
-				}
-				return err
-			})
-			cancel()
-			var ae *adminapi.TAdminError
-			if err == nil || !errors.As(err, &ae) || ae.Code != adminapi.TErrorCode_UNAVAILABLE || time.Now().After(end) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err != nil {
-			c.t.Fatalf("admit %s%03d: %v", prefix, i, err)
-		}
-	}
-	return ids
-}
-
 // Three masters, a fake Thrift backend that records every invocation it
 // receives, 200 jobs: the leader is killed between journal and send, after
 // the send before the report, and during a refresh. No invocation reaches the
@@ -182,8 +132,8 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 		armJournal  atomic.Bool
 		journaledCh = make(chan int, 1) // the master whose M1 was committed
 	)
-	c := newCluster3With(t, nil, func(i int) Options {
-		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond, DispatchHooks: dispatch.Hooks{
+	c := mastertest.NewWith(t, nil, func(i int) master.Options {
+		return master.Options{Knobs: &master.Knobs{HeartbeatInterval: 50 * time.Millisecond, DispatchHooks: dispatch.Hooks{
 			AfterJournal: func(ids []int64) {
 				if armJournal.CompareAndSwap(true, false) {
 					holdMu.Lock()
@@ -206,13 +156,13 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 		}}}
 	})
 	w := newWorker(c)
-	l := c.leader()
-	c.setup(l)
+	l := c.Leader()
+	c.Setup(l)
 	for _, tbl := range []string{"a", "b", "c", "d"} {
-		c.backend.SetDataset("/data/lake/db/"+tbl+".lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
-		c.backend.SetDataset("/data/hooked/db/"+tbl+".lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+		c.Backend.SetDataset("/data/lake/db/"+tbl+".lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+		c.Backend.SetDataset("/data/hooked/db/"+tbl+".lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
 	}
-	c.setOptions(l, map[string]string{
+	c.SetOptions(l, map[string]string{
 		options.OptMaxInflightPerBackend: "1000", options.OptMaxDispatchPerRound: "64", options.OptDispatchIntervalSecond: "1",
 		options.OptEnableLocalFileMutation: "true",
 	})
@@ -220,7 +170,7 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 
 	// A. Kill the leader between journal and send.
 	armJournal.Store(true)
-	ids := c.admitIDs(l, "lake", "a", "a", 50)
+	ids := c.AdmitIDs(l, "lake", "a", "a", 50)
 	all = append(all, ids...)
 	var victim int
 	select {
@@ -228,23 +178,23 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no dispatch round journaled")
 	}
-	c.kill(victim)
-	l = c.leader()
-	c.waitSettled(l, ids)
-	c.start(victim)
+	c.Kill(victim)
+	l = c.Leader()
+	c.WaitSettled(l, ids)
+	c.Start(victim)
 
 	// B. Kill the leader after the send, before any report.
 	w.setSuppress(true)
-	l = c.leader()
-	ids = c.admitIDs(l, "lake", "b", "b", 50)
+	l = c.Leader()
+	ids = c.AdmitIDs(l, "lake", "b", "b", 50)
 	all = append(all, ids...)
-	eventually(t, 20*time.Second, "phase B dispatched", func() bool { return c.dispatchedAll(ids) })
-	c.kill(l)
+	eventually(t, 20*time.Second, "phase B dispatched", func() bool { return c.DispatchedAll(ids) })
+	c.Kill(l)
 	w.setSuppress(false)
 	old := l
-	l = c.leader()
-	c.waitSettled(l, ids)
-	c.start(old)
+	l = c.Leader()
+	c.WaitSettled(l, ids)
+	c.Start(old)
 
 	// C. Kill the leader during a refresh.
 	var hookCalls atomic.Int64
@@ -260,32 +210,32 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 		rw.WriteHeader(http.StatusOK)
 	}))
 	defer hook.Close()
-	l = c.leader()
-	c.createCatalog(l, "hooked", "/data/hooked", hook.URL)
-	ids = c.admitIDs(l, "hooked", "c", "c", 50)
+	l = c.Leader()
+	c.CreateCatalog(l, "hooked", "/data/hooked", hook.URL)
+	ids = c.AdmitIDs(l, "hooked", "c", "c", 50)
 	all = append(all, ids...)
 	eventually(t, 20*time.Second, "a refresh in flight", func() bool { return hookCalls.Load() > 0 })
-	c.kill(l)
+	c.Kill(l)
 	close(release)
 	old = l
-	l = c.leader()
-	c.waitSettled(l, ids)
-	c.start(old)
+	l = c.Leader()
+	c.WaitSettled(l, ids)
+	c.Start(old)
 
 	// D. Undisturbed.
-	l = c.leader()
-	ids = c.admitIDs(l, "lake", "d", "d", 50)
+	l = c.Leader()
+	ids = c.AdmitIDs(l, "lake", "d", "d", 50)
 	all = append(all, ids...)
-	c.waitSettled(l, ids)
+	c.WaitSettled(l, ids)
 
 	// Afterwards: no invocation twice, no job dispatched twice.
-	for inv, n := range c.backend.InvocationCounts() {
+	for inv, n := range c.Backend.InvocationCounts() {
 		if n != 1 {
 			t.Errorf("invocation %s received %d times", inv, n)
 		}
 	}
 	perJob := map[int64]int{}
-	for _, d := range c.backend.Dispatches() {
+	for _, d := range c.Backend.Dispatches() {
 		perJob[d.JobID]++
 	}
 	for id, n := range perJob {
@@ -295,7 +245,7 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 	}
 	// Every job terminal (all were dispatchable), the finished ones COMMITTED.
 	finished := w.finishedJobs()
-	st := c.masters[l].FSM().State()
+	st := c.Masters[l].FSM().State()
 	for _, id := range all {
 		r, _ := st.Job(id)
 		if !r.Terminal() {
@@ -324,64 +274,12 @@ func TestLifecycleSurvivesLeaderKills(t *testing.T) {
 	}
 	// Books agree on all three masters once they have applied everything.
 	want := fmt.Sprint(st.Books())
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		eventually(t, 10*time.Second, fmt.Sprintf("m%d books agree", i+1), func() bool {
 			return m.FSM().State().AppliedIndex() >= st.AppliedIndex() && fmt.Sprint(m.FSM().State().Books()) == want
 		})
 	}
 	if len(st.Books().Slots) != 0 {
 		t.Errorf("slots still held: %v", st.Books().Slots)
-	}
-}
-
-func (c *cluster3) waitSettled(l int, ids []int64) {
-	c.t.Helper()
-	eventually(c.t, 30*time.Second, "jobs settle", func() bool {
-		m := c.liveMasters()[l]
-		return m != nil && settled(m.FSM().State(), ids)
-	})
-}
-
-func (c *cluster3) dispatchedAll(ids []int64) bool {
-	got := map[int64]bool{}
-	for _, d := range c.backend.Dispatches() {
-		got[d.JobID] = true
-	}
-	for _, id := range ids {
-		if !got[id] {
-			return false
-		}
-	}
-	return true
-}
-
-func (c *cluster3) setOptions(via int, kv map[string]string) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := c.client(via).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		for k, v := range kv {
-			if _, err := a.SetOption(ctx, k, v, ""); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *cluster3) createCatalog(via int, name, root, webhook string) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kind := "webhook"
-	err := c.client(via).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: name, RootURI: &root, RefreshKind: &kind, RefreshURL: &webhook}, "")
-		return err
-	})
-	if err != nil {
-		c.t.Fatal(err)
 	}
 }

@@ -1,8 +1,11 @@
-package master
+package master_test
 
 import (
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -15,13 +18,13 @@ import (
 // call's.
 func TestLogLinesNeverRepeatAKey(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	c := newCluster3With(t, nil, func(i int) Options {
+	c := mastertest.NewWith(t, nil, func(i int) master.Options {
 		if i == 0 {
-			return Options{Logger: zap.New(core), Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}}
+			return master.Options{Logger: zap.New(core), Knobs: &master.Knobs{HeartbeatInterval: 50 * time.Millisecond}}
 		}
-		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}}
+		return master.Options{Knobs: &master.Knobs{HeartbeatInterval: 50 * time.Millisecond}}
 	})
-	c.setup(c.leader())
+	c.Setup(c.Leader())
 	eventually(t, 10*time.Second, "m1 to log", func() bool { return logs.Len() > 5 })
 	for _, e := range logs.All() {
 		seen := map[string]bool{}

@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
 
 	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
@@ -39,7 +41,7 @@ func (panickyCredentials) Resolve(ref string) (map[string]string, error) {
 }
 
 // startProbeMaster starts a one-master cluster; it elects itself (awaitLead).
-func startProbeMaster(t *testing.T, rcfg rpc.Config, log *zap.Logger) *Master {
+func startProbeMaster(t *testing.T, rcfg rpc.Config, log *zap.Logger) *master.Master {
 	t.Helper()
 	ports := freePorts(t, 2)
 	n := config.DefaultNode()
@@ -50,7 +52,7 @@ func startProbeMaster(t *testing.T, rcfg rpc.Config, log *zap.Logger) *Master {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpctest.ProbeGuard)
 	defer cancel()
-	m, err := Start(ctx, Options{Node: n, Logger: log, RPC: rcfg, Credentials: panickyCredentials{}})
+	m, err := master.Start(ctx, master.Options{Node: n, Logger: log, RPC: rcfg, Credentials: panickyCredentials{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func startProbeMaster(t *testing.T, rcfg rpc.Config, log *zap.Logger) *Master {
 	return m
 }
 
-func awaitLead(t *testing.T, ms ...*Master) {
+func awaitLead(t *testing.T, ms ...*master.Master) {
 	t.Helper()
 	eventually(t, rpctest.ProbeGuard, "the masters to lead", func() bool {
 		for _, m := range ms {

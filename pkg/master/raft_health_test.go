@@ -1,10 +1,12 @@
-package master
+package master_test
 
 import (
 	"context"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/config"
@@ -44,12 +46,12 @@ func tolerance(resp *adminapi.TRaftHealthResponse) [4]int32 {
 // All three healthy, tolerance 1, asked of a follower; with a member
 // stopped it is listed unreachable and the tolerance is 0.
 func TestRaftHealthShowsAStoppedMember(t *testing.T) {
-	c := newCluster3(t, nil)
-	ld := c.leader()
-	f := c.follower()
+	c := mastertest.New(t, nil)
+	ld := c.Leader()
+	f := c.Follower()
 	eventually(t, 20*time.Second, "three healthy voters, tolerance 1", func() bool {
-		resp := health(t, c.client(f))
-		if resp == nil || tolerance(resp) != [4]int32{3, 2, 3, 1} || !resp.GetHealthy() || resp.GetAnsweredBy() != c.nodes[f].NodeID {
+		resp := health(t, c.Client(f))
+		if resp == nil || tolerance(resp) != [4]int32{3, 2, 3, 1} || !resp.GetHealthy() || resp.GetAnsweredBy() != c.Nodes[f].NodeID {
 			return false
 		}
 		for _, m := range resp.Members {
@@ -57,20 +59,20 @@ func TestRaftHealthShowsAStoppedMember(t *testing.T) {
 				return false
 			}
 		}
-		return resp.GetLeaderID() == c.nodes[ld].NodeID && memberOf(resp, c.nodes[ld].NodeID).GetIsLeader()
+		return resp.GetLeaderID() == c.Nodes[ld].NodeID && memberOf(resp, c.Nodes[ld].NodeID).GetIsLeader()
 	})
 
 	var down int
-	for i := range c.masters {
+	for i := range c.Masters {
 		if i != ld && i != f {
 			down = i
 		}
 	}
-	c.kill(down)
-	id := c.nodes[down].NodeID
+	c.Kill(down)
+	id := c.Nodes[down].NodeID
 	for _, via := range []int{ld, f} {
 		eventually(t, 20*time.Second, "the stopped member unreachable, tolerance 0", func() bool {
-			resp := health(t, c.client(via))
+			resp := health(t, c.Client(via))
 			m := memberOf(resp, id)
 			return resp != nil && len(resp.Members) == 3 && m != nil && !m.Reachable && !m.GetHealthy() &&
 				m.GetError() != "" && m.Status == nil && tolerance(resp) == [4]int32{3, 2, 2, 0} && resp.GetHealthy()
@@ -82,15 +84,15 @@ func TestRaftHealthShowsAStoppedMember(t *testing.T) {
 // refused for an unknown or an unreachable member and succeeds once m4 has
 // caught up.
 func TestNonvoterJoinAndPromoteOverThrift(t *testing.T) {
-	c := newCluster3(t, nil)
-	ld := c.leader()
-	c.setup(ld)
-	c.admit(ld, "a", 3)
+	c := mastertest.New(t, nil)
+	ld := c.Leader()
+	c.Setup(ld)
+	c.Admit(ld, "a", 3)
 	p4, m4 := startFourthMaster(t, c, true) // audit_test.go
 	ports := freePorts(t, 2)
 
 	call := func(fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) error {
-		return c.client(c.leader()).Call(opsCtx(t), fn)
+		return c.Client(c.Leader()).Call(opsCtx(t), fn)
 	}
 	add := func(p config.Peer) error {
 		return call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
@@ -111,11 +113,11 @@ func TestNonvoterJoinAndPromoteOverThrift(t *testing.T) {
 		t.Fatalf("add-voter --non-voter: %v", err)
 	}
 	eventually(t, 20*time.Second, "m4 a healthy non-voter outside the quorum", func() bool {
-		resp := health(t, c.client(ld))
+		resp := health(t, c.Client(ld))
 		m := memberOf(resp, "m4")
 		return m != nil && m.GetSuffrage() == "Nonvoter" && m.GetHealthy() && tolerance(resp) == [4]int32{3, 2, 3, 1}
 	})
-	eventually(t, 15*time.Second, "m4 catches up", func() bool { return jobCount(m4) == 3 })
+	eventually(t, 15*time.Second, "m4 catches up", func() bool { return mastertest.JobCount(m4) == 3 })
 
 	_, err := promote("m9")
 	wantAdminError(t, err, adminapi.TErrorCode_NOT_FOUND, "no member")
@@ -126,7 +128,7 @@ func TestNonvoterJoinAndPromoteOverThrift(t *testing.T) {
 	}
 	_, err = promote("m5")
 	wantAdminError(t, err, adminapi.TErrorCode_UNAVAILABLE, "is not promoted")
-	resp := health(t, c.client(ld))
+	resp := health(t, c.Client(ld))
 	if m := memberOf(resp, "m5"); m == nil || m.Reachable || m.GetSuffrage() != "Nonvoter" || tolerance(resp) != [4]int32{3, 2, 3, 1} {
 		t.Fatalf("health with m5 down: %+v", resp)
 	}
@@ -143,6 +145,6 @@ func TestNonvoterJoinAndPromoteOverThrift(t *testing.T) {
 		t.Fatalf("peers after promote: %+v", peers.Peers)
 	}
 	eventually(t, 20*time.Second, "four healthy voters, quorum 3", func() bool {
-		return tolerance(health(t, c.client(ld))) == [4]int32{4, 3, 4, 1}
+		return tolerance(health(t, c.Client(ld))) == [4]int32{4, 3, 4, 1}
 	})
 }

@@ -1,9 +1,11 @@
-package master
+package master_test
 
 import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 )
 
 // The RPC listener's pools are on /metrics: a connection that connects and
@@ -11,8 +13,8 @@ import (
 // pending gauge is back to zero; the closed-connection counters are there
 // from the start.
 func TestMetricsShowRPCConnectionPools(t *testing.T) {
-	c := newCluster3(t, withHTTP(t, nil))
-	m := c.masters[c.leader()]
+	c := mastertest.New(t, withHTTP(t, nil))
+	m := c.Masters[c.Leader()]
 	_, f := scrape(t, m)
 	for _, reason := range []string{"evicted", "expired", "gave_up"} {
 		value(t, f, "lancemaster_rpc_connections_closed_total", "role", "master", "reason", reason)

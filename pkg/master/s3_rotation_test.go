@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
@@ -31,29 +34,29 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 		}
 	}
 	write("AKIA-FIRST", "secret-first-1a2b")
-	c := newCluster3With(t, func(n *config.Node) { n.SecretsDir = secrets }, func(int) Options {
-		return Options{Knobs: &Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
+	c := mastertest.NewWith(t, func(n *config.Node) { n.SecretsDir = secrets }, func(int) master.Options {
+		return master.Options{Knobs: &master.Knobs{HeartbeatInterval: 50 * time.Millisecond}, Credentials: config.DirCredentials{Dir: secrets}}
 	})
 	newWorker(c)
 	var mu sync.Mutex
 	var probes []*wire.TProbeStoreRequest
-	c.backend.SetProbeStoreHook(func(r *wire.TProbeStoreRequest) *wire.TProbeStoreResponse {
+	c.Backend.SetProbeStoreHook(func(r *wire.TProbeStoreRequest) *wire.TProbeStoreResponse {
 		mu.Lock()
 		probes = append(probes, r)
 		mu.Unlock()
 		return nil // the fake's default: conditional PUT honoured
 	})
-	l := c.leader()
+	l := c.Leader()
 	call := func(fn func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := c.client(l).Call(ctx, fn); err != nil {
+		if err := c.Client(l).Call(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
 	call(func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		_, err := a.AddBackend(ctx, c.backend.Addr(), "")
+		_, err := a.AddBackend(ctx, c.Backend.Addr(), "")
 		return err
 	})
 	eventually(t, 20*time.Second, "the backend to be alive", func() bool {
@@ -80,13 +83,13 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 		t.Fatalf("the catalog's probe: %d probes", len(probes))
 	}
 	mu.Unlock()
-	c.backend.SetDataset(root+"/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
-	ids := c.admitIDs(l, "lake", "t", "i", 1)
-	ins := c.backend.Inspects()
+	c.Backend.SetDataset(root+"/db/t.lance", job.Snapshot{Version: 1, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+	ids := c.AdmitIDs(l, "lake", "t", "i", 1)
+	ins := c.Backend.Inspects()
 	if got := ins[len(ins)-1].StorageOptions["aws_secret_access_key"]; got != "secret-first-1a2b" {
 		t.Fatalf("the admission's inspect carried %q", got)
 	}
-	if n := len(c.backend.Dispatches()); n != 0 {
+	if n := len(c.Backend.Dispatches()); n != 0 {
 		t.Fatalf("%d dispatches while paused", n)
 	}
 
@@ -95,8 +98,8 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 		_, err := a.SetOption(ctx, options.OptDispatcherPaused, "false", "")
 		return err
 	})
-	c.waitSettled(l, ids)
-	ds := c.backend.Dispatches()
+	c.WaitSettled(l, ids)
+	ds := c.Backend.Dispatches()
 	if len(ds) == 0 {
 		t.Fatal("no dispatch")
 	}
@@ -105,7 +108,7 @@ func TestObjectStoreCredentialsRotatedBetweenAdmissionAndDispatch(t *testing.T) 
 			t.Fatalf("a dispatch carried the keys of before the rotation (access key %q)", d.StorageOptions["aws_access_key_id"])
 		}
 	}
-	if r, _ := c.masters[l].FSM().State().Job(ids[0]); r.MutationState != job.Committed {
+	if r, _ := c.Masters[l].FSM().State().Job(ids[0]); r.MutationState != job.Committed {
 		t.Fatalf("job %d is %s", ids[0], r.MutationState)
 	}
 }

@@ -1,4 +1,4 @@
-package master
+package master_test
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"go.uber.org/zap"
 
@@ -125,21 +127,21 @@ func withHeader(t *testing.T, file []byte, edit func(*cluster.SnapshotFileHeader
 // nothing; the cluster takes writes afterwards, with ids continuing after
 // the restored ones.
 func TestSnapshotSaveInspectRestore(t *testing.T) {
-	c := newCluster3(t, nil)
-	f := c.follower()
-	c.setup(f)
-	if err := c.client(f).Call(opsCtx(t), func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+	c := mastertest.New(t, nil)
+	f := c.Follower()
+	c.Setup(f)
+	if err := c.Client(f).Call(opsCtx(t), func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
 		_, err := cl.SetOption(ctx, options.OptDispatcherPaused, "true", "") // job states stay put
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c.admit(f, "a", 20)
-	for i, m := range c.masters {
-		eventually(t, 10*time.Second, fmt.Sprintf("m%d has 20 jobs", i+1), func() bool { return jobCount(m) == 20 })
+	c.Admit(f, "a", 20)
+	for i, m := range c.Masters {
+		eventually(t, 10*time.Second, fmt.Sprintf("m%d has 20 jobs", i+1), func() bool { return mastertest.JobCount(m) == 20 })
 	}
 
-	file := saveSnapshot(t, c.client(f)) // a follower: NOT_LEADER is followed to the leader
+	file := saveSnapshot(t, c.Client(f)) // a follower: NOT_LEADER is followed to the leader
 	path := filepath.Join(t.TempDir(), "s.snap")
 	if err := os.WriteFile(path, file, 0o600); err != nil {
 		t.Fatal(err)
@@ -158,48 +160,48 @@ func TestSnapshotSaveInspectRestore(t *testing.T) {
 		j.Options[options.OptDispatcherPaused] != "true" {
 		t.Fatalf("inspection: %+v", j)
 	}
-	if l := c.leader(); insp.Header.NodeID != c.nodes[l].NodeID {
-		t.Fatalf("taken on %s, the leader is %s", insp.Header.NodeID, c.nodes[l].NodeID)
+	if l := c.Leader(); insp.Header.NodeID != c.Nodes[l].NodeID {
+		t.Fatalf("taken on %s, the leader is %s", insp.Header.NodeID, c.Nodes[l].NodeID)
 	}
 	want := digest(insp.State())
-	if got := digest(c.masters[f].FSM().State()); got != want {
+	if got := digest(c.Masters[f].FSM().State()); got != want {
 		t.Fatalf("the saved state differs from the cluster's at save time:\n%s\nvs\n%s", want, got)
 	}
 
-	c.admit(f, "b", 10)
-	for i, m := range c.masters {
-		eventually(t, 10*time.Second, fmt.Sprintf("m%d has 30 jobs", i+1), func() bool { return jobCount(m) == 30 })
+	c.Admit(f, "b", 10)
+	for i, m := range c.Masters {
+		eventually(t, 10*time.Second, fmt.Sprintf("m%d has 30 jobs", i+1), func() bool { return mastertest.JobCount(m) == 30 })
 	}
-	before := digest(c.masters[f].FSM().State())
+	before := digest(c.Masters[f].FSM().State())
 
 	// Refused: a flipped byte in the body, in the header, an unknown file
 	// format, an unknown journal format. Nothing changes.
 	flipped := bytes.Clone(file)
 	flipped[len(flipped)-100] ^= 0x10
-	_, err = restoreSnapshot(t, c.client(f), flipped)
+	_, err = restoreSnapshot(t, c.Client(f), flipped)
 	wantAdminError(t, err, adminapi.TErrorCode_INVALID, "body checksum mismatch")
 	flipped = bytes.Clone(file)
 	flipped[30] ^= 0x10
-	_, err = restoreSnapshot(t, c.client(f), flipped)
+	_, err = restoreSnapshot(t, c.Client(f), flipped)
 	wantAdminError(t, err, adminapi.TErrorCode_INVALID, "header checksum mismatch")
-	_, err = restoreSnapshot(t, c.client(f), withHeader(t, file, func(h *cluster.SnapshotFileHeader) { h.FormatVersion = 2 }))
+	_, err = restoreSnapshot(t, c.Client(f), withHeader(t, file, func(h *cluster.SnapshotFileHeader) { h.FormatVersion = 2 }))
 	wantAdminError(t, err, adminapi.TErrorCode_INVALID, "unknown snapshot file format version 2")
-	_, err = restoreSnapshot(t, c.client(f), withHeader(t, file, func(h *cluster.SnapshotFileHeader) { h.Raft.SnapshotVersion = 99 }))
+	_, err = restoreSnapshot(t, c.Client(f), withHeader(t, file, func(h *cluster.SnapshotFileHeader) { h.Raft.SnapshotVersion = 99 }))
 	wantAdminError(t, err, adminapi.TErrorCode_INVALID, "unsupported raft snapshot version")
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		if got := digest(m.FSM().State()); got != before {
 			t.Fatalf("m%d changed after a refused restore", i+1)
 		}
 	}
 
-	resp, err := restoreSnapshot(t, c.client(f), file)
+	resp, err := restoreSnapshot(t, c.Client(f), file)
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	if resp.SnapshotIndex != int64(insp.Header.Raft.Index) || resp.GetJobCount() != 20 || resp.Index <= resp.SnapshotIndex {
 		t.Fatalf("restore response %+v", resp)
 	}
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		// ... and its applied index is past the restore (the catch-up entry).
 		eventually(t, 15*time.Second, fmt.Sprintf("m%d holds the saved state", i+1), func() bool {
 			st := m.FSM().State()
@@ -207,16 +209,16 @@ func TestSnapshotSaveInspectRestore(t *testing.T) {
 		})
 	}
 	for id := int64(21); id <= 30; id++ {
-		if _, ok := c.masters[f].FSM().State().Job(id); ok {
+		if _, ok := c.Masters[f].FSM().State().Job(id); ok {
 			t.Fatalf("job %d, admitted after the save, survived the restore", id)
 		}
 	}
 
 	// The cluster goes on from the restored state.
-	c.admit(c.follower(), "c", 1)
-	l := c.leader()
+	c.Admit(c.Follower(), "c", 1)
+	l := c.Leader()
 	eventually(t, 10*time.Second, "job 21 after the restore", func() bool {
-		r, ok := c.masters[l].FSM().State().Job(21)
+		r, ok := c.Masters[l].FSM().State().Job(21)
 		return ok && r.DisplayIndexName == "c0000"
 	})
 }
@@ -234,10 +236,10 @@ func TestAddVoterAndRemovePeerOverThrift(t *testing.T) {
 }
 
 func testAddVoterAndRemovePeer(t *testing.T, join bool) {
-	c := newCluster3(t, nil)
-	f := c.follower()
-	c.setup(f)
-	c.admit(f, "a", 5)
+	c := mastertest.New(t, nil)
+	f := c.Follower()
+	c.Setup(f)
+	c.Admit(f, "a", 5)
 
 	p4, m4 := startFourthMaster(t, c, join) // audit_test.go
 	if join {
@@ -245,13 +247,13 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 		if peers, err := m4.Node().Peers(); err != nil || len(peers) != 0 {
 			t.Fatalf("a joining master has a configuration before add-voter: %+v %v", peers, err)
 		}
-		if id, _ := m4.Node().Leader(); id != "" || jobCount(m4) != 0 {
-			t.Fatalf("a joining master knows leader %q or %d jobs before add-voter", id, jobCount(m4))
+		if id, _ := m4.Node().Leader(); id != "" || mastertest.JobCount(m4) != 0 {
+			t.Fatalf("a joining master knows leader %q or %d jobs before add-voter", id, mastertest.JobCount(m4))
 		}
 	}
 
 	call := func(fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) error {
-		return c.client(f).Call(opsCtx(t), fn)
+		return c.Client(f).Call(opsCtx(t), fn)
 	}
 	rpcAddr := p4.RPCAddress
 	var resp *adminapi.TRaftPeersResponse
@@ -268,11 +270,11 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	if !found || len(resp.Peers) != 4 {
 		t.Fatalf("peers after add-voter: %+v", resp.Peers)
 	}
-	eventually(t, 15*time.Second, "m4 catches up", func() bool { return jobCount(m4) == 5 })
+	eventually(t, 15*time.Second, "m4 catches up", func() bool { return mastertest.JobCount(m4) == 5 })
 
 	// The address book reaches every master, also the followers whose
 	// peers lists lack m4 and which did not run add-voter.
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		eventually(t, 15*time.Second, fmt.Sprintf("m%d learns m4's RPC address", i+1), func() bool {
 			a, ok := m.FSM().State().MemberAddress("m4")
 			return ok && a == rpcAddr
@@ -288,17 +290,17 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 			t.Fatalf("transfer leadership to %s: %v", to, err)
 		}
 	}
-	transfer(c.client(c.leader()), "m4")
+	transfer(c.Client(c.Leader()), "m4")
 	eventually(t, 15*time.Second, "m4 leads", func() bool { return m4.Node().LeaderTerm() != 0 })
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		eventually(t, 15*time.Second, fmt.Sprintf("m%d names m4's RPC address as the leader's", i+1), func() bool {
 			id, addr := m.Node().Leader()
 			return id == "m4" && addr == rpcAddr
 		})
 	}
-	c.admit(f, "c", 2)
-	transfer(rpc.NewMasterClient([]string{rpcAddr}, rpc.DefaultConfig(), zap.NewNop()), c.nodes[0].NodeID)
-	eventually(t, 15*time.Second, "m1 leads", func() bool { return c.masters[0].Node().LeaderTerm() != 0 })
+	c.Admit(f, "c", 2)
+	transfer(rpc.NewMasterClient([]string{rpcAddr}, rpc.DefaultConfig(), zap.NewNop()), c.Nodes[0].NodeID)
+	eventually(t, 15*time.Second, "m1 leads", func() bool { return c.Masters[0].Node().LeaderTerm() != 0 })
 
 	// Refusals keep their codes through the API.
 	err := call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
@@ -307,7 +309,7 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	})
 	wantAdminError(t, err, adminapi.TErrorCode_ALREADY_EXISTS, "belongs to member")
 	err = call(func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		_, err := cl.RemovePeer(ctx, &adminapi.TRemovePeerRequest{ID: c.nodes[c.leader()].NodeID})
+		_, err := cl.RemovePeer(ctx, &adminapi.TRemovePeerRequest{ID: c.Nodes[c.Leader()].NodeID})
 		return err
 	})
 	wantAdminError(t, err, adminapi.TErrorCode_INVALID, "transfer leadership first")
@@ -321,11 +323,11 @@ func testAddVoterAndRemovePeer(t *testing.T, join bool) {
 	if len(resp.Peers) != 3 {
 		t.Fatalf("peers after remove-peer: %+v", resp.Peers)
 	}
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		eventually(t, 15*time.Second, fmt.Sprintf("m%d forgets m4's RPC address", i+1), func() bool {
 			_, ok := m.FSM().State().MemberAddress("m4")
 			return !ok
 		})
 	}
-	c.admit(f, "b", 3)
+	c.Admit(f, "b", 3)
 }

@@ -1,10 +1,12 @@
-package master
+package master_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 )
@@ -14,15 +16,15 @@ import (
 // answer may be stale (no known leader). A read on a healthy cluster's
 // follower carries no warning.
 func TestReadsOnAMasterWithoutLeaderSayTheyMayBeStale(t *testing.T) {
-	c := newCluster3(t, nil)
-	c.setup(c.leader())
-	c.admit(c.leader(), "s", 1)
-	f := c.follower()
+	c := mastertest.New(t, nil)
+	c.Setup(c.Leader())
+	c.Admit(c.Leader(), "s", 1)
+	f := c.Follower()
 	list := func() *adminapi.TListJobsResponse {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var resp *adminapi.TListJobsResponse
-		if err := c.client(f).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
+		if err := c.Client(f).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
 			resp, err = a.ListJobs(ctx, &adminapi.TListJobsRequest{})
 			return err
 		}); err != nil {
@@ -34,9 +36,9 @@ func TestReadsOnAMasterWithoutLeaderSayTheyMayBeStale(t *testing.T) {
 	if w := list().GetStaleWarning(); w != "" {
 		t.Fatalf("a follower hearing its leader warned: %q", w)
 	}
-	for i := range c.masters {
+	for i := range c.Masters {
 		if i != f {
-			c.kill(i)
+			c.Kill(i)
 		}
 	}
 	eventually(t, 30*time.Second, "the survivor to say its answer may be stale", func() bool {
@@ -46,7 +48,7 @@ func TestReadsOnAMasterWithoutLeaderSayTheyMayBeStale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var v *adminapi.TJobView
-	if err := c.client(f).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
+	if err := c.Client(f).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) (err error) {
 		v, err = a.ShowJob(ctx, list().GetJobs()[0].JobID, false)
 		return err
 	}); err != nil {

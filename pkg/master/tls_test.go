@@ -1,10 +1,13 @@
-package master
+package master_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -14,7 +17,6 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/backend"
-	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 	"github.com/lancemaster/lancemaster/pkg/certs"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
@@ -24,27 +26,6 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
-
-// okRunner stands in for the supervisor: every inspect finds a table with
-// an int32 "id" column, every build succeeds.
-type okRunner struct{}
-
-func (okRunner) Verified() bool { return true }
-
-func (okRunner) Run(_ context.Context, req *frame.Request, _ time.Time) backend.Outcome {
-	if req.Mode == frame.ModeInspect {
-		return backend.Outcome{Proof: backend.ProofChildReaped, Result: &frame.Result{Protocol: frame.Protocol,
-			Mode: frame.ModeInspect, OK: true, DatasetVersion: 3, Fields: []frame.Field{{FieldID: 0, Name: "id", DataType: "int32"}}}}
-	}
-	return backend.Outcome{Proof: backend.ProofChildReaped, Result: &frame.Result{Protocol: frame.Protocol,
-		Mode: frame.ModeBuild, ResultCode: "NATIVE_OK", Message: "built", NewDatasetVersion: 4}}
-}
-
-// tlsConfig loads role's certificate from a development PKI in dir.
-func tlsConfig(t *testing.T, dir string, role certs.Role) rpc.Config {
-	t.Helper()
-	return rpctest.DevTLSConfig(t, dir, role)
-}
 
 // Three masters and a real backend agent, every port mutual TLS (the
 // masters' certificates come from their node files' tls section), Raft
@@ -56,14 +37,14 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	if _, err := certs.WriteDevCerts(pki, certs.DevOptions{Hosts: []string{"127.0.0.1", "localhost"}, Validity: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster3With(t, func(n *config.Node) {
+	c := mastertest.NewWith(t, func(n *config.Node) {
 		n.TLS.CA, n.TLS.Cert, n.TLS.Key = certs.DevFiles(pki, certs.RoleMaster)
 	}, nil)
-	operator := tlsConfig(t, pki, certs.RoleOperator)
+	operator := rpctest.DevTLSConfig(t, pki, certs.RoleOperator)
 
-	agent, err := backend.New(backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: rpcAddresses(c.nodes[0].Peers),
-		Isolation: backend.IsolationBestEffort, RPC: tlsConfig(t, pki, certs.RoleBackend),
-		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}, okRunner{})
+	agent, err := backend.New(backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: mastertest.RPCAddresses(c.Nodes[0].Peers),
+		Isolation: backend.IsolationBestEffort, RPC: rpctest.DevTLSConfig(t, pki, certs.RoleBackend),
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}, master.OKRunner{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +53,11 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	}
 	t.Cleanup(func() { agent.Close() })
 
-	l, f := c.leader(), c.follower()
+	l, f := c.Leader(), c.Follower()
 	call := func(cfg rpc.Config, i int, fn func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		return rpc.NewMasterClient([]string{c.nodes[i].RPCAdvertise}, cfg, zap.NewNop()).Call(ctx, fn)
+		return rpc.NewMasterClient([]string{c.Nodes[i].RPCAdvertise}, cfg, zap.NewNop()).Call(ctx, fn)
 	}
 	// Through a follower: its writes reach the leader by forwardApply
 	// (master to master), its listBackends asks the leader.
@@ -114,8 +95,8 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 		t.Fatalf("admission through a follower: %v", err)
 	}
 	id := resp.GetJobID()
-	c.waitSettled(l, []int64{id})
-	r, _ := c.masters[l].FSM().State().Job(id)
+	c.WaitSettled(l, []int64{id})
+	r, _ := c.Masters[l].FSM().State().Job(id)
 	if r.MutationState != job.Committed || r.Result.Code != job.NativeOK {
 		t.Fatalf("job %d: %s %s %q", id, r.MutationState, r.Result.Code, r.Result.Message)
 	}
@@ -132,14 +113,14 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second admission: %v", err)
 	}
-	c.waitSettled(l, []int64{resp.GetJobID()})
-	if r2, _ := c.masters[l].FSM().State().Job(resp.GetJobID()); r2.Creator != "lancemaster operator" || r2.ClaimedCreator != "alice" {
+	c.WaitSettled(l, []int64{resp.GetJobID()})
+	if r2, _ := c.Masters[l].FSM().State().Job(resp.GetJobID()); r2.Creator != "lancemaster operator" || r2.ClaimedCreator != "alice" {
 		t.Fatalf("with --as alice: creator %q, claimed %q", r2.Creator, r2.ClaimedCreator)
 	}
 	// The audit trail names the same identity for the changes made through
 	// the follower, with the claim beside it when one was made: the actor
 	// travels in the forwarded command.
-	for i, m := range c.masters {
+	for i, m := range c.Masters {
 		eventually(t, 10*time.Second, fmt.Sprintf("m%d's catalog and option events name the certificate", i+1), func() bool {
 			st := m.FSM().State()
 			cat, _ := st.AuditEvents(raftfsm.AuditFilter{Kind: raftfsm.AuditCatalogCreate}, 0, 0)
@@ -151,7 +132,7 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	// The result came by the backend's report (its certificate, its
 	// invocation secret), not only by the leader's query.
 	eventually(t, 10*time.Second, "the backend's report to be applied", func() bool {
-		return c.masters[l].Reports().Counts()[report.ReasonAppliedResult.String()] >= 1
+		return c.Masters[l].Reports().Counts()[report.ReasonAppliedResult.String()] >= 1
 	})
 
 	// The authorization on the real listeners.
@@ -161,7 +142,7 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 		return err
 	}
 	for _, role := range []certs.Role{certs.RoleBackend, certs.RoleMaster} {
-		if err := call(tlsConfig(t, pki, role), l, create); errCode(t, err) != adminapi.TErrorCode_PERMISSION_DENIED {
+		if err := call(rpctest.DevTLSConfig(t, pki, role), l, create); errCode(t, err) != adminapi.TErrorCode_PERMISSION_DENIED {
 			t.Fatalf("a %s certificate admitted: %v", role, err)
 		}
 	}
@@ -172,7 +153,7 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	if err := call(rpc.DefaultConfig(), l, create); err == nil {
 		t.Fatal("a plaintext admission on a TLS master succeeded")
 	}
-	if n := jobCount(c.masters[l]); n != 2 {
+	if n := mastertest.JobCount(c.Masters[l]); n != 2 {
 		t.Fatalf("%d jobs; only the operator's two admissions may exist", n)
 	}
 }

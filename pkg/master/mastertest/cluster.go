@@ -1,0 +1,346 @@
+// Package mastertest is the three-master test kit: three masters in one
+// process over loopback with real raft-boltdb stores and one fake Thrift
+// backend, and the operations tests run against them (set up, admit, wait,
+// kill, restart). pkg/master's tests, pkg/faults and the benchmark's tests
+// use it.
+package mastertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/options"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/rpc"
+	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+// Cluster is three masters in this process over loopback with real
+// raft-boltdb stores, and one fake Thrift backend.
+type Cluster struct {
+	T       *testing.T
+	Nodes   []*config.Node
+	Masters []*master.Master
+	Backend *rpctest.FakeBackend
+	// opts, when set, adds per-master options (hooks) at every start.
+	opts func(i int) master.Options
+	mu   sync.Mutex // guards Masters against the worker's reads
+}
+
+// New starts three masters (fast raft timeouts, data dirs under t.TempDir)
+// and the fake backend; tweak, when set, edits each node's configuration
+// before it is validated. Everything stops when the test ends.
+func New(t *testing.T, tweak func(n *config.Node)) *Cluster {
+	return NewWith(t, tweak, nil)
+}
+
+// NewWith is New with per-master options (knobs, hooks, a logger, a
+// credential source), taken again at every Start.
+func NewWith(t *testing.T, tweak func(n *config.Node), opts func(i int) master.Options) *Cluster {
+	t.Helper()
+	ports := testkit.Ports(t, 6)
+	c := &Cluster{T: t, Backend: rpctest.NewFakeBackend(t), opts: opts}
+	var peers []config.Peer
+	for i := 0; i < 3; i++ {
+		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i+1),
+			RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[i]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[3+i])})
+	}
+	for i := 0; i < 3; i++ {
+		n := config.DefaultNode()
+		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, t.TempDir(), config.RaftProfileFast
+		if tweak != nil {
+			tweak(n)
+		}
+		if err := n.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	c.Masters = make([]*master.Master, 3)
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.Masters {
+			if m != nil {
+				m.Close(false)
+			}
+		}
+	})
+	return c
+}
+
+// Start starts (or restarts, from its data dir) master i.
+func (c *Cluster) Start(i int) {
+	c.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o := master.Options{}
+	if c.opts != nil {
+		o = c.opts(i)
+	}
+	o.Node = c.Nodes[i]
+	if o.Logger == nil {
+		o.Logger = zaptest.NewLogger(c.T, zaptest.Level(zap.WarnLevel))
+	}
+	if o.Credentials == nil {
+		o.Credentials = config.StaticCredentials{}
+	}
+	m, err := master.Start(ctx, o)
+	if err != nil {
+		c.T.Fatalf("start m%d: %v", i+1, err)
+	}
+	c.mu.Lock()
+	c.Masters[i] = m
+	c.mu.Unlock()
+}
+
+// Kill closes master i without handing leadership over.
+func (c *Cluster) Kill(i int) {
+	c.T.Helper()
+	if err := c.Masters[i].Close(false); err != nil {
+		c.T.Logf("close m%d: %v", i+1, err)
+	}
+	c.mu.Lock()
+	c.Masters[i] = nil
+	c.mu.Unlock()
+}
+
+// Leader waits for a Leader whose term's barrier has completed.
+func (c *Cluster) Leader() int {
+	c.T.Helper()
+	idx := -1
+	testkit.Eventually(c.T, 15*time.Second, "a leader", func() bool {
+		for i, m := range c.Masters {
+			if m != nil && m.Node().LeaderTerm() != 0 {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	return idx
+}
+
+// Follower is a running master that is not the leader.
+func (c *Cluster) Follower() int {
+	l := c.Leader()
+	for i, m := range c.Masters {
+		if m != nil && i != l {
+			return i
+		}
+	}
+	c.T.Fatal("no follower")
+	return -1
+}
+
+// Client is an admin client of master i alone (no failover).
+func (c *Cluster) Client(i int) *rpc.MasterClient {
+	return rpc.NewMasterClient([]string{c.Nodes[i].RPCAdvertise}, rpc.DefaultConfig(), zap.NewNop())
+}
+
+// JobCount is how many jobs m's replica holds.
+func JobCount(m *master.Master) int {
+	n := 0
+	after := int64(0)
+	for {
+		recs, more := m.FSM().State().ListJobs(raftfsm.JobFilter{}, after, 1000)
+		n += len(recs)
+		if !more || len(recs) == 0 {
+			return n
+		}
+		after = recs[len(recs)-1].JobID
+	}
+}
+
+// Setup registers the catalog and the backend and raises the quotas, through
+// the given master.
+func (c *Cluster) Setup(via int) {
+	c.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.Backend.SetDataset("/data/lake/db/items.lance", job.Snapshot{Version: 3, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
+	err := c.Client(via).Call(ctx, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+		root := "/data/lake"
+		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}, ""); err != nil {
+			return err
+		}
+		if _, err := cl.AddBackend(ctx, c.Backend.Addr(), ""); err != nil {
+			return err
+		}
+		for _, k := range []string{options.OptMaxUnresolvedGlobal, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedPerTable} {
+			if _, err := cl.SetOption(ctx, k, "100000", ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.T.Fatalf("setup: %v", err)
+	}
+}
+
+// Admit sends n admissions (index names prefix0000...) to master via over
+// Thrift, 16 at a time, and fails on any error.
+func (c *Cluster) Admit(via int, prefix string, n int) {
+	c.T.Helper()
+	cl := c.Client(via)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	sem := make(chan struct{}, 16)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := cl.Call(ctx, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
+				_, err := c.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items",
+					IndexName: fmt.Sprintf("%s%04d", prefix, i), Column: "id", IndexType: "BTREE"})
+				return err
+			})
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		c.T.Fatalf("%d of %d admissions failed; first: %v", failed.Load(), n, firstErr.Load())
+	}
+}
+
+// LiveMasters is a copy of Masters, safe from any goroutine.
+func (c *Cluster) LiveMasters() []*master.Master {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*master.Master(nil), c.Masters...)
+}
+
+// settled reports whether every job of ids is terminal and refreshed.
+func Settled(st *raftfsm.State, ids []int64) bool {
+	for _, id := range ids {
+		r, ok := st.Job(id)
+		if !ok || r.Unresolved() {
+			return false
+		}
+	}
+	return true
+}
+
+// AdmitIDs admits n BTREE indexes on table and returns their job ids.
+func (c *Cluster) AdmitIDs(via int, catalog, table, prefix string, n int) []int64 {
+	c.T.Helper()
+	cl := c.Client(via)
+	var ids []int64
+	for i := 0; i < n; i++ {
+		var err error
+		// UNAVAILABLE (no leader known, this master behind) is answered
+		// before anything is journaled: retried, as an operator would, for
+		// a bounded time (a loaded machine may lose a leader for a moment).
+		for end := time.Now().Add(20 * time.Second); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = cl.Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+				resp, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: catalog, Db: "db", Table: table,
+					IndexName: fmt.Sprintf("%s%03d", prefix, i), Column: "id", IndexType: "BTREE"})
+				if err == nil {
+					ids = append(ids, resp.GetJobID())
+				}
+				return err
+			})
+			cancel()
+			var ae *adminapi.TAdminError
+			if err == nil || !errors.As(err, &ae) || ae.Code != adminapi.TErrorCode_UNAVAILABLE || time.Now().After(end) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			c.T.Fatalf("admit %s%03d: %v", prefix, i, err)
+		}
+	}
+	return ids
+}
+
+// WaitSettled waits until master l has every job of ids terminal and
+// refreshed.
+func (c *Cluster) WaitSettled(l int, ids []int64) {
+	c.T.Helper()
+	testkit.Eventually(c.T, 30*time.Second, "jobs settle", func() bool {
+		m := c.LiveMasters()[l]
+		return m != nil && Settled(m.FSM().State(), ids)
+	})
+}
+
+// DispatchedAll reports whether the fake backend received every job of ids.
+func (c *Cluster) DispatchedAll(ids []int64) bool {
+	got := map[int64]bool{}
+	for _, d := range c.Backend.Dispatches() {
+		got[d.JobID] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// SetOptions sets cluster-wide options through master via.
+func (c *Cluster) SetOptions(via int, kv map[string]string) {
+	c.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.Client(via).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		for k, v := range kv {
+			if _, err := a.SetOption(ctx, k, v, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// CreateCatalog creates a catalog with a webhook refresh through master via.
+func (c *Cluster) CreateCatalog(via int, name, root, webhook string) {
+	c.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kind := "webhook"
+	err := c.Client(via).Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+		_, err := a.CreateCatalog(ctx, &adminapi.TCatalog{Name: name, RootURI: &root, RefreshKind: &kind, RefreshURL: &webhook}, "")
+		return err
+	})
+	if err != nil {
+		c.T.Fatal(err)
+	}
+}
+
+// RPCAddresses are the peers' RPC addresses (a backend's masters list).
+func RPCAddresses(peers []config.Peer) []string {
+	out := make([]string, 0, len(peers))
+	for _, p := range peers {
+		out = append(out, p.RPCAddress)
+	}
+	return out
+}
