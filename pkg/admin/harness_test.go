@@ -38,7 +38,7 @@ func (c fakeCluster) RaftStats() (uint64, uint64, uint64)                       
 const canarySecret = "CANARY-7f3a9c-secret-value"
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *Server
 	prop    *raftfsmtest.Proposer
 	backend *rpctest.FakeBackend
@@ -49,7 +49,7 @@ type harness struct {
 // newHarness builds a Server over a real FSM, a fake Thrift backend on
 // loopback (registered), and a catalog "lake" rooted at /data/lake whose
 // dataset db.items has id, vector and text columns and one index.
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	fsm := raftfsm.New(zap.New(core))
@@ -100,7 +100,7 @@ func createReq(table, index, column, typ string, props ...string) *adminapi.TCre
 }
 
 // errCode returns the TAdminError code of err, failing the test otherwise.
-func errCode(t *testing.T, err error) adminapi.TErrorCode {
+func errCode(t testing.TB, err error) adminapi.TErrorCode {
 	t.Helper()
 	var ae *adminapi.TAdminError
 	if !errors.As(err, &ae) {
