@@ -33,7 +33,10 @@ const (
 	sustainedPoll      = 2 * time.Millisecond
 	sustainedWindow    = 60 * time.Second
 	sustainedWarm      = 5 * time.Second
-	sustainedTarget    = 1_000.0 // jobs/s carried to DONE
+	// sustainedHoldOpen bounds how long a window stays open past its end
+	// while no job has reached DONE in it (closeWindow).
+	sustainedHoldOpen = 30 * time.Second
+	sustainedTarget   = 1_000.0 // jobs/s carried to DONE
 )
 
 type sustainedResult struct {
@@ -73,6 +76,29 @@ func (t *sustainedTracker) admitted(id int64, start time.Time) {
 	t.started[id] = start
 	t.max = max(t.max, len(t.started))
 	t.mu.Unlock()
+}
+
+// closeWindow closes the window now, or, while no job has reached DONE
+// inside it, once one has or extra has passed — a -quick window on a loaded
+// machine can close before the first job is through (admission → DONE
+// takes seconds there) — and returns the window's real length, which every
+// rate is over.
+func (t *sustainedTracker) closeWindow(open time.Time, extra time.Duration) time.Duration {
+	deadline := time.Now().Add(extra)
+	for {
+		t.mu.Lock()
+		n := len(t.lats)
+		t.mu.Unlock()
+		if n > 0 || !time.Now().Before(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	now := time.Now()
+	t.mu.Lock()
+	t.close = now
+	t.mu.Unlock()
+	return now.Sub(open)
 }
 
 // poll moves the jobs done on the leader out of the backlog.
@@ -198,9 +224,10 @@ func runSustained(o *options) (*sustainedResult, error) {
 	time.Sleep(warm)
 	c.logs.reset()
 	open := time.Now()
-	tr.setWindow(open, open.Add(window))
+	tr.setWindow(open, time.Time{}) // closed by closeWindow
 	applied0 := l.FSM().State().AppliedIndex()
 	time.Sleep(window)
+	window = tr.closeWindow(open, sustainedHoldOpen)
 	st := l.FSM().State()
 	applied := st.AppliedIndex() - applied0
 	waiting := map[string]int{}
