@@ -173,6 +173,18 @@ func (p *OptimizePolicy) consider(ctx context.Context, cat *raftfsm.Catalog, ds 
 		p.d.Logger.Info("optimize policy: the dataset could not be inspected; next pass", append(fields, zap.Error(err))...)
 		return 0, adminCode(err) == adminapi.TErrorCode_NOT_LEADER
 	}
+	// The operator may have changed the catalog's policy while the dataset
+	// was inspected (raised the interval or the threshold, or turned it
+	// off): the decision is made on the settings current now, not on those
+	// the pass started with.
+	cur, ok := p.d.Reader.State().CatalogByID(cat.ID)
+	if !ok {
+		return 0, false
+	}
+	set = p.d.Settings(cur)
+	if set.UnindexedRows <= 0 || (ds.lastOptimizeMs != 0 && p.d.Clock().UnixMilli()-ds.lastOptimizeMs < set.MinIntervalSecond*1000) {
+		return 0, false
+	}
 	worst, over := "", int64(0)
 	for _, ix := range view.GetIndexes() {
 		if ix == nil {

@@ -25,6 +25,9 @@ type policyFake struct {
 	mu        sync.Mutex
 	unindexed map[string]int64
 	inspected []string
+	// during, when set, runs inside each inspect (what changes while the
+	// backend reads the dataset).
+	during func()
 }
 
 func (f *policyFake) inspect(_ context.Context, catalog, db, table string) (*adminapi.TDatasetView, error) {
@@ -32,6 +35,9 @@ func (f *policyFake) inspect(_ context.Context, catalog, db, table string) (*adm
 	defer f.mu.Unlock()
 	f.inspected = append(f.inspected, db+"."+table)
 	n := f.unindexed[table]
+	if f.during != nil {
+		f.during()
+	}
 	return &adminapi.TDatasetView{DatasetVersion: 3, Indexes: []*wire.TLanceIndexInfo{
 		{Name: "id_idx", IndexType: "BTREE", UnindexedRows: thrift.Int64Ptr(0)},
 		{Name: "vec", IndexType: "IVF_PQ", UnindexedRows: thrift.Int64Ptr(n)}}}, nil
@@ -110,6 +116,40 @@ func TestOptimizePolicyAdmitsOverTheThresholdOncePerInterval(t *testing.T) {
 	e.clock.Advance(31 * time.Minute)
 	if got := other.RunOnce(e.ctx); len(got) != 1 {
 		t.Fatalf("after the interval: admitted %v", got)
+	}
+}
+
+// A policy the operator changes while a pass inspects the dataset decides
+// on the new settings: a raised interval or threshold admits nothing (the
+// pass started with the old ones; before, it admitted on them).
+func TestOptimizePolicyDecidesOnTheSettingsCurrentAtAdmission(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		start, then OptimizeSettings
+	}{
+		{"interval raised", OptimizeSettings{UnindexedRows: 100, MinIntervalSecond: 1}, OptimizeSettings{UnindexedRows: 100, MinIntervalSecond: 3600}},
+		{"threshold raised", OptimizeSettings{UnindexedRows: 100, MinIntervalSecond: 1}, OptimizeSettings{UnindexedRows: 1000, MinIntervalSecond: 1}},
+		{"policy off", OptimizeSettings{UnindexedRows: 100, MinIntervalSecond: 1}, OptimizeSettings{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			f := &policyFake{e: e, unindexed: map[string]int64{"t1": 150}}
+			e.settle(e.admitIn(e.catalogID, testRoot, "t1"))
+			var mu sync.Mutex
+			set := tc.start
+			p := NewOptimizePolicy(OptimizePolicyDeps{Reader: e.fsm, Inspect: f.inspect, Admit: f.admit, Clock: e.clock.Now, Logger: e.d.log,
+				Settings: func(*raftfsm.Catalog) OptimizeSettings { mu.Lock(); defer mu.Unlock(); return set }})
+			first := p.RunOnce(e.ctx) // over the threshold: the dataset's last OPTIMIZE
+			if len(first) != 1 {
+				t.Fatalf("first pass admitted %v", first)
+			}
+			e.settle(first[0])
+			e.clock.Advance(time.Minute)
+			f.during = func() { mu.Lock(); set = tc.then; mu.Unlock() }
+			if got := p.RunOnce(e.ctx); len(got) != 0 {
+				t.Fatalf("admitted %v on the settings the pass started with", got)
+			}
+		})
 	}
 }
 
