@@ -34,7 +34,8 @@
 // Memory: a retained job costs its record (448 bytes), its own invocation id
 // and secret, and ~8 bytes in each of three orderings. Strings that jobs
 // repeat (creator, target, index names, definition, result messages) are
-// shared: by an interner on restore and by a bounded pool (strPool) on apply.
+// shared: by an interner on restore and by a bounded pool on apply (package
+// jobcodec, the record codec: journal form, direct decoder, interning).
 //
 // Concurrency: raft's FSM goroutine calls Apply, Snapshot and Restore, never
 // concurrently. FSMSnapshot.Persist runs concurrently with Apply on an
@@ -43,7 +44,7 @@
 //
 // Snapshots (snapshot.go) are a deterministic stream of compact frames, so
 // replicas that applied the same log write identical bytes; Restore decodes
-// job records with a direct decoder (jobdecode.go) for speed.
+// job records with a direct decoder (jobcodec.Reader) for speed.
 //
 // Invocation secrets are journaled and snapshotted (reports are
 // authenticated against them) but never appear in a log line or a message.

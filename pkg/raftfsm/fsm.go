@@ -12,6 +12,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
 
 // FSM is the replicated state machine: it implements raft.FSM.
@@ -31,7 +32,7 @@ type FSM struct {
 
 	logger *zap.Logger
 	state  atomic.Pointer[State] // the latest published view
-	strs   *strPool              // shares admitted strings; FSM goroutine only
+	strs   *jobcodec.StrPool     // shares admitted strings; FSM goroutine only
 }
 
 // FatalError is what OnFatal receives.
@@ -52,7 +53,7 @@ func New(logger *zap.Logger) *FSM {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	f := &FSM{logger: logger, strs: newStrPool()}
+	f := &FSM{logger: logger, strs: jobcodec.NewStrPool()}
 	f.OnFatal = f.exitOnFatal
 	f.state.Store(&State{m: emptyMeta()})
 	return f
@@ -187,7 +188,7 @@ type tx struct {
 	m     meta
 	bk    *bookTxn
 	now   int64
-	strs  *strPool
+	strs  *jobcodec.StrPool
 	index uint64 // the entry's log index (audit.go, timeline.go)
 }
 

@@ -3,9 +3,10 @@ package raftfsm
 import (
 	"cmp"
 	"fmt"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"slices"
 	"strings"
+
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
 )

@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"github.com/lancemaster/lancemaster/pkg/options"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 
 	"github.com/apache/thrift/lib/go/thrift"
@@ -82,10 +83,10 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	}
 	if err == nil {
 		// One holder for every job: the million-job stream allocates nothing per job.
-		var w jobWire
+		var w jobcodec.Wire
 		item := &journal.TSnapshotItem{}
 		s.t.jobs[ixID].Ascend(nil, func(r *job.Record) bool {
-			item.Job = w.load(r)
+			item.Job = w.Load(r)
 			return emit(item)
 		})
 	}
@@ -127,8 +128,8 @@ func snapshotHeader(m *meta) *journal.TSnapshotHeader {
 		CatalogCount:    thrift.Int64Ptr(m.catalogs),
 		BackendCount:    thrift.Int64Ptr(m.backends),
 		AppliedIndex:    thrift.Int64Ptr(int64(m.appliedIndex)),
-		ClusterID:       optString(&m.clusterID),
-		LastAuditSeq:    optInt64(&m.audit.lastSeq),
+		ClusterID:       jobcodec.OptString(&m.clusterID),
+		LastAuditSeq:    jobcodec.OptInt64(&m.audit.lastSeq),
 	}
 }
 
@@ -289,7 +290,7 @@ func readSnapshot(r io.Reader) (tables, *meta, error) {
 // It closes out when done; it returns early once stop is closed.
 func (sr *snapshotReader) decodeItems(out chan<- []snapshotItem, stop <-chan struct{}) error {
 	defer close(out)
-	in := newInterner()
+	in := jobcodec.NewInterner()
 	batch := make([]snapshotItem, 0, restoreBatch)
 	send := func() bool {
 		select {

@@ -1,0 +1,73 @@
+package jobcodec
+
+// Interner shares equal strings while a snapshot is restored: a million
+// retained jobs repeat the same creators, tables, locators, properties and
+// schema contracts, and one copy of each saves hundreds of bytes per job.
+type Interner struct{ m map[string]string }
+
+func NewInterner() *Interner { return &Interner{m: make(map[string]string, 1024)} }
+
+// maxInterned caps the table so a snapshot of unique strings cannot grow it
+// without bound; past the cap strings are simply not shared.
+const maxInterned = 1 << 20
+
+// bytes returns the shared copy of b, making one when b is new. The lookup
+// does not allocate, so a repeated value costs nothing. A nil Interner copies.
+func (in *Interner) Bytes(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if in == nil {
+		return string(b)
+	}
+	if v, ok := in.m[string(b)]; ok {
+		return v
+	}
+	s := string(b)
+	if len(in.m) < maxInterned {
+		in.m[s] = s
+	}
+	return s
+}
+
+// StrPool shares equal strings among the records Apply creates, as the
+// Interner does for a restore: without it every admitted job would carry its
+// own copy of its creator, db, table, locator, index names, properties and
+// schema contract (a few hundred bytes) however many jobs repeat them. Only
+// the FSM goroutine uses it, and sharing changes no record's value, so it
+// cannot make replicas differ.
+//
+// It is bounded by generations: lookups go to the current map and then to
+// the previous one (moving a hit forward); when the current map is full it
+// becomes the previous one and the oldest is dropped. A string no job uses
+// any more is forgotten after two generations.
+type StrPool struct {
+	cur, prev map[string]string
+	bytes     int // in cur
+}
+
+const (
+	strPoolEntries = 1 << 14
+	strPoolBytes   = 4 << 20
+)
+
+func NewStrPool() *StrPool { return &StrPool{cur: map[string]string{}} }
+
+// get returns the shared copy of s (s itself when it is new).
+func (p *StrPool) Get(s string) string {
+	if s == "" || p == nil {
+		return s
+	}
+	if v, ok := p.cur[s]; ok {
+		return v
+	}
+	if v, ok := p.prev[s]; ok {
+		s = v
+	}
+	if len(p.cur) >= strPoolEntries || p.bytes+len(s) > strPoolBytes {
+		p.prev, p.cur, p.bytes = p.cur, make(map[string]string, len(p.cur)), 0
+	}
+	p.cur[s] = s
+	p.bytes += len(s)
+	return s
+}
