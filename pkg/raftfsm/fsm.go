@@ -185,17 +185,21 @@ func (f *FSM) fatal(ct CommandType, index uint64, err error) *journal.TApplyResp
 // earlier writes: a batch naming one job twice sees its own first change.
 type tx struct {
 	*tableTxn
-	m     meta
-	bk    *bookTxn
-	now   int64
-	strs  *jobcodec.StrPool
-	index uint64 // the entry's log index (audit.go, timeline.go)
+	m       meta
+	bk      *bookTxn
+	now     int64
+	strs    *jobcodec.StrPool
+	scratch []byte // packing rows (newRow)
+	index   uint64 // the entry's log index (audit.go, timeline.go)
 }
 
 // job returns the current record of id, including earlier writes of this entry.
 func (t *tx) job(id int64) *job.Record {
-	r, _ := jobByID(t.jobs[ixID].Version(), id)
-	return r
+	w, ok := jobByID(t.jobs[ixID].Version(), id)
+	if !ok {
+		return nil
+	}
+	return w.record()
 }
 
 // books reads the books as this entry left them so far.
@@ -220,7 +224,7 @@ func (t *tx) rebook(old, new *job.Record) {
 
 // put swaps new in for old (nil for a new record) and books the change.
 func (t *tx) put(old, new *job.Record) error {
-	if err := t.putJob(old, new); err != nil {
+	if err := t.putJob(old, new, t.strs, &t.scratch); err != nil {
 		return err
 	}
 	if old == nil {

@@ -84,9 +84,10 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	if err == nil {
 		// One holder for every job: the million-job stream allocates nothing per job.
 		var w jobcodec.Wire
+		var scratch job.Record
 		item := &journal.TSnapshotItem{}
-		s.t.jobs[ixID].Ascend(nil, func(r *job.Record) bool {
-			item.Job = w.Load(r)
+		s.t.jobs[ixID].Ascend(nil, func(r *row) bool {
+			item.Job = w.Load(r.recordInto(&scratch))
 			return emit(item)
 		})
 	}
@@ -265,9 +266,9 @@ func readSnapshot(r io.Reader) (tables, *meta, error) {
 	decoded := make(chan error, 1)
 	go func() { decoded <- sr.decodeItems(batches, stop) }()
 
-	l := &loader{m: m, bk: m.books.txn(), names: map[string]bool{}, addrs: map[string]bool{}}
+	l := &loader{m: m, bk: m.books.txn(), names: map[string]bool{}, addrs: map[string]bool{}, in: jobcodec.NewInterner()}
 	if n := h.GetJobCount(); n > 0 {
-		l.jobs = make([]*job.Record, 0, min(n, 1<<22)) // a hint: a corrupt header cannot make us allocate much
+		l.jobs = make([]*row, 0, min(n, 1<<22)) // a hint: a corrupt header cannot make us allocate much
 	}
 	var loadErr error
 	for batch := range batches {
@@ -330,7 +331,9 @@ type loader struct {
 	m                       *meta
 	bk                      *bookTxn
 	lastCat, lastBE, lastJB int64
-	jobs                    []*job.Record
+	jobs                    []*row
+	in                      *jobcodec.Interner // shares the packed rows' definitions
+	scratch                 []byte
 	catalogs                []*Catalog
 	backends                []*Backend
 	names, addrs            map[string]bool // folded, for the uniqueness checks
@@ -375,7 +378,7 @@ func (l *loader) load(it snapshotItem) error {
 		l.m.jobs++
 		l.m.counts.move(nil, r)
 		book(l.bk, nil, r)
-		l.jobs = append(l.jobs, r)
+		l.jobs = append(l.jobs, newRow(r, l.in, &l.scratch))
 		return nil
 	case it.audit != nil:
 		return l.loadAuditEvent(it.audit)

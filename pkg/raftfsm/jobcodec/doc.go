@@ -2,9 +2,11 @@
 // between job.Record and its journal form (TJobRecord, idl/journal.thrift;
 // RecordToThrift, RecordFromThrift, and Wire, a reusable holder for writing
 // many records), the direct compact decoder a snapshot's restore reads job
-// records with (Reader.JobRecord), and the string interning that lets
-// records share the strings they repeat (Interner while a snapshot is read,
-// StrPool for the records Apply creates).
+// records with (Reader.JobRecord), the packed form the tables keep retained
+// jobs in (Pack, Packed.Unpack: a third of a record's memory, the same
+// record back), and the interning that lets records share the strings and
+// definitions they repeat (Interner while a snapshot is read, StrPool for
+// the records Apply creates).
 //
 // It is part of the storage engine under pkg/raftfsm, beside ordtree (the
 // ordered indexes), and knows nothing of commands, state or books; it

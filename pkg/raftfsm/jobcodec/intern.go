@@ -3,9 +3,14 @@ package jobcodec
 // Interner shares equal strings while a snapshot is restored: a million
 // retained jobs repeat the same creators, tables, locators, properties and
 // schema contracts, and one copy of each saves hundreds of bytes per job.
-type Interner struct{ m map[string]string }
+type Interner struct {
+	m     map[string]string
+	specs map[Spec]*Spec // ShareSpec
+}
 
-func NewInterner() *Interner { return &Interner{m: make(map[string]string, 1024)} }
+func NewInterner() *Interner {
+	return &Interner{m: make(map[string]string, 1024), specs: make(map[Spec]*Spec, 1024)}
+}
 
 // maxInterned caps the table so a snapshot of unique strings cannot grow it
 // without bound; past the cap strings are simply not shared.
@@ -30,6 +35,21 @@ func (in *Interner) Bytes(b []byte) string {
 	return s
 }
 
+// ShareSpec returns the shared copy of s (s itself when it is new), within
+// the same cap as the strings. A nil interner shares nothing.
+func (in *Interner) ShareSpec(s *Spec) *Spec {
+	if in == nil {
+		return s
+	}
+	if v, ok := in.specs[*s]; ok {
+		return v
+	}
+	if len(in.specs) < maxInterned {
+		in.specs[*s] = s
+	}
+	return s
+}
+
 // StrPool shares equal strings among the records Apply creates, as the
 // Interner does for a restore: without it every admitted job would carry its
 // own copy of its creator, db, table, locator, index names, properties and
@@ -42,8 +62,9 @@ func (in *Interner) Bytes(b []byte) string {
 // becomes the previous one and the oldest is dropped. A string no job uses
 // any more is forgotten after two generations.
 type StrPool struct {
-	cur, prev map[string]string
-	bytes     int // in cur
+	cur, prev         map[string]string
+	bytes             int // in cur
+	specCur, specPrev map[Spec]*Spec
 }
 
 const (
@@ -51,9 +72,30 @@ const (
 	strPoolBytes   = 4 << 20
 )
 
-func NewStrPool() *StrPool { return &StrPool{cur: map[string]string{}} }
+// NewStrPool returns an empty pool.
+func NewStrPool() *StrPool { return &StrPool{cur: map[string]string{}, specCur: map[Spec]*Spec{}} }
 
-// get returns the shared copy of s (s itself when it is new).
+// ShareSpec returns the shared copy of s (s itself when it is new), bounded
+// by generations of strPoolEntries specs as the strings are. A nil pool
+// shares nothing.
+func (p *StrPool) ShareSpec(s *Spec) *Spec {
+	if p == nil {
+		return s
+	}
+	if v, ok := p.specCur[*s]; ok {
+		return v
+	}
+	if v, ok := p.specPrev[*s]; ok {
+		s = v
+	}
+	if len(p.specCur) >= strPoolEntries {
+		p.specPrev, p.specCur = p.specCur, make(map[Spec]*Spec, len(p.specCur))
+	}
+	p.specCur[*s] = s
+	return s
+}
+
+// Get returns the shared copy of s (s itself when it is new).
 func (p *StrPool) Get(s string) string {
 	if s == "" || p == nil {
 		return s
