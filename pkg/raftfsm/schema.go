@@ -189,18 +189,18 @@ func (x *tableTxn) putJob(old, new *job.Record, share jobcodec.SpecSharer, scrat
 	if old != nil && old.JobID != new.JobID {
 		return errInvariant("job %d cannot replace job %d", new.JobID, old.JobID)
 	}
-	was0, is0 := probeRow(old), newRow(new, share, scratch)
+	ow, nw := probeRow(old), newRow(new, share, scratch) // old's row as found, new's as kept
 	for i := range jobIndexes {
 		spec, ix := &jobIndexes[i], &x.jobs[i]
 		was, is := spec.has(old), spec.has(new)
-		if was && (!is || spec.cmp(was0, is0) != 0) {
-			if _, ok := ix.Delete(was0); !ok {
+		if was && (!is || spec.cmp(ow, nw) != 0) {
+			if _, ok := ix.Delete(ow); !ok {
 				return errInvariant("job %d is missing from index %d", old.JobID, i)
 			}
 			was = false
 		}
 		if is {
-			if _, replaced := ix.Set(is0); replaced != was {
+			if _, replaced := ix.Set(nw); replaced != was {
 				return errInvariant("job %d: index %d disagrees with the record (present %t)", new.JobID, i, replaced)
 			}
 		}

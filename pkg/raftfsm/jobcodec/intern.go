@@ -35,8 +35,13 @@ func (in *Interner) Bytes(b []byte) string {
 	return s
 }
 
-// ShareSpec returns the shared copy of s (s itself when it is new), within
-// the same cap as the strings. A nil interner shares nothing.
+// maxInternedSpecs caps the specs shared while a snapshot is read (a spec
+// is ~250 bytes with its map entry: 64 MiB at most, dropped after the
+// restore); past it, specs are not shared.
+const maxInternedSpecs = 1 << 18
+
+// ShareSpec returns the shared copy of s (s itself when it is new), up to
+// maxInternedSpecs of them. A nil interner shares nothing.
 func (in *Interner) ShareSpec(s *Spec) *Spec {
 	if in == nil {
 		return s
@@ -44,7 +49,7 @@ func (in *Interner) ShareSpec(s *Spec) *Spec {
 	if v, ok := in.specs[*s]; ok {
 		return v
 	}
-	if len(in.specs) < maxInterned {
+	if len(in.specs) < maxInternedSpecs {
 		in.specs[*s] = s
 	}
 	return s

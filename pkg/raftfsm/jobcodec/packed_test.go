@@ -107,6 +107,13 @@ func TestPackSharesSpecs(t *testing.T) {
 	if n := len(pool.specCur) + len(pool.specPrev); n > 2*strPoolEntries {
 		t.Fatalf("pool holds %d specs", n)
 	}
+	in := NewInterner()
+	for i := range maxInternedSpecs + 10 {
+		in.ShareSpec(&Spec{Column: strconv.Itoa(i)})
+	}
+	if len(in.specs) > maxInternedSpecs {
+		t.Fatalf("interner holds %d specs, cap %d", len(in.specs), maxInternedSpecs)
+	}
 }
 
 // BenchmarkUnpack: one retained record of the benchmarks' kind unpacked.
