@@ -286,19 +286,12 @@ func (r *Reader) timeline() string {
 	return job.EncodeTimeline(job.BoundTimeline(out))
 }
 
-// structList reads a list header; ok when it is a list of structs that
-// can fit what is left, else the list is skipped.
+// structList reads the header of a list of structs. As in the generated
+// reader, the elements are read as structs whatever element type the header
+// names (it only bounds the size); ok is false when the header is malformed.
 func (r *Reader) structList() (n uint64, ok bool) {
-	h := r.byte()
-	n = uint64(h >> 4)
-	if n == 15 {
-		n = r.uvarint()
-	}
-	if h&0x0f != ctStruct || n > uint64(len(r.b)-r.pos) {
-		r.skipN(n, h&0x0f, h&0x0f, false, 0)
-		return 0, false
-	}
-	return n, true
+	n, _ = r.listHeader()
+	return n, r.err == nil
 }
 
 // optimizedIndexes reads field 52 of a TJobRecord (a list of

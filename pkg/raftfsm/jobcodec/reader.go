@@ -103,7 +103,12 @@ func (r *Reader) i64() int64 {
 	return int64(u>>1) ^ -int64(u&1)
 }
 
-func (r *Reader) i32() int32 { return int32(r.i64()) }
+// i32 reads as the generated code does: a varint longer than 32 bits is
+// cut to its low 32 bits first, then un-zigzagged.
+func (r *Reader) i32() int32 {
+	u := uint32(r.uvarint())
+	return int32(u>>1) ^ -int32(u&1)
+}
 
 // binary returns a length-prefixed byte string in place (no copy).
 func (r *Reader) binary() []byte {
@@ -165,16 +170,13 @@ func (r *Reader) skip(typ byte, inField bool, depth int) {
 	case ctBinary:
 		r.binary()
 	case ctList, ctSet:
-		h := r.byte()
-		n := uint64(h >> 4)
-		if n == 15 {
-			n = r.uvarint()
-		}
-		r.skipN(n, h&0x0f, h&0x0f, false, depth)
+		n, elem := r.listHeader()
+		r.skipN(n, elem, elem, false, depth)
 	case ctMap:
-		n := r.uvarint()
+		n := r.size32()
 		if n > 0 {
 			kv := r.byte()
+			r.fits(n, minSize(kv>>4)+minSize(kv&0x0f))
 			r.skipN(n, kv>>4, kv&0x0f, true, depth)
 		}
 	case ctStruct:
@@ -189,6 +191,53 @@ func (r *Reader) skip(typ byte, inField bool, depth int) {
 	default:
 		r.fail()
 	}
+}
+
+// listHeader reads a list or set header as the generated reader does: an
+// element type it knows, a size (the high nibble, or when that is 15 a
+// varint cut to 32 bits) that is not negative and fits what is left at the
+// element type's least encoded size. Anything else is malformed.
+func (r *Reader) listHeader() (n uint64, elem byte) {
+	h := r.byte()
+	elem = h & 0x0f
+	n = uint64(h >> 4)
+	if n == 15 {
+		n = r.size32()
+	}
+	if elem > ctUUID {
+		r.fail()
+	}
+	r.fits(n, minSize(elem))
+	return n, elem
+}
+
+// size32 reads a container size: a varint cut to 32 bits, not negative.
+func (r *Reader) size32() uint64 {
+	n := int32(r.uvarint())
+	if n < 0 {
+		r.fail()
+		return 0
+	}
+	return uint64(n)
+}
+
+// fits fails unless n elements of at least min bytes each fit what is left.
+func (r *Reader) fits(n uint64, min int) {
+	if r.err == nil && n*uint64(min) > uint64(len(r.b)-r.pos) {
+		r.fail()
+	}
+}
+
+// minSize is the least encoded size of a value of a type (the generated
+// reader's bound on a container's size).
+func minSize(typ byte) int {
+	switch typ {
+	case ctDouble:
+		return 8
+	case ctUUID:
+		return 16
+	}
+	return 1
 }
 
 // skipN skips n elements (pairs for a map); a count larger than the bytes
