@@ -48,7 +48,7 @@ type Spec struct {
 	PropertiesJSON, SchemaContract        string
 }
 
-// Spec is the shared definition of p.
+// Spec is the definition of p, shared with other jobs: never modify it.
 func (p *Packed) Spec() *Spec { return p.spec }
 
 // SpecSharer shares equal specs (Interner on restore, StrPool on apply); a
