@@ -73,6 +73,18 @@ func TestRetainedRowsArePackedAndReadAsWritten(t *testing.T) {
 	}
 }
 
+// packedRows counts the jobs of s kept packed.
+func packedRows(s *State) int {
+	n := 0
+	s.t.jobs[ixID].Ascend(nil, func(w *row) bool {
+		if w.live == nil {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
 // TestApplyPacksWhatItRetires: a job that becomes retained through Apply
 // is kept packed, reads the same, and is still found by the commands that
 // touch retained jobs (GC).
