@@ -30,7 +30,7 @@ const (
 
 	queryTargetMs    = 1.0
 	snapshotTargetS  = 3.0
-	heapTargetPerJob = 600.0
+	heapTargetPerJob = 400.0
 	// apiPageTargetMs: the HTTP API's jobs page of 100, server side, p99.
 	apiPageTargetMs = 5.0
 )

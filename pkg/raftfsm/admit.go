@@ -5,6 +5,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
 
 // M0: admission. The leader has run DESIGN.md §5 steps 1-7 (gate, static
@@ -129,7 +130,7 @@ func recheckOptions(t *tx, r *job.Record) *journal.TApplyResponse {
 // owns: the id comes later, the states, rev and times are fixed, and nothing
 // of a dispatch, result, release or cancel may be smuggled in.
 func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
-	in := RecordFromThrift(tj)
+	in := jobcodec.RecordFromThrift(tj)
 	return &job.Record{
 		Creator:                in.Creator,
 		ClaimedCreator:         in.ClaimedCreator,
@@ -161,17 +162,17 @@ func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
 // (its target, definition and creator) with the FSM's shared copies.
 func (t *tx) shareStrings(r *job.Record) {
 	p := t.strs
-	r.Creator, r.DB, r.Table = p.get(r.Creator), p.get(r.DB), p.get(r.Table)
-	r.ClaimedCreator = p.get(r.ClaimedCreator)
-	r.Provider, r.Locator = p.get(r.Provider), p.get(r.Locator)
-	r.DisplayIndexName = p.get(r.DisplayIndexName)
+	r.Creator, r.DB, r.Table = p.Get(r.Creator), p.Get(r.DB), p.Get(r.Table)
+	r.ClaimedCreator = p.Get(r.ClaimedCreator)
+	r.Provider, r.Locator = p.Get(r.Provider), p.Get(r.Locator)
+	r.DisplayIndexName = p.Get(r.DisplayIndexName)
 	if r.NormalizedIndexName == r.DisplayIndexName {
 		r.NormalizedIndexName = r.DisplayIndexName
 	} else {
-		r.NormalizedIndexName = p.get(r.NormalizedIndexName)
+		r.NormalizedIndexName = p.Get(r.NormalizedIndexName)
 	}
-	r.IndexType, r.Column = p.get(r.IndexType), p.get(r.Column)
-	r.PropertiesJSON, r.SchemaContract = p.get(r.PropertiesJSON), p.get(r.SchemaContract)
+	r.IndexType, r.Column = p.Get(r.IndexType), p.Get(r.Column)
+	r.PropertiesJSON, r.SchemaContract = p.Get(r.PropertiesJSON), p.Get(r.SchemaContract)
 }
 
 // validateAdmission checks the record's own content: byte bounds, mutation

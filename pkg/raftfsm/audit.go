@@ -3,10 +3,11 @@ package raftfsm
 import (
 	"cmp"
 	"fmt"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"maps"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 
 	"github.com/apache/thrift/lib/go/thrift"
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
 
 // Benchmarks over DESIGN-scale state: 1,000,000 retained terminal jobs plus
@@ -144,7 +145,7 @@ func writeBenchSnapshot(w io.Writer, retained int) int {
 	for b := int64(1); b <= benchBackends; b++ {
 		must(sw.frame(&journal.TSnapshotItem{Backend: BackendToThrift(&Backend{ID: b, Address: "be" + strconv.FormatInt(b, 10) + ":9060"})}))
 	}
-	var jw jobWire
+	var jw jobcodec.Wire
 	item := &journal.TSnapshotItem{}
 	for id := int64(1); id <= total; id++ {
 		r := benchRecord(id)
@@ -169,7 +170,7 @@ func writeBenchSnapshot(w io.Writer, retained int) int {
 			r.MutationState, r.RefreshState = job.Committed, job.RefreshRequired
 			r.ForceReleased, r.ForceActor, r.ForceNote, r.ForceWarning, r.ForceTimeMs = false, "", "", "", 0
 		}
-		item.Job = jw.load(r)
+		item.Job = jw.Load(r)
 		must(sw.frame(item))
 	}
 	must(sw.frame(&journal.TSnapshotItem{Last: thrift.BoolPtr(true)}))
@@ -247,7 +248,7 @@ func BenchmarkApplyMarkRunning(b *testing.B) {
 	}
 	// Apply on a private FSM from the same view: the view is persistent, so
 	// each iteration copies what it changes and the fixture stays as it is.
-	priv := &FSM{logger: f.logger, OnFatal: func(err error) { panic(err) }, strs: newStrPool()}
+	priv := &FSM{logger: f.logger, OnFatal: func(err error) { panic(err) }, strs: jobcodec.NewStrPool()}
 	for b.Loop() {
 		priv.state.Store(s)
 		if resp := priv.Apply(&raft.Log{Index: 1, Data: entry}).(*journal.TApplyResponse); resp.Items[0].Code != journal.TApplyCode_OK {

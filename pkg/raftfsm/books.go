@@ -2,10 +2,11 @@ package raftfsm
 
 import (
 	"cmp"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
 )

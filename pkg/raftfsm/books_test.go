@@ -1,11 +1,12 @@
 package raftfsm
 
 import (
-	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
 )

@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
 
 // What a report says about the build beside its outcome (docs/cli.md, jobs
@@ -25,7 +26,7 @@ func checkEvidence(indexUUID, leftoverUUID, logTail string) error {
 // more; M1 clears both).
 func applyBuildEvidence(n *job.Record, res *journal.TResources, logTail *string) {
 	if res != nil {
-		n.Resources = ResourcesFromThrift(res)
+		n.Resources = jobcodec.ResourcesFromThrift(res)
 	}
 	if logTail != nil {
 		n.LogTail = *logTail

@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
 
 // The dispatch family (DESIGN.md §3): M1 MarkRunning, M2/M2'
@@ -155,7 +156,7 @@ func completeWithResult(t *tx, c *journal.TCompletion) (*journal.TItemResult_, e
 		n.Result = job.Result{
 			Code:                     code,
 			Reason:                   cls.Reason,
-			Message:                  t.strs.get(job.TruncateMessage(res.GetMessage())),
+			Message:                  t.strs.Get(job.TruncateMessage(res.GetMessage())),
 			ExternalMetadataAdvanced: ema,
 		}
 		if u := c.GetIndexUUID(); u != "" && code == job.NativeOK {
@@ -222,7 +223,7 @@ func applyRecordProofBatch(t *tx, c *journal.TRecordProofBatch) (*journal.TApply
 // other job is refused (INVALID).
 func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, error) {
 	proof := job.TerminationProof(p.Proof)
-	if proof == job.ProofNone || !validProof(proof) {
+	if proof == job.ProofNone || !jobcodec.ValidProof(proof) {
 		return itemFail(p.JobID, journal.TApplyCode_INVALID, "job %d: %d is not a termination proof", p.JobID, int64(p.Proof)), nil
 	}
 	finished := p.GetFinishedWithoutResult_()
@@ -260,10 +261,10 @@ func recordTerminationProof(t *tx, p *journal.TProof) (*journal.TItemResult_, er
 			n.PossibleLiveOwned = false
 		}
 		if resolves && r.IsOptimize() {
-			optimizeFinished(n, p, t.strs.get(p.GetMessage()))
+			optimizeFinished(n, p, t.strs.Get(p.GetMessage()))
 		} else if resolves {
 			n.MutationState = job.Resolving
-			n.TerminationMessage = t.strs.get(p.GetMessage())
+			n.TerminationMessage = t.strs.Get(p.GetMessage())
 			n.ResolveAfterMs = p.GetResolveAfterMs()
 			if n.IndexUUID == "" {
 				n.IndexUUID = p.GetIndexUUID()
@@ -309,7 +310,7 @@ func recordProgress(t *tx, p *journal.TProgress) (*journal.TItemResult_, error) 
 			n.IndexUUID = uuid
 		}
 		if setPhase {
-			n.BuildPhase = t.strs.get(phase)
+			n.BuildPhase = t.strs.Get(phase)
 		}
 		if e := p.GetElapsedMs(); p.IsSetElapsedMs() && e >= 0 {
 			n.BuildElapsedMs, n.ProgressTimeMs = e, t.now

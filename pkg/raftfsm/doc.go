@@ -31,10 +31,18 @@
 // (books.go); the FSM keeps them in persistent radix trees for the same
 // reason.
 //
-// Memory: a retained job costs its record (448 bytes), its own invocation id
-// and secret, and ~8 bytes in each of three orderings. Strings that jobs
+// Memory: a job that is resolved, slot-free and in no leader-service index
+// (nearly every job of a large journal) is kept packed (row.go,
+// jobcodec.Packed): a 96-byte row with its id, update time, states,
+// catalog, db and table, a pointer to its admitted definition, shared with
+// every job that repeats it, and its other set fields in one varint string;
+// ~290 bytes a job with ~8 bytes in each of three orderings. A read unpacks
+// a private copy; a filtered walk reads the row's own fields and unpacks
+// only what it returns. Live jobs keep their whole record. Strings that jobs
 // repeat (creator, target, index names, definition, result messages) are
-// shared: by an interner on restore and by a bounded pool (strPool) on apply.
+// shared: by an interner on restore and by a bounded pool on apply (package
+// jobcodec, the record codec: journal form, direct decoder, packed form,
+// interning).
 //
 // Concurrency: raft's FSM goroutine calls Apply, Snapshot and Restore, never
 // concurrently. FSMSnapshot.Persist runs concurrently with Apply on an
@@ -43,7 +51,7 @@
 //
 // Snapshots (snapshot.go) are a deterministic stream of compact frames, so
 // replicas that applied the same log write identical bytes; Restore decodes
-// job records with a direct decoder (jobdecode.go) for speed.
+// job records with a direct decoder (jobcodec.Reader) for speed.
 //
 // Invocation secrets are journaled and snapshotted (reports are
 // authenticated against them) but never appear in a log line or a message.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
 
 // FSM is the replicated state machine: it implements raft.FSM.
@@ -31,7 +32,7 @@ type FSM struct {
 
 	logger *zap.Logger
 	state  atomic.Pointer[State] // the latest published view
-	strs   *strPool              // shares admitted strings; FSM goroutine only
+	strs   *jobcodec.StrPool     // shares admitted strings; FSM goroutine only
 }
 
 // FatalError is what OnFatal receives.
@@ -52,7 +53,7 @@ func New(logger *zap.Logger) *FSM {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	f := &FSM{logger: logger, strs: newStrPool()}
+	f := &FSM{logger: logger, strs: jobcodec.NewStrPool()}
 	f.OnFatal = f.exitOnFatal
 	f.state.Store(&State{m: emptyMeta()})
 	return f
@@ -184,17 +185,21 @@ func (f *FSM) fatal(ct CommandType, index uint64, err error) *journal.TApplyResp
 // earlier writes: a batch naming one job twice sees its own first change.
 type tx struct {
 	*tableTxn
-	m     meta
-	bk    *bookTxn
-	now   int64
-	strs  *strPool
-	index uint64 // the entry's log index (audit.go, timeline.go)
+	m       meta
+	bk      *bookTxn
+	now     int64
+	strs    *jobcodec.StrPool
+	scratch []byte // packing rows (newRow)
+	index   uint64 // the entry's log index (audit.go, timeline.go)
 }
 
 // job returns the current record of id, including earlier writes of this entry.
 func (t *tx) job(id int64) *job.Record {
-	r, _ := jobByID(t.jobs[ixID].Version(), id)
-	return r
+	w, ok := jobByID(t.jobs[ixID].Version(), id)
+	if !ok {
+		return nil
+	}
+	return w.record()
 }
 
 // books reads the books as this entry left them so far.
@@ -219,7 +224,7 @@ func (t *tx) rebook(old, new *job.Record) {
 
 // put swaps new in for old (nil for a new record) and books the change.
 func (t *tx) put(old, new *job.Record) error {
-	if err := t.putJob(old, new); err != nil {
+	if err := t.putJob(old, new, t.strs, &t.scratch); err != nil {
 		return err
 	}
 	if old == nil {

@@ -266,11 +266,18 @@ func checkAgainstBruteForce(t testing.TB, s *State) {
 func TestRandomWalkKeepsBooksAndIndexes(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		w := newWalker(t, seed)
+		packed := 0 // checks that met a packed row (row.go): Apply, queries and filters on both forms
 		for i := 0; i < 800; i++ {
 			w.step()
 			if i%20 == 0 {
 				checkAgainstBruteForce(t, w.h.st())
+				if packedRows(w.h.st()) > 0 {
+					packed++
+				}
 			}
+		}
+		if packed == 0 {
+			t.Fatalf("seed %d: no check met a retained job kept packed", seed)
 		}
 		checkAgainstBruteForce(t, w.h.st())
 		if n := w.h.st().LastJobID(); n < 50 {

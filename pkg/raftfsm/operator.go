@@ -33,7 +33,7 @@ func applyCancel(t *tx, c *journal.TCancelCommand) (*journal.TApplyResponse, err
 	}
 	err := t.transition(r, func(n *job.Record) {
 		n.MutationState = job.Cancelled
-		n.CancelActor = t.strs.get(c.Actor)
+		n.CancelActor = t.strs.Get(c.Actor)
 	})
 	if err != nil {
 		return nil, err
@@ -77,10 +77,10 @@ func applyForceRelease(t *tx, c *journal.TForceReleaseCommand) (*journal.TApplyR
 	}
 	err := t.transition(r, func(n *job.Record) {
 		n.ForceReleased = true
-		n.ForceActor = t.strs.get(c.Actor)
+		n.ForceActor = t.strs.Get(c.Actor)
 		n.ForceTimeMs = t.now
-		n.ForceNote = t.strs.get(c.Note)
-		n.ForceWarning = t.strs.get(c.Warning)
+		n.ForceNote = t.strs.Get(c.Note)
+		n.ForceWarning = t.strs.Get(c.Warning)
 	})
 	if err != nil {
 		return nil, err

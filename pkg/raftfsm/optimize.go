@@ -9,6 +9,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
 
 // OPTIMIZE (DESIGN.md §14) in the journal.
@@ -118,7 +119,7 @@ func completionResult(r *job.Record, c *journal.TCompletion) (version int64, opt
 		version = v
 	}
 	if r.IsOptimize() && len(c.OptimizedIndexes) > 0 {
-		optimized, err = job.EncodeOptimized(OptimizedFromThrift(c.OptimizedIndexes))
+		optimized, err = job.EncodeOptimized(jobcodec.OptimizedFromThrift(c.OptimizedIndexes))
 	}
 	return version, optimized, err
 }
@@ -139,69 +140,8 @@ func RelayResult(c *journal.TCompletion, rec *job.Record, version *int64, ixs []
 	if _, err := job.EncodeOptimized(l); err != nil {
 		return true
 	}
-	c.OptimizedIndexes = OptimizedToThrift(l)
+	c.OptimizedIndexes = jobcodec.OptimizedToThrift(l)
 	return false
-}
-
-// OptimizedFromThrift converts the journal's per-index list.
-func OptimizedFromThrift(l []*journal.TOptimizedIndexRecord) []job.OptimizedIndex {
-	if len(l) == 0 {
-		return nil
-	}
-	out := make([]job.OptimizedIndex, 0, len(l))
-	for _, t := range l {
-		if t == nil {
-			continue
-		}
-		out = append(out, job.OptimizedIndex{Name: t.Name, Before: countsFromThrift(t.Before), After: countsFromThrift(t.After)})
-	}
-	return out
-}
-
-func countsFromThrift(t *journal.TIndexCountsRecord) *job.IndexCounts {
-	if t == nil {
-		return nil
-	}
-	return &job.IndexCounts{IndexUUID: t.GetIndexUUID(), IndexedRows: t.GetIndexedRows(),
-		UnindexedRows: t.GetUnindexedRows(), Segments: t.GetSegments()}
-}
-
-// OptimizedToThrift converts a per-index list to the journal's form.
-func OptimizedToThrift(l []job.OptimizedIndex) []*journal.TOptimizedIndexRecord {
-	if len(l) == 0 {
-		return nil
-	}
-	out := make([]*journal.TOptimizedIndexRecord, len(l))
-	for i, ix := range l {
-		out[i] = &journal.TOptimizedIndexRecord{Name: ix.Name, Before: countsToThrift(ix.Before), After: countsToThrift(ix.After)}
-	}
-	return out
-}
-
-func countsToThrift(c *job.IndexCounts) *journal.TIndexCountsRecord {
-	if c == nil {
-		return nil
-	}
-	cp := *c
-	return &journal.TIndexCountsRecord{IndexUUID: optString(&cp.IndexUUID), IndexedRows: thrift.Int64Ptr(cp.IndexedRows),
-		UnindexedRows: thrift.Int64Ptr(cp.UnindexedRows), Segments: thrift.Int32Ptr(cp.Segments)}
-}
-
-// optimizedOfRecord is a record's per-index list in the journal's form (the
-// snapshot and the journal keep the list, the record its canonical string).
-func optimizedOfRecord(s string) []*journal.TOptimizedIndexRecord {
-	return OptimizedToThrift(job.DecodeOptimized(s))
-}
-
-// optimizedOfThrift is the canonical string of a journal list read from a
-// record (a snapshot, a command); a list that breaks the bounds reads as
-// none (fail-closed: it is a result detail, never evidence).
-func optimizedOfThrift(l []*journal.TOptimizedIndexRecord) string {
-	s, err := job.EncodeOptimized(OptimizedFromThrift(l))
-	if err != nil {
-		return ""
-	}
-	return s
 }
 
 // ---- proofs ----------------------------------------------------------------------
@@ -267,73 +207,4 @@ func optimizeFinished(n *job.Record, p *journal.TProof, msg string) {
 		text = job.TruncateMessage(text + ": " + msg)
 	}
 	n.Result = job.Result{Code: job.NoTrustedResult, Reason: cls.Reason, Message: text}
-}
-
-// optimizedIndexes reads field 52 of a TJobRecord (a list of
-// TOptimizedIndexRecord) for the snapshot decoder, with the generated
-// reader's rules: an element field of an unexpected type or id is skipped,
-// an element without its name is malformed. The result is the canonical
-// string (optimizedOfThrift).
-func (r *compactReader) optimizedIndexes() string {
-	n, ok := r.structList()
-	if !ok {
-		return ""
-	}
-	l := make([]*journal.TOptimizedIndexRecord, 0, min(n, job.MaxOptimizedIndexes+1))
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		ix := &journal.TOptimizedIndexRecord{}
-		named := false
-		r.eachField(func(typ byte, id int16) {
-			switch {
-			case id == 1 && typ == ctBinary:
-				ix.Name, named = string(r.binary()), true
-			case id == 2 && typ == ctStruct:
-				ix.Before = r.indexCounts()
-			case id == 3 && typ == ctStruct:
-				ix.After = r.indexCounts()
-			default:
-				r.skip(typ, true, 1)
-			}
-		})
-		if r.err == nil && !named {
-			r.fail()
-		}
-		l = append(l, ix)
-	}
-	if r.err != nil {
-		return ""
-	}
-	return optimizedOfThrift(l)
-}
-
-func (r *compactReader) indexCounts() *journal.TIndexCountsRecord {
-	c := &journal.TIndexCountsRecord{}
-	r.eachField(func(typ byte, id int16) {
-		switch {
-		case id == 1 && typ == ctBinary:
-			c.IndexUUID = thrift.StringPtr(string(r.binary()))
-		case id == 2 && typ == ctI64:
-			c.IndexedRows = thrift.Int64Ptr(r.i64())
-		case id == 3 && typ == ctI64:
-			c.UnindexedRows = thrift.Int64Ptr(r.i64())
-		case id == 4 && typ == ctI32:
-			c.Segments = thrift.Int32Ptr(r.i32())
-		default:
-			r.skip(typ, true, 2)
-		}
-	})
-	return c
-}
-
-// eachField calls fn for every field of the struct at r's position, which
-// must consume the field's value, until the struct's stop byte.
-func (r *compactReader) eachField(fn func(typ byte, id int16)) {
-	var last int16
-	for r.err == nil {
-		typ, id := r.field(&last)
-		if typ == ctStop {
-			return
-		}
-		fn(typ, id)
-	}
 }

@@ -3,14 +3,17 @@ package raftfsm
 import (
 	"cmp"
 	"fmt"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 	"slices"
 	"strings"
+
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
 // The tables of State: persistent B+trees (package ordtree) of shared pointers.
+// A job is a row (row.go): a live job's record, or a retained job's packed form.
 // Jobs have eight orderings. Two cover every job (id, catalog) and GC covers
 // every retained one; the others hold only the rows a leader service asks
 // for, keyed so that each query is one seek plus a walk over its matches: the
@@ -37,42 +40,55 @@ type key2 struct{ a, b int64 }
 
 func (k key2) cmp(o key2) int { return cmp.Or(cmp.Compare(k.a, o.a), cmp.Compare(k.b, o.b)) }
 
+// An index holds a record when holds says so. Keys are read off rows: the
+// three orderings of every job (id, catalog, GC) read what a packed row
+// keeps; the others hold live rows only (packable) and read the record.
 type jobIndexSpec struct {
 	holds func(r *job.Record) bool // nil: every record
-	key   func(r *job.Record) key2
-	cmp   func(a, b *job.Record) int // by key
-	byID  bool                       // key is (job_id, 0): id order
+	key   func(w *row) key2
+	cmp   func(a, b *row) int // by key
+	byID  bool                // key is (job_id, 0): id order
+	// packed: the index holds retained rows (every index without holds, and GC).
+	packed bool
 }
 
 func (s *jobIndexSpec) has(r *job.Record) bool { return r != nil && (s.holds == nil || s.holds(r)) }
 
+// hasRow is has for a row: a packed row is in the indexes of retained rows.
+func (s *jobIndexSpec) hasRow(w *row) bool {
+	if w.live == nil {
+		return s.packed
+	}
+	return s.has(w.live)
+}
+
 // from is a lower bound for a walk: it compares a row's key with k.
-func (s *jobIndexSpec) from(k key2) func(*job.Record) int {
-	return func(r *job.Record) int { return s.key(r).cmp(k) }
+func (s *jobIndexSpec) from(k key2) func(*row) int {
+	return func(w *row) int { return s.key(w).cmp(k) }
 }
 
 var jobIndexes = func() [numJobIndexes]jobIndexSpec {
-	byID := func(r *job.Record) key2 { return key2{r.JobID, 0} }
+	byID := func(w *row) key2 { return key2{w.id(), 0} }
 	specs := [numJobIndexes]jobIndexSpec{
-		ixID:      {key: byID, byID: true},
-		ixCatalog: {key: func(r *job.Record) key2 { return key2{r.CatalogID, r.JobID} }},
+		ixID:      {key: byID, byID: true, packed: true},
+		ixCatalog: {key: func(w *row) key2 { return key2{w.catalogID(), w.id()} }, packed: true},
 		ixPending: {key: byID, byID: true,
 			holds: func(r *job.Record) bool { return r.MutationState == job.Pending }},
-		ixRunning: {key: func(r *job.Record) key2 { return key2{r.DeadlineMs, r.JobID} },
+		ixRunning: {key: func(w *row) key2 { return key2{w.live.DeadlineMs, w.live.JobID} },
 			holds: func(r *job.Record) bool { return r.MutationState == job.Running }},
-		ixSlot: {key: func(r *job.Record) key2 { return key2{r.BackendID, r.JobID} },
+		ixSlot: {key: func(w *row) key2 { return key2{w.live.BackendID, w.live.JobID} },
 			holds: (*job.Record).HoldsPossibleLiveSlot},
 		ixRefreshDue: {key: byID, byID: true, holds: (*job.Record).NeedsRefresh},
 		ixRefreshRunning: {key: byID, byID: true,
 			holds: func(r *job.Record) bool { return r.RefreshState == job.RefreshRunning }},
-		ixGC: {key: func(r *job.Record) key2 { return key2{r.UpdateTimeMs, r.JobID} },
-			holds: gcEligible},
-		ixResolving: {key: func(r *job.Record) key2 { return key2{r.ResolveAfterMs, r.JobID} },
+		ixGC: {key: func(w *row) key2 { return key2{w.updateTimeMs(), w.id()} },
+			holds: gcEligible, packed: true},
+		ixResolving: {key: func(w *row) key2 { return key2{w.live.ResolveAfterMs, w.live.JobID} },
 			holds: func(r *job.Record) bool { return r.MutationState == job.Resolving }},
 	}
 	for i := range specs {
 		key := specs[i].key
-		specs[i].cmp = func(a, b *job.Record) int { return key(a).cmp(key(b)) }
+		specs[i].cmp = func(a, b *row) int { return key(a).cmp(key(b)) }
 	}
 	return specs
 }()
@@ -98,7 +114,7 @@ func cmpBackendID(a, b *Backend) int { return cmp.Compare(a.ID, b.ID) }
 // tables is one version of every table. It is a value: a State holds one and
 // never changes it; a transaction (tableTxn) yields the next.
 type tables struct {
-	jobs         [numJobIndexes]ordtree.Tree[*job.Record]
+	jobs         [numJobIndexes]ordtree.Tree[*row]
 	catalogs     ordtree.Tree[*Catalog]
 	catalogNames ordtree.Tree[folded[*Catalog]]
 	backends     ordtree.Tree[*Backend]
@@ -108,7 +124,7 @@ type tables struct {
 // tableTxn is one FSM entry's writes. Apply discards it when the entry fails,
 // so a failed entry changes nothing.
 type tableTxn struct {
-	jobs         [numJobIndexes]ordtree.Txn[*job.Record]
+	jobs         [numJobIndexes]ordtree.Txn[*row]
 	catalogs     ordtree.Txn[*Catalog]
 	catalogNames ordtree.Txn[folded[*Catalog]]
 	backends     ordtree.Txn[*Backend]
@@ -144,8 +160,8 @@ func (x *tableTxn) commit() tables {
 
 // ---- reads, on a version or inside a transaction --------------------------------
 
-func jobByID(t ordtree.Tree[*job.Record], id int64) (*job.Record, bool) {
-	return t.Get(func(r *job.Record) int { return cmp.Compare(r.JobID, id) })
+func jobByID(t ordtree.Tree[*row], id int64) (*row, bool) {
+	return t.Get(func(w *row) int { return cmp.Compare(w.id(), id) })
 }
 
 func catalogByID(t ordtree.Tree[*Catalog], id int64) (*Catalog, bool) {
@@ -165,24 +181,26 @@ func byFold[T any](t ordtree.Tree[folded[T]], name string) (T, bool) {
 
 // ---- writes -----------------------------------------------------------------------
 
-// putJob swaps new in for old (nil for a new record) in every index. A
-// missing old row or a second row for a new id means the indexes no longer
-// agree with each other: the entry is fatal rather than applied.
-func (x *tableTxn) putJob(old, new *job.Record) error {
+// putJob swaps new in for old (nil for a new record) in every index, as the
+// row newRow makes of it (share and scratch are newRow's). A missing old row
+// or a second row for a new id means the indexes no longer agree with each
+// other: the entry is fatal rather than applied.
+func (x *tableTxn) putJob(old, new *job.Record, share jobcodec.SpecSharer, scratch *[]byte) error {
 	if old != nil && old.JobID != new.JobID {
 		return errInvariant("job %d cannot replace job %d", new.JobID, old.JobID)
 	}
+	ow, nw := probeRow(old), newRow(new, share, scratch) // old's row as found, new's as kept
 	for i := range jobIndexes {
 		spec, ix := &jobIndexes[i], &x.jobs[i]
 		was, is := spec.has(old), spec.has(new)
-		if was && (!is || spec.cmp(old, new) != 0) {
-			if _, ok := ix.Delete(old); !ok {
+		if was && (!is || spec.cmp(ow, nw) != 0) {
+			if _, ok := ix.Delete(ow); !ok {
 				return errInvariant("job %d is missing from index %d", old.JobID, i)
 			}
 			was = false
 		}
 		if is {
-			if _, replaced := ix.Set(new); replaced != was {
+			if _, replaced := ix.Set(nw); replaced != was {
 				return errInvariant("job %d: index %d disagrees with the record (present %t)", new.JobID, i, replaced)
 			}
 		}
@@ -192,9 +210,10 @@ func (x *tableTxn) putJob(old, new *job.Record) error {
 
 // deleteJob removes a record from every index that holds it.
 func (x *tableTxn) deleteJob(old *job.Record) error {
+	probe := probeRow(old)
 	for i := range jobIndexes {
 		if jobIndexes[i].has(old) {
-			if _, ok := x.jobs[i].Delete(old); !ok {
+			if _, ok := x.jobs[i].Delete(probe); !ok {
 				return errInvariant("job %d is missing from index %d", old.JobID, i)
 			}
 		}
@@ -231,17 +250,17 @@ func errInvariant(format string, args ...any) error {
 
 // ---- bulk build (Restore) ---------------------------------------------------------
 
-// buildJobIndexes builds every job index from records in ascending id order.
-func buildJobIndexes(recs []*job.Record) [numJobIndexes]ordtree.Tree[*job.Record] {
-	var out [numJobIndexes]ordtree.Tree[*job.Record]
+// buildJobIndexes builds every job index from rows in ascending id order.
+func buildJobIndexes(all []*row) [numJobIndexes]ordtree.Tree[*row] {
+	var out [numJobIndexes]ordtree.Tree[*row]
 	for i := range jobIndexes {
 		spec := &jobIndexes[i]
-		rows := recs
+		rows := all
 		if spec.holds != nil {
 			rows = nil
-			for _, r := range recs {
-				if spec.holds(r) {
-					rows = append(rows, r)
+			for _, w := range all {
+				if spec.hasRow(w) {
+					rows = append(rows, w)
 				}
 			}
 		}
@@ -259,10 +278,10 @@ func buildJobIndexes(recs []*job.Record) [numJobIndexes]ordtree.Tree[*job.Record
 
 // byCatalog orders records (in id order) by (catalog, id) with a counting
 // sort: catalogs are few, and the order within each is kept.
-func byCatalog(recs []*job.Record) []*job.Record {
+func byCatalog(recs []*row) []*row {
 	counts := map[int64]int{}
 	for _, r := range recs {
-		counts[r.CatalogID]++
+		counts[r.catalogID()]++
 	}
 	ids := make([]int64, 0, len(counts))
 	for id := range counts {
@@ -275,11 +294,12 @@ func byCatalog(recs []*job.Record) []*job.Record {
 		at[id] = off
 		off += counts[id]
 	}
-	out := make([]*job.Record, len(recs))
+	out := make([]*row, len(recs))
 	for _, r := range recs {
-		i := at[r.CatalogID]
+		c := r.catalogID()
+		i := at[c]
 		out[i] = r
-		at[r.CatalogID] = i + 1
+		at[c] = i + 1
 	}
 	return out
 }
@@ -287,10 +307,10 @@ func byCatalog(recs []*job.Record) []*job.Record {
 // sortedBy returns rows ordered by their keys, sorting a copy only when they
 // are not in order already. It sorts (key, row) pairs: no record is read
 // during the sort, which matters for a million retained jobs.
-func sortedBy(rows []*job.Record, key func(*job.Record) key2) []*job.Record {
+func sortedBy(rows []*row, key func(*row) key2) []*row {
 	type keyed struct {
 		k key2
-		r *job.Record
+		r *row
 	}
 	ks := make([]keyed, len(rows))
 	sorted := true
@@ -302,7 +322,7 @@ func sortedBy(rows []*job.Record, key func(*job.Record) key2) []*job.Record {
 		return rows
 	}
 	slices.SortFunc(ks, func(a, b keyed) int { return a.k.cmp(b.k) })
-	out := make([]*job.Record, len(ks))
+	out := make([]*row, len(ks))
 	for i := range ks {
 		out[i] = ks[i].r
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"github.com/lancemaster/lancemaster/pkg/options"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/ordtree"
 
 	"github.com/apache/thrift/lib/go/thrift"
@@ -82,10 +83,11 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	}
 	if err == nil {
 		// One holder for every job: the million-job stream allocates nothing per job.
-		var w jobWire
+		var w jobcodec.Wire
+		var scratch job.Record
 		item := &journal.TSnapshotItem{}
-		s.t.jobs[ixID].Ascend(nil, func(r *job.Record) bool {
-			item.Job = w.load(r)
+		s.t.jobs[ixID].Ascend(nil, func(r *row) bool {
+			item.Job = w.Load(r.recordInto(&scratch))
 			return emit(item)
 		})
 	}
@@ -127,8 +129,8 @@ func snapshotHeader(m *meta) *journal.TSnapshotHeader {
 		CatalogCount:    thrift.Int64Ptr(m.catalogs),
 		BackendCount:    thrift.Int64Ptr(m.backends),
 		AppliedIndex:    thrift.Int64Ptr(int64(m.appliedIndex)),
-		ClusterID:       optString(&m.clusterID),
-		LastAuditSeq:    optInt64(&m.audit.lastSeq),
+		ClusterID:       jobcodec.OptString(&m.clusterID),
+		LastAuditSeq:    jobcodec.OptInt64(&m.audit.lastSeq),
 	}
 }
 
@@ -264,9 +266,9 @@ func readSnapshot(r io.Reader) (tables, *meta, error) {
 	decoded := make(chan error, 1)
 	go func() { decoded <- sr.decodeItems(batches, stop) }()
 
-	l := &loader{m: m, bk: m.books.txn(), names: map[string]bool{}, addrs: map[string]bool{}}
+	l := &loader{m: m, bk: m.books.txn(), names: map[string]bool{}, addrs: map[string]bool{}, in: jobcodec.NewInterner()}
 	if n := h.GetJobCount(); n > 0 {
-		l.jobs = make([]*job.Record, 0, min(n, 1<<22)) // a hint: a corrupt header cannot make us allocate much
+		l.jobs = make([]*row, 0, min(n, 1<<22)) // a hint: a corrupt header cannot make us allocate much
 	}
 	var loadErr error
 	for batch := range batches {
@@ -289,7 +291,7 @@ func readSnapshot(r io.Reader) (tables, *meta, error) {
 // It closes out when done; it returns early once stop is closed.
 func (sr *snapshotReader) decodeItems(out chan<- []snapshotItem, stop <-chan struct{}) error {
 	defer close(out)
-	in := newInterner()
+	in := jobcodec.NewInterner()
 	batch := make([]snapshotItem, 0, restoreBatch)
 	send := func() bool {
 		select {
@@ -329,7 +331,9 @@ type loader struct {
 	m                       *meta
 	bk                      *bookTxn
 	lastCat, lastBE, lastJB int64
-	jobs                    []*job.Record
+	jobs                    []*row
+	in                      *jobcodec.Interner // shares the packed rows' definitions
+	scratch                 []byte
 	catalogs                []*Catalog
 	backends                []*Backend
 	names, addrs            map[string]bool // folded, for the uniqueness checks
@@ -374,7 +378,7 @@ func (l *loader) load(it snapshotItem) error {
 		l.m.jobs++
 		l.m.counts.move(nil, r)
 		book(l.bk, nil, r)
-		l.jobs = append(l.jobs, r)
+		l.jobs = append(l.jobs, newRow(r, l.in, &l.scratch))
 		return nil
 	case it.audit != nil:
 		return l.loadAuditEvent(it.audit)

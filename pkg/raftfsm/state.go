@@ -86,18 +86,34 @@ type JobFilter struct {
 	IndexType    string
 }
 
-func (f JobFilter) match(r *job.Record) bool {
-	return (!f.Unresolved || r.Unresolved()) &&
-		(len(f.MutationStates) == 0 || slices.Contains(f.MutationStates, r.MutationState)) &&
-		(len(f.RefreshStates) == 0 || slices.Contains(f.RefreshStates, r.RefreshState)) &&
-		(f.CatalogID == 0 || r.CatalogID == f.CatalogID) &&
-		(f.DB == "" || r.DB == f.DB) &&
-		(f.Table == "" || r.Table == f.Table) &&
-		(f.MutationState == 0 || r.MutationState == f.MutationState) &&
-		(f.RefreshState == 0 || r.RefreshState == f.RefreshState) &&
-		(f.SinceMs == 0 || r.CreateTimeMs >= f.SinceMs) &&
-		(f.MutationType == 0 || r.MutationType == f.MutationType) &&
-		(f.IndexType == "" || r.IndexType == f.IndexType)
+func (f JobFilter) match(r *job.Record) bool { return f.matchHead(headOf(r)) }
+
+// matchRow is match without unpacking a packed row. A walk over retained
+// jobs meets mostly rows that a db, table or catalog filter rejects: those
+// are rejected on the row's own fields before anything else is read.
+func (f *JobFilter) matchRow(w *row) bool {
+	if w.live != nil {
+		return f.match(w.live)
+	}
+	if p := &w.p; (f.Table != "" && p.Table != f.Table) || (f.DB != "" && p.DB != f.DB) ||
+		(f.CatalogID != 0 && p.CatalogID != f.CatalogID) {
+		return false
+	}
+	return f.matchHead(w.head(f))
+}
+
+func (f *JobFilter) matchHead(r jobHead) bool {
+	return (!f.Unresolved || r.unresolved) &&
+		(len(f.MutationStates) == 0 || slices.Contains(f.MutationStates, r.ms)) &&
+		(len(f.RefreshStates) == 0 || slices.Contains(f.RefreshStates, r.rs)) &&
+		(f.CatalogID == 0 || r.catalogID == f.CatalogID) &&
+		(f.DB == "" || r.db == f.DB) &&
+		(f.Table == "" || r.table == f.Table) &&
+		(f.MutationState == 0 || r.ms == f.MutationState) &&
+		(f.RefreshState == 0 || r.rs == f.RefreshState) &&
+		(f.SinceMs == 0 || r.createTimeMs >= f.SinceMs) &&
+		(f.MutationType == 0 || r.mutationType == f.MutationType) &&
+		(f.IndexType == "" || r.indexType == f.IndexType)
 }
 
 // State is an immutable view of the journal as of one applied entry.
@@ -106,7 +122,8 @@ func (f JobFilter) match(r *job.Record) bool {
 // number of goroutines may query it, concurrently with Apply and Restore on
 // raft's FSM goroutine (which publish new views and leave old ones alone).
 // Records, catalogs and backends it returns are shared with the FSM: they
-// must not be modified (job.Record.Clone gives a private copy).
+// must not be modified (job.Record.Clone gives a private copy). A retained
+// job's record is unpacked on each read (row.go): equal, not identical.
 //
 // Limits: a limit <= 0 means "no limit"; the result is then bounded by the
 // matches of the query's index.
@@ -135,27 +152,28 @@ func emptyMeta() *meta {
 }
 
 // collect walks a job index from a lower bound (from; nil for the start) and
-// keeps the records matching keep until limit; stop ends the walk early (the
-// index is past the range).
-func (s *State) collect(ix jobIndex, from func(*job.Record) int, limit int, stop, keep func(*job.Record) bool) (out []*job.Record, more bool) {
+// keeps the records of the rows matching keep until limit; stop ends the walk
+// early (the index is past the range).
+func (s *State) collect(ix jobIndex, from func(*row) int, limit int, stop, keep func(*row) bool) (out []*job.Record, more bool) {
 	return s.walk(ix, from, false, limit, stop, keep)
 }
 
 // walk is collect in either direction: ascending from a lower bound, or
 // (desc) descending from below an upper bound (bound nil: the whole index).
-func (s *State) walk(ix jobIndex, bound func(*job.Record) int, desc bool, limit int, stop, keep func(*job.Record) bool) (out []*job.Record, more bool) {
-	visit := func(r *job.Record) bool {
-		if stop != nil && stop(r) {
+// Only the rows kept are unpacked.
+func (s *State) walk(ix jobIndex, bound func(*row) int, desc bool, limit int, stop, keep func(*row) bool) (out []*job.Record, more bool) {
+	visit := func(w *row) bool {
+		if stop != nil && stop(w) {
 			return false
 		}
-		if keep != nil && !keep(r) {
+		if keep != nil && !keep(w) {
 			return true
 		}
 		if limit > 0 && len(out) == limit {
 			more = true
 			return false
 		}
-		out = append(out, r)
+		out = append(out, w.record())
 		return true
 	}
 	if desc {
@@ -167,7 +185,13 @@ func (s *State) walk(ix jobIndex, bound func(*job.Record) int, desc bool, limit 
 }
 
 // Job returns the record of id.
-func (s *State) Job(id int64) (*job.Record, bool) { return jobByID(s.t.jobs[ixID], id) }
+func (s *State) Job(id int64) (*job.Record, bool) {
+	w, ok := jobByID(s.t.jobs[ixID], id)
+	if !ok {
+		return nil, false
+	}
+	return w.record(), true
+}
 
 // ListJobs returns the jobs matching f with id > afterID, in id order
 // (oldest first), and whether more follow.
@@ -193,16 +217,16 @@ func (s *State) ListJobsNewestFirst(f JobFilter, beforeID int64, limit int) (job
 // jobs only; a PENDING or refresh-RUNNING filter walks its own index; other
 // filters walk all jobs and skip what does not match.
 func (s *State) listJobs(f JobFilter, id int64, desc bool, limit int) ([]*job.Record, bool) {
-	ix, k, stop := ixID, key2{id, 0}, func(*job.Record) bool { return false }
+	ix, k, stop := ixID, key2{id, 0}, func(*row) bool { return false }
 	switch {
 	case f.CatalogID != 0:
-		ix, k, stop = ixCatalog, key2{f.CatalogID, id}, func(r *job.Record) bool { return r.CatalogID != f.CatalogID }
+		ix, k, stop = ixCatalog, key2{f.CatalogID, id}, func(w *row) bool { return w.catalogID() != f.CatalogID }
 	case f.MutationState == job.Pending:
 		ix = ixPending
 	case f.RefreshState == job.RefreshRunning:
 		ix = ixRefreshRunning
 	}
-	return s.walk(ix, jobIndexes[ix].from(k), desc, limit, stop, f.match)
+	return s.walk(ix, jobIndexes[ix].from(k), desc, limit, stop, (&f).matchRow)
 }
 
 // PendingInIDOrder returns PENDING jobs, oldest (smallest id) first.
@@ -216,7 +240,7 @@ func (s *State) PendingInIDOrder(limit int) []*job.Record {
 // for every RUNNING job.
 func (s *State) RunningByDeadline(deadlineBeforeMs int64, limit int) []*job.Record {
 	out, _ := s.collect(ixRunning, nil, limit,
-		func(r *job.Record) bool { return r.DeadlineMs >= deadlineBeforeMs }, nil)
+		func(w *row) bool { return w.live.DeadlineMs >= deadlineBeforeMs }, nil)
 	return out
 }
 
@@ -225,7 +249,7 @@ func (s *State) RunningByDeadline(deadlineBeforeMs int64, limit int) []*job.Reco
 // outcome may now be read from the dataset (DESIGN.md §13.4).
 func (s *State) ResolvingDue(nowMs int64, limit int) []*job.Record {
 	out, _ := s.collect(ixResolving, nil, limit,
-		func(r *job.Record) bool { return r.ResolveAfterMs > nowMs }, nil)
+		func(w *row) bool { return w.live.ResolveAfterMs > nowMs }, nil)
 	return out
 }
 
@@ -233,7 +257,7 @@ func (s *State) ResolvingDue(nowMs int64, limit int) []*job.Record {
 // id order.
 func (s *State) SlotHolders(backendID int64) []*job.Record {
 	out, _ := s.collect(ixSlot, jobIndexes[ixSlot].from(key2{backendID, math.MinInt64}), 0,
-		func(r *job.Record) bool { return r.BackendID != backendID }, nil)
+		func(w *row) bool { return w.live.BackendID != backendID }, nil)
 	return out
 }
 
@@ -258,7 +282,7 @@ func (s *State) RefreshRunning() []*job.Record {
 // oldest update first (ties by id).
 func (s *State) GCEligible(cutoffMs int64, limit int) []*job.Record {
 	out, _ := s.collect(ixGC, nil, limit,
-		func(r *job.Record) bool { return r.UpdateTimeMs >= cutoffMs }, nil)
+		func(w *row) bool { return w.updateTimeMs() >= cutoffMs }, nil)
 	return out
 }
 

@@ -3,7 +3,6 @@ package raftfsm
 import (
 	"strconv"
 
-	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
 )
 
@@ -78,96 +77,4 @@ func (t *tx) recordTimeline(old, n *job.Record) {
 		return
 	}
 	n.Timeline = job.AppendTimeline(n.Timeline, add...)
-}
-
-// ---- the journal form -------------------------------------------------------
-
-func timelineToThrift(s string) []*journal.TJobTransition {
-	tl := job.DecodeTimeline(s)
-	if len(tl) == 0 {
-		return nil
-	}
-	out := make([]*journal.TJobTransition, len(tl))
-	for i := range tl {
-		e := &tl[i]
-		j := &journal.TJobTransition{Kind: journal.TJobTransitionKind(e.Kind), TimeMs: optInt64(&e.TimeMs),
-			Actor: optString(&e.Actor), Detail: optString(&e.Detail)}
-		if e.Index != 0 {
-			ix := int64(e.Index)
-			j.Index = &ix
-		}
-		out[i] = j
-	}
-	return out
-}
-
-// timelineOfThrift reads a journal timeline; an element of an unknown kind
-// is kept (a newer master's), and the bound holds whatever the list says.
-func timelineOfThrift(l []*journal.TJobTransition) string {
-	if len(l) == 0 {
-		return ""
-	}
-	out := make([]job.Transition, 0, min(len(l), job.MaxTimeline))
-	for _, j := range l {
-		if j == nil {
-			continue
-		}
-		out = append(out, job.Transition{Kind: job.TransitionKind(j.Kind), TimeMs: j.GetTimeMs(),
-			Index: uint64(max(j.GetIndex(), 0)), Actor: j.GetActor(), Detail: j.GetDetail()})
-	}
-	return job.EncodeTimeline(job.BoundTimeline(out))
-}
-
-// timeline reads field 55 of a TJobRecord for the snapshot decoder, with
-// the generated reader's rules (an element field of an unexpected type or
-// id is skipped; an element without its kind is malformed).
-func (r *compactReader) timeline() string {
-	n, ok := r.structList()
-	if !ok {
-		return ""
-	}
-	out := make([]job.Transition, 0, min(n, job.MaxTimeline))
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		var e job.Transition
-		kind := false
-		r.eachField(func(typ byte, id int16) {
-			switch {
-			case id == 1 && typ == ctI32:
-				e.Kind, kind = job.TransitionKind(r.i32()), true
-			case id == 2 && typ == ctI64:
-				e.TimeMs = r.i64()
-			case id == 3 && typ == ctI64:
-				e.Index = uint64(max(r.i64(), 0))
-			case id == 4 && typ == ctBinary:
-				e.Actor = string(r.binary())
-			case id == 5 && typ == ctBinary:
-				e.Detail = string(r.binary())
-			default:
-				r.skip(typ, true, 1)
-			}
-		})
-		if r.err == nil && !kind {
-			r.fail()
-		}
-		out = append(out, e)
-	}
-	if r.err != nil {
-		return ""
-	}
-	return job.EncodeTimeline(job.BoundTimeline(out))
-}
-
-// structList reads a list header; ok when it is a list of structs that
-// can fit what is left, else the list is skipped.
-func (r *compactReader) structList() (n uint64, ok bool) {
-	h := r.byte()
-	n = uint64(h >> 4)
-	if n == 15 {
-		n = r.uvarint()
-	}
-	if h&0x0f != ctStruct || n > uint64(len(r.b)-r.pos) {
-		r.skipN(n, h&0x0f, h&0x0f, false, 0)
-		return 0, false
-	}
-	return n, true
 }

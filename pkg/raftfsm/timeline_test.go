@@ -9,6 +9,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
 
 // step is one expected transition: its kind, actor and detail; its time and
@@ -181,7 +182,7 @@ func TestTimelineSnapshotRoundTrip(t *testing.T) {
 	if got, _ := restored(t, snapshotBytes(t, h.st())).State().Job(r.id); *got != want {
 		t.Fatalf("restored\n got %+v\nwant %+v", got, &want)
 	}
-	if got := RecordFromThrift(RecordToThrift(&want)); *got != want {
+	if got := jobcodec.RecordFromThrift(RecordToThrift(&want)); *got != want {
 		t.Fatalf("thrift round trip\n got %+v\nwant %+v", got, &want)
 	}
 }
@@ -197,7 +198,7 @@ func TestTimelineOfAnOldRecord(t *testing.T) {
 	if tj.IsSetTimeline() || tj.IsSetAdmitIndex() {
 		t.Fatal("an old record must encode without the new fields")
 	}
-	got := job.TimelineOf(RecordFromThrift(tj))
+	got := job.TimelineOf(jobcodec.RecordFromThrift(tj))
 	var kinds []string
 	for _, e := range got {
 		if e.Index != 0 {

@@ -6,9 +6,9 @@ import "sync/atomic"
 
 // A persistent (copy-on-write) B+tree: the ordered indexes of raftfsm.State.
 //
-// Why not a library tree: a retained job costs ~560 bytes of record and
-// strings, which leaves ~40 bytes per job for the three orderings that cover
-// every job (id, catalog, GC) within the 600-byte budget. google/btree's
+// Why not a library tree: the three orderings that cover every job (id,
+// catalog, GC) must cost a small part of a retained job's ~290 bytes (a
+// packed row and its strings; the budget is 400). google/btree's
 // nodes end half full under the append-mostly inserts of a journal (job ids
 // only grow, update times nearly so), and each ordering then costs ~20 bytes
 // per 8-byte item (measured, v1.1.3); go-memdb costs ~370 bytes per entry per
