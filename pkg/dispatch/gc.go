@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
-	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
@@ -82,7 +81,7 @@ func (g *GC) RunOnce(ctx context.Context) (removed int, err error) {
 	nowMs := g.d.Clock().UnixMilli()
 	cutoffMs := nowMs - keepMs
 	for {
-		ids := gcJobIDs(g.d.Reader.State().GCEligible(cutoffMs, raftfsm.MaxGCBatch))
+		ids := g.d.Reader.State().GCEligible(cutoffMs, raftfsm.MaxGCBatch)
 		if len(ids) == 0 {
 			return removed, nil
 		}
@@ -110,14 +109,6 @@ func (g *GC) RunOnce(ctx context.Context) (removed int, err error) {
 			return removed, nil // the rest waits for the next pass
 		}
 	}
-}
-
-func gcJobIDs(rs []*job.Record) []int64 {
-	ids := make([]int64, len(rs))
-	for i, r := range rs {
-		ids[i] = r.JobID
-	}
-	return ids
 }
 
 // optionSeconds converts a clamped option to a Duration without

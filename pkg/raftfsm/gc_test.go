@@ -26,7 +26,7 @@ func TestGC(t *testing.T) {
 	young := h.admit(cat, "db", "d", "idx")
 	wantCode(t, h.cancel(young), journal.TApplyCode_OK)
 
-	if got := h.st().GCEligible(150, 0); len(got) != 1 || got[0].JobID != cancelled {
+	if got := h.st().GCEligible(150, 0); len(got) != 1 || got[0] != cancelled {
 		t.Fatalf("eligible = %v", got)
 	}
 	resp := h.apply(CmdGC, gcCmd(150, cancelled, pending, slot, young, 99))
@@ -73,8 +73,8 @@ func TestGCEligibleOldestFirst(t *testing.T) {
 		wantCode(t, h.cancel(ids[i]), journal.TApplyCode_OK)
 	}
 	got := h.st().GCEligible(h.now+1, 3)
-	if len(got) != 3 || got[0].JobID != ids[4] || got[1].JobID != ids[3] || got[2].JobID != ids[2] {
-		t.Fatalf("order = %v", jobIDs(got))
+	if len(got) != 3 || got[0] != ids[4] || got[1] != ids[3] || got[2] != ids[2] {
+		t.Fatalf("order = %v", got)
 	}
 	if n := len(h.st().GCEligible(h.now-15, 0)); n != 3 {
 		t.Fatalf("cutoff: %d eligible, want 3", n)

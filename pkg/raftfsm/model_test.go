@@ -154,7 +154,7 @@ func (w *walker) step() {
 		}
 	case 11: // GC
 		cutoff := h.now - rng.Int64N(200)
-		ids := jobIDs(s.GCEligible(cutoff, 3))
+		ids := s.GCEligible(cutoff, 3)
 		ids = append(ids, w.pick(nil).JobID)
 		h.apply(CmdGC, gcCmd(cutoff, ids...))
 	case 12: // catalogs and backends
@@ -219,7 +219,9 @@ func checkAgainstBruteForce(t testing.TB, s *State) {
 		func(r *job.Record) int64 { return r.DeadlineMs }))
 	same("refresh due", s.RefreshDue(0), filter((*job.Record).NeedsRefresh))
 	same("refresh running", s.RefreshRunning(), filter(func(r *job.Record) bool { return r.RefreshState == job.RefreshRunning }))
-	same("gc", s.GCEligible(math.MaxInt64, 0), byKey(filter(gcEligible), func(r *job.Record) int64 { return r.UpdateTimeMs }))
+	if got, want := s.GCEligible(math.MaxInt64, 0), byKey(filter(gcEligible), func(r *job.Record) int64 { return r.UpdateTimeMs }); !slices.Equal(got, want) {
+		t.Fatalf("gc = %v, want %v", got, want)
+	}
 	for be := int64(0); be <= 4; be++ {
 		want := filter(func(r *job.Record) bool { return r.HoldsPossibleLiveSlot() && r.BackendID == be })
 		same("slots", s.SlotHolders(be), want)

@@ -102,7 +102,7 @@ func TestApplyPacksWhatItRetires(t *testing.T) {
 	if r := h.job(id); r.MutationState != job.Cancelled || r.CancelActor == "" || r.Locator == "" {
 		t.Fatalf("read back %+v", r)
 	}
-	if got := h.st().GCEligible(h.now+1, 0); len(got) != 1 || got[0].JobID != id {
-		t.Fatalf("GC sees %v", jobIDs(got))
+	if got := h.st().GCEligible(h.now+1, 0); len(got) != 1 || got[0] != id {
+		t.Fatalf("GC sees %v", got)
 	}
 }

@@ -53,7 +53,7 @@ func sameView(t *testing.T, a, b *State) {
 		"held2":    func(s *State) any { return s.HeldSlots(2) },
 		"due":      func(s *State) any { return jobIDs(s.RefreshDue(0)) },
 		"rrunning": func(s *State) any { return jobIDs(s.RefreshRunning()) },
-		"gc":       func(s *State) any { return jobIDs(s.GCEligible(math.MaxInt64, 0)) },
+		"gc":       func(s *State) any { return s.GCEligible(math.MaxInt64, 0) },
 		"catalog1": func(s *State) any { l, _ := s.ListJobs(JobFilter{CatalogID: 1}, 0, 0); return jobIDs(l) },
 		"books":    func(s *State) any { return s.Books() },
 		"catalogs": func(s *State) any { return s.Catalogs() },

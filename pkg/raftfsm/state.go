@@ -278,11 +278,18 @@ func (s *State) RefreshRunning() []*job.Record {
 	return out
 }
 
-// GCEligible returns resolved, slot-free jobs last updated before cutoffMs,
-// oldest update first (ties by id).
-func (s *State) GCEligible(cutoffMs int64, limit int) []*job.Record {
-	out, _ := s.collect(ixGC, nil, limit,
-		func(w *row) bool { return w.updateTimeMs() >= cutoffMs }, nil)
+// GCEligible returns the ids of resolved, slot-free jobs last updated
+// before cutoffMs, oldest update first (ties by id). Ids only: the GC
+// proposes ids, and a retained job's packed row is not unpacked to name it.
+func (s *State) GCEligible(cutoffMs int64, limit int) []int64 {
+	var out []int64
+	s.t.jobs[ixGC].Ascend(nil, func(w *row) bool {
+		if w.updateTimeMs() >= cutoffMs || (limit > 0 && len(out) == limit) {
+			return false
+		}
+		out = append(out, w.id())
+		return true
+	})
 	return out
 }
 
