@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
+	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -224,21 +225,21 @@ func policyDatasets(st *raftfsm.State, catalogID int64) []policyDataset {
 	type key struct{ db, table string }
 	byKey := map[key]*policyDataset{}
 	indexed := map[key]bool{}
-	jobs, _ := st.ListJobs(raftfsm.JobFilter{CatalogID: catalogID}, 0, 0)
-	for _, r := range jobs {
+	st.EachJobOfCatalog(catalogID, func(r raftfsm.JobFacts) bool {
 		k := key{r.DB, r.Table}
 		ds := byKey[k]
 		if ds == nil {
 			ds = &policyDataset{db: r.DB, table: r.Table}
 			byKey[k] = ds
 		}
-		if !r.IsOptimize() {
+		if r.MutationType != job.Optimize {
 			indexed[k] = true
-			continue
+			return true
 		}
 		ds.lastOptimizeMs = max(ds.lastOptimizeMs, r.CreateTimeMs)
-		ds.optimizeRunning = ds.optimizeRunning || r.Unresolved()
-	}
+		ds.optimizeRunning = ds.optimizeRunning || r.Unresolved
+		return true
+	})
 	out := make([]policyDataset, 0, len(indexed))
 	for k := range indexed {
 		out = append(out, *byKey[k])

@@ -91,6 +91,18 @@ func (w *row) updateTimeMs() int64 {
 	return w.p.UpdateTimeMs
 }
 
+// facts reads JobFacts without unpacking: the create time from the packed
+// rest, the kind from the shared definition; a packed row is resolved.
+func (w *row) facts() JobFacts {
+	if r := w.live; r != nil {
+		return JobFacts{JobID: r.JobID, DB: r.DB, Table: r.Table, MutationType: r.MutationType,
+			CreateTimeMs: r.CreateTimeMs, Unresolved: r.Unresolved()}
+	}
+	p := &w.p
+	return JobFacts{JobID: p.JobID, DB: p.DB, Table: p.Table, MutationType: p.Spec().MutationType,
+		CreateTimeMs: p.CreateTimeMs()}
+}
+
 // jobHead is what a JobFilter reads of a job.
 type jobHead struct {
 	unresolved   bool

@@ -68,6 +68,21 @@ func TestRetainedRowsArePackedAndReadAsWritten(t *testing.T) {
 			t.Fatalf("filter %+v: %d jobs, want %d", f, len(got), len(want))
 		}
 	}
+	// EachJobOfCatalog reads the facts of packed and live rows alike, of
+	// that catalog only, in id order.
+	for cat := int64(1); cat <= 3; cat++ {
+		var want, got []JobFacts
+		for _, r := range recs {
+			if r.CatalogID == cat {
+				want = append(want, JobFacts{JobID: r.JobID, DB: r.DB, Table: r.Table, MutationType: r.MutationType,
+					CreateTimeMs: r.CreateTimeMs, Unresolved: r.Unresolved()})
+			}
+		}
+		s.EachJobOfCatalog(cat, func(f JobFacts) bool { got = append(got, f); return true })
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("catalog %d: facts\n %+v\nwant %+v", cat, got, want)
+		}
+	}
 	if got, want := frames(t, snapshotBytes(t, s))[1:], frames(t, data)[1:]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("the restored view writes other job frames")
 	}

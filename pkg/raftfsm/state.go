@@ -229,6 +229,26 @@ func (s *State) listJobs(f JobFilter, id int64, desc bool, limit int) ([]*job.Re
 	return s.walk(ix, jobIndexes[ix].from(k), desc, limit, stop, (&f).matchRow)
 }
 
+// JobFacts is what the OPTIMIZE policy reads of a job: its dataset, kind,
+// admission time and whether it is resolved.
+type JobFacts struct {
+	JobID        int64
+	DB, Table    string
+	MutationType job.MutationType
+	CreateTimeMs int64
+	Unresolved   bool
+}
+
+// EachJobOfCatalog calls fn with the facts of every job of a catalog, in id
+// order, until fn returns false. A retained job's packed row is read in
+// place, not unpacked: a walk over a catalog's million jobs allocates no
+// record.
+func (s *State) EachJobOfCatalog(catalogID int64, fn func(JobFacts) bool) {
+	s.t.jobs[ixCatalog].Ascend(jobIndexes[ixCatalog].from(key2{catalogID, 0}), func(w *row) bool {
+		return w.catalogID() == catalogID && fn(w.facts())
+	})
+}
+
 // PendingInIDOrder returns PENDING jobs, oldest (smallest id) first.
 func (s *State) PendingInIDOrder(limit int) []*job.Record {
 	out, _ := s.collect(ixPending, nil, limit, nil, nil)
