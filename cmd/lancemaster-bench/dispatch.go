@@ -9,6 +9,7 @@ import (
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
+	"github.com/lancemaster/lancemaster/pkg/dispatch"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	clusteropt "github.com/lancemaster/lancemaster/pkg/options"
 	lmreport "github.com/lancemaster/lancemaster/pkg/report"
@@ -197,7 +198,7 @@ func dispatchRows(d *dispatchResult, raw *rawLifeResult) []row {
 		r.Note += fmt.Sprintf("; %d election(s)", d.Elections)
 	}
 	s := row{Section: secDispatch, Figure: "submits received by the backend/s", Unit: "1/s", LM: f64(d.SubmittedPerS),
-		Note: fmt.Sprintf("information: unpause → last submit %.2f s (the dispatcher sends at most 8 at a time)", d.SubmittedS)}
+		Note: fmt.Sprintf("information: unpause → last submit %.2f s (the dispatcher sends at most %d at a time to one backend)", d.SubmittedS, dispatch.DefaultSendConcurrency)}
 	return []row{r, s}
 }
 
