@@ -35,17 +35,25 @@ const (
 	numJobIndexes
 )
 
-// key2 is an index key: compared a first, then b.
-type key2 struct{ a, b int64 }
+// ixKey is an index key: compared a first, then b, then c.
+type ixKey struct{ a, b, c int64 }
 
-func (k key2) cmp(o key2) int { return cmp.Or(cmp.Compare(k.a, o.a), cmp.Compare(k.b, o.b)) }
+func (k ixKey) cmp(o ixKey) int {
+	if c := cmp.Compare(k.a, o.a); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(k.b, o.b); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.c, o.c)
+}
 
 // An index holds a record when holds says so. Keys are read off rows: the
 // three orderings of every job (id, catalog, GC) read what a packed row
 // keeps; the others hold live rows only (packable) and read the record.
 type jobIndexSpec struct {
 	holds func(r *job.Record) bool // nil: every record
-	key   func(w *row) key2
+	key   func(w *row) ixKey
 	cmp   func(a, b *row) int // by key
 	byID  bool                // key is (job_id, 0): id order
 	// packed: the index holds retained rows (every index without holds, and GC).
@@ -63,27 +71,27 @@ func (s *jobIndexSpec) hasRow(w *row) bool {
 }
 
 // from is a lower bound for a walk: it compares a row's key with k.
-func (s *jobIndexSpec) from(k key2) func(*row) int {
+func (s *jobIndexSpec) from(k ixKey) func(*row) int {
 	return func(w *row) int { return s.key(w).cmp(k) }
 }
 
 var jobIndexes = func() [numJobIndexes]jobIndexSpec {
-	byID := func(w *row) key2 { return key2{w.id(), 0} }
+	byID := func(w *row) ixKey { return ixKey{w.id(), 0, 0} }
 	specs := [numJobIndexes]jobIndexSpec{
 		ixID:      {key: byID, byID: true, packed: true},
-		ixCatalog: {key: func(w *row) key2 { return key2{w.catalogID(), w.id()} }, packed: true},
+		ixCatalog: {key: func(w *row) ixKey { return ixKey{w.catalogID(), w.id(), 0} }, packed: true},
 		ixPending: {key: byID, byID: true,
 			holds: func(r *job.Record) bool { return r.MutationState == job.Pending }},
-		ixRunning: {key: func(w *row) key2 { return key2{w.live.DeadlineMs, w.live.JobID} },
+		ixRunning: {key: func(w *row) ixKey { return ixKey{w.live.DeadlineMs, w.live.JobID, 0} },
 			holds: func(r *job.Record) bool { return r.MutationState == job.Running }},
-		ixSlot: {key: func(w *row) key2 { return key2{w.live.BackendID, w.live.JobID} },
+		ixSlot: {key: func(w *row) ixKey { return ixKey{w.live.BackendID, w.live.JobID, 0} },
 			holds: (*job.Record).HoldsPossibleLiveSlot},
 		ixRefreshDue: {key: byID, byID: true, holds: (*job.Record).NeedsRefresh},
 		ixRefreshRunning: {key: byID, byID: true,
 			holds: func(r *job.Record) bool { return r.RefreshState == job.RefreshRunning }},
-		ixGC: {key: func(w *row) key2 { return key2{w.updateTimeMs(), w.id()} },
+		ixGC: {key: func(w *row) ixKey { return ixKey{w.updateTimeMs(), w.id(), 0} },
 			holds: gcEligible, packed: true},
-		ixResolving: {key: func(w *row) key2 { return key2{w.live.ResolveAfterMs, w.live.JobID} },
+		ixResolving: {key: func(w *row) ixKey { return ixKey{w.live.ResolveAfterMs, w.live.JobID, 0} },
 			holds: func(r *job.Record) bool { return r.MutationState == job.Resolving }},
 	}
 	for i := range specs {
@@ -307,9 +315,9 @@ func byCatalog(recs []*row) []*row {
 // sortedBy returns rows ordered by their keys, sorting a copy only when they
 // are not in order already. It sorts (key, row) pairs: no record is read
 // during the sort, which matters for a million retained jobs.
-func sortedBy(rows []*row, key func(*row) key2) []*row {
+func sortedBy(rows []*row, key func(*row) ixKey) []*row {
 	type keyed struct {
-		k key2
+		k ixKey
 		r *row
 	}
 	ks := make([]keyed, len(rows))

@@ -217,10 +217,10 @@ func (s *State) ListJobsNewestFirst(f JobFilter, beforeID int64, limit int) (job
 // jobs only; a PENDING or refresh-RUNNING filter walks its own index; other
 // filters walk all jobs and skip what does not match.
 func (s *State) listJobs(f JobFilter, id int64, desc bool, limit int) ([]*job.Record, bool) {
-	ix, k, stop := ixID, key2{id, 0}, func(*row) bool { return false }
+	ix, k, stop := ixID, ixKey{id, 0, 0}, func(*row) bool { return false }
 	switch {
 	case f.CatalogID != 0:
-		ix, k, stop = ixCatalog, key2{f.CatalogID, id}, func(w *row) bool { return w.catalogID() != f.CatalogID }
+		ix, k, stop = ixCatalog, ixKey{f.CatalogID, id, 0}, func(w *row) bool { return w.catalogID() != f.CatalogID }
 	case f.MutationState == job.Pending:
 		ix = ixPending
 	case f.RefreshState == job.RefreshRunning:
@@ -244,7 +244,7 @@ type JobFacts struct {
 // place, not unpacked: a walk over a catalog's million jobs allocates no
 // record.
 func (s *State) EachJobOfCatalog(catalogID int64, fn func(JobFacts) bool) {
-	s.t.jobs[ixCatalog].Ascend(jobIndexes[ixCatalog].from(key2{catalogID, 0}), func(w *row) bool {
+	s.t.jobs[ixCatalog].Ascend(jobIndexes[ixCatalog].from(ixKey{catalogID, 0, 0}), func(w *row) bool {
 		return w.catalogID() == catalogID && fn(w.facts())
 	})
 }
@@ -276,7 +276,7 @@ func (s *State) ResolvingDue(nowMs int64, limit int) []*job.Record {
 // SlotHolders returns the jobs holding a possible-live slot on a backend, in
 // id order.
 func (s *State) SlotHolders(backendID int64) []*job.Record {
-	out, _ := s.collect(ixSlot, jobIndexes[ixSlot].from(key2{backendID, math.MinInt64}), 0,
+	out, _ := s.collect(ixSlot, jobIndexes[ixSlot].from(ixKey{backendID, math.MinInt64, 0}), 0,
 		func(w *row) bool { return w.live.BackendID != backendID }, nil)
 	return out
 }
