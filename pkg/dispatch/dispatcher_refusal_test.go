@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -13,8 +14,10 @@ import (
 // backend (the worker finished and reported).
 func (e *env) settleOnBackend(backendID int64) {
 	e.t.Helper()
-	for _, r := range runningByBackend(e.fsm.State())[backendID] {
-		e.report(r.JobID, job.NativeOK)
+	for _, r := range e.fsm.State().RunningByDeadline(math.MaxInt64, 0) {
+		if r.BackendID == backendID {
+			e.report(r.JobID, job.NativeOK)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"fmt"
-	"math"
 
 	"go.uber.org/zap"
 
@@ -95,16 +94,21 @@ func (r *round) epochSweep() error {
 	opts := st.Options()
 	nowMs := r.deps.Clock().UnixMilli()
 	var proofs []*journal.TProof
-	var running map[int64][]*job.Record // RUNNING jobs by backend, built when first needed
 	for _, b := range st.Backends() {
 		v, heard := r.deps.Pool.heardInTerm(b.ID, r.term)
 		if !heard {
 			continue
 		}
+		// Only jobs at another epoch than the one heard can be proved gone:
+		// one seek when there are none (every round asks).
+		off := st.OffEpoch(b.ID, v.Epoch)
+		if len(off) == 0 {
+			continue
+		}
 		planned := map[int64]bool{}
-		for _, rec := range st.SlotHolders(b.ID) {
+		for _, rec := range off {
 			switch {
-			case rec.ProcessEpoch == v.Epoch:
+			case !rec.HoldsPossibleLiveSlot():
 				continue
 			case rec.ProcessEpoch > v.Epoch:
 				r.lowerEpoch(b.ID, rec, v.Epoch)
@@ -124,12 +128,13 @@ func (r *round) epochSweep() error {
 		if !v.OutboxDelivered {
 			continue
 		}
-		if running == nil {
-			running = runningByBackend(st)
-		}
-		for _, rec := range running[b.ID] {
-			if planned[rec.JobID] || rec.ProcessEpoch >= v.Epoch || r.work.busy(rec.JobID) {
+		finished := 0
+		for _, rec := range off {
+			if rec.MutationState != job.Running || planned[rec.JobID] || rec.ProcessEpoch >= v.Epoch || r.work.busy(rec.JobID) {
 				continue
+			}
+			if finished++; finished > maxSweepJobs {
+				break // the rest in a later round: one entry stays bounded
 			}
 			p := recordIdentity(rec).proof(b.ID, job.ProofProcessEpochGone)
 			r.epochGoneFinished(p, rec, v.Epoch, opts, nowMs)
@@ -187,15 +192,4 @@ func (r *round) lowerEpoch(backendID int64, rec *job.Record, epoch int64) {
 	r.d.log.Warn("backend reports a LOWER process epoch than a job was dispatched at: not a proof, the possible-live slot stays held (two processes behind one address?)",
 		zap.Int64("backend_id", backendID), zap.Int64("job_id", rec.JobID),
 		zap.Int64("job_epoch", rec.ProcessEpoch), zap.Int64("epoch", epoch))
-}
-
-// runningByBackend lists the RUNNING jobs (at most maxSweepJobs) by backend.
-func runningByBackend(st *raftfsm.State) map[int64][]*job.Record {
-	out := map[int64][]*job.Record{}
-	for _, rec := range st.RunningByDeadline(math.MaxInt64, maxSweepJobs) {
-		if rec.MutationState == job.Running {
-			out[rec.BackendID] = append(out[rec.BackendID], rec)
-		}
-	}
-	return out
 }

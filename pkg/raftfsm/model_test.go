@@ -106,6 +106,7 @@ func (w *walker) step() {
 		r := w.pick(s.PendingInIDOrder(0))
 		m := markCmd(r, 1+rng.Int64N(3))
 		m.ExpectedRev = w.stale(r.Rev)
+		m.ProcessEpoch = 41 + rng.Int64N(3) // backends restart: jobs at several epochs
 		h.markRunning(m)
 	case 5, 6: // M2 / M2'
 		r := w.pick(s.RunningByDeadline(math.MaxInt64, 0))
@@ -227,6 +228,11 @@ func checkAgainstBruteForce(t testing.TB, s *State) {
 		same("slots", s.SlotHolders(be), want)
 		if s.HeldSlots(be) != len(want) {
 			t.Fatalf("held slots of %d = %d, want %d", be, s.HeldSlots(be), len(want))
+		}
+		for epoch := int64(40); epoch <= 44; epoch++ {
+			off := byKey(filter(func(r *job.Record) bool { return epochSwept(r) && r.BackendID == be && r.ProcessEpoch != epoch }),
+				func(r *job.Record) int64 { return r.ProcessEpoch })
+			same("off epoch", s.OffEpoch(be, epoch), off)
 		}
 	}
 	for cat := int64(0); cat <= 5; cat++ {

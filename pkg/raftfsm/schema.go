@@ -14,7 +14,7 @@ import (
 
 // The tables of State: persistent B+trees (package ordtree) of shared pointers.
 // A job is a row (row.go): a live job's record, or a retained job's packed form.
-// Jobs have eight orderings. Two cover every job (id, catalog) and GC covers
+// Jobs have ten orderings. Two cover every job (id, catalog) and GC covers
 // every retained one; the others hold only the rows a leader service asks
 // for, keyed so that each query is one seek plus a walk over its matches: the
 // dispatcher's queries cost O(log n + matches) however many retained jobs
@@ -32,6 +32,7 @@ const (
 	ixRefreshRunning                 // job_id of refresh RUNNING jobs
 	ixGC                             // (update_time, job_id) of resolved, slot-free jobs
 	ixResolving                      // (resolve_after, job_id) of RESOLVING jobs (§13.3)
+	ixEpoch                          // (backend_id, process_epoch, job_id) of slot holders and RUNNING jobs
 	numJobIndexes
 )
 
@@ -93,6 +94,8 @@ var jobIndexes = func() [numJobIndexes]jobIndexSpec {
 			holds: gcEligible, packed: true},
 		ixResolving: {key: func(w *row) ixKey { return ixKey{w.live.ResolveAfterMs, w.live.JobID, 0} },
 			holds: func(r *job.Record) bool { return r.MutationState == job.Resolving }},
+		ixEpoch: {key: func(w *row) ixKey { return ixKey{w.live.BackendID, w.live.ProcessEpoch, w.live.JobID} },
+			holds: epochSwept},
 	}
 	for i := range specs {
 		key := specs[i].key
@@ -100,6 +103,13 @@ var jobIndexes = func() [numJobIndexes]jobIndexSpec {
 	}
 	return specs
 }()
+
+// epochSwept: what the dispatcher's epoch sweep looks at — a job holding a
+// possible-live slot, or RUNNING (its slot may be released already while
+// its result is still awaited).
+func epochSwept(r *job.Record) bool {
+	return r.HoldsPossibleLiveSlot() || r.MutationState == job.Running
+}
 
 // gcEligible: retention may remove a record only when it is resolved and
 // holds no slot (DESIGN.md §9); the cutoff is the caller's.

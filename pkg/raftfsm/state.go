@@ -281,6 +281,22 @@ func (s *State) SlotHolders(backendID int64) []*job.Record {
 	return out
 }
 
+// OffEpoch returns the jobs of a backend that hold a possible-live slot or
+// are RUNNING and were dispatched at another process epoch than epoch: the
+// older ones first, by (epoch, id), then the newer ones. In steady state,
+// when every job runs at the backend's epoch, it is one seek and no walk
+// (the epoch sweep, pkg/dispatch, asks it on every round).
+func (s *State) OffEpoch(backendID, epoch int64) []*job.Record {
+	at := func(e int64) func(*row) int { return jobIndexes[ixEpoch].from(ixKey{backendID, e, math.MinInt64}) }
+	older, _ := s.collect(ixEpoch, at(math.MinInt64), 0,
+		func(w *row) bool { return w.live.BackendID != backendID || w.live.ProcessEpoch >= epoch }, nil)
+	if epoch == math.MaxInt64 {
+		return older
+	}
+	newer, _ := s.collect(ixEpoch, at(epoch+1), 0, func(w *row) bool { return w.live.BackendID != backendID }, nil)
+	return append(older, newer...)
+}
+
 // HeldSlots is the number of possible-live slots a backend holds.
 func (s *State) HeldSlots(backendID int64) int { return s.m.books.view().slotCount(backendID) }
 
