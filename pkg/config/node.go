@@ -125,6 +125,16 @@ func ParseNode(data []byte) (*Node, error) {
 	return n, nil
 }
 
+// RPCAddresses are the peers' RPC addresses (a backend's masters list, the
+// masters a leader's services reach).
+func RPCAddresses(peers []Peer) []string {
+	out := make([]string, 0, len(peers))
+	for _, p := range peers {
+		out = append(out, p.RPCAddress)
+	}
+	return out
+}
+
 // Self returns this node's peers entry.
 func (n *Node) Self() (Peer, bool) {
 	for _, p := range n.Peers {

@@ -98,7 +98,7 @@ func newS3Rig(t *testing.T) *s3Rig {
 	r.cfg = filepath.Join(t.TempDir(), "backend.yaml")
 	body := fmt.Sprintf("listen: %s\nhttp_listen: %s\ndata_dir: %s\nmasters: [%s]\nisolation: best-effort\nconcurrency: 2\n"+
 		"worker: [node, %s]\nworker_env: {LANCEMASTER_BUILDER_HOLD: %q}\nlog_format: json\nlog_level: debug\n",
-		r.addr, r.backendHTTP, r.backendData, strings.Join(mastertest.RPCAddresses(r.c.Nodes[0].Peers), ", "), filepath.Join(builder, "builder.js"), r.hold)
+		r.addr, r.backendHTTP, r.backendData, strings.Join(config.RPCAddresses(r.c.Nodes[0].Peers), ", "), filepath.Join(builder, "builder.js"), r.hold)
 	if err := os.WriteFile(r.cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}

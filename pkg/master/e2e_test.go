@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/master"
 	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
@@ -63,7 +64,7 @@ func startAgentWith(t *testing.T, c *mastertest.Cluster, builder string, tweak f
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: mastertest.RPCAddresses(c.Nodes[0].Peers),
+	cfg := backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: config.RPCAddresses(c.Nodes[0].Peers),
 		Concurrency: 2, QueueSize: 16, Isolation: "best-effort",
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	if tweak != nil {

@@ -75,7 +75,7 @@ func TestSecretsCanaryWholeLifecycle(t *testing.T) {
 	}
 	agentDir := t.TempDir()
 	agent, err := backend.New(backend.Config{ListenAddr: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", DataDir: agentDir,
-		Masters: mastertest.RPCAddresses(c.Nodes[0].Peers), Isolation: "best-effort", Logger: logger.Named("backend")}, sup)
+		Masters: config.RPCAddresses(c.Nodes[0].Peers), Isolation: "best-effort", Logger: logger.Named("backend")}, sup)
 	if err != nil {
 		t.Fatal(err)
 	}

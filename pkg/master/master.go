@@ -141,7 +141,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	}
 	pool, disp := wireLeaderServices(node, fsm, leaderServices{
 		backends: backends, creds: creds, clock: clock, waker: waker, log: log, nodeID: n.NodeID,
-		masterAddrs: rpcAddresses(n.Peers), hooks: k.DispatchHooks, heartbeat: k.HeartbeatInterval,
+		masterAddrs: config.RPCAddresses(n.Peers), hooks: k.DispatchHooks, heartbeat: k.HeartbeatInterval,
 		proposer: timed, observer: mm,
 	})
 	optimizeAdmin := addOptimizePolicy(node, fsm, clock, k.OptimizePolicyInterval, log.Named("optimize-policy"))

@@ -66,14 +66,6 @@ func wireLeaderServices(node *cluster.Node, fsm *raftfsm.FSM, s leaderServices) 
 	return pool, disp
 }
 
-func rpcAddresses(peers []config.Peer) []string {
-	out := make([]string, 0, len(peers))
-	for _, p := range peers {
-		out = append(out, p.RPCAddress)
-	}
-	return out
-}
-
 // wakingFSM wakes the dispatcher after every entry that can give it work
 // (its registration says: raftfsm.CommandSpec.Wake): an admission, a
 // report's result or proof, a cancel or release, a backend or an option

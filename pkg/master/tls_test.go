@@ -42,7 +42,7 @@ func TestMutualTLSClusterEndToEnd(t *testing.T) {
 	}, nil)
 	operator := rpctest.DevTLSConfig(t, pki, certs.RoleOperator)
 
-	agent, err := backend.New(backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: mastertest.RPCAddresses(c.Nodes[0].Peers),
+	agent, err := backend.New(backend.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Masters: config.RPCAddresses(c.Nodes[0].Peers),
 		Isolation: backend.IsolationBestEffort, RPC: rpctest.DevTLSConfig(t, pki, certs.RoleBackend),
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}, master.OKRunner{})
 	if err != nil {

@@ -335,12 +335,3 @@ func (c *Cluster) CreateCatalog(via int, name, root, webhook string) {
 		c.T.Fatal(err)
 	}
 }
-
-// RPCAddresses are the peers' RPC addresses (a backend's masters list).
-func RPCAddresses(peers []config.Peer) []string {
-	out := make([]string, 0, len(peers))
-	for _, p := range peers {
-		out = append(out, p.RPCAddress)
-	}
-	return out
-}
