@@ -131,7 +131,9 @@ func recheckOptions(t *tx, r *job.Record) *journal.TApplyResponse {
 // of a dispatch, result, release or cancel may be smuggled in.
 func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
 	in := jobcodec.RecordFromThrift(tj)
-	return &job.Record{
+	// The record is rebuilt in the decoded one's place (the literal is
+	// evaluated before it is stored): one allocation per admitted job.
+	*in = job.Record{
 		Creator:                in.Creator,
 		ClaimedCreator:         in.ClaimedCreator,
 		CreateTimeMs:           now,
@@ -156,6 +158,7 @@ func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
 		RefreshState:           job.RefreshNotRequired,
 		TerminationProof:       job.ProofNone,
 	}
+	return in
 }
 
 // shareStrings replaces what an admitted record repeats from other jobs
