@@ -67,14 +67,14 @@ func runAdmission(o *options, c int) (loadResult, error) {
 	if err != nil {
 		return loadResult{}, err
 	}
-	term0 := mc.term()
+	term0 := mc.Term()
 	mc.logs.reset()
 	res, err := closedLoop(c, o.warm, o.dur, func(g int) (worker, error) {
-		cl := &admitClient{addr: leader.RPCAddr(), fake: mc.fake, g: g}
+		cl := &admitClient{addr: leader.RPCAddr(), fake: mc.Backend, g: g}
 		return worker{prepare: cl.prepare, do: cl.admit, close: cl.close}, nil
 	})
 	res.JobsAtEnd = leader.FSM().State().LastJobID()
-	res.Elections = int(mc.term() - term0)
+	res.Elections = int(mc.Term() - term0)
 	res.MasterLog = mc.logs.snapshot()
 	return res, err
 }

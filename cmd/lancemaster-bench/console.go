@@ -59,7 +59,7 @@ func runConsole(o *options) (*consoleResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.fake.SetSubmitHook(func(context.Context, *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+	c.Backend.SetSubmitHook(func(context.Context, *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 		return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
 	})
 	jobs, loads := consoleJobs, consoleLoads
@@ -69,7 +69,7 @@ func runConsole(o *options) (*consoleResult, error) {
 	if _, err := c.admitMany(l.RPCAddr(), jobs, admitConc); err != nil {
 		return nil, fmt.Errorf("console: admitting %d jobs: %w", jobs, err)
 	}
-	follower := c.master((li + 1) % 3)
+	follower := c.Master((li + 1) % 3)
 	base := "http://" + follower.HTTPAddr()
 	res := &consoleResult{Jobs: jobs, Loads: loads, Chromium: bin}
 

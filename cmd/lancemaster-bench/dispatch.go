@@ -112,13 +112,13 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 
 	var submitted atomic.Int64
 	allSubmitted := make(chan time.Time, 1)
-	c.fake.SetSubmitHook(func(_ context.Context, _ *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+	c.Backend.SetSubmitHook(func(_ context.Context, _ *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 		if submitted.Add(1) == int64(n) {
 			allSubmitted <- time.Now()
 		}
 		return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
 	})
-	term0 := c.term()
+	term0 := c.Term()
 	c.logs.reset()
 	applied0 := l.FSM().State().AppliedIndex()
 	t0 := time.Now()
@@ -143,7 +143,7 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 	case <-time.After(lifeBound):
 		return nil, nil, fmt.Errorf("dispatch: the backend received %d of %d submits", submitted.Load(), n)
 	}
-	dr.Elections, dr.MasterLog = int(c.term()-term0), c.logs.snapshot()
+	dr.Elections, dr.MasterLog = int(c.Term()-term0), c.logs.snapshot()
 	if !withReports {
 		return dr, nil, nil
 	}
@@ -151,7 +151,7 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 	// Reports: one per dispatch the backend received.
 	var reps []*wire.TLanceIndexJobReport
 	seen := map[int64]bool{}
-	for _, d := range c.fake.Dispatches() {
+	for _, d := range c.Backend.Dispatches() {
 		if !seen[d.JobID] {
 			seen[d.JobID] = true
 			reps = append(reps, okReport(d))
@@ -160,7 +160,7 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 	if len(reps) != n {
 		return dr, nil, fmt.Errorf("reports: %d distinct jobs dispatched, want %d", len(reps), n)
 	}
-	term0 = c.term()
+	term0 = c.Term()
 	c.logs.reset()
 	before := l.Reports().Counts()
 	d := deliverReports(l.RPCAddr(), reps, reportConc)
@@ -178,7 +178,7 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 			rr.Committed++
 		}
 	}
-	rr.Elections, rr.MasterLog = int(c.term()-term0), c.logs.snapshot()
+	rr.Elections, rr.MasterLog = int(c.Term()-term0), c.logs.snapshot()
 	if rr.Committed != n {
 		return dr, rr, fmt.Errorf("reports: %d of %d jobs COMMITTED after every report was answered (%d refused, first error: %s)",
 			rr.Committed, n, rr.Refused, rr.FirstErr)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,8 +18,8 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/console"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	lmaster "github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/masterkit"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
-	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
@@ -66,20 +65,19 @@ type mclusterConfig struct {
 	console bool
 }
 
-// mcluster is three master.Master over loopback and one fake backend.
+// mcluster is the kit's three masters (masterkit: nodes, start, stop,
+// leader, term, close) and its fake backend, with what is the benchmark's:
+// the captured log, the gated backend clients, the configure step and the
+// console.
 type mcluster struct {
+	*masterkit.Cluster
 	cfg       mclusterConfig
 	dir       string
 	logs      *logCapture
-	nodes     []*config.Node
 	gates     []*gatedBackends
-	fake      *rpctest.FakeBackend
 	backendID int64
 	prevSlog  *slog.Logger // restored by close
 	tables    atomic.Int64 // table names are unique across the cluster's life
-
-	mu      sync.Mutex
-	masters []*lmaster.Master // nil while stopped
 }
 
 // freeAddr reserves a loopback port for the rest of the run: the peer list
@@ -109,38 +107,21 @@ func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
 			c.close()
 		}
 	}()
-	if c.fake, err = rpctest.StartFakeBackend(rpc.DefaultConfig()); err != nil {
-		return c, fmt.Errorf("%s: fake backend: %w", cfg.name, err)
-	}
-	var peers []config.Peer
-	for i := 0; i < 3; i++ {
-		raftAddr, err := freeAddr()
-		if err != nil {
-			return c, err
-		}
-		rpcAddr, err := freeAddr()
-		if err != nil {
-			return c, err
-		}
-		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i), RaftAddress: raftAddr, RPCAddress: rpcAddr})
-	}
-	for i := range peers {
-		n := config.DefaultNode()
-		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, filepath.Join(dir, peers[i].ID), cfg.profile
-		if cfg.console {
-			n.HTTPBind = "127.0.0.1:0"
-		}
-		if err := n.Validate(); err != nil {
-			return c, fmt.Errorf("%s: node %s: %w", cfg.name, n.NodeID, err)
-		}
-		c.nodes = append(c.nodes, n)
+	for i := 0; i < masterkit.Size; i++ {
 		c.gates = append(c.gates, &gatedBackends{BackendClient: rpc.NewThriftBackendClient(rpc.DefaultConfig())})
 	}
-	c.masters = make([]*lmaster.Master, len(c.nodes))
-	for i := range c.nodes {
-		if err := c.start(i); err != nil {
-			return c, err
-		}
+	c.Cluster, err = masterkit.Start(masterkit.Config{Dir: dir, Profile: cfg.profile, HTTP: cfg.console,
+		FakeBackend: true, StartTimeout: setupTimeout,
+		Options: func(i int) lmaster.Options {
+			return lmaster.Options{
+				Logger:   c.logs.logger(),
+				Backends: c.gates[i],
+				Knobs:    &lmaster.Knobs{HeartbeatInterval: c.cfg.pool},
+				Console:  c.consoleHandler(),
+			}
+		}})
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", cfg.name, err)
 	}
 	_, l, err := c.leader(-1)
 	if err != nil {
@@ -149,7 +130,7 @@ func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	err = withAdmin(ctx, l.RPCAddr(), func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-		if _, err := a.AddBackend(ctx, c.fake.Addr(), ""); err != nil {
+		if _, err := a.AddBackend(ctx, c.Backend.Addr(), ""); err != nil {
 			return fmt.Errorf("add backend: %w", err)
 		}
 		root := benchRoot
@@ -182,84 +163,20 @@ func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
 	return c, nil
 }
 
-// start starts (or restarts, from its data dir) master i.
-func (c *mcluster) start(i int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
-	m, err := lmaster.Start(ctx, lmaster.Options{
-		Node:        c.nodes[i],
-		Logger:      c.logs.logger(),
-		Backends:    c.gates[i],
-		Credentials: config.StaticCredentials{}, // the bench catalog has no credentials
-		Knobs:       &lmaster.Knobs{HeartbeatInterval: c.cfg.pool},
-		Console:     c.consoleHandler(),
-	})
-	if err != nil {
-		return fmt.Errorf("%s: start master %s: %w", c.cfg.name, c.nodes[i].NodeID, err)
-	}
-	c.mu.Lock()
-	c.masters[i] = m
-	c.mu.Unlock()
-	return nil
-}
-
-// stop closes master i: transfer = SIGTERM (leadership handed over first),
-// else a kill as the others see it (raft stops answering).
-func (c *mcluster) stop(i int, transfer bool) {
-	c.mu.Lock()
-	m := c.masters[i]
-	c.masters[i] = nil
-	c.mu.Unlock()
-	if m != nil {
-		m.Close(transfer)
-	}
-}
-
-func (c *mcluster) master(i int) *lmaster.Master {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.masters[i]
-}
-
 // leader waits for a master other than not (-1: any) that leads and has run
 // its leader barrier.
 func (c *mcluster) leader(not int) (int, *lmaster.Master, error) {
-	deadline := time.Now().Add(leaderTimeout)
-	for time.Now().Before(deadline) {
-		for i := range c.nodes {
-			if m := c.master(i); i != not && m != nil && m.Node().LeaderTerm() != 0 {
-				return i, m, nil
-			}
-		}
-		time.Sleep(time.Millisecond)
+	i, m, err := c.AwaitLeader(not, leaderTimeout)
+	if err != nil {
+		return -1, nil, fmt.Errorf("%s: %w", c.cfg.name, err)
 	}
-	return -1, nil, fmt.Errorf("%s: no leader elected", c.cfg.name)
+	return i, m, nil
 }
 
-// term is the highest raft term any running master has seen.
-func (c *mcluster) term() uint64 {
-	var t uint64
-	for i := range c.nodes {
-		if m := c.master(i); m != nil {
-			if v, err := strconv.ParseUint(m.Node().Stats()["term"], 10, 64); err == nil && v > t {
-				t = v
-			}
-		}
-	}
-	return t
-}
-
-// close stops every master (at once: no point in a leader change) and the
-// fake, and removes the data dirs.
+// close stops the masters and the fake, and removes the data dirs.
 func (c *mcluster) close() {
-	var wg sync.WaitGroup
-	for i := range c.nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.stop(i, false) }()
-	}
-	wg.Wait()
-	if c.fake != nil {
-		c.fake.Close()
+	if c.Cluster != nil {
+		c.Cluster.Close()
 	}
 	slog.SetDefault(c.prevSlog)
 	os.RemoveAll(c.dir)
@@ -303,7 +220,7 @@ func (a *admitter) prepare() (*adminapi.TCreateIndexRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.c.fake.SetDataset(loc, benchSnapshot)
+	a.c.Backend.SetDataset(loc, benchSnapshot)
 	return &adminapi.TCreateIndexRequest{
 		Catalog: benchCatalog, Db: benchDB, Table: table, IndexName: benchIndexName, Column: "id", IndexType: "BTREE",
 	}, nil
@@ -407,17 +324,6 @@ func waitFor(timeout, interval time.Duration, cond func() bool) bool {
 			return false
 		}
 		time.Sleep(interval)
-	}
-	return true
-}
-
-// settledAll reports whether every job of ids is terminal and refreshed on m.
-func settledAll(m *lmaster.Master, ids []int64) bool {
-	st := m.FSM().State()
-	for _, id := range ids {
-		if r, ok := st.Job(id); !ok || r.Unresolved() {
-			return false
-		}
 	}
 	return true
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/master/masterkit"
 )
 
 // The failover section: one cluster on the "fast" raft profile (500 ms
@@ -126,7 +127,7 @@ func failoverOnce(c *mcluster, planned bool) (dispatch, ready time.Duration, err
 	var first atomic.Pointer[time.Time]
 	var got atomic.Int64
 	all := make(chan struct{})
-	c.fake.SetSubmitHook(func(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+	c.Backend.SetSubmitHook(func(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 		if want[d.JobID] && d.GetLeaderTerm() > oldTerm {
 			now := time.Now()
 			first.CompareAndSwap(nil, &now)
@@ -136,7 +137,7 @@ func failoverOnce(c *mcluster, planned bool) (dispatch, ready time.Duration, err
 		}
 		return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
 	})
-	defer c.fake.SetSubmitHook(nil)
+	defer c.Backend.SetSubmitHook(nil)
 
 	// The new leader is ready once its barrier is done (LeaderTerm set).
 	var readyAt atomic.Pointer[time.Time]
@@ -146,8 +147,8 @@ func failoverOnce(c *mcluster, planned bool) (dispatch, ready time.Duration, err
 	go func() {
 		defer pollWG.Done()
 		for {
-			for i := range c.nodes {
-				if m := c.master(i); i != li && m != nil && int64(m.Node().LeaderTerm()) > oldTerm {
+			for i := range c.Nodes {
+				if m := c.Master(i); i != li && m != nil && int64(m.Node().LeaderTerm()) > oldTerm {
 					now := time.Now()
 					readyAt.CompareAndSwap(nil, &now)
 					return
@@ -168,7 +169,7 @@ func failoverOnce(c *mcluster, planned bool) (dispatch, ready time.Duration, err
 		}
 	}
 	closed := make(chan struct{})
-	go func() { defer close(closed); c.stop(li, planned) }()
+	go func() { defer close(closed); _ = c.Stop(li, planned) }()
 	select {
 	case <-all:
 	case <-time.After(lifeBound):
@@ -191,7 +192,7 @@ func failoverOnce(c *mcluster, planned bool) (dispatch, ready time.Duration, err
 		return 0, 0, err
 	}
 	var reps []*wire.TLanceIndexJobReport
-	for _, d := range c.fake.Dispatches() {
+	for _, d := range c.Backend.Dispatches() {
 		if want[d.JobID] && d.GetLeaderTerm() > oldTerm {
 			reps = append(reps, okReport(d))
 		}
@@ -199,16 +200,16 @@ func failoverOnce(c *mcluster, planned bool) (dispatch, ready time.Duration, err
 	if dr := deliverReports(nl.RPCAddr(), reps, 4); dr.Refused > 0 {
 		return 0, 0, fmt.Errorf("reports refused: %s", dr.FirstErr)
 	}
-	if !waitFor(lifeBound, 5*time.Millisecond, func() bool { return settledAll(nl, ids) }) {
+	if !waitFor(lifeBound, 5*time.Millisecond, func() bool { return masterkit.Settled(nl.FSM().State(), ids) }) {
 		return 0, 0, fmt.Errorf("the jobs did not settle on the new leader")
 	}
 	// The closed master comes back and catches up.
-	if err := c.start(li); err != nil {
+	if err := c.StartMaster(li); err != nil {
 		return 0, 0, err
 	}
 	target := nl.FSM().State().AppliedIndex()
 	if !waitFor(lifeBound, 5*time.Millisecond, func() bool {
-		m := c.master(li)
+		m := c.Master(li)
 		return m != nil && m.FSM().State().AppliedIndex() >= target
 	}) {
 		return 0, 0, fmt.Errorf("the restarted master did not catch up")

@@ -62,7 +62,7 @@ func runLatency(o *options) (*latencyResult, error) {
 		at time.Time
 	}
 	subs := make(chan submit, 1024)
-	c.fake.SetSubmitHook(func(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+	c.Backend.SetSubmitHook(func(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 		select {
 		case subs <- submit{d.JobID, time.Now()}:
 		default:
@@ -97,7 +97,7 @@ func runLatency(o *options) (*latencyResult, error) {
 	}
 	n := o.latN
 	var e2es, admits, afters []time.Duration
-	term0 := c.term()
+	term0 := c.Term()
 	c.logs.reset()
 	for i := 0; i < latencyWarm+n; i++ {
 		e2e, admit, err := one()
@@ -115,7 +115,7 @@ func runLatency(o *options) (*latencyResult, error) {
 	return &latencyResult{N: n,
 		E2EP50Ms: pctMs(e2es, 0.50), E2EP99Ms: pctMs(e2es, 0.99), E2EMaxMs: ms(e2es[len(e2es)-1]),
 		AdmitP50Ms: pctMs(admits, 0.50), AdmitP99Ms: pctMs(admits, 0.99), AfterP50Ms: pctMs(afters, 0.50),
-		Elections: int(c.term() - term0), MasterLog: c.logs.snapshot(),
+		Elections: int(c.Term() - term0), MasterLog: c.logs.snapshot(),
 	}, nil
 }
 

@@ -140,7 +140,7 @@ func runSustained(o *options) (*sustainedResult, error) {
 		return nil, err
 	}
 	reports := make(chan *wire.TLanceIndexJobReport, 2*sustainedBacklog)
-	c.fake.SetSubmitHook(func(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
+	c.Backend.SetSubmitHook(func(_ context.Context, d *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 		select {
 		case reports <- okReport(d):
 		default: // more reports outstanding than jobs in the backlog: cannot happen
@@ -220,7 +220,7 @@ func runSustained(o *options) (*sustainedResult, error) {
 		}
 	}()
 
-	term0 := c.term()
+	term0 := c.Term()
 	time.Sleep(warm)
 	c.logs.reset()
 	open := time.Now()
@@ -246,7 +246,7 @@ func runSustained(o *options) (*sustainedResult, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	res := &sustainedResult{WindowS: window.Seconds(), Done: len(tr.lats), MaxBacklog: tr.max,
-		AdmitErrors: admitErrs.Load(), ReportErrors: stats.refused.Load(), Elections: int(c.term() - term0),
+		AdmitErrors: admitErrs.Load(), ReportErrors: stats.refused.Load(), Elections: int(c.Term() - term0),
 		MasterLog: c.logs.snapshot(), Waiting: waiting}
 	if p := firstErr.Load(); p != nil {
 		res.FirstErr = *p

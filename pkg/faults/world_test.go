@@ -19,6 +19,7 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/admin"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/masterkit"
 	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
@@ -61,15 +62,14 @@ type world struct {
 	rpcAdvertise, raftAdvertise []string
 	rpcProxies                  []*rpcProxy
 	raftProxies                 []*raftProxy
-	nodes                       []*config.Node
+	kit                         *masterkit.Cluster // the masters: configured, started, stopped
 	backends                    []*backendSlot
 
-	mu      sync.Mutex
-	masters []*master.Master
-	held    chan struct{} // closed to release held builds; replaced after
-	healed  bool          // once healed, builds are never held again
-	log     []string      // what the schedule did, in order
-	t0      time.Time
+	mu     sync.Mutex
+	held   chan struct{} // closed to release held builds; replaced after
+	healed bool          // once healed, builds are never held again
+	log    []string      // what the schedule did, in order
+	t0     time.Time
 }
 
 func reservePorts(n int) ([]string, error) {
@@ -86,7 +86,7 @@ func reservePorts(n int) ([]string, error) {
 
 func newWorld(t testing.TB, seed int64, verbose bool) *world {
 	w := &world{t: t, seed: seed, tmp: t.TempDir(), verbose: verbose, clock: &worldClock{},
-		ctl: newControl(nMasters, uint64(seed)), ledger: newLedger(), data: &datasets{}, masters: make([]*master.Master, nMasters),
+		ctl: newControl(nMasters, uint64(seed)), ledger: newLedger(), data: &datasets{},
 		held: make(chan struct{}), t0: time.Now()}
 	ports, err := reservePorts(2*nMasters + nBackends)
 	if err != nil {
@@ -109,15 +109,22 @@ func newWorld(t testing.TB, seed int64, verbose bool) *world {
 	for i := 0; i < nMasters; i++ {
 		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i), RaftAddress: w.raftAdvertise[i], RPCAddress: w.rpcAdvertise[i]})
 	}
-	for i := 0; i < nMasters; i++ {
-		n := config.DefaultNode()
-		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, t.TempDir(), config.RaftProfileFast
-		n.RaftBind, n.RPCBind = w.realRaft[i], w.realRPC[i]
-		n.SnapshotThreshold, n.TrailingLogs = 256, 64 // snapshots and installs happen within a schedule
-		if err := n.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		w.nodes = append(w.nodes, n)
+	// The masters bind their private ports and advertise their proxies'.
+	w.kit, err = masterkit.New(masterkit.Config{Dir: t.TempDir(), Peers: peers, StartTimeout: 15 * time.Second,
+		Tweak: func(i int, n *config.Node) {
+			n.RaftBind, n.RPCBind = w.realRaft[i], w.realRPC[i]
+			n.SnapshotThreshold, n.TrailingLogs = 256, 64 // snapshots and installs happen within a schedule
+		},
+		Options: func(i int) master.Options {
+			return master.Options{
+				Logger:   w.logger(fmt.Sprintf("m%d", i)),
+				Backends: &masterBackends{w: w, idx: i, real: rpc.NewThriftBackendClient(rpc.DefaultConfig())},
+				Clock:    w.clock.now,
+				Knobs:    &master.Knobs{HeartbeatInterval: 50 * time.Millisecond},
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i := 0; i < nBackends; i++ {
 		w.backends = append(w.backends, &backendSlot{w: w, idx: i, addr: ports[2*nMasters+i]})
@@ -190,7 +197,7 @@ func (w *world) realAddr(i int, raft bool) string {
 func (w *world) startMaster(i int) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		if err = w.startMasterOnce(i); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		if err = w.kit.StartMaster(i); err == nil || !strings.Contains(err.Error(), "address already in use") {
 			return err
 		}
 		ports, perr := reservePorts(2)
@@ -199,39 +206,18 @@ func (w *world) startMaster(i int) error {
 		}
 		w.mu.Lock()
 		w.realRaft[i], w.realRPC[i] = ports[0], ports[1]
-		w.nodes[i].RaftBind, w.nodes[i].RPCBind = ports[0], ports[1]
+		w.kit.Nodes[i].RaftBind, w.kit.Nodes[i].RPCBind = ports[0], ports[1]
 		w.mu.Unlock()
 		w.note("m%d moved to raft %s, rpc %s after a bind conflict", i, ports[0], ports[1])
 	}
 	return err
 }
 
-func (w *world) startMasterOnce(i int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	m, err := master.Start(ctx, master.Options{
-		Node: w.nodes[i], Logger: w.logger(fmt.Sprintf("m%d", i)), Credentials: config.StaticCredentials{},
-		Backends: &masterBackends{w: w, idx: i, real: rpc.NewThriftBackendClient(rpc.DefaultConfig())},
-		Clock:    w.clock.now,
-		Knobs:    &master.Knobs{HeartbeatInterval: 50 * time.Millisecond},
-	})
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	w.masters[i] = m
-	w.mu.Unlock()
-	return nil
-}
-
 // killMaster closes master i (no leadership transfer: a crash as far as
 // the others can tell). A paused master is resumed first so that it can
 // stop.
 func (w *world) killMaster(i int) {
-	w.mu.Lock()
-	m := w.masters[i]
-	w.masters[i] = nil
-	w.mu.Unlock()
+	m := w.kit.Detach(i)
 	if m == nil {
 		return
 	}
@@ -239,11 +225,7 @@ func (w *world) killMaster(i int) {
 	m.Close(false)
 }
 
-func (w *world) master(i int) *master.Master {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.masters[i]
-}
+func (w *world) master(i int) *master.Master { return w.kit.Master(i) }
 
 func (w *world) liveMasters() []int {
 	var out []int

@@ -2,16 +2,15 @@ package master_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/masterkit"
 	"github.com/lancemaster/lancemaster/pkg/master/mastertest"
 
 	"go.uber.org/zap"
@@ -226,28 +225,19 @@ func allJobs(st *raftfsm.State) []*job.Record {
 // alive, /readyz says not ready and why; once a second master starts and a
 // leader is elected, /readyz passes.
 func TestReadyzFollowsLeadership(t *testing.T) {
-	ports := freePorts(t, 6)
-	var peers []config.Peer
-	for i := 0; i < 3; i++ {
-		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i+1),
-			RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[i]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[3+i])})
+	c, err := masterkit.New(masterkit.Config{Dir: t.TempDir(), FirstID: 1, HTTP: true,
+		Options: func(int) master.Options {
+			return master.Options{Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))}
+		}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(c.Close)
 	start := func(i int) *master.Master {
-		n := config.DefaultNode()
-		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, t.TempDir(), config.RaftProfileFast
-		n.HTTPBind = "127.0.0.1:0"
-		if err := n.Validate(); err != nil {
+		if err := c.StartMaster(i); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		m, err := master.Start(ctx, master.Options{Node: n, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
-			Credentials: config.StaticCredentials{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close(false) })
-		return m
+		return c.Master(i)
 	}
 	m1 := start(0)
 	base := "http://" + m1.HTTPAddr()

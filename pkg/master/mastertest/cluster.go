@@ -1,15 +1,15 @@
 // Package mastertest is the three-master test kit: three masters in one
 // process over loopback with real raft-boltdb stores and one fake Thrift
 // backend, and the operations tests run against them (set up, admit, wait,
-// kill, restart). pkg/master's tests, pkg/faults and the benchmark's tests
-// use it.
+// kill, restart). It is pkg/master/masterkit (the core, which needs no
+// *testing.T and which the benchmark and pkg/faults use) with t.TempDir,
+// t.Fatal and t.Cleanup. pkg/master's tests use it.
 package mastertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,25 +19,21 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/master"
+	"github.com/lancemaster/lancemaster/pkg/master/masterkit"
 	"github.com/lancemaster/lancemaster/pkg/options"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
-	"github.com/lancemaster/lancemaster/pkg/rpc"
-	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 	"github.com/lancemaster/lancemaster/pkg/testkit"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
 
 // Cluster is three masters in this process over loopback with real
-// raft-boltdb stores, and one fake Thrift backend.
+// raft-boltdb stores, and one fake Thrift backend: a masterkit.Cluster
+// (Nodes, Masters, Backend, Master, LiveMasters, Client) whose set-up and
+// steps fail the test instead of returning errors.
 type Cluster struct {
-	T       *testing.T
-	Nodes   []*config.Node
-	Masters []*master.Master
-	Backend *rpctest.FakeBackend
-	// opts, when set, adds per-master options (hooks) at every start.
-	opts func(i int) master.Options
-	mu   sync.Mutex // guards Masters against the worker's reads
+	*masterkit.Cluster
+	T *testing.T
 }
 
 // New starts three masters (fast raft timeouts, data dirs under t.TempDir)
@@ -48,108 +44,69 @@ func New(t *testing.T, tweak func(n *config.Node)) *Cluster {
 }
 
 // NewWith is New with per-master options (knobs, hooks, a logger, a
-// credential source), taken again at every Start.
+// credential source), taken again at every Start. A master without a
+// logger logs its warnings to the test.
 func NewWith(t *testing.T, tweak func(n *config.Node), opts func(i int) master.Options) *Cluster {
 	t.Helper()
-	ports := testkit.Ports(t, 6)
-	c := &Cluster{T: t, Backend: rpctest.NewFakeBackend(t), opts: opts}
-	var peers []config.Peer
-	for i := 0; i < 3; i++ {
-		peers = append(peers, config.Peer{ID: fmt.Sprintf("m%d", i+1),
-			RaftAddress: "127.0.0.1:" + strconv.Itoa(ports[i]), RPCAddress: "127.0.0.1:" + strconv.Itoa(ports[3+i])})
-	}
-	for i := 0; i < 3; i++ {
-		n := config.DefaultNode()
-		n.NodeID, n.Peers, n.DataDir, n.Timeouts = peers[i].ID, peers, t.TempDir(), config.RaftProfileFast
-		if tweak != nil {
-			tweak(n)
-		}
-		if err := n.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		c.Nodes = append(c.Nodes, n)
-	}
-	c.Masters = make([]*master.Master, 3)
-	for i := range c.Nodes {
-		c.Start(i)
-	}
-	t.Cleanup(func() {
-		for _, m := range c.Masters {
-			if m != nil {
-				m.Close(false)
+	kc, err := masterkit.Start(masterkit.Config{Dir: t.TempDir(), FirstID: 1, FakeBackend: true,
+		Tweak: func(_ int, n *config.Node) {
+			if tweak != nil {
+				tweak(n)
 			}
-		}
-	})
-	return c
+		},
+		Options: func(i int) master.Options {
+			o := master.Options{}
+			if opts != nil {
+				o = opts(i)
+			}
+			if o.Logger == nil {
+				o.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+			}
+			return o
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	return &Cluster{Cluster: kc, T: t}
 }
 
 // Start starts (or restarts, from its data dir) master i.
 func (c *Cluster) Start(i int) {
 	c.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	o := master.Options{}
-	if c.opts != nil {
-		o = c.opts(i)
+	if err := c.StartMaster(i); err != nil {
+		c.T.Fatal(err)
 	}
-	o.Node = c.Nodes[i]
-	if o.Logger == nil {
-		o.Logger = zaptest.NewLogger(c.T, zaptest.Level(zap.WarnLevel))
-	}
-	if o.Credentials == nil {
-		o.Credentials = config.StaticCredentials{}
-	}
-	m, err := master.Start(ctx, o)
-	if err != nil {
-		c.T.Fatalf("start m%d: %v", i+1, err)
-	}
-	c.mu.Lock()
-	c.Masters[i] = m
-	c.mu.Unlock()
 }
 
 // Kill closes master i without handing leadership over.
 func (c *Cluster) Kill(i int) {
 	c.T.Helper()
-	if err := c.Masters[i].Close(false); err != nil {
+	if err := c.Stop(i, false); err != nil {
 		c.T.Logf("close m%d: %v", i+1, err)
 	}
-	c.mu.Lock()
-	c.Masters[i] = nil
-	c.mu.Unlock()
 }
 
 // Leader waits for a Leader whose term's barrier has completed.
 func (c *Cluster) Leader() int {
 	c.T.Helper()
-	idx := -1
-	testkit.Eventually(c.T, 15*time.Second, "a leader", func() bool {
-		for i, m := range c.Masters {
-			if m != nil && m.Node().LeaderTerm() != 0 {
-				idx = i
-				return true
-			}
-		}
-		return false
-	})
-	return idx
+	l, _, err := c.AwaitLeader(-1, 15*time.Second)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	return l
 }
 
 // Follower is a running master that is not the leader.
 func (c *Cluster) Follower() int {
 	l := c.Leader()
-	for i, m := range c.Masters {
+	for i, m := range c.LiveMasters() {
 		if m != nil && i != l {
 			return i
 		}
 	}
 	c.T.Fatal("no follower")
 	return -1
-}
-
-// Client is an admin client of master i alone (no failover).
-func (c *Cluster) Client(i int) *rpc.MasterClient {
-	return rpc.NewMasterClient([]string{c.Nodes[i].RPCAdvertise}, rpc.DefaultConfig(), zap.NewNop())
 }
 
 // JobCount is how many jobs m's replica holds.
@@ -227,24 +184,6 @@ func (c *Cluster) Admit(via int, prefix string, n int) {
 	}
 }
 
-// LiveMasters is a copy of Masters, safe from any goroutine.
-func (c *Cluster) LiveMasters() []*master.Master {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*master.Master(nil), c.Masters...)
-}
-
-// settled reports whether every job of ids is terminal and refreshed.
-func Settled(st *raftfsm.State, ids []int64) bool {
-	for _, id := range ids {
-		r, ok := st.Job(id)
-		if !ok || r.Unresolved() {
-			return false
-		}
-	}
-	return true
-}
-
 // AdmitIDs admits n BTREE indexes on table and returns their job ids.
 func (c *Cluster) AdmitIDs(via int, catalog, table, prefix string, n int) []int64 {
 	c.T.Helper()
@@ -285,7 +224,7 @@ func (c *Cluster) WaitSettled(l int, ids []int64) {
 	c.T.Helper()
 	testkit.Eventually(c.T, 30*time.Second, "jobs settle", func() bool {
 		m := c.LiveMasters()[l]
-		return m != nil && Settled(m.FSM().State(), ids)
+		return m != nil && masterkit.Settled(m.FSM().State(), ids)
 	})
 }
 
