@@ -23,10 +23,13 @@ const (
 	// backend at once, and the reconcile queries of a pass. It bounds
 	// connections, not work: a submit is an enqueue, the backend bounds its
 	// builds (its slots, lance_index_job_max_inflight_per_backend) and its
-	// resolves (its inspect slots) itself. At 8, one M1 entry carried at most
-	// 8 jobs and dispatch held the whole lifecycle to ~550 jobs/s (the
-	// benchmark's sustained section); at 32, ~1,000 /s.
-	DefaultSendConcurrency = 32
+	// resolves (its inspect slots) itself. A call counts from its plan,
+	// before the M1 entry, until its submit returns, so the bound is the
+	// width of the dispatch pipeline: about SendConcurrency per M1 round
+	// plus a submit. The benchmark's sustained section carried ~550 jobs/s
+	// through the whole lifecycle at 8, ~1,000 at 32 and 1,200-1,800 at 64.
+	// 64 connections stay well inside a backend's served slots (256).
+	DefaultSendConcurrency = 64
 	// DefaultSendTimeout bounds one submit_lance_index_job call.
 	DefaultSendTimeout = 30 * time.Second
 	// DefaultQueryTimeout bounds one query_lance_index_invocations call.
