@@ -44,6 +44,10 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	SnapshotRetain    int
 	ApplyTimeout      time.Duration
+	// LogStore is config.RaftLogStoreBoltDB or config.RaftLogStoreWAL; ""
+	// means config.DefaultRaftLogStore. A data dir that holds the other
+	// store is refused (openStorage).
+	LogStore string
 	// Logger receives the node's and raft's logs; nil means zap.NewNop().
 	// It should already name the node (a master's root logger carries
 	// node_id): the cluster adds no identifying field of its own, so that
@@ -76,6 +80,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = config.DefaultApplyTimeout
+	}
+	if c.LogStore == "" {
+		c.LogStore = config.DefaultRaftLogStore
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -127,6 +134,9 @@ func (c Config) validate() error {
 	}
 	if c.NodeID != "" && len(c.Peers) > 0 && !ids[c.NodeID] {
 		errs = append(errs, fmt.Errorf("node id %q is not in the peer list", c.NodeID))
+	}
+	if c.LogStore != config.RaftLogStoreBoltDB && c.LogStore != config.RaftLogStoreWAL {
+		errs = append(errs, fmt.Errorf("log store %q: use %s or %s", c.LogStore, config.RaftLogStoreBoltDB, config.RaftLogStoreWAL))
 	}
 	if c.SnapshotRetain < 1 {
 		errs = append(errs, fmt.Errorf("snapshot retain %d < 1", c.SnapshotRetain))

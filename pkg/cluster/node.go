@@ -183,7 +183,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(err, st.close())
 	}
-	r, err := raft.NewRaft(n.raftConf, n.fsm, st.logs, st.bolt, st.snapshots, &contactTransport{st.transport, n.contacts})
+	r, err := raft.NewRaft(n.raftConf, n.fsm, st.logs, st.store, st.snapshots, &contactTransport{st.transport, n.contacts})
 	if err != nil {
 		return errors.Join(fmt.Errorf("cluster: start raft: %w", err), st.close())
 	}

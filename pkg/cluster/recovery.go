@@ -57,7 +57,7 @@ func recoverFromPeersJSON(conf *raft.Config, cfg Config, fsm raft.FSM, st *stora
 		return false, fmt.Errorf("cluster: recovery: %s does not list this master (%q) as a voter; "+
 			"it belongs only in the data dirs of the masters that stay", path, cfg.NodeID)
 	}
-	has, err := raft.HasExistingState(st.logs, st.bolt, st.snapshots)
+	has, err := raft.HasExistingState(st.logs, st.store, st.snapshots)
 	if err != nil {
 		return false, fmt.Errorf("cluster: recovery: inspect raft state: %w", err)
 	}
@@ -67,7 +67,7 @@ func recoverFromPeersJSON(conf *raft.Config, cfg Config, fsm raft.FSM, st *stora
 	}
 	log.Warn("peers.json found: recovering the raft configuration from it", zap.String("file", path),
 		zap.Strings("voters_and_nonvoters", ids))
-	if err := raft.RecoverCluster(conf, fsm, st.logs, st.bolt, st.snapshots, st.transport, configuration); err != nil {
+	if err := raft.RecoverCluster(conf, fsm, st.logs, st.store, st.snapshots, st.transport, configuration); err != nil {
 		return false, fmt.Errorf("cluster: recovery from %s failed: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil {

@@ -10,15 +10,15 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 	"go.uber.org/zap"
 )
 
 // Data dir layout (documented in docs/cluster.md).
 const (
 	raftDirName  = "raft"    // DataDir/raft
-	boltFileName = "raft.db" // DataDir/raft/raft.db: log + stable store
+	boltFileName = "raft.db" // DataDir/raft/raft.db: log + stable store (boltdb)
+	walDirName   = "wal"     // DataDir/raft/wal/: log + stable store (wal)
+	walLockName  = "LOCK"    // DataDir/raft/wal/LOCK: one process per data dir
 	// The snapshot store adds DataDir/raft/snapshots/<term>-<index>-<ms>/.
 )
 
@@ -32,18 +32,27 @@ const (
 	// transportTimeout bounds one transport I/O (not InstallSnapshot, which
 	// raft scales with the snapshot size).
 	transportTimeout = 10 * time.Second
-	// boltOpenTimeout: bbolt takes an exclusive file lock; a second process on
-	// the same data dir fails fast instead of hanging.
-	boltOpenTimeout = 5 * time.Second
+	// storeLockTimeout: either store is opened under an exclusive file lock
+	// (bbolt's own, or walLockName); a second process on the same data dir
+	// fails after it instead of hanging.
+	storeLockTimeout = 5 * time.Second
 )
 
 // storage is everything on disk or on the wire that raft is built on. Close
 // it only after raft.Shutdown has returned.
 type storage struct {
-	bolt      *raftboltdb.BoltStore
-	logs      raft.LogStore // bolt behind a LogCache
+	store     logStore
+	logs      raft.LogStore // store behind a LogCache
 	snapshots *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
+}
+
+// logStore is the Raft log and stable store of a data dir: raft-boltdb or
+// raft-wal (Config.LogStore). Both fsync every append before it returns.
+type logStore interface {
+	raft.LogStore
+	raft.StableStore
+	Close() error
 }
 
 // openStorage opens the stores under cfg.DataDir and binds the transport.
@@ -52,16 +61,12 @@ func openStorage(cfg Config, hl hclog.Logger) (*storage, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: create raft dir %s: %w", dir, err)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, boltFileName),
-		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout},
-		NoSync:      false, // every append is fsynced: the journal is the only copy
-	})
+	store, err := openLogStore(dir, cfg.LogStore, hl)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: open raft log store %s: %w", filepath.Join(dir, boltFileName), err)
+		return nil, err
 	}
-	st := &storage{bolt: bolt}
-	if st.logs, err = raft.NewLogCache(logCacheSize, bolt); err != nil {
+	st := &storage{store: store}
+	if st.logs, err = raft.NewLogCache(logCacheSize, store); err != nil {
 		st.close()
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
 	}
@@ -92,8 +97,8 @@ func (st *storage) close() error {
 			errs = append(errs, fmt.Errorf("close raft transport: %w", err))
 		}
 	}
-	if st.bolt != nil {
-		if err := st.bolt.Close(); err != nil {
+	if st.store != nil {
+		if err := st.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close raft log store: %w", err))
 		}
 	}
@@ -105,7 +110,7 @@ func (st *storage) close() error {
 // same list, so whichever wins the first election has a configuration the
 // others agree with. It reports whether it bootstrapped.
 func bootstrapIfNew(conf *raft.Config, cfg Config, st *storage, log *zap.Logger) (bool, error) {
-	has, err := raft.HasExistingState(st.logs, st.bolt, st.snapshots)
+	has, err := raft.HasExistingState(st.logs, st.store, st.snapshots)
 	if err != nil {
 		return false, fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
@@ -125,7 +130,7 @@ func bootstrapIfNew(conf *raft.Config, cfg Config, st *storage, log *zap.Logger)
 			ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddress), Suffrage: raft.Voter,
 		})
 	}
-	err = raft.BootstrapCluster(conf, st.logs, st.bolt, st.snapshots, st.transport, raft.Configuration{Servers: servers})
+	err = raft.BootstrapCluster(conf, st.logs, st.store, st.snapshots, st.transport, raft.Configuration{Servers: servers})
 	switch {
 	case errors.Is(err, raft.ErrCantBootstrap):
 		return false, nil // raced with existing state: nothing to do

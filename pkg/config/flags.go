@@ -49,6 +49,7 @@ const (
 	FlagSnapshotThreshold  = "snapshot-threshold"
 	FlagSnapshotInterval   = "snapshot-interval"
 	FlagTrailingLogs       = "trailing-logs"
+	FlagRaftLogStore       = "raft-log-store"
 	FlagLogFormat          = "log-format"
 	FlagLogLevel           = "log-level"
 )
@@ -75,6 +76,7 @@ func BindNodeFlags(fs *pflag.FlagSet) *NodeFlags {
 	fs.Uint64Var(&f.v.SnapshotThreshold, FlagSnapshotThreshold, d.SnapshotThreshold, "raft log entries between snapshots")
 	fs.DurationVar(&f.v.SnapshotInterval, FlagSnapshotInterval, d.SnapshotInterval, "how often raft checks whether to snapshot")
 	fs.Uint64Var(&f.v.TrailingLogs, FlagTrailingLogs, d.TrailingLogs, "raft log entries kept after a snapshot")
+	fs.StringVar(&f.v.RaftLogStore, FlagRaftLogStore, d.RaftLogStore, "raft log store of a new data dir: boltdb or wal (a data dir keeps the one it was created with)")
 	fs.StringVar(&f.v.LogFormat, FlagLogFormat, d.LogFormat, "log format: json or console")
 	fs.StringVar(&f.v.LogLevel, FlagLogLevel, d.LogLevel, "log level: debug, info, warn or error")
 	return f
@@ -114,6 +116,7 @@ func (f *NodeFlags) Apply(n *Node) error {
 	set(FlagSnapshotThreshold, &n.SnapshotThreshold, &f.v.SnapshotThreshold)
 	set(FlagSnapshotInterval, &n.SnapshotInterval, &f.v.SnapshotInterval)
 	set(FlagTrailingLogs, &n.TrailingLogs, &f.v.TrailingLogs)
+	set(FlagRaftLogStore, &n.RaftLogStore, &f.v.RaftLogStore)
 	set(FlagLogFormat, &n.LogFormat, &f.v.LogFormat)
 	set(FlagLogLevel, &n.LogLevel, &f.v.LogLevel)
 	if f.fs.Changed(FlagPeer) {

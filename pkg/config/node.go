@@ -78,6 +78,10 @@ type Node struct {
 	SnapshotThreshold uint64        `yaml:"snapshot_threshold"`
 	SnapshotInterval  time.Duration `yaml:"snapshot_interval"`
 	TrailingLogs      uint64        `yaml:"trailing_logs"`
+	// RaftLogStore is RaftLogStoreBoltDB or RaftLogStoreWAL. A data dir
+	// keeps the store it was created with: a master refuses to start on a
+	// data dir that holds the other one.
+	RaftLogStore string `yaml:"raft_log_store"`
 
 	LogFormat string `yaml:"log_format"` // json | console
 	LogLevel  string `yaml:"log_level"`  // debug | info | warn | error
@@ -100,6 +104,7 @@ func DefaultNode() *Node {
 		SnapshotThreshold: DefaultSnapshotThreshold,
 		SnapshotInterval:  DefaultSnapshotInterval,
 		TrailingLogs:      DefaultTrailingLogs,
+		RaftLogStore:      DefaultRaftLogStore,
 		LogFormat:         DefaultLogFormat,
 		LogLevel:          DefaultLogLevel,
 	}
@@ -271,6 +276,9 @@ func (n *Node) Validate() error {
 	}
 	if n.SnapshotInterval < minRaftTimeout {
 		bad("snapshot_interval %v: must be at least %v", n.SnapshotInterval, minRaftTimeout)
+	}
+	if n.RaftLogStore != RaftLogStoreBoltDB && n.RaftLogStore != RaftLogStoreWAL {
+		bad("raft_log_store %q: use %s or %s", clip(n.RaftLogStore), RaftLogStoreBoltDB, RaftLogStoreWAL)
 	}
 	if err := checkLogging(n.LogFormat, n.LogLevel); err != nil {
 		errs = append(errs, err)

@@ -22,6 +22,7 @@ raft_bind: "0.0.0.0:7000"
 timeouts: fast
 election_timeout: 750ms
 snapshot_interval: 30s
+raft_log_store: wal
 log_format: console
 log_level: debug
 `
@@ -55,6 +56,9 @@ func TestLoadNodeExample(t *testing.T) {
 	}
 	if n.SnapshotInterval != 30*time.Second || n.SnapshotThreshold != DefaultSnapshotThreshold || n.TrailingLogs != DefaultTrailingLogs {
 		t.Fatalf("snapshot settings: %+v", n)
+	}
+	if n.RaftLogStore != RaftLogStoreWAL || DefaultNode().RaftLogStore != RaftLogStoreBoltDB {
+		t.Fatalf("raft_log_store %q, default %q", n.RaftLogStore, DefaultNode().RaftLogStore)
 	}
 	if err := n.Validate(); err != nil {
 		t.Fatalf("Validate is not idempotent: %v", err)
@@ -125,6 +129,7 @@ func TestValidateErrors(t *testing.T) {
 		"election < hb":      {func(n *Node) { n.ElectionTimeout = 100 * time.Millisecond }, "must not be below heartbeat_timeout"},
 		"zero threshold":     {func(n *Node) { n.SnapshotThreshold = 0 }, "snapshot_threshold"},
 		"bad log format":     {func(n *Node) { n.LogFormat = "xml" }, "log_format \"xml\""},
+		"bad log store":      {func(n *Node) { n.RaftLogStore = "rocksdb" }, "raft_log_store \"rocksdb\": use boltdb or wal"},
 		"bad log level":      {func(n *Node) { n.LogLevel = "loud" }, "log_level \"loud\""},
 	}
 	for name, c := range cases {

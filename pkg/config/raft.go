@@ -68,3 +68,17 @@ const (
 	// apply) when the caller's context has no earlier deadline.
 	DefaultApplyTimeout = 10 * time.Second
 )
+
+// The Raft log store: where a master keeps its log and its vote/term
+// (docs/cluster.md, docs/decisions.md "The Raft log store").
+const (
+	// RaftLogStoreBoltDB is raft-boltdb/v2: one bbolt file, raft/raft.db.
+	// Each append is one bbolt commit: the pages, an fdatasync, the meta
+	// page and a second fdatasync.
+	RaftLogStoreBoltDB = "boltdb"
+	// RaftLogStoreWAL is raft-wal: append-only segment files under
+	// raft/wal/, one fdatasync per append.
+	RaftLogStoreWAL = "wal"
+	// DefaultRaftLogStore is the store of a node file that names none.
+	DefaultRaftLogStore = RaftLogStoreBoltDB
+)

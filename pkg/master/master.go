@@ -129,7 +129,8 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		AddressBook:       func(id string) (string, bool) { return fsm.State().MemberAddress(id) },
 		Timeouts:          n.RaftTimeouts(),
 		SnapshotThreshold: n.SnapshotThreshold, TrailingLogs: n.TrailingLogs, SnapshotInterval: n.SnapshotInterval,
-		Logger: log.Named("cluster"), RaftTLS: raftTLS,
+		LogStore: n.RaftLogStore,
+		Logger:   log.Named("cluster"), RaftTLS: raftTLS,
 	}, wakingFSM{fsm, waker}, forwarder{rpc.NewMasterClient(nil, rcfg, log.Named("forward"))})
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
