@@ -108,11 +108,11 @@ func runSeed(t *testing.T, seed int64) bool {
 			vs := e.check()
 			crash := e.addCrashFigures()
 			if len(vs) == 0 {
-				t.Logf("seed %d: %d steps, %s, %s, %v", seed, len(steps), e.summary(), crash, time.Since(start).Round(time.Millisecond))
+				t.Logf("seed %d (%s): %d steps, %s, %s, %v", seed, w.logStore(), len(steps), e.summary(), crash, time.Since(start).Round(time.Millisecond))
 				return
 			}
 			var b strings.Builder
-			fmt.Fprintf(&b, "seed %d: %d invariant violation(s)\n", seed, len(vs))
+			fmt.Fprintf(&b, "seed %d (raft log store %s): %d invariant violation(s)\n", seed, w.logStore(), len(vs))
 			fmt.Fprintf(&b, "replay: go test -race ./pkg/faults -run 'TestFaultSchedules' -faults.seed=%d -faults.steps=%d -v\n", seed, *flagSteps)
 			for _, v := range vs {
 				fmt.Fprintf(&b, "  VIOLATION %s\n", v)

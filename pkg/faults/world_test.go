@@ -113,6 +113,7 @@ func newWorld(t testing.TB, seed int64, verbose bool) *world {
 	w.kit, err = masterkit.New(masterkit.Config{Dir: t.TempDir(), Peers: peers, StartTimeout: 15 * time.Second,
 		Tweak: func(i int, n *config.Node) {
 			n.RaftBind, n.RPCBind = w.realRaft[i], w.realRPC[i]
+			n.RaftLogStore = w.logStore()
 			n.SnapshotThreshold, n.TrailingLogs = 256, 64 // snapshots and installs happen within a schedule
 		},
 		Options: func(i int) master.Options {
@@ -140,6 +141,16 @@ func (w *world) logger(name string) *zap.Logger {
 }
 
 // note appends a line to the schedule's log (printed on failure).
+// logStore is the masters' raft log store, a seeded choice: even seeds run
+// on boltdb, odd ones on wal, so a replay runs on the same store and every
+// run of the schedules covers both.
+func (w *world) logStore() string {
+	if w.seed%2 != 0 {
+		return config.RaftLogStoreWAL
+	}
+	return config.RaftLogStoreBoltDB
+}
+
 func (w *world) note(format string, args ...any) {
 	line := fmt.Sprintf("%7.3fs  ", time.Since(w.t0).Seconds()) + fmt.Sprintf(format, args...)
 	w.mu.Lock()
