@@ -112,6 +112,11 @@ func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
 	}
 	c.Cluster, err = masterkit.Start(masterkit.Config{Dir: dir, Profile: cfg.profile, HTTP: cfg.console,
 		FakeBackend: true, StartTimeout: setupTimeout,
+		Tweak: func(_ int, n *config.Node) {
+			if o.logStore != "" { // "" (options built without flags): the node default
+				n.RaftLogStore = o.logStore
+			}
+		},
 		Options: func(i int) lmaster.Options {
 			return lmaster.Options{
 				Logger:   c.logs.logger(),

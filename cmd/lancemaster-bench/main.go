@@ -78,6 +78,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/pkg/backend/supervisor"
+	"github.com/lancemaster/lancemaster/pkg/config"
 )
 
 // Sections, in the order they run.
@@ -125,6 +126,7 @@ type options struct {
 	latN      int   // samples of the latency section
 	reps      int   // repetitions of each failover kind
 	etcdBin   string
+	logStore  string // the masters' raft_log_store (config.RaftLogStore*)
 }
 
 func main() {
@@ -201,6 +203,7 @@ func parseFlags() (*options, error) {
 	flag.IntVar(&o.latN, "lat", defaultLatencyN, fmt.Sprintf("sequential admissions measured by latency (-quick: %d)", quickLatencyN))
 	flag.IntVar(&o.reps, "reps", defaultFailoverReps, fmt.Sprintf("repetitions of each failover kind (-quick: %d)", quickFailoverReps))
 	flag.StringVar(&o.etcdBin, "etcd", "", "etcd server binary of the etcd section (default: built from bench/etcd on first use)")
+	flag.StringVar(&o.logStore, "raft-log-store", config.DefaultRaftLogStore, "the masters' raft log store: boltdb or wal (the raw baseline keeps raft-boltdb)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
