@@ -62,8 +62,11 @@ func (c *testCluster) addNode(id string) *testNode {
 	return tn
 }
 
-func TestAddVoterThenRemovePeer(t *testing.T) {
-	c := newTestCluster(t, 3)
+// On both raft log stores (the new voter has the cluster's store).
+func TestAddVoterThenRemovePeer(t *testing.T) { eachLogStore(t, addVoterThenRemovePeer) }
+
+func addVoterThenRemovePeer(t *testing.T, store clusterOpt) {
+	c := newTestCluster(t, 3, store)
 	c.startAll()
 	ld := c.leader()
 	proposeMany(t, ld.node(), 0, 20, 4)

@@ -38,9 +38,13 @@ func startErr(t *testing.T, tn *testNode) error {
 
 // Two of three masters are lost for good: the survivor is restarted with a
 // peers.json naming only itself, recovers every entry it had, leads alone,
-// accepts writes, and the file is gone.
+// accepts writes, and the file is gone. It runs on both raft log stores.
 func TestPeersJSONRecoversALostQuorum(t *testing.T) {
-	c := newTestCluster(t, 3)
+	eachLogStore(t, peersJSONRecoversALostQuorum)
+}
+
+func peersJSONRecoversALostQuorum(t *testing.T, store clusterOpt) {
+	c := newTestCluster(t, 3, store)
 	c.startAll()
 	ld := c.leader()
 	proposeMany(t, ld.node(), 0, 25, 4)

@@ -59,8 +59,13 @@ func spools(t *testing.T, n *Node) int {
 	return len(entries)
 }
 
+// On both raft log stores.
 func TestOperatorSnapshotSaveAndRestore(t *testing.T) {
-	c := newTestCluster(t, 3)
+	eachLogStore(t, operatorSnapshotSaveAndRestore)
+}
+
+func operatorSnapshotSaveAndRestore(t *testing.T, store clusterOpt) {
+	c := newTestCluster(t, 3, store)
 	c.startAll()
 	ld := c.leader()
 	proposeMany(t, ld.node(), 0, 10, 4)
