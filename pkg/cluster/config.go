@@ -135,8 +135,8 @@ func (c Config) validate() error {
 	if c.NodeID != "" && len(c.Peers) > 0 && !ids[c.NodeID] {
 		errs = append(errs, fmt.Errorf("node id %q is not in the peer list", c.NodeID))
 	}
-	if c.LogStore != config.RaftLogStoreBoltDB && c.LogStore != config.RaftLogStoreWAL {
-		errs = append(errs, fmt.Errorf("log store %q: use %s or %s", c.LogStore, config.RaftLogStoreBoltDB, config.RaftLogStoreWAL))
+	if err := config.CheckRaftLogStore(c.LogStore); err != nil {
+		errs = append(errs, err)
 	}
 	if c.SnapshotRetain < 1 {
 		errs = append(errs, fmt.Errorf("snapshot retain %d < 1", c.SnapshotRetain))

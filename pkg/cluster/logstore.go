@@ -31,7 +31,7 @@ func openLogStore(dir, kind string, hl hclog.Logger) (logStore, error) {
 	case config.RaftLogStoreWAL:
 		other, otherPath = config.RaftLogStoreBoltDB, boltPath
 	default:
-		return nil, fmt.Errorf("cluster: raft log store %q: use %s or %s", kind, config.RaftLogStoreBoltDB, config.RaftLogStoreWAL)
+		return nil, fmt.Errorf("cluster: %w", config.CheckRaftLogStore(kind))
 	}
 	if _, err := os.Stat(otherPath); err == nil {
 		return nil, fmt.Errorf("cluster: the data dir holds a %s raft log store (%s), not the configured %s: "+

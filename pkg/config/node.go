@@ -277,8 +277,8 @@ func (n *Node) Validate() error {
 	if n.SnapshotInterval < minRaftTimeout {
 		bad("snapshot_interval %v: must be at least %v", n.SnapshotInterval, minRaftTimeout)
 	}
-	if n.RaftLogStore != RaftLogStoreBoltDB && n.RaftLogStore != RaftLogStoreWAL {
-		bad("raft_log_store %q: use %s or %s", clip(n.RaftLogStore), RaftLogStoreBoltDB, RaftLogStoreWAL)
+	if err := CheckRaftLogStore(n.RaftLogStore); err != nil {
+		bad("%v", err)
 	}
 	if err := checkLogging(n.LogFormat, n.LogLevel); err != nil {
 		errs = append(errs, err)

@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The one home of the Raft defaults: the node file's defaults and
 // pkg/cluster's (for a zero cluster.Config field) are these.
@@ -82,3 +85,12 @@ const (
 	// DefaultRaftLogStore is the store of a node file that names none.
 	DefaultRaftLogStore = RaftLogStoreBoltDB
 )
+
+// CheckRaftLogStore says why s is not a raft log store (nil when it is one).
+// The one check behind raft_log_store and cluster.Config.LogStore.
+func CheckRaftLogStore(s string) error {
+	if s == RaftLogStoreBoltDB || s == RaftLogStoreWAL {
+		return nil
+	}
+	return fmt.Errorf("raft_log_store %q: use %s or %s", clip(s), RaftLogStoreBoltDB, RaftLogStoreWAL)
+}
