@@ -129,7 +129,11 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 	if !out.OOMKilled || out.Signal != "SIGKILL" {
 		t.Errorf("OOMKilled %v signal %q, want true SIGKILL", out.OOMKilled, out.Signal)
 	}
-	if out.PeakMemoryBytes < 100<<20 || out.PeakMemoryBytes > 128<<20 {
+	// The kernel charges a cgroup in batches of up to 64 pages (256 KiB)
+	// and reclaims after the charge, so the recorded peak may pass the
+	// limit by less than a batch (CI saw 128 MiB + 4 KiB).
+	const chargeBatch = 64 * 4096
+	if out.PeakMemoryBytes < 100<<20 || out.PeakMemoryBytes > 128<<20+chargeBatch {
 		t.Errorf("peak memory %d, want near the 128 MiB limit", out.PeakMemoryBytes)
 	}
 	assertClean(t, s, out)
