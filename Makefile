@@ -121,10 +121,12 @@ FAULTS_SEED0    ?= $(shell date +%s)
 FAULTS_SEEDS    ?=
 FAULTS_RACE     ?= -race
 FAULTS_PARALLEL ?= 1
+FAULTS_STORE    ?=
 .PHONY: fault-schedules
 fault-schedules:
 	$(GO) test $(FAULTS_RACE) -count=1 -timeout 3h -run '^TestFaultSchedules$$' -v ./pkg/faults \
-	  $(if $(FAULTS_SEEDS),-faults.seeds=$(FAULTS_SEEDS),-faults.duration=$(FAULTS_DURATION) -faults.seed0=$(FAULTS_SEED0) -faults.parallel=$(FAULTS_PARALLEL))
+	  $(if $(FAULTS_SEEDS),-faults.seeds=$(FAULTS_SEEDS),-faults.duration=$(FAULTS_DURATION) -faults.seed0=$(FAULTS_SEED0) -faults.parallel=$(FAULTS_PARALLEL)) \
+	  $(if $(FAULTS_STORE),-faults.store=$(FAULTS_STORE))
 
 # The evidence figures (docs/benchmarks.md, "evidence"): seconds from a
 # backend's restart after kill -9, and from a worker's SIGKILL, to the job's

@@ -58,13 +58,14 @@
 //
 //	go run ./cmd/lancemaster-bench [-dur 10s] [-quick] [-only raw,admission,...]
 //	    [-c 64,256] [-n 20000] [-lat 200] [-reps 5] [-tmp dir] [-json]
-//	    [-cpuprofile file] [-etcd path]
+//	    [-cpuprofile file] [-memprofile file] [-etcd path]
 //
 // Progress goes to stderr, the table (or -json) to stdout. Everything runs on
 // 127.0.0.1 under one temp dir, removed at the end (also on SIGINT/SIGTERM).
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -120,6 +121,7 @@ type options struct {
 	tmp       string
 	json      bool
 	cpuprof   string
+	memprof   string
 	snapN     int   // records of the gob snapshot baseline and of the fsm benchmarks
 	conc      []int // load points of raw and admission
 	lifeJobs  int   // jobs of the dispatch and reports sections
@@ -156,6 +158,12 @@ func benchMain() int {
 		defer stopProfile()
 	}
 	rep := run(o)
+	if o.memprof != "" {
+		if err := writeAllocsProfile(o.memprof); err != nil {
+			fmt.Fprintln(os.Stderr, "lancemaster-bench:", err)
+			return 1
+		}
+	}
 	if o.json {
 		if err := rep.writeJSON(os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "lancemaster-bench:", err)
@@ -176,6 +184,28 @@ func benchMain() int {
 		return 1
 	}
 	return 0
+}
+
+// labelled runs a load point under the pprof label point=<section>_c<c>.
+// Goroutines inherit their creator's labels, so the cluster's own (raft,
+// FSM, servers) carry it too: `go tool pprof -tagfocus point=admission_c256`
+// shows one load point of a -cpuprofile run.
+func labelled(section string, c int, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("point", fmt.Sprintf("%s_c%d", section, c)), func(context.Context) { f() })
+}
+
+// writeAllocsProfile writes the allocations of the whole run (every byte
+// allocated since the start, by call site: `go tool pprof -sample_index=alloc_space`).
+func writeAllocsProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func startCPUProfile(path string) (func(), error) {
@@ -199,6 +229,7 @@ func parseFlags() (*options, error) {
 	flag.BoolVar(&o.json, "json", false, "print the report as JSON instead of a table")
 	concFlag := flag.String("c", defaultConc, "comma list of concurrencies (load points) of raw and admission")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file (for finding bottlenecks)")
+	flag.StringVar(&o.memprof, "memprofile", "", "write the run's allocations profile to this file at the end")
 	flag.IntVar(&o.lifeJobs, "n", defaultLifeJobs, fmt.Sprintf("jobs dispatched and reported by dispatch and reports (-quick: %d)", quickLifeJobs))
 	flag.IntVar(&o.latN, "lat", defaultLatencyN, fmt.Sprintf("sequential admissions measured by latency (-quick: %d)", quickLatencyN))
 	flag.IntVar(&o.reps, "reps", defaultFailoverReps, fmt.Sprintf("repetitions of each failover kind (-quick: %d)", quickFailoverReps))
@@ -353,7 +384,9 @@ func runLoadSections(o *options, rep *report) {
 // returns the admission result (nil when it did not run or failed).
 func runAdmissionPoint(o *options, rep *report, c int) *loadResult {
 	t := time.Now()
-	raw, rawErr := runRawApply(o, c)
+	var raw loadResult
+	var rawErr error
+	labelled("raw", c, func() { raw, rawErr = runRawApply(o, c) })
 	rep.Sections[fmt.Sprintf("raw_c%d", c)] = time.Since(t).Seconds()
 	if rawErr != nil {
 		rep.fail(secRaw, fmt.Errorf("c=%d: %w", c, rawErr))
@@ -366,7 +399,9 @@ func runAdmissionPoint(o *options, rep *report, c int) *loadResult {
 		return nil
 	}
 	t = time.Now()
-	adm, err := runAdmission(o, c)
+	var adm loadResult
+	var err error
+	labelled("admission", c, func() { adm, err = runAdmission(o, c) })
 	rep.Sections[fmt.Sprintf("admission_c%d", c)] = time.Since(t).Seconds()
 	if err != nil {
 		rep.fail(secAdmission, fmt.Errorf("c=%d: %w", c, err))

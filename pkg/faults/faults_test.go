@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/config"
 )
 
 var (
@@ -22,6 +24,7 @@ var (
 	flagVerbose  = flag.Bool("faults.v", false, "log every step as it runs and the components' warnings")
 	flagParallel = flag.Int("faults.parallel", 1, "with -faults.duration: schedules run at once (each its own cluster)")
 	flagDry      = flag.Bool("faults.dry", false, "print the schedules instead of running them")
+	flagStore    = flag.String("faults.store", "", "run every schedule on this raft log store (boltdb or wal) instead of by the seed's parity")
 )
 
 // TestMain silences Thrift's default slog logger, which reports every
@@ -36,6 +39,11 @@ func TestMain(m *testing.M) {
 func TestFaultSchedules(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault schedules take seconds each")
+	}
+	if *flagStore != "" {
+		if err := config.CheckRaftLogStore(*flagStore); err != nil {
+			t.Fatalf("-faults.store: %v", err)
+		}
 	}
 	switch {
 	case *flagSeed >= 0:
@@ -113,7 +121,7 @@ func runSeed(t *testing.T, seed int64) bool {
 			}
 			var b strings.Builder
 			fmt.Fprintf(&b, "seed %d (raft log store %s): %d invariant violation(s)\n", seed, w.logStore(), len(vs))
-			fmt.Fprintf(&b, "replay: go test -race ./pkg/faults -run 'TestFaultSchedules' -faults.seed=%d -faults.steps=%d -v\n", seed, *flagSteps)
+			fmt.Fprintf(&b, "replay: go test -race ./pkg/faults -run 'TestFaultSchedules' -faults.seed=%d -faults.steps=%d%s -v\n", seed, *flagSteps, storeFlag())
 			for _, v := range vs {
 				fmt.Fprintf(&b, "  VIOLATION %s\n", v)
 			}

@@ -143,12 +143,24 @@ func (w *world) logger(name string) *zap.Logger {
 // note appends a line to the schedule's log (printed on failure).
 // logStore is the masters' raft log store, a seeded choice: even seeds run
 // on boltdb, odd ones on wal, so a replay runs on the same store and every
-// run of the schedules covers both.
+// run of the schedules covers both. -faults.store puts every schedule on one
+// store (a campaign for one of them); the replay line then names it.
 func (w *world) logStore() string {
+	if *flagStore != "" {
+		return *flagStore
+	}
 	if w.seed%2 != 0 {
 		return config.RaftLogStoreWAL
 	}
 	return config.RaftLogStoreBoltDB
+}
+
+// storeFlag is the -faults.store part of a replay command line.
+func storeFlag() string {
+	if *flagStore == "" {
+		return ""
+	}
+	return " -faults.store=" + *flagStore
 }
 
 func (w *world) note(format string, args ...any) {
