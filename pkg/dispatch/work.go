@@ -38,10 +38,11 @@ const (
 // a leadership end cancels them, and wait (Run does, before it returns)
 // blocks until every call and its journal write has returned.
 type termWork struct {
-	d    *Dispatcher
-	term uint64
-	ctx  context.Context // the leadership's: every call and write of the term runs under it
-	prev *termWork       // replaced, maybe not yet waited for (Wait forgets it)
+	d     *Dispatcher
+	waker *Waker // the dispatcher's (Deps.Waker): an ended call wakes a round
+	term  uint64
+	ctx   context.Context // the leadership's: every call and write of the term runs under it
+	prev  *termWork       // replaced, maybe not yet waited for (Wait forgets it)
 
 	completions *groupcommit.Group[*journal.TCompletion]
 	wg          sync.WaitGroup
@@ -63,7 +64,7 @@ type termWork struct {
 }
 
 func newTermWork(d *Dispatcher, ctx context.Context, term uint64) *termWork {
-	w := &termWork{d: d, term: term, ctx: ctx, jobs: map[int64]bool{}, perBackend: map[int64]int{}, starved: map[int64]bool{},
+	w := &termWork{d: d, waker: d.d.Waker, term: term, ctx: ctx, jobs: map[int64]bool{}, perBackend: map[int64]int{}, starved: map[int64]bool{},
 		lowerEpoch: map[int64]int64{}, sent: map[int64]string{}, resolveTries: map[int64]int{}}
 	w.completions = groupcommit.New(groupcommit.Config[*journal.TCompletion]{
 		MaxItems: completionBatchItems, MaxFlights: completionFlights,
@@ -169,7 +170,7 @@ func (w *termWork) start(jobIDs []int64, backendID int64, bound int, fn func()) 
 			}
 			w.mu.Unlock()
 			if full {
-				w.d.d.Waker.Wake()
+				w.waker.Wake()
 			}
 		}()
 		fn()
@@ -200,7 +201,7 @@ func (w *termWork) awaitRoom(backendIDs []int64, bound int) {
 	}
 	w.mu.Unlock()
 	if wake {
-		w.d.d.Waker.Wake()
+		w.waker.Wake()
 	}
 }
 
