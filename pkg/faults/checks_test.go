@@ -306,7 +306,10 @@ func (e *execution) alive(inv invocation) bool {
 // heldAt reports whether a backend held inv's finished result when r was
 // decided (r.UpdateTimeMs): the process that ran it was up and had not
 // forgotten it (its table answers query), or a process on the same outbox
-// directory was up (the outbox keeps the report until a master takes it).
+// directory was up while the report was still in the outbox. It stays
+// there until a master answers OK, and that answer means the result was
+// journaled; only a snapshot restore after it can rewind the journal to
+// before it, and then nothing on the backend holds the result any more.
 func (e *execution) heldAt(inv invocation, r *job.Record) bool {
 	t := r.UpdateTimeMs
 	up := func(in incarnation) bool { return in.startMs <= t && (in.endMs == 0 || in.endMs > t) }
@@ -316,7 +319,21 @@ func (e *execution) heldAt(inv invocation, r *job.Record) bool {
 				return true
 			}
 		}
-		if in.dir == inv.dir && up(in) {
+		if in.dir == inv.dir && up(in) && !e.rewoundAfterTaken(inv, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// rewoundAfterTaken reports whether a master answered OK to inv's report
+// and a snapshot restore then ran, before t.
+func (e *execution) rewoundAfterTaken(inv invocation, t int64) bool {
+	if inv.takenMs == 0 {
+		return false
+	}
+	for _, r := range e.restores {
+		if r.endMs >= inv.takenMs && r.startMs <= t {
 			return true
 		}
 	}

@@ -27,13 +27,17 @@ type invocation struct {
 	proof      string   // the runner's proof (CHILD_REAPED, NEVER_LAUNCHED, NONE)
 	crashed    bool     // ended by a backend crash: no report exists
 	committed  bool     // the build committed its index to the dataset
+	// takenMs is when a master first answered OK to the invocation's
+	// report (0: never): the backend then removes it from its outbox, so
+	// from then on only the process that ran it still holds the result.
+	takenMs int64
 }
 
 func (v *invocation) accepted() bool { return len(v.acceptedBy) > 0 }
 
 func (v *invocation) String() string {
-	return fmt.Sprintf("inv %.8s… job %d %q backend b%d epoch %d accepted by [%s] run %d..%d code %q proof %s crashed %v committed %v",
-		v.id, v.jobID, v.name, v.backend, v.epoch, strings.Join(v.acceptedBy, ", "), v.runStartMs, v.runEndMs, v.code, v.proof, v.crashed, v.committed)
+	return fmt.Sprintf("inv %.8s… job %d %q backend b%d epoch %d accepted by [%s] run %d..%d code %q proof %s crashed %v committed %v report taken %d",
+		v.id, v.jobID, v.name, v.backend, v.epoch, strings.Join(v.acceptedBy, ", "), v.runStartMs, v.runEndMs, v.code, v.proof, v.crashed, v.committed, v.takenMs)
 }
 
 // ledger records every invocation the backends accepted, from three
@@ -152,6 +156,17 @@ func (l *ledger) committed(id string) {
 	defer l.mu.Unlock()
 	if v := l.byID[id]; v != nil {
 		v.committed = true
+	}
+}
+
+// reportTaken records that a master answered OK to a report of
+// invocation id, which the backend received: it then drops the report
+// from its outbox. The first answer counts.
+func (l *ledger) reportTaken(id string, nowMs int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v := l.byID[id]; v != nil && v.takenMs == 0 {
+		v.takenMs = nowMs
 	}
 }
 

@@ -347,6 +347,9 @@ func (p *rpcProxy) handle(client net.Conn) {
 		if _, err := client.Write(reply); err != nil {
 			return
 		}
+		if id, ok := takenReport(frame, reply); ok {
+			p.w.ledger.reportTaken(id, p.w.clock.nowMs())
+		}
 	}
 }
 

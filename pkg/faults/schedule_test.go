@@ -164,8 +164,12 @@ type execution struct {
 	restoreAt  int // admissions seq at the restore (-1: none)
 	nameSeq    int
 	restored   bool
+	restores   []span // when each restore call ran (world clock, ms)
 	rng        *rand.Rand
 }
+
+// span is a call's start and end on the world clock (ms).
+type span struct{ startMs, endMs int64 }
 
 func newExecution(w *world, steps []step) *execution {
 	return &execution{w: w, steps: steps, undos: map[int][]func(){}, byName: map[string]*admission{}, restoreAt: -1,
@@ -317,7 +321,9 @@ func (e *execution) do(i int, s step) {
 			return
 		}
 		via := e.pickMaster(s.b)
+		start := w.clock.nowMs()
 		err := w.restoreSnapshot(via, e.snapshot)
+		e.restores = append(e.restores, span{start, w.clock.nowMs()})
 		// Whatever the answer, the restore may have happened: every
 		// admission after the save may be rolled back.
 		e.restored = true

@@ -48,3 +48,37 @@ func TestChecksCanFail(t *testing.T) {
 		}
 	}
 }
+
+// A result counts as held by a backend's outbox until a master answered OK
+// to its report; once a snapshot restore ran after that answer, nothing on
+// the backend holds it (the process that ran it is gone, its successor on
+// the same outbox dropped the report). Without a restore, or with a
+// restore before the answer, the outbox still counts.
+func TestHeldAtAfterATakenReportAndARestore(t *testing.T) {
+	slot := &backendSlot{history: []incarnation{
+		{epoch: 17, dir: 0, startMs: 0, endMs: 1000}, // ran the build, then crashed
+		{epoch: 18, dir: 0, startMs: 2000},           // same outbox, still up
+	}}
+	e := &execution{w: &world{backends: []*backendSlot{slot}}}
+	inv := invocation{backend: 0, epoch: 17, dir: 0, takenMs: 2500}
+	decidedAt := &job.Record{UpdateTimeMs: 5000}
+	if !e.heldAt(inv, decidedAt) {
+		t.Fatal("no restore: the outbox's process counts as holding the result")
+	}
+	e.restores = []span{{startMs: 1500, endMs: 1600}}
+	if !e.heldAt(inv, decidedAt) {
+		t.Fatal("a restore before the OK answer rewinds nothing the answer journaled")
+	}
+	e.restores = append(e.restores, span{startMs: 3000, endMs: 3200})
+	if e.heldAt(inv, decidedAt) {
+		t.Fatal("the report was taken, then the journal rewound: no backend holds the result")
+	}
+	inv.takenMs = 0
+	if !e.heldAt(inv, decidedAt) {
+		t.Fatal("a report never taken stays in the outbox")
+	}
+	inv.epoch, inv.takenMs = 18, 2500
+	if !e.heldAt(inv, decidedAt) {
+		t.Fatal("the process that ran the build and is still up holds its result")
+	}
+}

@@ -358,13 +358,21 @@ func MapBombCall(method string, field int16, key, value thrift.TType) []byte {
 // args and seq id seqID, encoded with rpc.DefaultConfig's limits.
 func CallMessage(tb testing.TB, name string, seqID int32, args thrift.TStruct) []byte {
 	tb.Helper()
+	return Message(tb, name, thrift.CALL, seqID, args)
+}
+
+// Message is the binary-protocol message body of any message type (a
+// call, or a server's REPLY with its result struct), encoded as
+// CallMessage encodes a call.
+func Message(tb testing.TB, name string, typ thrift.TMessageType, seqID int32, body thrift.TStruct) []byte {
+	tb.Helper()
 	buf := thrift.NewTMemoryBuffer()
 	p := thrift.NewTBinaryProtocolConf(buf, rpc.DefaultConfig().TConfiguration())
 	ctx := context.Background()
-	if err := p.WriteMessageBegin(ctx, name, thrift.CALL, seqID); err != nil {
+	if err := p.WriteMessageBegin(ctx, name, typ, seqID); err != nil {
 		tb.Fatal(err)
 	}
-	if err := args.Write(ctx, p); err != nil {
+	if err := body.Write(ctx, p); err != nil {
 		tb.Fatal(err)
 	}
 	if err := p.WriteMessageEnd(ctx); err != nil {
