@@ -141,6 +141,7 @@ struct TJobView {
   57: optional i64 result_dataset_version,
   58: optional string stale_warning,      // showJob: as TListJobsResponse.stale_warning
   59: optional string claimed_creator,    // the name the client claimed (--as); creator is then its certificate's identity
+  60: optional bool restore_hold,         // held by a snapshot restore: never dispatched again (set only when true)
 }
 
 // jobs logs: the worker's redacted stderr, from the backend while it has
@@ -372,6 +373,8 @@ struct TSnapshotRestoreResponse {
   5: optional i64 catalog_count,
   6: optional i64 backend_count,
   7: optional string leader_id,      // the leader after the restore (it hands leadership over)
+  8: optional i64 carried_forward,   // jobs whose newer record the current journal had: kept instead of the file's
+  9: optional i64 held,              // jobs PENDING/RUNNING/RESOLVING in the file that nothing vouches for: held, never dispatched again
 }
 
 struct TAddVoterRequest {

@@ -154,6 +154,7 @@ struct TJobRecord {
   54: optional string claimed_creator,     // the name the client claimed (--as) when creator is its verified certificate identity
   55: optional list<TJobTransition> timeline, // the transitions after admission, appended by Apply (<= 32; absent: none yet)
   56: optional i64 admit_index,            // the journal index of the admission entry (the timeline's ADMITTED)
+  57: optional bool restore_hold,          // back from an operator snapshot restore whose dispatch history nothing vouches for: never dispatched again (docs/operations.md)
 }
 
 // One kind of job transition (the timeline; pkg/job's TransitionKind).
@@ -175,6 +176,7 @@ enum TJobTransitionKind {
   REFRESH_FAILED = 15,
   DONE = 16,               // the job released its fence and quota
   SLOT_RELEASED = 17,      // the worker is provably gone (detail: the proof)
+  HELD = 18,               // held by an operator snapshot restore: never dispatched again (detail: why)
 }
 
 // One entry of a job's timeline.

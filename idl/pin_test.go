@@ -432,6 +432,7 @@ var pinnedStructs = []pinnedStruct{
 		{"claimed_creator", 54, "string", opt},
 		{"timeline", 55, "list<TJobTransition>", opt},
 		{"admit_index", 56, "i64", opt},
+		{"restore_hold", 57, "bool", opt},
 	}},
 	{"TJobTransition", func() thrift.TStruct { return journal.NewTJobTransition() }, []pin{
 		{"kind", 1, "TJobTransitionKind", req},
@@ -1347,6 +1348,7 @@ var pinnedEnums = []pinnedEnum{
 		ev(journal.TJobTransitionKind_REFRESH_FAILED, "REFRESH_FAILED", 15),
 		ev(journal.TJobTransitionKind_DONE, "DONE", 16),
 		ev(journal.TJobTransitionKind_SLOT_RELEASED, "SLOT_RELEASED", 17),
+		ev(journal.TJobTransitionKind_HELD, "HELD", 18),
 	),
 	enumPin("TCompletionReason", journal.TCompletionReasonFromString,
 		ev(journal.TCompletionReason_NONE, "NONE", 1),

@@ -22,7 +22,7 @@ type listFlags struct {
 	catalog, db, table, state, since, mtype, itype string
 	limit                                          int32
 	after, cursor                                  int64
-	all, consistent, restored, reverse             bool
+	all, consistent, restored, held, reverse       bool
 	unresolved, watch                              bool
 	interval, total                                time.Duration
 }
@@ -48,6 +48,7 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			"  lancemaster jobs list --since 2h --state PENDING,RUNNING\n" +
 			"  lancemaster jobs list --state refresh:FAILED --type CREATE --index-type IVF_PQ\n" +
 			"  lancemaster jobs list --restored --all    # after an operator snapshot restore\n" +
+			"  lancemaster jobs list --held --all        # the jobs a restore held\n" +
 			"  lancemaster jobs list --catalog lake --db sales --table items --all -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -113,6 +114,8 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		"only jobs that still hold their fence or need an operator (leaves out force-released UNKNOWN jobs and resolved outcomes)")
 	f.BoolVar(&lf.restored, "restored", false,
 		"only RUNNING jobs dispatched under an earlier leadership than the current raft term (after a snapshot restore: what it brought back as RUNNING)")
+	f.BoolVar(&lf.held, "held", false,
+		"only jobs a snapshot restore held: their dispatch history is unknown, so they are never dispatched again (cancel a PENDING one, then admit the work again)")
 	f.BoolVar(&lf.reverse, "reverse", false, "oldest (smallest id) first")
 	f.Int32Var(&lf.limit, "limit", 0, fmt.Sprintf("jobs per page, 1..%d (server default 100)", maxListLimit))
 	f.Int64Var(&lf.cursor, "cursor", 0, "continue a listing: the next_cursor of the previous page (same filters, same --reverse)")
@@ -206,7 +209,7 @@ func (g *globals) fetchJobs(cmd *cobra.Command, req *adminapi.TListJobsRequest, 
 			*stale = w
 		}
 		for _, j := range resp.GetJobs() {
-			if (!lf.restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term) && matchesNewFilters(j, req) {
+			if (!lf.restored || !j.IsSetLeaderTerm() || j.GetLeaderTerm() != term) && (!lf.held || j.GetRestoreHold()) && matchesNewFilters(j, req) {
 				jobs = append(jobs, j)
 			}
 		}
@@ -313,6 +316,9 @@ func (g *globals) printJobList(cmd *cobra.Command, doc jobList, next *int64) err
 		st := str(j.MutationState)
 		if j.GetForceReleased() {
 			st += " (released)"
+		}
+		if j.GetRestoreHold() {
+			st += " (held)"
 		}
 		rows = append(rows, []string{
 			strconv.FormatInt(j.JobID, 10),

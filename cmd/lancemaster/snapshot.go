@@ -132,7 +132,10 @@ func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 		Long: "Restore verifies FILE here, uploads it to the leader, which verifies it again (checksums,\n" +
 			"format versions, a full decode) before it replaces the journal of every master with it\n" +
 			"through Raft. A file that fails verification changes nothing. Everything written after\n" +
-			"the snapshot was taken is gone; jobs keep their ids and states as in the file. The leader\n" +
+			"the snapshot was taken is gone; jobs keep their ids and states as in the file, except that a\n" +
+			"job this cluster's journal knows at a later state keeps that state (a dispatch is never\n" +
+			"forgotten), and a PENDING, RUNNING or RESOLVING job nothing vouches for (another cluster's\n" +
+			"file, a job the journal no longer has) is held: never dispatched again (jobs list --held). The leader\n" +
 			"then pauses the dispatcher (lance_index_job_dispatcher_paused=true), keeps the cluster id\n" +
 			"of this cluster and hands leadership over, so the leader services restart from the\n" +
 			"restored state. Check what the file brought back as RUNNING (jobs list --restored), then\n" +
@@ -181,6 +184,15 @@ func newSnapshotRestoreCmd(g *globals) *cobra.Command {
 				"then resume: lancemaster config set %s false\n",
 				resp.SnapshotIndex, resp.SnapshotTerm, i64(resp.JobCount), i64(resp.CatalogCount), i64(resp.BackendCount),
 				resp.Index, sanitize(str(resp.LeaderID)), options.OptDispatcherPaused, options.OptDispatcherPaused)
+			if err == nil && resp.GetCarriedForward() > 0 {
+				_, err = fmt.Fprintf(out, "%s the newer record this cluster's journal had (a dispatch, a result)\n",
+					jobsCount(resp.GetCarriedForward(), "job kept", "jobs kept"))
+			}
+			if err == nil && resp.GetHeld() > 0 {
+				_, err = fmt.Fprintf(out, "%s held: nothing vouches for what happened after the file was saved, so held jobs are "+
+					"never dispatched again.\nlist them: lancemaster jobs list --held --all; cancel a PENDING one (lancemaster jobs cancel ID), "+
+					"check its dataset, then admit the work again if it is still needed\n", jobsCount(resp.GetHeld(), "job was", "jobs were"))
+			}
 			return err
 		},
 	}
@@ -283,4 +295,12 @@ func syncDir(dir string) error {
 		return nil // a filesystem that cannot sync directories
 	}
 	return err
+}
+
+// jobsCount is "1 <one>" or "N <many>".
+func jobsCount(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

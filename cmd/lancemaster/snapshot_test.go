@@ -96,8 +96,9 @@ func (s *snapMaster) FinishSnapshotRestore(_ context.Context, _, actor string) (
 	s.mu.Lock()
 	s.finished, s.actor = true, actor
 	s.mu.Unlock()
-	jobs, leader := int64(2), "m2"
-	return &adminapi.TSnapshotRestoreResponse{Index: 77, SnapshotIndex: 42, SnapshotTerm: 3, JobCount: &jobs, LeaderID: &leader}, nil
+	jobs, leader, carried, held := int64(2), "m2", int64(3), int64(1)
+	return &adminapi.TSnapshotRestoreResponse{Index: 77, SnapshotIndex: 42, SnapshotTerm: 3, JobCount: &jobs, LeaderID: &leader,
+		CarriedForward: &carried, Held: &held}, nil
 }
 
 func (s *snapMaster) AbortSnapshotTransfer(context.Context, string) error { return nil }
@@ -224,6 +225,11 @@ func TestSnapshotRestoreUploadsInChunks(t *testing.T) {
 	if !strings.Contains(out, "the dispatcher is paused") || !strings.Contains(out, "jobs list --restored") ||
 		!strings.Contains(out, "lancemaster config set lance_index_job_dispatcher_paused false") {
 		t.Fatalf("output does not say the dispatcher is paused and how to resume: %q", out)
+	}
+	// ... and what the restore kept of the journal it replaced, and held.
+	if !strings.Contains(out, "3 jobs kept the newer record") || !strings.Contains(out, "1 job was held") ||
+		!strings.Contains(out, "lancemaster jobs list --held --all") {
+		t.Fatalf("output does not say what was carried forward and held: %q", out)
 	}
 	sm.mu.Lock()
 	defer sm.mu.Unlock()

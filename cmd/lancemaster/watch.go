@@ -326,6 +326,9 @@ func (w *watcher) table() string {
 		if v.GetForceReleased() {
 			state += " (released)"
 		}
+		if v.GetRestoreHold() {
+			state += " (held)"
+		}
 		result := str(v.ResultCode)
 		if r := v.GetCompletionReason(); r != "" && r != "NONE" {
 			result += " (" + r + ")"

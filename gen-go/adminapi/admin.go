@@ -2204,6 +2204,7 @@ func (p *TAdmitResponse) String() string {
 //   - ResultDatasetVersion
 //   - StaleWarning
 //   - ClaimedCreator
+//   - RestoreHold
 type TJobView struct {
 	JobID                    int64                   `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                  *string                 `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -2264,6 +2265,7 @@ type TJobView struct {
 	ResultDatasetVersion     *int64                  `thrift:"result_dataset_version,57" db:"result_dataset_version" json:"result_dataset_version,omitempty"`
 	StaleWarning             *string                 `thrift:"stale_warning,58" db:"stale_warning" json:"stale_warning,omitempty"`
 	ClaimedCreator           *string                 `thrift:"claimed_creator,59" db:"claimed_creator" json:"claimed_creator,omitempty"`
+	RestoreHold              *bool                   `thrift:"restore_hold,60" db:"restore_hold" json:"restore_hold,omitempty"`
 }
 
 func NewTJobView() *TJobView {
@@ -2792,6 +2794,15 @@ func (p *TJobView) GetClaimedCreator() string {
 	}
 	return *p.ClaimedCreator
 }
+
+var TJobView_RestoreHold_DEFAULT bool
+
+func (p *TJobView) GetRestoreHold() bool {
+	if !p.IsSetRestoreHold() {
+		return TJobView_RestoreHold_DEFAULT
+	}
+	return *p.RestoreHold
+}
 func (p *TJobView) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -3022,6 +3033,10 @@ func (p *TJobView) IsSetStaleWarning() bool {
 
 func (p *TJobView) IsSetClaimedCreator() bool {
 	return p.ClaimedCreator != nil
+}
+
+func (p *TJobView) IsSetRestoreHold() bool {
+	return p.RestoreHold != nil
 }
 
 func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3631,6 +3646,16 @@ func (p *TJobView) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 60:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField60(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -4191,6 +4216,15 @@ func (p *TJobView) ReadField59(ctx context.Context, iprot thrift.TProtocol) erro
 	return nil
 }
 
+func (p *TJobView) ReadField60(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 60: ", err)
+	} else {
+		p.RestoreHold = &v
+	}
+	return nil
+}
+
 func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobView"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4371,6 +4405,9 @@ func (p *TJobView) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField59(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField60(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5274,6 +5311,21 @@ func (p *TJobView) writeField59(ctx context.Context, oprot thrift.TProtocol) (er
 	return err
 }
 
+func (p *TJobView) writeField60(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRestoreHold() {
+		if err := oprot.WriteFieldBegin(ctx, "restore_hold", thrift.BOOL, 60); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 60:restore_hold: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.RestoreHold)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.restore_hold (60) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 60:restore_hold: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobView) Equals(other *TJobView) bool {
 	if p == other {
 		return true
@@ -5745,6 +5797,14 @@ func (p *TJobView) Equals(other *TJobView) bool {
 			return false
 		}
 		if (*p.ClaimedCreator) != (*other.ClaimedCreator) {
+			return false
+		}
+	}
+	if p.RestoreHold != other.RestoreHold {
+		if p.RestoreHold == nil || other.RestoreHold == nil {
+			return false
+		}
+		if (*p.RestoreHold) != (*other.RestoreHold) {
 			return false
 		}
 	}
@@ -15550,14 +15610,18 @@ func (p *TSnapshotChunk) String() string {
 //   - CatalogCount
 //   - BackendCount
 //   - LeaderID
+//   - CarriedForward
+//   - Held
 type TSnapshotRestoreResponse struct {
-	Index         int64   `thrift:"index,1,required" db:"index" json:"index"`
-	SnapshotIndex int64   `thrift:"snapshot_index,2,required" db:"snapshot_index" json:"snapshot_index"`
-	SnapshotTerm  int64   `thrift:"snapshot_term,3,required" db:"snapshot_term" json:"snapshot_term"`
-	JobCount      *int64  `thrift:"job_count,4" db:"job_count" json:"job_count,omitempty"`
-	CatalogCount  *int64  `thrift:"catalog_count,5" db:"catalog_count" json:"catalog_count,omitempty"`
-	BackendCount  *int64  `thrift:"backend_count,6" db:"backend_count" json:"backend_count,omitempty"`
-	LeaderID      *string `thrift:"leader_id,7" db:"leader_id" json:"leader_id,omitempty"`
+	Index          int64   `thrift:"index,1,required" db:"index" json:"index"`
+	SnapshotIndex  int64   `thrift:"snapshot_index,2,required" db:"snapshot_index" json:"snapshot_index"`
+	SnapshotTerm   int64   `thrift:"snapshot_term,3,required" db:"snapshot_term" json:"snapshot_term"`
+	JobCount       *int64  `thrift:"job_count,4" db:"job_count" json:"job_count,omitempty"`
+	CatalogCount   *int64  `thrift:"catalog_count,5" db:"catalog_count" json:"catalog_count,omitempty"`
+	BackendCount   *int64  `thrift:"backend_count,6" db:"backend_count" json:"backend_count,omitempty"`
+	LeaderID       *string `thrift:"leader_id,7" db:"leader_id" json:"leader_id,omitempty"`
+	CarriedForward *int64  `thrift:"carried_forward,8" db:"carried_forward" json:"carried_forward,omitempty"`
+	Held           *int64  `thrift:"held,9" db:"held" json:"held,omitempty"`
 }
 
 func NewTSnapshotRestoreResponse() *TSnapshotRestoreResponse {
@@ -15611,6 +15675,24 @@ func (p *TSnapshotRestoreResponse) GetLeaderID() string {
 	}
 	return *p.LeaderID
 }
+
+var TSnapshotRestoreResponse_CarriedForward_DEFAULT int64
+
+func (p *TSnapshotRestoreResponse) GetCarriedForward() int64 {
+	if !p.IsSetCarriedForward() {
+		return TSnapshotRestoreResponse_CarriedForward_DEFAULT
+	}
+	return *p.CarriedForward
+}
+
+var TSnapshotRestoreResponse_Held_DEFAULT int64
+
+func (p *TSnapshotRestoreResponse) GetHeld() int64 {
+	if !p.IsSetHeld() {
+		return TSnapshotRestoreResponse_Held_DEFAULT
+	}
+	return *p.Held
+}
 func (p *TSnapshotRestoreResponse) IsSetJobCount() bool {
 	return p.JobCount != nil
 }
@@ -15625,6 +15707,14 @@ func (p *TSnapshotRestoreResponse) IsSetBackendCount() bool {
 
 func (p *TSnapshotRestoreResponse) IsSetLeaderID() bool {
 	return p.LeaderID != nil
+}
+
+func (p *TSnapshotRestoreResponse) IsSetCarriedForward() bool {
+	return p.CarriedForward != nil
+}
+
+func (p *TSnapshotRestoreResponse) IsSetHeld() bool {
+	return p.Held != nil
 }
 
 func (p *TSnapshotRestoreResponse) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -15711,6 +15801,26 @@ func (p *TSnapshotRestoreResponse) Read(ctx context.Context, iprot thrift.TProto
 		case 7:
 			if fieldTypeId == thrift.STRING {
 				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 9:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField9(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -15805,6 +15915,24 @@ func (p *TSnapshotRestoreResponse) ReadField7(ctx context.Context, iprot thrift.
 	return nil
 }
 
+func (p *TSnapshotRestoreResponse) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.CarriedForward = &v
+	}
+	return nil
+}
+
+func (p *TSnapshotRestoreResponse) ReadField9(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 9: ", err)
+	} else {
+		p.Held = &v
+	}
+	return nil
+}
+
 func (p *TSnapshotRestoreResponse) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TSnapshotRestoreResponse"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -15829,6 +15957,12 @@ func (p *TSnapshotRestoreResponse) Write(ctx context.Context, oprot thrift.TProt
 			return err
 		}
 		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField9(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -15940,6 +16074,36 @@ func (p *TSnapshotRestoreResponse) writeField7(ctx context.Context, oprot thrift
 	return err
 }
 
+func (p *TSnapshotRestoreResponse) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetCarriedForward() {
+		if err := oprot.WriteFieldBegin(ctx, "carried_forward", thrift.I64, 8); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:carried_forward: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.CarriedForward)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.carried_forward (8) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 8:carried_forward: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TSnapshotRestoreResponse) writeField9(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHeld() {
+		if err := oprot.WriteFieldBegin(ctx, "held", thrift.I64, 9); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 9:held: ", p), err)
+		}
+		if err := oprot.WriteI64(ctx, int64(*p.Held)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.held (9) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 9:held: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TSnapshotRestoreResponse) Equals(other *TSnapshotRestoreResponse) bool {
 	if p == other {
 		return true
@@ -15984,6 +16148,22 @@ func (p *TSnapshotRestoreResponse) Equals(other *TSnapshotRestoreResponse) bool 
 			return false
 		}
 		if (*p.LeaderID) != (*other.LeaderID) {
+			return false
+		}
+	}
+	if p.CarriedForward != other.CarriedForward {
+		if p.CarriedForward == nil || other.CarriedForward == nil {
+			return false
+		}
+		if (*p.CarriedForward) != (*other.CarriedForward) {
+			return false
+		}
+	}
+	if p.Held != other.Held {
+		if p.Held == nil || other.Held == nil {
+			return false
+		}
+		if (*p.Held) != (*other.Held) {
 			return false
 		}
 	}

@@ -513,6 +513,7 @@ const (
 	TJobTransitionKind_REFRESH_FAILED      TJobTransitionKind = 15
 	TJobTransitionKind_DONE                TJobTransitionKind = 16
 	TJobTransitionKind_SLOT_RELEASED       TJobTransitionKind = 17
+	TJobTransitionKind_HELD                TJobTransitionKind = 18
 )
 
 func (p TJobTransitionKind) String() string {
@@ -551,6 +552,8 @@ func (p TJobTransitionKind) String() string {
 		return "DONE"
 	case TJobTransitionKind_SLOT_RELEASED:
 		return "SLOT_RELEASED"
+	case TJobTransitionKind_HELD:
+		return "HELD"
 	}
 	return "<UNSET>"
 }
@@ -591,6 +594,8 @@ func TJobTransitionKindFromString(s string) (TJobTransitionKind, error) {
 		return TJobTransitionKind_DONE, nil
 	case "SLOT_RELEASED":
 		return TJobTransitionKind_SLOT_RELEASED, nil
+	case "HELD":
+		return TJobTransitionKind_HELD, nil
 	}
 	return TJobTransitionKind(0), fmt.Errorf("not a valid TJobTransitionKind string")
 }
@@ -1999,6 +2004,7 @@ func (p *TJobResult_) String() string {
 //   - ClaimedCreator
 //   - Timeline
 //   - AdmitIndex
+//   - RestoreHold
 type TJobRecord struct {
 	JobID                  int64                    `thrift:"job_id,1,required" db:"job_id" json:"job_id"`
 	Creator                *string                  `thrift:"creator,2" db:"creator" json:"creator,omitempty"`
@@ -2056,6 +2062,7 @@ type TJobRecord struct {
 	ClaimedCreator         *string                  `thrift:"claimed_creator,54" db:"claimed_creator" json:"claimed_creator,omitempty"`
 	Timeline               []*TJobTransition        `thrift:"timeline,55" db:"timeline" json:"timeline,omitempty"`
 	AdmitIndex             *int64                   `thrift:"admit_index,56" db:"admit_index" json:"admit_index,omitempty"`
+	RestoreHold            *bool                    `thrift:"restore_hold,57" db:"restore_hold" json:"restore_hold,omitempty"`
 }
 
 func NewTJobRecord() *TJobRecord {
@@ -2554,6 +2561,15 @@ func (p *TJobRecord) GetAdmitIndex() int64 {
 	}
 	return *p.AdmitIndex
 }
+
+var TJobRecord_RestoreHold_DEFAULT bool
+
+func (p *TJobRecord) GetRestoreHold() bool {
+	if !p.IsSetRestoreHold() {
+		return TJobRecord_RestoreHold_DEFAULT
+	}
+	return *p.RestoreHold
+}
 func (p *TJobRecord) IsSetCreator() bool {
 	return p.Creator != nil
 }
@@ -2772,6 +2788,10 @@ func (p *TJobRecord) IsSetTimeline() bool {
 
 func (p *TJobRecord) IsSetAdmitIndex() bool {
 	return p.AdmitIndex != nil
+}
+
+func (p *TJobRecord) IsSetRestoreHold() bool {
+	return p.RestoreHold != nil
 }
 
 func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -3351,6 +3371,16 @@ func (p *TJobRecord) Read(ctx context.Context, iprot thrift.TProtocol) error {
 					return err
 				}
 			}
+		case 57:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField57(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -3897,6 +3927,15 @@ func (p *TJobRecord) ReadField56(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
+func (p *TJobRecord) ReadField57(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 57: ", err)
+	} else {
+		p.RestoreHold = &v
+	}
+	return nil
+}
+
 func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TJobRecord"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4068,6 +4107,9 @@ func (p *TJobRecord) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField56(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField57(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -4934,6 +4976,21 @@ func (p *TJobRecord) writeField56(ctx context.Context, oprot thrift.TProtocol) (
 	return err
 }
 
+func (p *TJobRecord) writeField57(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetRestoreHold() {
+		if err := oprot.WriteFieldBegin(ctx, "restore_hold", thrift.BOOL, 57); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 57:restore_hold: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.RestoreHold)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.restore_hold (57) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 57:restore_hold: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TJobRecord) Equals(other *TJobRecord) bool {
 	if p == other {
 		return true
@@ -5372,6 +5429,14 @@ func (p *TJobRecord) Equals(other *TJobRecord) bool {
 			return false
 		}
 		if (*p.AdmitIndex) != (*other.AdmitIndex) {
+			return false
+		}
+	}
+	if p.RestoreHold != other.RestoreHold {
+		if p.RestoreHold == nil || other.RestoreHold == nil {
+			return false
+		}
+		if (*p.RestoreHold) != (*other.RestoreHold) {
 			return false
 		}
 	}

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/apache/thrift/lib/go/thrift"
@@ -153,6 +154,27 @@ func (s *Server) auditRemovePeer(ctx context.Context, who *journal.TAuditActor, 
 func restoreAuditCommand(nowMs int64, who *journal.TAuditActor, res *RestoreResult) *journal.TAuditCommand {
 	summary := fmt.Sprintf("journal replaced by a snapshot of index %d (term %d): %d jobs, %d catalogs, %d backends; "+
 		"it continues from index %d", res.SnapshotIndex, res.SnapshotTerm, res.Jobs, res.Catalogs, res.Backends, res.Index)
+	if len(res.CarriedForward) > 0 || len(res.Held) > 0 {
+		summary += fmt.Sprintf("; %d jobs kept their newer record (%s), %d held (%s)",
+			len(res.CarriedForward), idList(res.CarriedForward), len(res.Held), idList(res.Held))
+	}
 	return &journal.TAuditCommand{NowMs: nowMs, Kind: raftfsm.AuditSnapshotRestore,
 		Subject: fmt.Sprintf("snapshot of index %d", res.SnapshotIndex), Actor: who, Summary: &summary}
+}
+
+// idList is ids as the audit trail shows them: the first 20, then a count.
+func idList(ids []int64) string {
+	const shown = 20
+	if len(ids) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, min(len(ids), shown))
+	for _, id := range ids[:min(len(ids), shown)] {
+		parts = append(parts, strconv.FormatInt(id, 10))
+	}
+	out := "jobs " + strings.Join(parts, ", ")
+	if len(ids) > shown {
+		out += fmt.Sprintf(" and %d more", len(ids)-shown)
+	}
+	return out
 }

@@ -334,6 +334,9 @@ func view(st *raftfsm.State, r *job.Record) *adminapi.TJobView {
 	v.Unresolved = b(r.Unresolved())
 	v.Provider = str(r.Provider)
 	v.CancelActor = str(r.CancelActor)
+	if r.RestoreHold {
+		v.RestoreHold = b(true)
+	}
 	// Evidence (DESIGN.md §13).
 	if r.DispatchAttempts != 0 {
 		v.DispatchAttempts = &r.DispatchAttempts

@@ -79,6 +79,10 @@ type SnapshotSink interface {
 type RestoreResult struct {
 	Index, SnapshotIndex, SnapshotTerm uint64
 	Jobs, Catalogs, Backends           int64
+	// CarriedForward and Held are the jobs (ids in order) whose newer
+	// record the replaced journal kept, and those held because nothing
+	// vouched for their dispatch history (raftfsm.PrepareRestore).
+	CarriedForward, Held []int64
 }
 
 // BeginSnapshotSave takes a consistent snapshot on the leader and opens a
@@ -253,8 +257,10 @@ func (s *Server) FinishSnapshotRestore(ctx context.Context, id, claimed string) 
 				"run `lancemaster config set %s true` now, check `lancemaster jobs list --restored`, then set it back to false",
 			res.Index, options.OptDispatcherPaused)
 	}
+	carried, held := int64(len(res.CarriedForward)), int64(len(res.Held))
 	out := &adminapi.TSnapshotRestoreResponse{Index: int64(res.Index), SnapshotIndex: int64(res.SnapshotIndex),
-		SnapshotTerm: int64(res.SnapshotTerm), JobCount: &res.Jobs, CatalogCount: &res.Catalogs, BackendCount: &res.Backends}
+		SnapshotTerm: int64(res.SnapshotTerm), JobCount: &res.Jobs, CatalogCount: &res.Catalogs, BackendCount: &res.Backends,
+		CarriedForward: &carried, Held: &held}
 	if leader != "" {
 		out.LeaderID = &leader
 	}

@@ -146,6 +146,10 @@ type RestoreResult struct {
 	// SnapshotIndex and SnapshotTerm are the file's.
 	SnapshotIndex, SnapshotTerm uint64
 	Jobs, Catalogs, Backends    int64
+	// CarriedForward and Held are the jobs (ids in order) whose record this
+	// node's journal carried over the file's, and those it held
+	// (raftfsm.PrepareRestore).
+	CarriedForward, Held []int64
 }
 
 // NewSnapshotRestore prepares the upload of a snapshot file of size bytes.
@@ -187,7 +191,11 @@ func (u *SnapshotRestore) Discard() error { return u.spool.discard() }
 // Restore verifies the uploaded file completely (InspectSnapshotFile: the
 // checksums, the formats, a full decode of the journal) and only then
 // replaces the cluster's state with it through raft.Restore: a user restore
-// that followers install as a snapshot. A file that fails verification is
+// that followers install as a snapshot. What raft installs is the file's
+// state prepared against this node's journal (prepareRestore): a job the
+// journal knows at a later revision keeps that record, and a job it cannot
+// vouch for that could be dispatched again is held, so that no job is
+// ever dispatched a second time because a restore forgot its dispatch. A file that fails verification is
 // refused with a *SnapshotFileError and changes nothing. Errors wrapping
 // raftfsm.ErrNotLeader also mean nothing changed; ErrFateUnknown means the
 // restore may have happened (look, then restore again if needed: restoring
@@ -215,22 +223,70 @@ func (u *SnapshotRestore) Restore(ctx context.Context) (*RestoreResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cluster: %w: %w", ErrNotApplied, err)
 	}
-	if _, err := u.spool.f.Seek(insp.BodyOffset, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("cluster: restore spool: %w", err)
-	}
 	h := insp.Header
+	body, ev, err := n.prepareRestore(insp.State())
+	if err != nil {
+		return nil, err
+	}
+	defer body.discard()
+	meta := h.snapshotMeta()
+	meta.Size = body.size
 	before := r.LastIndex()
 	t0 := time.Now()
-	err = r.Restore(h.snapshotMeta(), newVerifyingReader(u.spool.f, h.BodySize, h.BodySHA256), restoreTimeout)
+	err = r.Restore(meta, newVerifyingReader(body.f, body.size, body.sha256), restoreTimeout)
 	if err != nil {
 		return nil, n.restoreError(r, before, err)
 	}
 	res := &RestoreResult{Index: lastSnapshotIndex(r), SnapshotIndex: h.Raft.Index, SnapshotTerm: h.Raft.Term,
-		Jobs: insp.Journal.Jobs, Catalogs: insp.Journal.Catalogs, Backends: insp.Journal.Backends}
+		Jobs: insp.Journal.Jobs, Catalogs: insp.Journal.Catalogs, Backends: insp.Journal.Backends,
+		CarriedForward: ev.CarriedForward, Held: ev.Held}
 	n.log.Warn("operator restored a snapshot: the journal was replaced",
 		zap.String("snapshot_id", h.Raft.ID), zap.Uint64("snapshot_index", h.Raft.Index),
-		zap.Uint64("restored_at_index", res.Index), zap.Int64("jobs", res.Jobs), zap.Duration("took", time.Since(t0)))
+		zap.Uint64("restored_at_index", res.Index), zap.Int64("jobs", res.Jobs),
+		zap.Int("jobs_carried_forward", len(ev.CarriedForward)), zap.Int("jobs_held", len(ev.Held)),
+		zap.Duration("took", time.Since(t0)))
 	return res, nil
+}
+
+// preparedBody is the snapshot body a restore hands to raft, in a spool,
+// with its size and digest: raft's copy of it is verified as it reads.
+type preparedBody struct {
+	*spool
+	size   int64
+	sha256 string
+}
+
+// prepareRestore writes what the restore installs: the file's verified
+// state with what this node's journal proves about the same jobs
+// (raftfsm.PrepareRestore: records carried forward, jobs held), read from
+// the FSM now, right before raft.Restore. The caller has the dispatcher
+// held, so no M1 is journaled after this read.
+func (n *Node) prepareRestore(file *raftfsm.State) (*preparedBody, raftfsm.RestoreEvidence, error) {
+	var current *raftfsm.State
+	if s, ok := n.fsm.(interface{ State() *raftfsm.State }); ok {
+		current = s.State()
+	}
+	st, ev, err := raftfsm.PrepareRestore(file, current, time.Now().UnixMilli())
+	if err != nil {
+		return nil, ev, fmt.Errorf("cluster: %w: prepare the restore: %w", ErrNotApplied, err)
+	}
+	sp, err := n.newSpool("prepared")
+	if err != nil {
+		return nil, ev, fmt.Errorf("cluster: %w: %w", ErrNotApplied, err)
+	}
+	hash := sha256.New()
+	err = st.WriteSnapshot(io.MultiWriter(sp.f, hash))
+	var size int64
+	if err == nil {
+		size, err = sp.f.Seek(0, io.SeekCurrent)
+	}
+	if err == nil {
+		_, err = sp.f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return nil, ev, errors.Join(fmt.Errorf("cluster: %w: write the prepared restore: %w", ErrNotApplied, err), sp.discard())
+	}
+	return &preparedBody{spool: sp, size: size, sha256: hex.EncodeToString(hash.Sum(nil))}, ev, nil
 }
 
 // restoreError classifies a failed raft.Restore. Raft copies the file into

@@ -127,13 +127,18 @@ type Dispatcher struct {
 }
 
 // Hold stops the PENDING dispatch step (the sweeps, resolves and refresh go
-// on) until release is called, whatever the journaled options say. An
-// operator snapshot restore holds it from before raft.Restore until it has
-// journaled lance_index_job_dispatcher_paused, so no round dispatches from
-// the restored state in between. Safe from any goroutine; release is
-// idempotent.
+// on) until release is called, whatever the journaled options say. It
+// returns once no round is running, so every M1 a round journaled before
+// the hold has been applied and none follows until release. An operator
+// snapshot restore holds it from before it reads the journal it prepares
+// the restore against (raftfsm.PrepareRestore) until it has journaled
+// lance_index_job_dispatcher_paused: no dispatch escapes that read, and no
+// round dispatches from the restored state in between. Safe from any
+// goroutine; release is idempotent.
 func (d *Dispatcher) Hold() (release func()) {
 	d.holds.Add(1)
+	d.roundMu.Lock() // wait for a round already past its hold check
+	d.roundMu.Unlock()
 	var once sync.Once
 	return func() { once.Do(func() { d.holds.Add(-1); d.d.Waker.Wake() }) }
 }

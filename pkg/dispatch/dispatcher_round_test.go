@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -269,6 +271,43 @@ func TestHoldStaysPending(t *testing.T) {
 	release() // idempotent: one release per hold
 	e.round()
 	e.wantState(ids[0], job.Running)
+}
+
+// Jobs a snapshot restore held (raftfsm.PrepareRestore: their dispatch
+// history is unknown) are never dispatched: the round walks past them to
+// the jobs behind, and journals no M1 for them.
+func TestRestoreHeldJobsAreNeverDispatched(t *testing.T) {
+	e := newEnv(t)
+	e.addBackend("b1:9060", 1)
+	e.setOption(options.OptMaxDispatchPerRound, "1")
+	held := e.admit(3)
+	prepared, ev, err := raftfsm.PrepareRestore(e.fsm.State(), nil, e.nowMs())
+	if err != nil || len(ev.Held) != 3 {
+		t.Fatalf("prepare: %v %+v", err, ev)
+	}
+	var b bytes.Buffer
+	if err := prepared.WriteSnapshot(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fsm.Restore(io.NopCloser(&b)); err != nil {
+		t.Fatal(err)
+	}
+	fresh := e.admit(1)[0]
+	e.heartbeat()
+	e.round()
+	e.wantState(fresh, job.Running)
+	for _, id := range held {
+		if r := e.wantState(id, job.Pending); !r.RestoreHold {
+			t.Fatalf("job %d lost its hold", id)
+		}
+	}
+	if n := len(e.be.submitted()); n != 1 {
+		t.Fatalf("%d submits, want the fresh job's only", n)
+	}
+	e.round()
+	for _, id := range held {
+		e.wantState(id, job.Pending)
+	}
 }
 
 func TestBackpressurePerRound(t *testing.T) {

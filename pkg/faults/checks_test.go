@@ -73,9 +73,10 @@ func (e *execution) converge() {
 	w.note("converge: replicas at one index: %v", ok)
 }
 
-// unsettled counts the leader's jobs that are PENDING, RUNNING or
-// RESOLVING, or terminal with a refresh still to do (UNKNOWN holds its
-// fence until an operator releases it: settled).
+// unsettled counts the leader's jobs that are PENDING (but not held by a
+// restore: that waits for an operator), RUNNING or RESOLVING, or terminal
+// with a refresh still to do (UNKNOWN holds its fence until an operator
+// releases it: settled).
 func (e *execution) unsettled() int {
 	l := e.w.leader()
 	if l < 0 {
@@ -84,6 +85,8 @@ func (e *execution) unsettled() int {
 	n := 0
 	forJobs(e.w.master(l).FSM().State(), func(r *job.Record) {
 		switch {
+		case r.MutationState == job.Pending && r.RestoreHold:
+			// held by a restore: waits for an operator (settled)
 		case r.MutationState == job.Pending, r.MutationState == job.Running, r.MutationState == job.Resolving:
 			n++
 		case r.Unresolved() && r.MutationState != job.Unknown:
@@ -231,6 +234,14 @@ func (e *execution) check() []violation {
 		}
 		switch r.MutationState {
 		case job.Pending:
+			if r.RestoreHold {
+				// Held by a restore that could not vouch for its dispatch
+				// history: it waits for an operator, never for a dispatch.
+				if !e.restored {
+					add(invConverged, "%s is held by a snapshot restore, but no restore ran", what)
+				}
+				break
+			}
 			if accepting > 0 && !paused {
 				add(invConverged, "%s is PENDING while %d backends accept; submits: %s", what, accepting, w.ledger.submitHistory(r.DisplayIndexName))
 			}

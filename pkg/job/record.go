@@ -90,6 +90,14 @@ type Record struct {
 	// ("" until the first), bounded by MaxTimeline (timeline.go).
 	AdmitIndex uint64
 	Timeline   string
+
+	// RestoreHold: the job came back PENDING, RUNNING or RESOLVING from an
+	// operator snapshot restore, and the journal the restore replaced could
+	// not vouch for its dispatch history (another invocation of it may have
+	// been accepted after the file was saved). It is never dispatched again
+	// (M1 refuses it); reports, reconcile and the sweeps still settle it,
+	// and an operator may cancel it while it is PENDING.
+	RestoreHold bool
 }
 
 // Resources is what a build cost, as the backend's supervisor measured it

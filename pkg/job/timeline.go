@@ -34,6 +34,7 @@ const (
 	TransitionRefreshFailed     TransitionKind = 15
 	TransitionDone              TransitionKind = 16 // the job released its fence and quota
 	TransitionSlotReleased      TransitionKind = 17 // the worker is provably gone (detail: the proof)
+	TransitionHeld              TransitionKind = 18 // held by a snapshot restore: never dispatched again (detail: why)
 )
 
 var transitionNames = map[TransitionKind]string{
@@ -43,7 +44,7 @@ var transitionNames = map[TransitionKind]string{
 	TransitionCancelled: "CANCELLED", TransitionForceReleased: "FORCE_RELEASED",
 	TransitionRefreshRequired: "REFRESH_REQUIRED", TransitionRefreshRunning: "REFRESH_RUNNING",
 	TransitionRefreshDone: "REFRESH_DONE", TransitionRefreshFailed: "REFRESH_FAILED", TransitionDone: "DONE",
-	TransitionSlotReleased: "SLOT_RELEASED",
+	TransitionSlotReleased: "SLOT_RELEASED", TransitionHeld: "HELD",
 }
 
 func (k TransitionKind) String() string {
@@ -56,7 +57,7 @@ func (k TransitionKind) String() string {
 // TransitionKinds lists every kind, in value order.
 func TransitionKinds() []TransitionKind {
 	out := make([]TransitionKind, 0, len(transitionNames))
-	for k := TransitionAdmitted; k <= TransitionSlotReleased; k++ {
+	for k := TransitionAdmitted; k <= TransitionHeld; k++ {
 		out = append(out, k)
 	}
 	return out

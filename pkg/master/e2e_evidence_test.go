@@ -392,7 +392,8 @@ func TestEndToEndWorkerKilledWithoutResult(t *testing.T) {
 // backend that served A keeps running. B has its own cluster id, so the
 // backend fences B's terms from scratch once A has gone quiet, and builds
 // run; before cluster ids, it refused every B dispatch (STALE_LEADER_TERM)
-// while its heartbeats looked alive.
+// while its heartbeats looked alive. A job PENDING in the file is held:
+// B cannot know whether A ran it after the save.
 func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 	builder := builderDir(t)
 	lake := t.TempDir()
@@ -451,6 +452,14 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		eventually(t, 15*time.Second, "the transfer", func() bool { return a.Leader() != l })
 	}
 	committed(a, create(a, "before"))
+	// A job A admitted but had not dispatched when the file was saved: A
+	// may have run it after the save, and nothing in B can tell, so B's
+	// restore holds it (raftfsm.PrepareRestore) and never dispatches it.
+	call(a, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+		_, err := cl.SetOption(ctx, options.OptDispatcherPaused, "true", "")
+		return err
+	})
+	pending := create(a, "pending")
 	file := saveSnapshot(t, a.Client(a.Leader()))
 	aTerm := a.Masters[a.Leader()].Node().LeaderTerm()
 	aID := a.Masters[a.Leader()].FSM().State().ClusterID()
@@ -460,8 +469,12 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 
 	b := mastertest.NewWith(t, nil, fast)
 	bl := b.Leader()
-	if _, err := restoreSnapshot(t, b.Client(bl), file); err != nil {
+	res, err := restoreSnapshot(t, b.Client(bl), file)
+	if err != nil {
 		t.Fatalf("restore: %v", err)
+	}
+	if res.GetHeld() != 1 || res.GetCarriedForward() != 0 {
+		t.Fatalf("restore into fresh masters: held %d, carried forward %d; want the PENDING job held", res.GetHeld(), res.GetCarriedForward())
 	}
 	bID := b.Masters[b.Leader()].FSM().State().ClusterID()
 	if bTerm := b.Masters[b.Leader()].Node().LeaderTerm(); bTerm >= aTerm || bID == aID || bID == "" {
@@ -472,4 +485,15 @@ func TestEndToEndRestoreIntoFreshMastersWithTheOldBackend(t *testing.T) {
 		return err
 	})
 	committed(b, create(b, "after"))
+	r, _ := b.Masters[b.Leader()].FSM().State().Job(pending)
+	if r == nil || r.MutationState != job.Pending || !r.RestoreHold {
+		t.Fatalf("the job PENDING in the file: %+v, want PENDING and held", r)
+	}
+	call(b, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+		v, err := cl.CancelJob(ctx, &adminapi.TCancelRequest{JobID: pending})
+		if err == nil && (v.GetMutationState() != "CANCELLED" || !v.GetRestoreHold()) {
+			err = fmt.Errorf("cancelled held job: %s, held %v", v.GetMutationState(), v.GetRestoreHold())
+		}
+		return err
+	})
 }

@@ -324,7 +324,7 @@ func (s snapshotSink) Restore(ctx context.Context) (*admin.RestoreResult, error)
 		return nil, operatorErr(err)
 	}
 	return &admin.RestoreResult{Index: r.Index, SnapshotIndex: r.SnapshotIndex, SnapshotTerm: r.SnapshotTerm,
-		Jobs: r.Jobs, Catalogs: r.Catalogs, Backends: r.Backends}, nil
+		Jobs: r.Jobs, Catalogs: r.Catalogs, Backends: r.Backends, CarriedForward: r.CarriedForward, Held: r.Held}, nil
 }
 
 // operatorErr marks the cluster's fate classes in the admin API's words.

@@ -53,6 +53,10 @@ func markRunning(t *tx, m *journal.TMarkRunning) (*journal.TItemResult_, error) 
 		return itemFail(m.JobID, journal.TApplyCode_CAS_FAILED, "job %d is %s, not PENDING", m.JobID, r.MutationState), nil
 	case !r.HasFenceIdentity():
 		return itemFail(m.JobID, journal.TApplyCode_CAS_FAILED, "job %d has no fence identity and cannot be dispatched", m.JobID), nil
+	case r.RestoreHold:
+		// At most one accepted invocation per job (§13.2): after a restore
+		// nothing proves that no other invocation of this job was accepted.
+		return itemFail(m.JobID, journal.TApplyCode_CAS_FAILED, "job %d is held by a snapshot restore and is never dispatched again", m.JobID), nil
 	}
 	if _, ok := backendByID(t.backends.Version(), m.BackendID); !ok {
 		return itemFail(m.JobID, journal.TApplyCode_NOT_FOUND, "backend %d is not registered", m.BackendID), nil

@@ -249,9 +249,11 @@ func (s *State) EachJobOfCatalog(catalogID int64, fn func(JobFacts) bool) {
 	})
 }
 
-// PendingInIDOrder returns PENDING jobs, oldest (smallest id) first.
+// PendingInIDOrder returns the PENDING jobs the dispatcher may dispatch,
+// oldest (smallest id) first: not those held by a snapshot restore (M1
+// refuses them), which are walked past, not counted against limit.
 func (s *State) PendingInIDOrder(limit int) []*job.Record {
-	out, _ := s.collect(ixPending, nil, limit, nil, nil)
+	out, _ := s.collect(ixPending, nil, limit, nil, func(w *row) bool { return !w.live.RestoreHold })
 	return out
 }
 

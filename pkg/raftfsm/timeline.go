@@ -49,6 +49,9 @@ func transitionsOf(old, n *job.Record, now int64, index uint64) []job.Transition
 			add(job.TransitionCancelled, n.CancelActor, "")
 		}
 	}
+	if n.RestoreHold && !old.RestoreHold {
+		add(job.TransitionHeld, "", restoreHeldDetail)
+	}
 	if n.ForceReleased && !old.ForceReleased {
 		add(job.TransitionForceReleased, n.ForceActor, n.ForceNote)
 	}

@@ -218,7 +218,7 @@ func TestTransitionKindsAreTheJournals(t *testing.T) {
 			t.Errorf("kind %d: job %s, journal %s", k, k, journal.TJobTransitionKind(k))
 		}
 	}
-	if n := len(job.TransitionKinds()); n != 17 {
+	if n := len(job.TransitionKinds()); n != 18 {
 		t.Errorf("%d kinds", n)
 	}
 }

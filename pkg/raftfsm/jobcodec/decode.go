@@ -159,6 +159,8 @@ func (r *Reader) JobRecord(in *Interner) *job.Record {
 			rec.Timeline = r.timeline()
 		case 56:
 			rec.AdmitIndex = uint64(max(r.i64(), 0))
+		case 57:
+			rec.RestoreHold = b
 		}
 	}
 	if r.err == nil && !haveID {
@@ -244,7 +246,7 @@ var jobFieldTypes = [...]byte{
 	37: ctBinary, 38: ctI64, 39: ctBinary, 40: ctI32, 41: ctBinary, 42: ctBinary,
 	43: ctBinary, 44: ctBinary, 45: ctI64,
 	46: ctBinary, 47: ctStruct, 48: ctBinary, 49: ctI64, 50: ctI64, 51: ctI64,
-	52: ctList, 53: ctI64, 54: ctBinary, 55: ctList, 56: ctI64,
+	52: ctList, 53: ctI64, 54: ctBinary, 55: ctList, 56: ctI64, 57: ctBoolType,
 }
 
 // timeline reads field 55 of a TJobRecord for the snapshot decoder, with

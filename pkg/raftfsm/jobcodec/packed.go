@@ -113,6 +113,7 @@ var restFields = [...]restField{
 	{str: func(r *job.Record) *string { return &r.OptimizedIndexes }},
 	{u64: func(r *job.Record) *uint64 { return &r.AdmitIndex }},
 	{str: func(r *job.Record) *string { return &r.Timeline }},
+	{bit: func(r *job.Record) *bool { return &r.RestoreHold }},
 }
 
 // Pack makes the compact form of r; share (may be nil) shares its Spec.

@@ -91,6 +91,7 @@ func (w *Wire) Load(r *job.Record) *journal.TJobRecord {
 		ResultDatasetVersion:   OptInt64(&c.ResultDatasetVersion),
 		ClaimedCreator:         OptString(&c.ClaimedCreator),
 		Timeline:               timelineToThrift(c.Timeline),
+		RestoreHold:            OptBool(&c.RestoreHold),
 	}
 	if c.AdmitIndex != 0 {
 		w.ai = int64(c.AdmitIndex)
@@ -187,6 +188,7 @@ func RecordFromThrift(t *journal.TJobRecord) *job.Record {
 		ClaimedCreator:         t.GetClaimedCreator(),
 		AdmitIndex:             uint64(max(t.GetAdmitIndex(), 0)),
 		Timeline:               timelineOfThrift(t.Timeline),
+		RestoreHold:            t.GetRestoreHold(),
 	}
 	if t.IsSetMutationState() && validMutationState(job.MutationState(*t.MutationState)) {
 		r.MutationState = job.MutationState(*t.MutationState)

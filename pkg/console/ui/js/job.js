@@ -38,7 +38,8 @@ function render(ans, logs, head, content) {
   clear(head).append(h("h1", null, "Job " + Number(j.job_id) + " ", badge(state, "big")),
     h("p", { class: "subtitle" }, text(what), " on ", [j.catalog, j.db, j.table].map(text).join("."),
       j.unresolved ? h("span", { class: "tag tag-unresolved" }, "unresolved") : null,
-      j.force_released ? h("span", { class: "tag" }, "force-released") : null));
+      j.force_released ? h("span", { class: "tag" }, "force-released") : null,
+      j.restore_hold ? h("span", { class: "tag" }, "held") : null));
 
   const notes = [];
   if (state === "UNKNOWN" && !j.force_released) {
@@ -46,6 +47,10 @@ function render(ans, logs, head, content) {
       "The outcome is UNKNOWN: no trusted result and no proof from the dataset. The job keeps its fence, quota and slot until an operator force-releases it."));
   }
   if (state === "RESOLVING") notes.push(h("div", { class: "banner warn" }, "RESOLVING: the worker is gone without a trusted result; the outcome is being read from the dataset."));
+  if (j.restore_hold) {
+    notes.push(h("div", { class: "banner warn", "data-banner": "held" },
+      "Held by a snapshot restore: nothing vouches for what happened to this job after the file was saved, so it is never dispatched again."));
+  }
   if (j.force_warning) notes.push(h("div", { class: "banner warn" }, "Force-release warning: ", j.force_warning));
 
   const tl = timeline(ans.timeline || []);
@@ -155,7 +160,8 @@ function commands(j) {
   const st = j.mutation_state;
   const out = [["lancemaster jobs show " + id, "the same view in a terminal (--consistent reads through the leader)"]];
   if (st === "PENDING" || st === "RUNNING" || st === "RESOLVING" || j.unresolved) out.push(["lancemaster jobs watch " + id, "follow it until it is terminal and refreshed"]);
-  if (st === "PENDING") out.push(["lancemaster jobs cancel " + id, "cancel it before a dispatch (PENDING only)"]);
+  if (st === "PENDING" && j.restore_hold) out.push(["lancemaster jobs cancel " + id, "held: cancel it, check the dataset, then admit the work again if it is still needed"]);
+  else if (st === "PENDING") out.push(["lancemaster jobs cancel " + id, "cancel it before a dispatch (PENDING only)"]);
   if (st === "UNKNOWN" && !j.force_released) {
     out.push(["lancemaster jobs resolve " + id + " --force-release --comment 'why it is safe'",
       "free its fence, quota and slot once you know no worker runs it; the outcome stays UNKNOWN"]);

@@ -112,6 +112,7 @@ function render(ans, f, el) {
     const tr = h("tr", { class: cls.filter(Boolean).join(" "), "data-job-id": j.job_id, "data-state": state, "data-unresolved": j.unresolved ? "true" : "false" },
       h("td", { "data-col": "id" }, h("a", { href: "#/jobs/" + Number(j.job_id) }, String(j.job_id))),
       h("td", { "data-col": "state" }, badge(state), j.force_released ? h("span", { class: "tag" }, "released") : null,
+        j.restore_hold ? h("span", { class: "tag", title: "held by a snapshot restore: never dispatched again" }, "held") : null,
         j.unresolved ? h("span", { class: "tag tag-unresolved", title: "holds its fence and quota" }, "unresolved") : null),
       h("td", { "data-col": "refresh" }, text(j.refresh_state)),
       h("td", { "data-col": "target" }, [j.catalog, j.db, j.table].map(text).join(".")),
