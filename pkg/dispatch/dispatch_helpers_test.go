@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -409,4 +410,24 @@ func (e *env) snapshot() []byte {
 		e.t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// restoreHeld replaces the FSM's state with itself as an operator restore
+// from a file nothing vouches for installs it (raftfsm.PrepareRestore with
+// no current journal): every PENDING, RUNNING or RESOLVING job held. It
+// returns how many were held.
+func (e *env) restoreHeld() int {
+	e.t.Helper()
+	prepared, ev, err := raftfsm.PrepareRestore(e.fsm.State(), nil, e.nowMs())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := prepared.WriteSnapshot(&b); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.fsm.Restore(io.NopCloser(&b)); err != nil {
+		e.t.Fatal(err)
+	}
+	return len(ev.Held)
 }

@@ -1,9 +1,7 @@
 package dispatch
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"testing"
 	"time"
 
@@ -281,16 +279,8 @@ func TestRestoreHeldJobsAreNeverDispatched(t *testing.T) {
 	e.addBackend("b1:9060", 1)
 	e.setOption(options.OptMaxDispatchPerRound, "1")
 	held := e.admit(3)
-	prepared, ev, err := raftfsm.PrepareRestore(e.fsm.State(), nil, e.nowMs())
-	if err != nil || len(ev.Held) != 3 {
-		t.Fatalf("prepare: %v %+v", err, ev)
-	}
-	var b bytes.Buffer
-	if err := prepared.WriteSnapshot(&b); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.fsm.Restore(io.NopCloser(&b)); err != nil {
-		t.Fatal(err)
+	if n := e.restoreHeld(); n != 3 {
+		t.Fatalf("%d jobs held, want 3", n)
 	}
 	fresh := e.admit(1)[0]
 	e.heartbeat()

@@ -31,6 +31,8 @@ const (
 	msgNoBackendRead     = "no backend could read the dataset"
 	// An OPTIMIZE has no index uuid to look for in the dataset.
 	msgOptimizeUnresolvable = "an OPTIMIZE cannot be resolved from the dataset"
+	// A held CREATE the dataset shows not built by this invocation.
+	msgHeldCreate = "held by a snapshot restore, and another invocation of it may have built the index; "
 )
 
 // resolveStep is step 3 of the round (DESIGN.md §13.4): every RESOLVING job
@@ -192,6 +194,15 @@ func (r *round) resolveOnce(rec *job.Record, backendID int64, addr string, req *
 			c.IndexUUID = &u
 		}
 	case wire.TLanceResolveOutcome_NOT_COMMITTED:
+		if rec.RestoreHold && rec.MutationType == job.Create {
+			// A CREATE's NOT_COMMITTED may rest on "no version lists N with
+			// this invocation's uuid": it proves nothing about another
+			// invocation of the job, which a restore that held it cannot
+			// rule out (REPLACE's and DROP's evidence covers every build).
+			c = ident.completion(job.NoTrustedResult, boundedText(msgNoDatasetProof+msgHeldCreate+evidence, job.MaxMessageBytes), false)
+			setReason(c, job.ReasonNone)
+			break
+		}
 		c = ident.completion(job.NoTrustedResult, evidence, false)
 		setReason(c, job.ReasonResolvedFromDataset)
 	case wire.TLanceResolveOutcome_UNKNOWN:

@@ -98,6 +98,25 @@ func TestResolveOutcomes(t *testing.T) {
 	}
 }
 
+// A CREATE a snapshot restore held: the dataset not listing the index
+// with this invocation's uuid says nothing of another invocation of the
+// job, which the restore could not rule out, so NOT_COMMITTED becomes
+// UNKNOWN. (A REPLACE's or DROP's evidence — the admitted uuid, or the
+// index, in every later version — covers any build: those stay
+// NOT_COMMITTED.)
+func TestResolveHeldCreateIsNotProvenNotCommitted(t *testing.T) {
+	e, r := resolveEnv(t)
+	if n := e.restoreHeld(); n != 1 {
+		t.Fatalf("%d jobs held", n)
+	}
+	e.be.setResolve(resolveAnswer(wire.TLanceResolveOutcome_NOT_COMMITTED, "v8..v9 contiguous, none lists the index with uuid u-1", ""))
+	e.round()
+	got := e.wantState(r.JobID, job.Unknown)
+	if got.Result.Reason != job.ReasonNone || !strings.Contains(got.Result.Message, "another invocation") {
+		t.Fatalf("held CREATE resolved: %s %q", got.Result.Reason, got.Result.Message)
+	}
+}
+
 // Nothing from the backend proves nothing: the job waits and is retried;
 // past the execute deadline after resolve_after it is given up as UNKNOWN.
 func TestResolveWaitsThenGivesUp(t *testing.T) {
