@@ -128,7 +128,7 @@ type options struct {
 	latN      int   // samples of the latency section
 	reps      int   // repetitions of each failover kind
 	etcdBin   string
-	logStore  string // the masters' raft_log_store (config.RaftLogStore*)
+	logStore  string // the masters' and the raw baseline's raft_log_store (config.RaftLogStore*)
 }
 
 func main() {
@@ -174,8 +174,8 @@ func benchMain() int {
 		if o.quick {
 			quick = ", -quick"
 		}
-		fmt.Printf("\nlancemaster-bench %s  (%d CPUs, %s, window %s per load point%s)\n",
-			rep.Date, rep.Host.CPUs, rep.Host.GoVersion, o.dur, quick)
+		fmt.Printf("\nlancemaster-bench %s  (%d CPUs, %s, window %s per load point%s, raft log store %s)\n",
+			rep.Date, rep.Host.CPUs, rep.Host.GoVersion, o.dur, quick, o.freshLogStore())
 		fmt.Println("ratio = lancemaster / raw baseline of this run; throughput: higher is better; time, bytes: lower is better.")
 		fmt.Println()
 		rep.writeTable(os.Stdout)
@@ -234,10 +234,14 @@ func parseFlags() (*options, error) {
 	flag.IntVar(&o.latN, "lat", defaultLatencyN, fmt.Sprintf("sequential admissions measured by latency (-quick: %d)", quickLatencyN))
 	flag.IntVar(&o.reps, "reps", defaultFailoverReps, fmt.Sprintf("repetitions of each failover kind (-quick: %d)", quickFailoverReps))
 	flag.StringVar(&o.etcdBin, "etcd", "", "etcd server binary of the etcd section (default: built from bench/etcd on first use)")
-	flag.StringVar(&o.logStore, "raft-log-store", config.DefaultRaftLogStore, "the masters' raft log store: boltdb or wal (the raw baseline keeps raft-boltdb)")
+	flag.StringVar(&o.logStore, "raft-log-store", config.DefaultRaftLogStore,
+		"the raft log store of the masters and of the raw baseline: auto (the default: wal, every data dir of the run is new), boltdb or wal")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if err := config.CheckRaftLogStore(o.logStore); err != nil {
+		return nil, fmt.Errorf("-raft-log-store: %w", err)
 	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -310,7 +314,8 @@ func run(o *options) *report {
 		Sections: map[string]float64{},
 		Options: map[string]any{"dur": o.dur.String(), "warm": o.warm.String(), "quick": o.quick,
 			"only": keys(o.only), "concurrency": o.conc, "snapshot_records": o.snapN,
-			"lifecycle_jobs": o.lifeJobs, "latency_samples": o.latN, "failover_reps": o.reps},
+			"lifecycle_jobs": o.lifeJobs, "latency_samples": o.latN, "failover_reps": o.reps,
+			"raft_log_store": o.freshLogStore()},
 	}
 	root, err := os.MkdirTemp(o.tmp, "lancemaster-bench-")
 	if err != nil {
@@ -479,4 +484,14 @@ func keys(m map[string]bool) []string {
 // progress reports to stderr while the run goes on (stdout is the table or JSON).
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%s] "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// freshLogStore is the store every cluster of the run (the masters' and the
+// raw baseline's, each in a new data dir) keeps its log in: raft_log_store
+// auto gives a new data dir raft-wal.
+func (o *options) freshLogStore() string {
+	if o.logStore == "" || o.logStore == config.RaftLogStoreAuto {
+		return config.RaftLogStoreWAL
+	}
+	return o.logStore
 }

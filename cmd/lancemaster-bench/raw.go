@@ -11,7 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/lancemaster/lancemaster/pkg/cluster"
 )
 
 // The raw Raft baseline, with the method of ../shared/bench/rawraft (mode
@@ -57,7 +58,7 @@ func (emptySnapshot) Release()                          {}
 type rawNode struct {
 	r     *raft.Raft
 	trans *raft.NetworkTransport
-	store *raftboltdb.BoltStore
+	store cluster.LogStore
 	down  bool // stopped (a killed leader); close skips it
 }
 
@@ -84,9 +85,11 @@ type rawCluster struct {
 	nodes []*rawNode
 }
 
-// startRawCluster bootstraps three voters under a fresh dir in parent; tweak,
-// when given, adjusts each node's raft config (the fast timeouts, say).
-func startRawCluster(parent string, tweak ...func(*raft.Config)) (cl *rawCluster, err error) {
+// startRawCluster bootstraps three voters under a fresh dir in parent, each
+// keeping its log in store (config.RaftLogStore*: the masters' store, opened
+// as a master opens it); tweak, when given, adjusts each node's raft config
+// (the fast timeouts, say).
+func startRawCluster(parent, store string, tweak ...func(*raft.Config)) (cl *rawCluster, err error) {
 	dir, err := os.MkdirTemp(parent, "raw-")
 	if err != nil {
 		return nil, err
@@ -111,8 +114,8 @@ func startRawCluster(parent string, tweak ...func(*raft.Config)) (cl *rawCluster
 		if err := os.MkdirAll(ndir, 0o700); err != nil {
 			return cl, err
 		}
-		// NoSync false: every append is fsynced.
-		nd.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(ndir, "raft.db")})
+		// Every append is fsynced, in either store.
+		nd.store, err = cluster.OpenLogStore(ndir, store, hclog.NewNullLogger())
 		if err != nil {
 			return cl, err
 		}
@@ -167,7 +170,7 @@ func (cl *rawCluster) close() {
 // runRawApply measures Apply throughput and latency at concurrency c on a
 // fresh cluster.
 func runRawApply(o *options, c int) (loadResult, error) {
-	cl, err := startRawCluster(o.tmp)
+	cl, err := startRawCluster(o.tmp, o.freshLogStore())
 	if err != nil {
 		return loadResult{}, fmt.Errorf("raw: start cluster: %w", err)
 	}

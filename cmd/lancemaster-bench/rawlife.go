@@ -82,7 +82,7 @@ func lifeWindow(o *options) time.Duration { return min(o.dur, lifeWindowMax) }
 // one fresh raw cluster: c = 1 at 256 B and 16 KiB, and c = 64 at 256 B when
 // withConc64.
 func runRawLifeLoad(o *options, res *rawLifeResult, withConc64 bool) error {
-	cl, err := startRawCluster(o.tmp)
+	cl, err := startRawCluster(o.tmp, o.freshLogStore())
 	if err != nil {
 		return fmt.Errorf("raw: start cluster: %w", err)
 	}
@@ -152,7 +152,7 @@ func runRawFailover(o *options, reps int, planned bool) (*eventResult, error) {
 }
 
 func rawFailoverOnce(o *options, cmd []byte, planned bool) (time.Duration, error) {
-	cl, err := startRawCluster(o.tmp, fastRaft)
+	cl, err := startRawCluster(o.tmp, o.freshLogStore(), fastRaft)
 	if err != nil {
 		return 0, fmt.Errorf("raw: start cluster: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -260,6 +261,7 @@ func failoverKeepsAcknowledgedWritesAndRestartCatchesUp(t *testing.T, store clus
 // up from the log (TestFailoverKeepsAcknowledgedWritesAndRestartCatchesUp).
 func TestLaggingNodeCatchesUpBySnapshotInstall(t *testing.T) {
 	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.LogStore = config.RaftLogStoreBoltDB // named: the default (auto) gives a new data dir wal
 		cfg.TrailingLogs = 10
 		cfg.SnapshotThreshold = 1 << 30 // only explicit snapshots
 	})

@@ -44,9 +44,10 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	SnapshotRetain    int
 	ApplyTimeout      time.Duration
-	// LogStore is config.RaftLogStoreBoltDB or config.RaftLogStoreWAL; ""
-	// means config.DefaultRaftLogStore. A data dir that holds the other
-	// store is refused (openStorage).
+	// LogStore is config.RaftLogStoreAuto, config.RaftLogStoreBoltDB or
+	// config.RaftLogStoreWAL; "" means config.DefaultRaftLogStore (auto).
+	// A data dir that holds another store than the one named is refused
+	// (OpenLogStore).
 	LogStore string
 	// Logger receives the node's and raft's logs; nil means zap.NewNop().
 	// It should already name the node (a master's root logger carries

@@ -18,12 +18,21 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 )
 
-// openLogStore opens the log and stable store of kind under the raft dir.
-// A data dir keeps the store it was created with: one that holds the other
-// store is refused, before anything is opened or created, because the two
-// cannot read each other's log and an empty store would bootstrap anew.
-func openLogStore(dir, kind string, hl hclog.Logger) (logStore, error) {
+// OpenLogStore opens the log and stable store of kind under the raft dir
+// (a master's, and the benchmark's raw baseline nodes'). A data dir keeps
+// the store it was created with: auto opens the one it holds (raft-wal in a
+// new one), and a named store the dir does not hold is refused, before
+// anything is opened or created, because the two cannot read each other's
+// log and an empty store would bootstrap anew.
+func OpenLogStore(dir, kind string, hl hclog.Logger) (LogStore, error) {
 	boltPath, walDir := filepath.Join(dir, boltFileName), filepath.Join(dir, walDirName)
+	if kind == config.RaftLogStoreAuto {
+		var err error
+		if kind, err = heldLogStore(boltPath, walDir); err != nil {
+			return nil, err
+		}
+		hl.Info("raft log store chosen by the data dir (raft_log_store: auto)", "store", kind)
+	}
 	other, otherPath := "", ""
 	switch kind {
 	case config.RaftLogStoreBoltDB:
@@ -59,9 +68,11 @@ func openLogStore(dir, kind string, hl hclog.Logger) (logStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: lock raft log store %s: %w", walDir, err)
 	}
-	// The meta store is ours too: raft-wal v0.4.0's Close leaves the one it
-	// opens itself open, and with it bbolt's lock on wal-meta.db, so this
-	// process could not open the data dir again (a restarted master).
+	// The meta store is ours too: raft-wal v0.4.0's Close left the one it
+	// opens itself open, and with it bbolt's lock on wal-meta.db, so a
+	// restarted master could not open its data dir again. v0.4.1 closes it;
+	// closing it here as well is harmless (BoltMetaDB.Close is idempotent)
+	// and keeps the master's release independent of the library's.
 	meta := &metadb.BoltMetaDB{}
 	w, err := wal.Open(walDir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta))
 	if err != nil {
@@ -70,6 +81,39 @@ func openLogStore(dir, kind string, hl hclog.Logger) (logStore, error) {
 		return nil, fmt.Errorf("cluster: open raft log store %s: %w", walDir, err)
 	}
 	return &walStore{WAL: w, meta: meta, lock: lock}, nil
+}
+
+// heldLogStore is the store a raft dir holds: raft-boltdb when raft.db is
+// there, else raft-wal (also for a new dir). A dir holding both is refused:
+// which log is the journal cannot be told.
+func heldLogStore(boltPath, walDir string) (string, error) {
+	exists := func(p string) (bool, error) {
+		_, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("cluster: inspect the raft dir: %w", err)
+		}
+		return true, nil
+	}
+	bolt, err := exists(boltPath)
+	if err != nil {
+		return "", err
+	}
+	w, err := exists(walDir)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case bolt && w:
+		return "", fmt.Errorf("cluster: the raft dir holds both a %s (%s) and a %s (%s) raft log store: "+
+			"keep the one this master ran on and move the other away (docs/cluster.md)",
+			config.RaftLogStoreBoltDB, boltPath, config.RaftLogStoreWAL, walDir)
+	case bolt:
+		return config.RaftLogStoreBoltDB, nil
+	}
+	return config.RaftLogStoreWAL, nil
 }
 
 // walStore is raft-wal with its meta store and the data dir's lock, both

@@ -67,7 +67,7 @@ func TestADataDirKeepsItsLogStore(t *testing.T) {
 	} {
 		t.Run(tc.made+"→"+tc.then, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := openLogStore(dir, tc.made, hclog.NewNullLogger())
+			s, err := OpenLogStore(dir, tc.made, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,14 +76,14 @@ func TestADataDirKeepsItsLogStore(t *testing.T) {
 			}
 			s.Close()
 			entries, _ := os.ReadDir(dir)
-			_, err = openLogStore(dir, tc.then, hclog.NewNullLogger())
+			_, err = OpenLogStore(dir, tc.then, hclog.NewNullLogger())
 			if err == nil || !strings.Contains(err.Error(), "holds a "+tc.made) || !strings.Contains(err.Error(), "raft_log_store: "+tc.made) {
 				t.Fatalf("opening a %s data dir as %s: %v", tc.made, tc.then, err)
 			}
 			if after, _ := os.ReadDir(dir); len(after) != len(entries) {
 				t.Fatalf("the refused open changed the raft dir: %v → %v", entries, after)
 			}
-			s, err = openLogStore(dir, tc.made, hclog.NewNullLogger())
+			s, err = OpenLogStore(dir, tc.made, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +92,57 @@ func TestADataDirKeepsItsLogStore(t *testing.T) {
 				t.Fatalf("term after the refused open: %d, %v", v, err)
 			}
 		})
+	}
+}
+
+// auto (the default) opens the store a data dir holds — so an upgraded
+// master keeps raft-boltdb — and raft-wal in a new one; a dir holding both
+// is refused and left as it is.
+func TestAutoOpensTheStoreTheDataDirHolds(t *testing.T) {
+	open := func(dir, kind string) {
+		t.Helper()
+		s, err := OpenLogStore(dir, kind, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetUint64([]byte("CurrentTerm"), 9); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	holds := func(dir string) (bolt, wal bool) {
+		_, be := os.Stat(filepath.Join(dir, boltFileName))
+		_, we := os.Stat(filepath.Join(dir, walDirName))
+		return be == nil, we == nil
+	}
+	fresh := t.TempDir()
+	open(fresh, config.RaftLogStoreAuto)
+	if b, w := holds(fresh); b || !w {
+		t.Fatalf("a new data dir under auto: raft.db %v, wal %v; want raft-wal", b, w)
+	}
+	for _, made := range []string{config.RaftLogStoreBoltDB, config.RaftLogStoreWAL} {
+		dir := t.TempDir()
+		open(dir, made)
+		s, err := OpenLogStore(dir, config.RaftLogStoreAuto, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatalf("auto on a %s data dir: %v", made, err)
+		}
+		v, err := s.GetUint64([]byte("CurrentTerm"))
+		s.Close()
+		if err != nil || v != 9 {
+			t.Fatalf("auto on a %s data dir read term %d (%v): not the store it holds", made, v, err)
+		}
+		if b, w := holds(dir); b != (made == config.RaftLogStoreBoltDB) || w != (made == config.RaftLogStoreWAL) {
+			t.Fatalf("auto on a %s data dir: raft.db %v, wal %v", made, b, w)
+		}
+	}
+	both := t.TempDir()
+	open(both, config.RaftLogStoreBoltDB)
+	if err := os.MkdirAll(filepath.Join(both, walDirName), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenLogStore(both, config.RaftLogStoreAuto, hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "holds both") {
+		t.Fatalf("auto on a dir holding both stores: %v", err)
 	}
 }
 
@@ -116,7 +167,7 @@ func TestWALDataDirLock(t *testing.T) {
 
 // The store kind is checked: an unknown one is refused by name.
 func TestUnknownLogStoreRefused(t *testing.T) {
-	if _, err := openLogStore(t.TempDir(), "rocksdb", hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), `"rocksdb"`) {
+	if _, err := OpenLogStore(t.TempDir(), "rocksdb", hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), `"rocksdb"`) {
 		t.Fatalf("unknown store: %v", err)
 	}
 	cfg := Config{NodeID: "m1", RaftBind: "127.0.0.1:1", DataDir: t.TempDir(), LogStore: "rocksdb",

@@ -41,15 +41,15 @@ const (
 // storage is everything on disk or on the wire that raft is built on. Close
 // it only after raft.Shutdown has returned.
 type storage struct {
-	store     logStore
+	store     LogStore
 	logs      raft.LogStore // store behind a LogCache
 	snapshots *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
 }
 
-// logStore is the Raft log and stable store of a data dir: raft-boltdb or
+// LogStore is the Raft log and stable store of a data dir: raft-boltdb or
 // raft-wal (Config.LogStore). Both fsync every append before it returns.
-type logStore interface {
+type LogStore interface {
 	raft.LogStore
 	raft.StableStore
 	Close() error
@@ -61,7 +61,7 @@ func openStorage(cfg Config, hl hclog.Logger) (*storage, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: create raft dir %s: %w", dir, err)
 	}
-	store, err := openLogStore(dir, cfg.LogStore, hl)
+	store, err := OpenLogStore(dir, cfg.LogStore, hl)
 	if err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ func BindNodeFlags(fs *pflag.FlagSet) *NodeFlags {
 	fs.Uint64Var(&f.v.SnapshotThreshold, FlagSnapshotThreshold, d.SnapshotThreshold, "raft log entries between snapshots")
 	fs.DurationVar(&f.v.SnapshotInterval, FlagSnapshotInterval, d.SnapshotInterval, "how often raft checks whether to snapshot")
 	fs.Uint64Var(&f.v.TrailingLogs, FlagTrailingLogs, d.TrailingLogs, "raft log entries kept after a snapshot")
-	fs.StringVar(&f.v.RaftLogStore, FlagRaftLogStore, d.RaftLogStore, "raft log store of a new data dir: boltdb or wal (a data dir keeps the one it was created with)")
+	fs.StringVar(&f.v.RaftLogStore, FlagRaftLogStore, d.RaftLogStore, "raft log store: auto (the one the data dir holds; wal for a new one), boltdb or wal (a data dir keeps the one it was created with)")
 	fs.StringVar(&f.v.LogFormat, FlagLogFormat, d.LogFormat, "log format: json or console")
 	fs.StringVar(&f.v.LogLevel, FlagLogLevel, d.LogLevel, "log level: debug, info, warn or error")
 	return f

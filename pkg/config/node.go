@@ -78,9 +78,10 @@ type Node struct {
 	SnapshotThreshold uint64        `yaml:"snapshot_threshold"`
 	SnapshotInterval  time.Duration `yaml:"snapshot_interval"`
 	TrailingLogs      uint64        `yaml:"trailing_logs"`
-	// RaftLogStore is RaftLogStoreBoltDB or RaftLogStoreWAL. A data dir
-	// keeps the store it was created with: a master refuses to start on a
-	// data dir that holds the other one.
+	// RaftLogStore is RaftLogStoreAuto (the default: the store the data
+	// dir holds, raft-wal for a new one), RaftLogStoreBoltDB or
+	// RaftLogStoreWAL. A data dir keeps the store it was created with: a
+	// master configured with the other store refuses to start on it.
 	RaftLogStore string `yaml:"raft_log_store"`
 
 	LogFormat string `yaml:"log_format"` // json | console

@@ -57,7 +57,7 @@ func TestLoadNodeExample(t *testing.T) {
 	if n.SnapshotInterval != 30*time.Second || n.SnapshotThreshold != DefaultSnapshotThreshold || n.TrailingLogs != DefaultTrailingLogs {
 		t.Fatalf("snapshot settings: %+v", n)
 	}
-	if n.RaftLogStore != RaftLogStoreWAL || DefaultNode().RaftLogStore != RaftLogStoreBoltDB {
+	if n.RaftLogStore != RaftLogStoreWAL || DefaultNode().RaftLogStore != RaftLogStoreAuto {
 		t.Fatalf("raft_log_store %q, default %q", n.RaftLogStore, DefaultNode().RaftLogStore)
 	}
 	if err := n.Validate(); err != nil {
@@ -129,7 +129,7 @@ func TestValidateErrors(t *testing.T) {
 		"election < hb":      {func(n *Node) { n.ElectionTimeout = 100 * time.Millisecond }, "must not be below heartbeat_timeout"},
 		"zero threshold":     {func(n *Node) { n.SnapshotThreshold = 0 }, "snapshot_threshold"},
 		"bad log format":     {func(n *Node) { n.LogFormat = "xml" }, "log_format \"xml\""},
-		"bad log store":      {func(n *Node) { n.RaftLogStore = "rocksdb" }, "raft_log_store \"rocksdb\": use boltdb or wal"},
+		"bad log store":      {func(n *Node) { n.RaftLogStore = "rocksdb" }, "raft_log_store \"rocksdb\": use auto, boltdb or wal"},
 		"bad log level":      {func(n *Node) { n.LogLevel = "loud" }, "log_level \"loud\""},
 	}
 	for name, c := range cases {

@@ -82,15 +82,19 @@ const (
 	// RaftLogStoreWAL is raft-wal: append-only segment files under
 	// raft/wal/, one fdatasync per append.
 	RaftLogStoreWAL = "wal"
+	// RaftLogStoreAuto is the store the data dir already holds: raft-boltdb
+	// when it has raft/raft.db, else raft-wal (a new data dir gets
+	// raft-wal). Consul has chosen its store the same way since 1.20.
+	RaftLogStoreAuto = "auto"
 	// DefaultRaftLogStore is the store of a node file that names none.
-	DefaultRaftLogStore = RaftLogStoreBoltDB
+	DefaultRaftLogStore = RaftLogStoreAuto
 )
 
 // CheckRaftLogStore says why s is not a raft log store (nil when it is one).
 // The one check behind raft_log_store and cluster.Config.LogStore.
 func CheckRaftLogStore(s string) error {
-	if s == RaftLogStoreBoltDB || s == RaftLogStoreWAL {
+	if s == RaftLogStoreAuto || s == RaftLogStoreBoltDB || s == RaftLogStoreWAL {
 		return nil
 	}
-	return fmt.Errorf("raft_log_store %q: use %s or %s", clip(s), RaftLogStoreBoltDB, RaftLogStoreWAL)
+	return fmt.Errorf("raft_log_store %q: use %s, %s or %s", clip(s), RaftLogStoreAuto, RaftLogStoreBoltDB, RaftLogStoreWAL)
 }
