@@ -190,6 +190,19 @@ func proofName(p backend.Proof) string {
 // every Grace/4), whether or not the report was delivered.
 const forgetfulGrace = 200 * time.Millisecond
 
+// agentGrace is every other backend's Config.Grace (the agent's default):
+// it forgets a finished invocation this long after its deadline, once its
+// report is delivered.
+const agentGrace = time.Hour
+
+// graceOf is the Config.Grace an incarnation ran with.
+func graceOf(in incarnation) time.Duration {
+	if in.forgetful {
+		return forgetfulGrace
+	}
+	return agentGrace
+}
+
 // incarnation is one backend process of a slot.
 type incarnation struct {
 	epoch     int64
@@ -226,10 +239,7 @@ func (s *backendSlot) start(dir int, forgetful bool) error {
 		s.dirs = append(s.dirs, filepath.Join(s.w.tmp, fmt.Sprintf("b%d-dir%d", s.idx, len(s.dirs))))
 		dir = len(s.dirs) - 1
 	}
-	grace := time.Hour
-	if forgetful {
-		grace = forgetfulGrace
-	}
+	grace := graceOf(incarnation{forgetful: forgetful})
 	r := &runner{w: s.w, slot: s.idx, dir: dir, refuse: &s.refuse, crashed: make(chan struct{})}
 	var a *backend.Agent
 	var err error

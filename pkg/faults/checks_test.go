@@ -316,7 +316,8 @@ func (e *execution) alive(inv invocation) bool {
 
 // heldAt reports whether a backend held inv's finished result when r was
 // decided (r.UpdateTimeMs): the process that ran it was up and had not
-// forgotten it (its table answers query), or a process on the same outbox
+// forgotten it (its table answers query until its Grace after the deadline
+// has passed), or a process on the same outbox
 // directory was up while the report was still in the outbox. It stays
 // there until a master answers OK, and that answer means the result was
 // journaled; only a snapshot restore after it can rewind the journal to
@@ -325,10 +326,8 @@ func (e *execution) heldAt(inv invocation, r *job.Record) bool {
 	t := r.UpdateTimeMs
 	up := func(in incarnation) bool { return in.startMs <= t && (in.endMs == 0 || in.endMs > t) }
 	for _, in := range e.w.backends[inv.backend].incarnations() {
-		if in.epoch == inv.epoch && up(in) {
-			if !in.forgetful || t < r.DeadlineMs+forgetfulGrace.Milliseconds() {
-				return true
-			}
+		if in.epoch == inv.epoch && up(in) && t < r.DeadlineMs+graceOf(in).Milliseconds() {
+			return true
 		}
 		if in.dir == inv.dir && up(in) && !e.rewoundAfterTaken(inv, t) {
 			return true

@@ -81,4 +81,10 @@ func TestHeldAtAfterATakenReportAndARestore(t *testing.T) {
 	if !e.heldAt(inv, decidedAt) {
 		t.Fatal("the process that ran the build and is still up holds its result")
 	}
+	// ... until its Grace after the deadline has passed: then it forgets
+	// the finished entry (FORGOTTEN proves nothing), and only the outbox,
+	// rewound here, could have held the result.
+	if e.heldAt(inv, &job.Record{DeadlineMs: 1000, UpdateTimeMs: 1000 + agentGrace.Milliseconds() + 1}) {
+		t.Fatal("a process past its Grace still counted as holding the result")
+	}
 }
