@@ -68,6 +68,8 @@ var (
 	descJobsUnknownUnresolved = desc("lancemaster_jobs_unknown_unresolved",
 		"UNKNOWN jobs nobody has force-released yet: each needs an operator (docs/operations.md). A released job stays UNKNOWN until retention collects it, so alert on this one.")
 	descJobsCorrupt = desc("lancemaster_jobs_corrupt_unresolved", "Unresolved jobs without a fence identity; any blocks admission.")
+	descJobsHeld    = desc("lancemaster_jobs_held_pending",
+		"PENDING jobs a snapshot restore held (their dispatch history is unknown): never dispatched; each needs an operator (docs/operations.md).")
 
 	descBackends    = desc("lancemaster_backends", "Registered backends.")
 	descHeldSlots   = desc("lancemaster_backend_held_slots", "Possible-live slots a backend holds (the slot book).", "backend_id", "address")
@@ -84,7 +86,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLastLog,
 		descRaftSnapshot, descRaftFSMPending, descRaftPeers, descRaftLastContact, descIsLeader, descLeaderTerm,
 		descLeaderKnown, descPeerHealthy, descServices, descFSMApplied, descJobsMutation, descJobsRefresh, descJobsUnknown,
-		descJobsUnknownUnresolved, descJobsCorrupt, descBackends, descHeldSlots, descMaxInflight, descAlive, descLastHeard, descCapacity, descReports} {
+		descJobsUnknownUnresolved, descJobsCorrupt, descJobsHeld, descBackends, descHeldSlots, descMaxInflight, descAlive, descLastHeard, descCapacity, descReports} {
 		ch <- d
 	}
 }
@@ -173,6 +175,7 @@ func (c *stateCollector) collectJournal(ch chan<- prometheus.Metric) {
 	gauge(ch, descJobsUnknown, float64(counts.Mutation[job.Unknown]))
 	gauge(ch, descJobsUnknownUnresolved, float64(counts.UnknownUnresolved))
 	gauge(ch, descJobsCorrupt, float64(st.CorruptUnresolved()))
+	gauge(ch, descJobsHeld, float64(counts.HeldPending))
 	gauge(ch, descMaxInflight, float64(st.Options().MaxInflightPerBackend))
 
 	backends := st.Backends()

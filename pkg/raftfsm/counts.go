@@ -15,6 +15,9 @@ type JobCounts struct {
 	// force-released yet: the ones that still need someone (a released
 	// UNKNOWN job stays UNKNOWN in the journal until retention collects it).
 	UnknownUnresolved int64
+	// HeldPending counts PENDING jobs a snapshot restore held (RestoreHold):
+	// never dispatched, each waits for an operator to cancel it.
+	HeldPending int64
 }
 
 // stateSlots bounds the enum values counted in place; slot 0 holds any value
@@ -33,6 +36,7 @@ type stateCounts struct {
 	mutation          [stateSlots]int64
 	refresh           [stateSlots]int64
 	unknownUnresolved int64
+	heldPending       int64
 }
 
 func stateSlot[T ~int32](v T) int {
@@ -50,6 +54,9 @@ func (c *stateCounts) move(old, new *job.Record) {
 		if unknownUnresolved(old) {
 			c.unknownUnresolved--
 		}
+		if heldPending(old) {
+			c.heldPending--
+		}
 	}
 	if new != nil {
 		c.mutation[stateSlot(new.MutationState)]++
@@ -57,11 +64,17 @@ func (c *stateCounts) move(old, new *job.Record) {
 		if unknownUnresolved(new) {
 			c.unknownUnresolved++
 		}
+		if heldPending(new) {
+			c.heldPending++
+		}
 	}
 }
 
 // unknownUnresolved: an UNKNOWN job nobody has force-released.
 func unknownUnresolved(r *job.Record) bool { return r.MutationState == job.Unknown && !r.ForceReleased }
+
+// heldPending: a PENDING job a snapshot restore held.
+func heldPending(r *job.Record) bool { return r.MutationState == job.Pending && r.RestoreHold }
 
 var (
 	mutationStates = []job.MutationState{job.Pending, job.Running, job.Committed, job.NotCommitted, job.Unknown, job.Cancelled, job.Resolving}
@@ -77,6 +90,7 @@ func (s *State) JobCounts() JobCounts {
 		Refresh:  make(map[job.RefreshState]int64, len(refreshStates)),
 
 		UnknownUnresolved: c.unknownUnresolved,
+		HeldPending:       c.heldPending,
 	}
 	for i := range stateSlots {
 		out.OtherMutation += c.mutation[i]

@@ -27,6 +27,9 @@ func bruteCounts(s *State) JobCounts {
 		if r.MutationState == job.Unknown && !r.ForceReleased {
 			out.UnknownUnresolved++
 		}
+		if r.MutationState == job.Pending && r.RestoreHold {
+			out.HeldPending++
+		}
 		if _, ok := out.Refresh[r.RefreshState]; ok {
 			out.Refresh[r.RefreshState]++
 		} else {

@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"bytes"
 	"io"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -72,6 +73,9 @@ func prepare(t *testing.T, file, current *State) (*State, RestoreEvidence) {
 	}
 	if !equalBooks(got) {
 		t.Fatal("books differ from a recomputation")
+	}
+	if c, want := got.JobCounts(), bruteCounts(got); !reflect.DeepEqual(c, want) {
+		t.Fatalf("counts %+v, records say %+v", c, want)
 	}
 	if back := reread(t, got); !bytes.Equal(snapshotBytes(t, back), snapshotBytes(t, got)) || !equalBooksTo(back.Books(), got.Books()) {
 		t.Fatal("the prepared state does not read back as itself")
@@ -156,6 +160,9 @@ func TestRestoreHoldsWhatNothingVouchesFor(t *testing.T) {
 		if ids := pendingIDs(got); len(ids) != 0 {
 			t.Fatalf("%s: dispatchable %v", name, ids)
 		}
+		if n := got.JobCounts().HeldPending; n != 3 {
+			t.Fatalf("%s: %d held PENDING jobs counted, want 3", name, n)
+		}
 	}
 
 	// Installed as raft would: M1 refuses a held job and changes nothing.
@@ -180,6 +187,9 @@ func TestRestoreHoldsWhatNothingVouchesFor(t *testing.T) {
 	wantCode(t, h.cancel(w.pending), journal.TApplyCode_OK)
 	if r := h.job(w.pending); r.MutationState != job.Cancelled || r.Unresolved() {
 		t.Fatalf("cancelled held job %+v", r)
+	}
+	if n := h.st().JobCounts().HeldPending; n != 2 {
+		t.Fatalf("%d held PENDING jobs counted after a cancel, want 2", n)
 	}
 }
 
