@@ -224,6 +224,15 @@ func (u *SnapshotRestore) Restore(ctx context.Context) (*RestoreResult, error) {
 		return nil, fmt.Errorf("cluster: %w: %w", ErrNotApplied, err)
 	}
 	h := insp.Header
+	// The journal the restore is prepared against must hold everything
+	// committed so far: a leader's FSM may still trail its commit index (a
+	// dispatch its predecessor journaled, say).
+	if err := n.ConsistentRead(ctx); err != nil {
+		if errors.Is(err, raftfsm.ErrNotLeader) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cluster: %w: %w", ErrNotApplied, err)
+	}
 	body, ev, err := n.prepareRestore(insp.State())
 	if err != nil {
 		return nil, err
@@ -259,8 +268,9 @@ type preparedBody struct {
 // prepareRestore writes what the restore installs: the file's verified
 // state with what this node's journal proves about the same jobs
 // (raftfsm.PrepareRestore: records carried forward, jobs held), read from
-// the FSM now, right before raft.Restore. The caller has the dispatcher
-// held, so no M1 is journaled after this read.
+// the FSM now, right before raft.Restore and after a barrier (the FSM has
+// applied everything committed). The caller has the dispatcher held, so no
+// M1 is journaled after this read.
 func (n *Node) prepareRestore(file *raftfsm.State) (*preparedBody, raftfsm.RestoreEvidence, error) {
 	var current *raftfsm.State
 	if s, ok := n.fsm.(interface{ State() *raftfsm.State }); ok {
