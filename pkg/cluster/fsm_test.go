@@ -50,6 +50,16 @@ func newTestFSM(t *testing.T) testableFSM {
 type countingFSM struct {
 	*raftfsm.FSM
 	restores atomic.Int32
+	// gate, while set, holds every Apply until it is closed: a replica
+	// whose FSM trails the commit index.
+	gate atomic.Pointer[chan struct{}]
+}
+
+func (f *countingFSM) Apply(l *raft.Log) interface{} {
+	if g := f.gate.Load(); g != nil {
+		<-*g
+	}
+	return f.FSM.Apply(l)
 }
 
 func (f *countingFSM) Restore(rc io.ReadCloser) error {

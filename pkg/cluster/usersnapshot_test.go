@@ -7,10 +7,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/thrift/lib/go/thrift"
+
+	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
+	"github.com/lancemaster/lancemaster/pkg/testkit"
 )
 
 // saveAll takes an operator snapshot on n and returns the file's bytes.
@@ -136,4 +142,127 @@ func TestSnapshotRestoreRefusesUnannouncedBytes(t *testing.T) {
 	if _, err := n.NewSnapshotRestore(0); err == nil {
 		t.Fatal("an empty upload was accepted")
 	}
+}
+
+// A restore is prepared against everything committed (raftfsm.PrepareRestore
+// after a barrier): a job whose dispatch the cluster committed while the
+// leader's own FSM had not applied it yet keeps that dispatch. Read from
+// the trailing replica, it would be PENDING again in the restored state,
+// and dispatched a second time.
+func TestRestorePreparesAgainstEverythingCommitted(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	ld := c.leader()
+	n := ld.node()
+	const root = "s3://bucket/warehouse"
+	apply := func(ct raftfsm.CommandType, cmd thrift.TStruct) *journal.TApplyResponse {
+		t.Helper()
+		data, err := raftfsm.Encode(ct, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := n.Propose(ctx, data)
+		if err != nil || resp.GetCode() != journal.TApplyCode_OK {
+			t.Fatalf("propose %d: %v %v", ct, resp, err)
+		}
+		return resp
+	}
+	now := time.Now().UnixMilli()
+	apply(raftfsm.CmdSetClusterID, &journal.TClusterIDCommand{NowMs: now, ClusterID: "c-1"})
+	cat := apply(raftfsm.CmdCreateCatalog, &journal.TCatalogCommand{NowMs: now,
+		Catalog: &journal.TCatalogRecord{Name: "lake", RootURI: thrift.StringPtr(root)}}).GetID()
+	be := apply(raftfsm.CmdAddBackend, &journal.TBackendCommand{NowMs: now, Address: "be.test:9050"}).GetID()
+	loc, err := job.DatasetLocator(root, "db", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := apply(raftfsm.CmdAdmit, &journal.TAdmitCommand{NowMs: now, Job: raftfsm.RecordToThrift(&job.Record{
+		Creator: "alice", CatalogID: cat, DB: "db", Table: "t", Provider: job.ProviderDirectory, Locator: loc,
+		DisplayIndexName: "i", NormalizedIndexName: "i", MutationType: job.Create, AdmittedDatasetVersion: 7,
+		IndexType: job.IndexBTree, Column: "id", PropertiesJSON: "{}",
+		SchemaContract: `{"v":1,"fields":[{"id":0,"name":"id","type":"int64","nullable":false}]}`,
+	})}).GetID()
+	file := saveAll(t, n)
+
+	// The leader's FSM stops applying; the job's dispatch is committed by a
+	// majority (a follower applies it) but not applied on the leader.
+	fsm := ld.currentFSM().(*countingFSM)
+	gate := make(chan struct{})
+	fsm.gate.Store(&gate)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			fsm.gate.Store(nil)
+			close(gate)
+		}
+	}
+	defer release()
+	j, _ := fsm.State().Job(id)
+	m1, err := raftfsm.Encode(raftfsm.CmdMarkRunningBatch, &journal.TMarkRunningBatch{NowMs: now, Jobs: []*journal.TMarkRunning{{
+		JobID: id, ExpectedRev: j.Rev, BackendID: be, ProcessEpoch: 42, InvocationID: "inv-1",
+		InvocationSecret: "s3cr3t-0123456789abcdef", DeadlineMs: now + 3_600_000, LeaderTerm: int64(n.LeaderTerm())}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, _ = n.Propose(ctx, m1)
+	}()
+	running := func(f testableFSM) bool {
+		r, ok := f.(*countingFSM).State().Job(id)
+		return ok && r.MutationState == job.Running
+	}
+	f0 := c.followers(ld)[0]
+	eventually(t, 10*time.Second, "the dispatch to be committed", func() bool { return running(f0.currentFSM()) })
+	if running(fsm) {
+		t.Fatal("the gated leader applied the dispatch")
+	}
+
+	u, err := n.NewSnapshotRestore(int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Discard()
+	if _, err := u.Write(file); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := u.Restore(ctx)
+		done <- err
+	}()
+	// While the leader's FSM trails, the restore must not read it: no
+	// prepared body may appear. (Without the barrier it appears at once.)
+	if testkit.Poll(500*time.Millisecond, func() bool { return preparedSpools(t, n) > 0 }) {
+		t.Fatal("the restore was prepared against a replica that had not applied everything committed")
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	r, ok := fsm.State().Job(id)
+	if !ok || r.MutationState != job.Running || r.InvocationID != "inv-1" {
+		t.Fatalf("after the restore the job is %+v: its committed dispatch was forgotten", r)
+	}
+}
+
+// preparedSpools counts the prepared restore bodies in n's transfers dir.
+func preparedSpools(t *testing.T, n *Node) int {
+	entries, err := os.ReadDir(filepath.Join(n.cfg.DataDir, transfersDirName))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	k := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "prepared-") {
+			k++
+		}
+	}
+	return k
 }
