@@ -194,9 +194,10 @@ func (u *SnapshotRestore) Discard() error { return u.spool.discard() }
 // that followers install as a snapshot. What raft installs is the file's
 // state prepared against this node's journal (prepareRestore): a job the
 // journal knows at a later revision keeps that record, and a job it cannot
-// vouch for that could be dispatched again is held, so that no job is
-// ever dispatched a second time because a restore forgot its dispatch. A file that fails verification is
-// refused with a *SnapshotFileError and changes nothing. Errors wrapping
+// vouch for that could be dispatched again is held, so that no job is ever
+// dispatched a second time because a restore forgot its dispatch. A file
+// that fails verification is refused with a *SnapshotFileError and changes
+// nothing. Errors wrapping
 // raftfsm.ErrNotLeader also mean nothing changed; ErrFateUnknown means the
 // restore may have happened (look, then restore again if needed: restoring
 // the same file twice is harmless).
