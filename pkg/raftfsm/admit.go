@@ -26,14 +26,29 @@ const AdmitRulesRecheck int32 = 2
 
 func init() {
 	register(CommandSpec{Type: CmdAdmit, Name: "admit", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTAdmitCommand, applyAdmit)
-	register(CommandSpec{Type: CmdAdmitBatch, Name: "admit_batch", Forward: ForwardFromFollower, Wake: WakeDispatcher}, journal.NewTAdmitBatch, applyAdmitBatch)
+	registerDecoded(CommandSpec{Type: CmdAdmitBatch, Name: "admit_batch", Forward: ForwardFromFollower, Wake: WakeDispatcher},
+		decodeAdmitBatch, applyAdmitBatch)
 }
 
 func applyAdmit(t *tx, c *journal.TAdmitCommand) (*journal.TApplyResponse, error) {
 	if c.Job == nil {
 		return respFail(journal.TApplyCode_INVALID, "admit command carries no job"), nil
 	}
-	return admit(t, c.Job, c.GetAdmitRules())
+	return admit(t, jobcodec.RecordFromThrift(c.Job), c.GetAdmitRules())
+}
+
+// decodeAdmitBatch reads a CmdAdmitBatch body with jobcodec's direct
+// decoder (jobcodec.DecodeAdmitBatch, held to the generated reader).
+// Admission batches are most of a busy journal's entries, and every replica
+// decodes each one: the generated reader allocated the struct, a pointer
+// per optional field and each string before the record was built from them
+// (docs/benchmarks.md).
+func decodeAdmitBatch(body []byte) (*jobcodec.AdmitBatch, int64, error) {
+	b, err := jobcodec.DecodeAdmitBatch(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, b.NowMs, nil
 }
 
 // applyAdmitBatch is M0 for concurrent admissions (the leader's group
@@ -42,14 +57,10 @@ func applyAdmit(t *tx, c *journal.TAdmitCommand) (*journal.TApplyResponse, error
 // items before it (their ids, fences and quota charges), so two jobs of one
 // batch with the same fence key cannot both pass; a refused item changes
 // nothing and does not stop the others.
-func applyAdmitBatch(t *tx, c *journal.TAdmitBatch) (*journal.TApplyResponse, error) {
+func applyAdmitBatch(t *tx, c *jobcodec.AdmitBatch) (*journal.TApplyResponse, error) {
 	items := make([]*journal.TItemResult_, 0, len(c.Jobs))
-	for _, tj := range c.Jobs {
-		if tj == nil {
-			items = append(items, itemFail(0, journal.TApplyCode_INVALID, "empty batch item"))
-			continue
-		}
-		resp, err := admit(t, tj, c.GetAdmitRules())
+	for _, in := range c.Jobs {
+		resp, err := admit(t, in, c.AdmitRules)
 		if err != nil {
 			return nil, err
 		}
@@ -66,9 +77,10 @@ func admitItem(resp *journal.TApplyResponse) *journal.TItemResult_ {
 }
 
 // admit is one admission, the whole of CmdAdmit and one item of
-// CmdAdmitBatch. A guard failure returns before anything is written.
-func admit(t *tx, tj *journal.TJobRecord, rules int32) (*journal.TApplyResponse, error) {
-	r := admissionRecord(tj, t.now)
+// CmdAdmitBatch: in is the leader's record as decoded from the entry (admit
+// rebuilds it in place). A guard failure returns before anything is written.
+func admit(t *tx, in *job.Record, rules int32) (*journal.TApplyResponse, error) {
+	r := admissionRecord(in, t.now)
 	if err := validateAdmission(r); err != nil {
 		return respFail(journal.TApplyCode_INVALID, "%s", errMessage(err)), nil
 	}
@@ -126,11 +138,10 @@ func recheckOptions(t *tx, r *job.Record) *journal.TApplyResponse {
 	return nil
 }
 
-// admissionRecord copies the leader's record and sets every field the FSM
-// owns: the id comes later, the states, rev and times are fixed, and nothing
+// admissionRecord keeps what the leader's record may set and sets every
+// field the FSM owns: the id comes later, the states, rev and times are fixed, and nothing
 // of a dispatch, result, release or cancel may be smuggled in.
-func admissionRecord(tj *journal.TJobRecord, now int64) *job.Record {
-	in := jobcodec.RecordFromThrift(tj)
+func admissionRecord(in *job.Record, now int64) *job.Record {
 	// The record is rebuilt in the decoded one's place (the literal is
 	// evaluated before it is stored): one allocation per admitted job.
 	*in = job.Record{

@@ -95,18 +95,38 @@ var registry = map[CommandType]applyFunc{}
 // C is the command's generated Thrift struct; newCmd allocates one to
 // decode into.
 func register[C command](spec CommandSpec, newCmd func() C, apply func(t *tx, cmd C) (*journal.TApplyResponse, error)) {
+	registerDecoded(spec, func(body []byte) (C, int64, error) {
+		cmd := newCmd()
+		if err := decodeCompact(body, cmd); err != nil {
+			var none C
+			return none, 0, err
+		}
+		return cmd, cmd.GetNowMs(), nil
+	}, apply)
+}
+
+// registerDecoded is register for a command that Apply reads with a decoder
+// of its own instead of the generated struct's: decode returns the command
+// and the leader's clock it carries. decode must accept and refuse exactly
+// the bodies the generated reader does (masters of older versions read the
+// same entries with it), and CheckCommand uses it too.
+func registerDecoded[C any](spec CommandSpec, decode func(body []byte) (C, int64, error),
+	apply func(t *tx, cmd C) (*journal.TApplyResponse, error)) {
 	checkSpec(spec)
 	ct := spec.Type
 	specs[ct] = spec
 	registry[ct] = func(t *tx, body []byte) (*journal.TApplyResponse, error) {
-		cmd := newCmd()
-		if err := decodeCompact(body, cmd); err != nil {
+		cmd, now, err := decode(body)
+		if err != nil {
 			return nil, fmt.Errorf("undecodable command body: %w", err)
 		}
-		t.now = cmd.GetNowMs()
+		t.now = now
 		return apply(t, cmd)
 	}
-	decoders[ct] = func(body []byte) error { return decodeCompact(body, newCmd()) }
+	decoders[ct] = func(body []byte) error {
+		_, _, err := decode(body)
+		return err
+	}
 }
 
 // Apply applies one committed entry and returns its *journal.TApplyResponse.

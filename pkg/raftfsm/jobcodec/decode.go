@@ -172,6 +172,66 @@ func (r *Reader) JobRecord(in *Interner) *job.Record {
 	return rec
 }
 
+// AdmitBatch is a TAdmitBatch (the journal's batch of admissions) with its
+// jobs read into records, as RecordFromThrift would build them.
+type AdmitBatch struct {
+	NowMs      int64
+	Jobs       []*job.Record
+	AdmitRules int32 // 0 when unset
+}
+
+// DecodeAdmitBatch reads the compact encoding of a TAdmitBatch by the
+// generated reader's rules: a field of an unknown id or an unexpected type
+// is skipped, now_ms and jobs are required (the last of a repeated field
+// wins), the jobs list is read as structs whatever element type its header
+// names, and each job as JobRecord reads one. It refuses what the generated
+// reader refuses (the differential tests hold it to that).
+func DecodeAdmitBatch(body []byte) (*AdmitBatch, error) {
+	r := NewReader(body)
+	b := &AdmitBatch{}
+	var last int16
+	haveNow, haveJobs := false, false
+	for r.err == nil {
+		typ, id := r.field(&last)
+		if typ == ctStop {
+			break
+		}
+		switch {
+		case id == 1 && typ == ctI64:
+			b.NowMs, haveNow = r.i64(), true
+		case id == 2 && typ == ctList:
+			b.Jobs, haveJobs = r.jobRecords(nil), true
+		case id == 3 && typ == ctI32:
+			b.AdmitRules = r.i32()
+		default:
+			r.skip(typ, true, 0)
+		}
+	}
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case !haveNow || !haveJobs:
+		return nil, fmt.Errorf("%w: admit batch without now_ms or jobs", ErrMalformed)
+	}
+	return b, nil
+}
+
+// jobRecords reads a list<TJobRecord> field's value; nil on a malformation.
+func (r *Reader) jobRecords(in *Interner) []*job.Record {
+	n, ok := r.structList()
+	if !ok {
+		return nil
+	}
+	out := make([]*job.Record, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		out = append(out, r.JobRecord(in))
+	}
+	if r.err != nil {
+		return nil
+	}
+	return out
+}
+
 func (r *Reader) jobResult(in *Interner) job.Result {
 	var res job.Result
 	r.structFields(func(typ byte, id int16) bool {
