@@ -139,8 +139,9 @@ func recheckOptions(t *tx, r *job.Record) *journal.TApplyResponse {
 }
 
 // admissionRecord keeps what the leader's record may set and sets every
-// field the FSM owns: the id comes later, the states, rev and times are fixed, and nothing
-// of a dispatch, result, release or cancel may be smuggled in.
+// field the FSM owns: the id comes later, the states, rev and times are
+// fixed, and nothing of a dispatch, result, release or cancel may be
+// smuggled in.
 func admissionRecord(in *job.Record, now int64) *job.Record {
 	// The record is rebuilt in the decoded one's place (the literal is
 	// evaluated before it is stored): one allocation per admitted job.
