@@ -12,6 +12,7 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
+	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
 	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
@@ -39,6 +40,11 @@ var benchSnapshot = job.Snapshot{
 		{ID: 1, Name: "vector", Type: "fixed_size_list", ListDimension: 128, ElementType: "float32", Nullable: true},
 	},
 }
+
+// benchInspect is benchSnapshot's inspect answer, one for every table: the
+// fake serves in the masters' process, and a copy per table would stay in
+// their heap.
+var benchInspect = jobwire.InspectResponse(&benchSnapshot)
 
 // benchOptions lift every quota out of the way and allow the local-path root.
 var benchOptions = [][2]string{
@@ -95,7 +101,7 @@ func (a *admitClient) prepare() {
 	a.seq++
 	table := fmt.Sprintf("t%d_%d", a.g, a.seq)
 	if loc, err := job.DatasetLocator(benchRoot, benchDB, table); err == nil {
-		a.fake.SetDataset(loc, benchSnapshot)
+		a.fake.SetInspectResponse(loc, benchInspect)
 	}
 	a.req = &adminapi.TCreateIndexRequest{
 		Catalog: benchCatalog, Db: benchDB, Table: table, IndexName: benchIndexName,

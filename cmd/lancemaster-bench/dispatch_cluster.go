@@ -128,6 +128,9 @@ func startMCluster(o *options, cfg mclusterConfig) (c *mcluster, err error) {
 	if err != nil {
 		return c, fmt.Errorf("%s: %w", cfg.name, err)
 	}
+	// The fake serves in the masters' process: it keeps no record of the
+	// reads it serves (a load point's inspects would stay in their heap).
+	c.Backend.SetRecordReads(false)
 	_, l, err := c.leader(-1)
 	if err != nil {
 		return c, err
@@ -225,7 +228,7 @@ func (a *admitter) prepare() (*adminapi.TCreateIndexRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.c.Backend.SetDataset(loc, benchSnapshot)
+	a.c.Backend.SetInspectResponse(loc, benchInspect)
 	return &adminapi.TCreateIndexRequest{
 		Catalog: benchCatalog, Db: benchDB, Table: table, IndexName: benchIndexName, Column: "id", IndexType: "BTREE",
 	}, nil

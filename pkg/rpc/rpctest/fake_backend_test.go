@@ -118,6 +118,22 @@ func TestFakeBackendHeartbeatInspectAndHooks(t *testing.T) {
 		t.Fatalf("inspect records: %v", seen)
 	}
 
+	// Reads no longer recorded still get their answers; submits are
+	// recorded whatever.
+	f.SetRecordReads(false)
+	if resp, err := c.Inspect(ctx(t), f.Addr(), &wire.TInspectDatasetRequest{DatasetURI: "s3://b/db/t.lance",
+		StorageOptions: map[string]string{"k": "w"}}); err != nil || resp.GetDatasetVersion() != 12 {
+		t.Fatalf("inspect not recorded = %v, %v", resp, err)
+	}
+	if _, err := c.Heartbeat(ctx(t), f.Addr(), &wire.THeartbeatRequest{MasterID: "m1", LeaderTerm: &term}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Inspects()) != 2 || len(f.StorageOptionsSeen()) != 1 || len(f.Heartbeats()) != 1 {
+		t.Fatalf("reads recorded with recording off: %d inspects, %d storage options, %d heartbeats",
+			len(f.Inspects()), len(f.StorageOptionsSeen()), len(f.Heartbeats()))
+	}
+	f.SetRecordReads(true)
+
 	// A hook that drops the connection: the send is ambiguous.
 	f.SetSubmitHook(func(context.Context, *wire.TLanceIndexJobDispatch) (*wire.TStatus, error) {
 		return nil, ErrDropConnection
