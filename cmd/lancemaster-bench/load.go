@@ -30,6 +30,11 @@ type loadResult struct {
 	Elections int `json:"elections,omitempty"`
 	// MasterLog holds the masters' first warnings and errors (admission only).
 	MasterLog []string `json:"master_log,omitempty"`
+	// GCCycles and GCCPUShare are the Go GC cycles of the benchmark's
+	// process in the window and their share of its CPU (gcshare.go): the
+	// process's, so they describe raw and admission, not etcd.
+	GCCycles   int     `json:"gc_cycles"`
+	GCCPUShare float64 `json:"gc_cpu_share"`
 }
 
 // worker is one closed-loop client.
@@ -105,11 +110,13 @@ func closedLoop(c int, warm, window time.Duration, newWorker func(g int) (worker
 		}(g)
 	}
 	time.Sleep(warm)
+	gc0 := readGC()
 	t0 = time.Now()
 	measuring.Store(true)
 	time.Sleep(window)
 	measuring.Store(false)
 	el := time.Since(t0)
+	gcCycles, gcShare := gcSince(gc0)
 	stop.Store(true)
 	wg.Wait()
 
@@ -131,6 +138,7 @@ func closedLoop(c int, warm, window time.Duration, newWorker func(g int) (worker
 		Conc: c, N: len(all), OpsPerS: float64(len(all)) / el.Seconds(),
 		P50Ms: pctMs(all, 0.50), P99Ms: pctMs(all, 0.99), Errors: errs.Load(),
 		FirstHalfPerS: float64(first) / half, SecondHalfPerS: float64(second) / half,
+		GCCycles: gcCycles, GCCPUShare: gcShare,
 	}
 	if p := firstErr.Load(); p != nil {
 		res.FirstErr = *p

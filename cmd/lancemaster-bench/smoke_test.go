@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +46,23 @@ func TestSectionsRun(t *testing.T) {
 		if n == 0 {
 			t.Errorf("section %s reported no figure", sec)
 		}
+	}
+}
+
+// The GC figures of a window count the cycles that ran in it and give
+// their share of the process's CPU (0 without a cycle).
+func TestGCSinceCountsTheWindowsCycles(t *testing.T) {
+	from := readGC()
+	if n, share := gcSince(from); n != 0 || share != 0 {
+		t.Fatalf("no cycle yet: %d cycles, share %v", n, share)
+	}
+	runtime.GC()
+	runtime.GC()
+	n, share := gcSince(from)
+	if n != 2 || share <= 0 || share > 1 {
+		t.Fatalf("after two forced cycles: %d cycles, share %v", n, share)
+	}
+	if note := gcNote(loadResult{GCCycles: 2, GCCPUShare: 0.184}); note != "GC: 2 cycles, 18% of the process's CPU" {
+		t.Fatalf("note %q", note)
 	}
 }
