@@ -241,9 +241,12 @@ type bookTxn struct {
 	globals, corrupts int
 }
 
+// txn starts an entry's changes. The books' trees have small nodes: a new
+// job's fence and table count sort anywhere among the others, and each
+// change copies the whole leaf it lands in (ordtree, "Node shapes").
 func (t *bookTree) txn() *bookTxn {
 	owner := ordtree.NewOwner()
-	return &bookTxn{fenceTx: t.fence.Txn(owner, cmpFenceEntry), countsTx: t.counts.Txn(owner, cmpCountEntry),
+	return &bookTxn{fenceTx: t.fence.SmallTxn(owner, cmpFenceEntry), countsTx: t.counts.SmallTxn(owner, cmpCountEntry),
 		globals: t.globals, corrupts: t.corrupts}
 }
 

@@ -13,9 +13,18 @@ import "sync/atomic"
 // only grow, update times nearly so), and each ordering then costs ~20 bytes
 // per 8-byte item (measured, v1.1.3); go-memdb costs ~370 bytes per entry per
 // index. This tree stores only 8-byte items in 1 KiB nodes (one size class,
-// no slice headers); a full last node gives an appended item a new node of
-// its own, so appends leave full nodes behind; and Restore builds it
-// bottom-up from sorted items with every node full: ~8.3 bytes per item.
+// one allocation each); a full last node gives an appended item a new node
+// of its own, so appends leave full nodes behind; and Restore builds it
+// bottom-up from sorted items with every node full: ~8.5 bytes per item.
+//
+// Node shapes: a change copies the whole node it lands in, so a tree whose
+// changes land at random leaves (the books: a new job's fence and table
+// count sort anywhere) is written with small nodes (SmallTxn: 256 bytes,
+// SmallCap entries), a quarter of the copy; the job indexes, where new
+// items go to the end and memory per item counts, keep 1 KiB nodes. A tree
+// is all of one shape: a new node takes the capacity of the node it splits
+// from or is copied from, and only the first node of an empty tree takes
+// its transaction's.
 //
 // Versions: a tree value (root, length) is immutable once published. A
 // writer (Txn) copies a node before its first change and then changes its
@@ -33,21 +42,58 @@ import "sync/atomic"
 // memory.
 
 const (
-	// NodeCap is the entries per node: a 24-byte header plus 125 8-byte
-	// items is 1024 bytes, a malloc size class. (Tests elsewhere use it to
-	// make sure a walk crosses nodes.)
-	NodeCap = 125
-	minFill = NodeCap / 4
+	// NodeCap is the entries per node of the 1 KiB shape: a 64-byte header
+	// plus 120 8-byte items is 1024 bytes, a malloc size class. (Tests
+	// elsewhere use it to make sure a walk crosses nodes.)
+	NodeCap = 120
+	// SmallCap is the entries per node of the small shape: 64 + 24×8 = 256
+	// bytes.
+	SmallCap = 24
+	minFill  = NodeCap / 4
 )
 
 type node[T any] struct {
-	owner uint64             // the transaction that made this node; 0: built by Restore
-	n     int                // entries used
-	kids  *[NodeCap]*node[T] // nil for a leaf
-	items [NodeCap]T         // a leaf's items; an inner node's kids' first items
+	owner uint64     // the transaction that made this node; 0: built by Restore
+	n     int        // entries used
+	kids  []*node[T] // nil for a leaf; else as long as items
+	items []T        // a leaf's items; an inner node's kids' first items. Its length is the node's capacity
+}
+
+// The two shapes: the header and its items in one allocation.
+type bigNode[T any] struct {
+	node[T]
+	a [NodeCap]T
+}
+
+type smallNode[T any] struct {
+	node[T]
+	a [SmallCap]T
+}
+
+// newNode makes an empty node of capacity c (NodeCap or SmallCap) owned by
+// owner; inner says it has kids.
+func newNode[T any](c int, owner uint64, inner bool) *node[T] {
+	var n *node[T]
+	if c == SmallCap {
+		s := new(smallNode[T])
+		s.items, n = s.a[:], &s.node
+	} else {
+		b := new(bigNode[T])
+		b.items, n = b.a[:], &b.node
+	}
+	n.owner = owner
+	if inner {
+		n.kids = make([]*node[T], len(n.items))
+	}
+	return n
 }
 
 func (n *node[T]) leaf() bool { return n.kids == nil }
+
+// capacity is n's entries at most; least is the fewest it holds off the
+// tree's rightmost path (a quarter, minFill for the 1 KiB shape).
+func (n *node[T]) capacity() int { return len(n.items) }
+func (n *node[T]) least() int    { return len(n.items) / 4 }
 
 // Tree is one immutable version of an ordered set of T.
 type Tree[T any] struct {
@@ -199,8 +245,9 @@ func Build[T any](items []T) Tree[T] {
 	}
 	level := make([]*node[T], 0, (len(items)+NodeCap-1)/NodeCap)
 	for _, size := range chunks(len(items)) {
-		n := &node[T]{n: size}
-		copy(n.items[:], items[:size])
+		n := newNode[T](NodeCap, 0, false)
+		n.n = size
+		copy(n.items, items[:size])
 		items = items[size:]
 		level = append(level, n)
 	}
@@ -211,7 +258,8 @@ func Build[T any](items []T) Tree[T] {
 	for len(level) > 1 {
 		up := make([]*node[T], 0, (len(level)+NodeCap-1)/NodeCap)
 		for _, size := range chunks(len(level)) {
-			n := &node[T]{n: size, kids: new([NodeCap]*node[T])}
+			n := newNode[T](NodeCap, 0, true)
+			n.n = size
 			for i, k := range level[:size] {
 				n.kids[i], n.items[i] = k, k.items[0]
 			}
@@ -247,10 +295,18 @@ type Txn[T any] struct {
 	Tree[T]
 	owner uint64
 	cmp   func(a, b T) int
+	cap   int // the capacity of an empty tree's first node
 }
 
+// Txn starts a transaction on t; an empty tree gets 1 KiB nodes.
 func (t Tree[T]) Txn(owner uint64, cmp func(a, b T) int) Txn[T] {
-	return Txn[T]{Tree: t, owner: owner, cmp: cmp}
+	return Txn[T]{Tree: t, owner: owner, cmp: cmp, cap: NodeCap}
+}
+
+// SmallTxn is Txn for a tree of small nodes: an empty tree gets nodes of
+// SmallCap entries (a tree that has nodes keeps their shape).
+func (t Tree[T]) SmallTxn(owner uint64, cmp func(a, b T) int) Txn[T] {
+	return Txn[T]{Tree: t, owner: owner, cmp: cmp, cap: SmallCap}
 }
 
 func (x *Txn[T]) Version() Tree[T] { return x.Tree }
@@ -266,10 +322,11 @@ func (x *Txn[T]) mutable(n *node[T]) *node[T] {
 	if n.owner == x.owner {
 		return n
 	}
-	c := &node[T]{owner: x.owner, n: n.n, items: n.items}
+	c := newNode[T](n.capacity(), x.owner, n.kids != nil)
+	c.n = n.n
+	copy(c.items, n.items[:n.n])
 	if n.kids != nil {
-		c.kids = new([NodeCap]*node[T])
-		*c.kids = *n.kids
+		copy(c.kids, n.kids[:n.n])
 	}
 	return c
 }
@@ -277,15 +334,16 @@ func (x *Txn[T]) mutable(n *node[T]) *node[T] {
 // Set inserts item, or replaces the item equal to it (returning that one).
 func (x *Txn[T]) Set(item T) (old T, replaced bool) {
 	if x.root == nil {
-		x.root = &node[T]{owner: x.owner, n: 1}
-		x.root.items[0] = item
+		x.root = newNode[T](x.cap, x.owner, false)
+		x.root.n, x.root.items[0] = 1, item
 		x.size = 1
 		return old, false
 	}
 	x.root = x.mutable(x.root)
 	right, old, replaced := x.setIn(x.root, true, item, x.To(item))
 	if right != nil {
-		root := &node[T]{owner: x.owner, n: 2, kids: new([NodeCap]*node[T])}
+		root := newNode[T](x.root.capacity(), x.owner, true)
+		root.n = 2
 		root.kids[0], root.kids[1] = x.root, right
 		root.items[0], root.items[1] = x.root.items[0], right.items[0]
 		x.root = root
@@ -329,7 +387,8 @@ func (x *Txn[T]) setIn(n *node[T], last bool, item T, to func(T) int) (right *no
 // minFill: repeated inserts at one spot (the end of one catalog's jobs) then
 // leave nodes three quarters full or more, and descending runs do too.
 func (x *Txn[T]) insertAt(n *node[T], last bool, i int, item T, kid *node[T]) (right *node[T]) {
-	if n.n < NodeCap {
+	c := n.capacity()
+	if n.n < c {
 		copy(n.items[i+1:n.n+1], n.items[i:n.n])
 		n.items[i] = item
 		if kid != nil {
@@ -339,18 +398,15 @@ func (x *Txn[T]) insertAt(n *node[T], last bool, i int, item T, kid *node[T]) (r
 		n.n++
 		return nil
 	}
-	right = &node[T]{owner: x.owner}
-	if kid != nil {
-		right.kids = new([NodeCap]*node[T])
-	}
-	if last && i == NodeCap {
+	right = newNode[T](c, x.owner, kid != nil)
+	if last && i == c {
 		right.n, right.items[0] = 1, item
 		if kid != nil {
 			right.kids[0] = kid
 		}
 		return right
 	}
-	at := min(max(i, minFill), NodeCap-minFill)
+	at := min(max(i, n.least()), c-n.least())
 	moveTail(n, right, at)
 	if i <= at {
 		x.insertAt(n, false, i, item, kid)
@@ -362,9 +418,9 @@ func (x *Txn[T]) insertAt(n *node[T], last bool, i int, item T, kid *node[T]) (r
 
 // moveTail moves n's entries from `from` on to the empty node dst.
 func moveTail[T any](n, dst *node[T], from int) {
-	dst.n = copy(dst.items[:], n.items[from:n.n])
+	dst.n = copy(dst.items, n.items[from:n.n])
 	if n.kids != nil {
-		copy(dst.kids[:], n.kids[from:n.n])
+		copy(dst.kids, n.kids[from:n.n])
 	}
 	truncate(n, from)
 }
@@ -381,9 +437,9 @@ func truncate[T any](n *node[T], k int) {
 
 // dropHead removes n's first k entries.
 func dropHead[T any](n *node[T], k int) {
-	copy(n.items[:], n.items[k:n.n])
+	copy(n.items, n.items[k:n.n])
 	if n.kids != nil {
-		copy(n.kids[:], n.kids[k:n.n])
+		copy(n.kids, n.kids[k:n.n])
 	}
 	truncate(n, n.n-k)
 }
@@ -424,7 +480,7 @@ func (x *Txn[T]) deleteIn(n *node[T], last bool, to func(T) int) {
 	if k.n > 0 {
 		n.items[i] = k.items[0]
 	}
-	if k.n < minFill && !(kLast && k.n > 0) {
+	if k.n < k.least() && !(kLast && k.n > 0) {
 		x.rebalance(n, i)
 	}
 }
@@ -446,7 +502,7 @@ func (x *Txn[T]) rebalance(n *node[T], i int) {
 	l := max(i-1, 0)
 	a, b := x.mutable(n.kids[l]), x.mutable(n.kids[l+1])
 	n.kids[l], n.kids[l+1] = a, b
-	if a.n+b.n <= NodeCap {
+	if a.n+b.n <= a.capacity() {
 		copy(a.items[a.n:], b.items[:b.n])
 		if a.kids != nil {
 			copy(a.kids[a.n:], b.kids[:b.n])

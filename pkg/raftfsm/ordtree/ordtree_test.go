@@ -49,14 +49,18 @@ func checkOrdTree(t *testing.T, tr Tree[*ordItem], want []*ordItem) {
 	}
 	var walk func(n *node[*ordItem], last bool, depth int) int
 	leafDepth := -1
+	shape := tr.root.capacity()
 	walk = func(n *node[*ordItem], last bool, depth int) int {
-		if !last && n.n < minFill {
-			t.Fatalf("a non-root node holds %d entries (min %d)", n.n, minFill)
+		if c := n.capacity(); c != shape || (c != NodeCap && c != SmallCap) || (n.kids != nil && len(n.kids) != c) {
+			t.Fatalf("a node of capacity %d (kids %d) in a tree of %d", c, len(n.kids), shape)
 		}
-		if n.n == 0 || n.n > NodeCap {
+		if !last && n.n < n.least() {
+			t.Fatalf("a non-root node holds %d entries (min %d)", n.n, n.least())
+		}
+		if n.n == 0 || n.n > n.capacity() {
 			t.Fatalf("node with %d entries", n.n)
 		}
-		for i := n.n; i < NodeCap; i++ {
+		for i := n.n; i < n.capacity(); i++ {
 			if n.items[i] != nil || (n.kids != nil && n.kids[i] != nil) {
 				t.Fatalf("stale entry past the end of a node")
 			}
@@ -184,7 +188,21 @@ func TestOrdTreeDescend(t *testing.T) {
 	checkDescend(t, empty, nil, 3, -1)
 }
 
+// txnOf starts a transaction of the shape under test.
+func txnOf(tr Tree[*ordItem], small bool) Txn[*ordItem] {
+	if small {
+		return tr.SmallTxn(NewOwner(), cmpOrdItem)
+	}
+	return tr.Txn(NewOwner(), cmpOrdItem)
+}
+
 func TestOrdTreeAgainstModel(t *testing.T) {
+	for _, small := range []bool{false, true} {
+		t.Run(map[bool]string{false: "1 KiB nodes", true: "small nodes"}[small], func(t *testing.T) { ordTreeAgainstModel(t, small) })
+	}
+}
+
+func ordTreeAgainstModel(t *testing.T, small bool) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		keys := int64(200 + rng.IntN(5000))
@@ -196,7 +214,9 @@ func TestOrdTreeAgainstModel(t *testing.T) {
 		}
 		var versions []version
 		for round := 0; round < 120; round++ {
-			x := tr.Txn(NewOwner(), cmpOrdItem)
+			// Now and then a transaction of the other shape: a tree that
+			// has nodes keeps their shape (checkOrdTree: one shape).
+			x := txnOf(tr, small != (round%7 == 3))
 			model = slices.Clone(model) // saved versions keep theirs
 			ops := 1 + rng.IntN(400)
 			mode := rng.IntN(4) // 0 random, 1 appends, 2 deletes from the front, 3 mixed
@@ -238,8 +258,10 @@ func TestOrdTreeAgainstModel(t *testing.T) {
 			tr = x.Version()
 			checkOrdTree(t, tr, model)
 			versions = append(versions, version{tr, model})
-			if rng.IntN(10) == 0 {
-				// Rebuild the way Restore does, then keep writing on it.
+			if !small && rng.IntN(10) == 0 {
+				// Rebuild the way Restore does, then keep writing on it
+				// (Restore builds 1 KiB trees; the books it rebuilds by
+				// writing).
 				tr = Build(model)
 				checkOrdTree(t, tr, model)
 			}
