@@ -86,10 +86,11 @@ func (r *round) ask(st *raftfsm.State, groups []queryGroup, giveUp bool) (asked 
 		r.work.start(ids, g.backendID, r.deps.SendConcurrency, func() {
 			defer wg.Done()
 			plan := reconcilePlan{settled: map[int64]bool{}}
-			if resp := r.d.query(r.ctx, r.term, cluster, b.Address, g); resp != nil {
+			resp, otherEpoch := r.d.query(r.ctx, r.term, cluster, b.Address, g)
+			if resp != nil {
 				r.d.planFromAnswer(&plan, a, g, resp)
 			}
-			if giveUp {
+			if giveUp && !r.newProcessUnheard(g, otherEpoch) {
 				r.giveUp(&plan, g.jobs)
 			}
 			if err := r.d.applyReconcile(r.ctx, plan); err != nil && r.ctx.Err() == nil {
@@ -130,8 +131,28 @@ func groupForQuery(recs []*job.Record) []queryGroup {
 	return out
 }
 
-// query asks one backend; nil means no usable answer (wait).
-func (d *Dispatcher) query(ctx context.Context, term uint64, cluster, addr string, g queryGroup) *wire.TQueryInvocationsResponse {
+// newProcessUnheard reports whether the deadline sweep must not give up
+// g's jobs although their deadline passed: the backend answered the query
+// STALE_EPOCH (otherEpoch) before this term heard its epoch. The answer
+// says another process serves the address. A newer one (the usual case)
+// proves the worker gone, and its outbox may still hold the result: the
+// epoch path decides, as for a backend heard at a higher epoch (see
+// deadlineSweep), once a heartbeat tells the epoch. Until then the jobs
+// wait; once heard, an epoch that is not higher proves nothing and the
+// sweep gives up as before. (Fault seed 34210: the sweep made a job
+// UNKNOWN 4 ms before the new process's outbox delivered its NATIVE_OK.)
+func (r *round) newProcessUnheard(g queryGroup, otherEpoch bool) bool {
+	if !otherEpoch {
+		return false
+	}
+	_, heard := r.deps.Pool.heardInTerm(g.backendID, r.term)
+	return !heard
+}
+
+// query asks one backend; a nil answer means no usable answer (wait).
+// otherEpoch says the backend refused it as STALE_EPOCH: the epoch asked is
+// not its process's.
+func (d *Dispatcher) query(ctx context.Context, term uint64, cluster, addr string, g queryGroup) (_ *wire.TQueryInvocationsResponse, otherEpoch bool) {
 	ids := make([]string, len(g.jobs))
 	for i, r := range g.jobs {
 		ids[i] = r.InvocationID
@@ -146,16 +167,16 @@ func (d *Dispatcher) query(ctx context.Context, term uint64, cluster, addr strin
 	switch {
 	case err != nil:
 		d.log.Info("reconcile query failed; the jobs wait", zap.Int64("backend_id", g.backendID), zap.Error(err))
-		return nil
+		return nil, false
 	case resp == nil || resp.Status == nil:
 		d.log.Info("reconcile query answered without a status; the jobs wait", zap.Int64("backend_id", g.backendID))
-		return nil
+		return nil, false
 	case resp.Status.StatusCode != wire.TStatusCode_OK:
 		d.log.Info("reconcile query refused; the jobs wait", zap.Int64("backend_id", g.backendID),
 			zap.Int64("epoch", g.epoch), zap.Stringer("status", resp.Status.StatusCode))
-		return nil
+		return nil, resp.Status.StatusCode == wire.TStatusCode_STALE_EPOCH
 	}
-	return resp
+	return resp, false
 }
 
 // answerCtx is what judging the answers of one reconcile pass needs.

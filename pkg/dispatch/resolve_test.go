@@ -367,3 +367,49 @@ func TestReconcileDropsAMalformedUUID(t *testing.T) {
 		t.Fatalf("uuid %q journaled", got.IndexUUID)
 	}
 }
+
+// The deadline sweep's own query may be the first this term to meet the
+// backend's new process (a new leader, no heartbeat heard yet): STALE_EPOCH.
+// The worker's process is gone and the new one's outbox may still hold the
+// result, so the deadline proves nothing: the job waits, and the epoch path
+// decides once a heartbeat tells the epoch. (Fault seed 34210.)
+// Once the backend is heard at an epoch that is not higher, STALE_EPOCH
+// proves nothing either, and the sweep gives up as before.
+func TestDeadlineSweepWaitsWhenItsQueryMeetsANewProcess(t *testing.T) {
+	stale := func(string, *wire.TQueryInvocationsRequest) (*wire.TQueryInvocationsResponse, error) {
+		return &wire.TQueryInvocationsResponse{Status: &wire.TStatus{StatusCode: wire.TStatusCode_STALE_EPOCH}}, nil
+	}
+	t.Run("not heard this term: waits for the epoch path", func(t *testing.T) {
+		e := newEnv(t)
+		b1 := e.addBackend("b1:9060", 1)
+		id := e.admit(1)[0]
+		e.markRunning(id, b1, 1, e.nowMs()+1000, 3)
+		e.be.setQuery(stale)
+		e.clock.Advance(time.Hour)
+		e.round()
+		e.d.Wait()
+		e.wantState(id, job.Running)
+		if len(e.be.queried()) == 0 {
+			t.Fatal("the sweep did not ask the backend")
+		}
+		e.be.setEpoch("b1:9060", 2)
+		e.be.setHeartbeat("b1:9060", func(r *wire.THeartbeatResponse) { r.OutboxDelivered = boolPtr(true) })
+		e.heartbeat()
+		e.round()
+		e.d.Wait()
+		e.wantState(id, job.Resolving)
+	})
+	t.Run("heard this term at a lower epoch: gives up", func(t *testing.T) {
+		e := newEnv(t)
+		b1 := e.addBackend("b1:9060", 1)
+		id := e.admit(1)[0]
+		e.markRunning(id, b1, 5, e.nowMs()+1000, 3)
+		e.be.setEpoch("b1:9060", 4)
+		e.be.setQuery(stale)
+		e.heartbeat()
+		e.clock.Advance(time.Hour)
+		e.round()
+		e.d.Wait()
+		e.wantState(id, job.Unknown)
+	})
+}

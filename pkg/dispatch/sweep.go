@@ -21,7 +21,9 @@ import (
 // its worker is provably gone, and the new process's outbox may still hold
 // its result; the epoch path (step 2) decides it once that outbox is
 // delivered (a report, or RESOLVING and the dataset). A deadline passing
-// meanwhile proves nothing.
+// meanwhile proves nothing. The same holds when the sweep's own query is
+// the first news of the new process (STALE_EPOCH before this term heard
+// the backend: newProcessUnheard).
 //
 // Each query group (one backend, one epoch) runs on its own goroutine of
 // the term, so a hung backend holds neither the others nor the round
