@@ -152,7 +152,7 @@ func (r *round) newProcessUnheard(g queryGroup, otherEpoch bool) bool {
 // query asks one backend; a nil answer means no usable answer (wait).
 // otherEpoch says the backend refused it as STALE_EPOCH: the epoch asked is
 // not its process's.
-func (d *Dispatcher) query(ctx context.Context, term uint64, cluster, addr string, g queryGroup) (_ *wire.TQueryInvocationsResponse, otherEpoch bool) {
+func (d *Dispatcher) query(ctx context.Context, term uint64, cluster, addr string, g queryGroup) (resp *wire.TQueryInvocationsResponse, otherEpoch bool) {
 	ids := make([]string, len(g.jobs))
 	for i, r := range g.jobs {
 		ids[i] = r.InvocationID

@@ -200,7 +200,7 @@ func DecodeAdmitBatch(body []byte) (*AdmitBatch, error) {
 		case id == 1 && typ == ctI64:
 			b.NowMs, haveNow = r.i64(), true
 		case id == 2 && typ == ctList:
-			b.Jobs, haveJobs = r.jobRecords(nil), true
+			b.Jobs, haveJobs = r.jobRecords(), true
 		case id == 3 && typ == ctI32:
 			b.AdmitRules = r.i32()
 		default:
@@ -217,14 +217,16 @@ func DecodeAdmitBatch(body []byte) (*AdmitBatch, error) {
 }
 
 // jobRecords reads a list<TJobRecord> field's value; nil on a malformation.
-func (r *Reader) jobRecords(in *Interner) []*job.Record {
+// Nothing is interned here: Apply shares an admitted record's strings itself
+// (its StrPool).
+func (r *Reader) jobRecords() []*job.Record {
 	n, ok := r.structList()
 	if !ok {
 		return nil
 	}
 	out := make([]*job.Record, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		out = append(out, r.JobRecord(in))
+		out = append(out, r.JobRecord(nil))
 	}
 	if r.err != nil {
 		return nil
