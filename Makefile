@@ -55,7 +55,7 @@ vet:
 # input is written to the package's testdata/fuzz/<target>/: commit it with
 # the fix, as a regression test.
 FUZZTIME     ?= 10s
-FUZZ_TARGETS := FuzzApply:./pkg/raftfsm FuzzAdmitBatch:./pkg/raftfsm/jobcodec FuzzReport:./pkg/report FuzzAdminRequest:./pkg/admin
+FUZZ_TARGETS := FuzzApply:./pkg/raftfsm FuzzAdmitBatch:./pkg/raftfsm/jobcodec FuzzAppendTimeline:./pkg/job FuzzReport:./pkg/report FuzzAdminRequest:./pkg/admin
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

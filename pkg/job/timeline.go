@@ -2,7 +2,10 @@ package job
 
 import (
 	"encoding/binary"
+	"math"
+	"math/bits"
 	"strconv"
+	"strings"
 )
 
 // A job's timeline: its transitions in journal order, each with the
@@ -83,6 +86,21 @@ func AppendTimeline(tl string, add ...Transition) string {
 	if len(add) == 0 {
 		return tl
 	}
+	if n, ok := canonicalLen(tl); ok && n+len(add) <= MaxTimeline {
+		// tl is EncodeTimeline's own form of its n transitions and nothing
+		// is dropped, so decoding, appending and encoding again would give
+		// tl followed by add's encoding: build that directly (each
+		// transition of a job would otherwise decode and copy every
+		// earlier one).
+		var b strings.Builder
+		b.Grow(len(tl) + 24*len(add))
+		b.WriteString(tl)
+		var head [64]byte // a transition's encoding, on the stack unless long
+		for _, a := range add {
+			b.Write(appendTransition(head[:0], a))
+		}
+		return b.String()
+	}
 	out := DecodeTimeline(tl)
 	for _, a := range add {
 		if len(out) == MaxTimeline {
@@ -125,16 +143,71 @@ func EncodeTimeline(tl []Transition) string {
 	}
 	b := make([]byte, 0, 24*len(tl))
 	for _, e := range tl {
-		b = binary.AppendUvarint(b, uint64(uint32(e.Kind)))
-		b = binary.AppendVarint(b, e.TimeMs)
-		b = binary.AppendUvarint(b, e.Index)
-		b = binary.AppendUvarint(b, uint64(len(e.Actor)))
-		b = append(b, e.Actor...)
-		b = binary.AppendUvarint(b, uint64(len(e.Detail)))
-		b = append(b, e.Detail...)
+		b = appendTransition(b, e)
 	}
 	return string(b)
 }
+
+func appendTransition(b []byte, e Transition) []byte {
+	b = binary.AppendUvarint(b, uint64(uint32(e.Kind)))
+	b = binary.AppendVarint(b, e.TimeMs)
+	b = binary.AppendUvarint(b, e.Index)
+	b = binary.AppendUvarint(b, uint64(len(e.Actor)))
+	b = append(b, e.Actor...)
+	b = binary.AppendUvarint(b, uint64(len(e.Detail)))
+	return append(b, e.Detail...)
+}
+
+// canonicalLen counts the transitions of tl when tl is exactly what
+// EncodeTimeline makes of what DecodeTimeline reads from it: every field
+// parses, every varint is in its shortest form, every kind fits its 32
+// bits, and nothing is left over. Otherwise ok is false. It reads tl in
+// place (no copy).
+func canonicalLen(tl string) (n int, ok bool) {
+	for len(tl) > 0 {
+		var k uint64
+		if k, tl, ok = shortUvarint(tl); !ok || k > math.MaxUint32 {
+			return 0, false
+		}
+		if _, tl, ok = shortUvarint(tl); !ok { // the time (a zigzag varint)
+			return 0, false
+		}
+		if _, tl, ok = shortUvarint(tl); !ok { // the index
+			return 0, false
+		}
+		for range 2 { // actor, detail
+			var l uint64
+			if l, tl, ok = shortUvarint(tl); !ok || l > uint64(len(tl)) {
+				return 0, false
+			}
+			tl = tl[l:]
+		}
+		n++
+	}
+	return n, true
+}
+
+// shortUvarint reads a uvarint from the head of s (as binary.Uvarint reads
+// one from bytes) when it is there in its shortest form.
+func shortUvarint(s string) (uint64, string, bool) {
+	var v uint64
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		c := s[i]
+		if i == binary.MaxVarintLen64-1 && c > 1 {
+			return 0, s, false // overflows 64 bits
+		}
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if i+1 != uvarintLen(v) {
+				return 0, s, false // a longer form than needed
+			}
+			return v, s[i+1:], true
+		}
+	}
+	return 0, s, false
+}
+
+func uvarintLen(v uint64) int { return max(1, (bits.Len64(v)+6)/7) }
 
 // DecodeTimeline reads EncodeTimeline's form; what does not parse ends the
 // list (it is shown, never evidence).
