@@ -57,7 +57,10 @@ type jobIndexSpec struct {
 	key   func(w *row) ixKey
 	cmp   func(a, b *row) int // by key
 	byID  bool                // key is (job_id, 0): id order
-	// packed: the index holds retained rows (every index without holds, and GC).
+	// packed: the index holds retained rows (every index without holds, and
+	// GC). It is kept in 1 KiB nodes; the others, which hold live jobs only
+	// and change with every move of one, in small nodes (ordtree, "Node
+	// shapes").
 	packed bool
 }
 
@@ -158,7 +161,11 @@ func (t *tables) txn() *tableTxn {
 		backendAddrs: t.backendAddrs.Txn(owner, cmpFolded[*Backend]),
 	}
 	for i := range x.jobs {
-		x.jobs[i] = t.jobs[i].Txn(owner, jobIndexes[i].cmp)
+		if spec := &jobIndexes[i]; spec.packed {
+			x.jobs[i] = t.jobs[i].Txn(owner, spec.cmp)
+		} else {
+			x.jobs[i] = t.jobs[i].SmallTxn(owner, spec.cmp)
+		}
 	}
 	return x
 }
@@ -289,7 +296,11 @@ func buildJobIndexes(all []*row) [numJobIndexes]ordtree.Tree[*row] {
 		default:
 			rows = sortedBy(rows, spec.key)
 		}
-		out[i] = ordtree.Build(rows)
+		if spec.packed {
+			out[i] = ordtree.Build(rows)
+		} else {
+			out[i] = ordtree.BuildSmall(rows)
+		}
 	}
 	return out
 }

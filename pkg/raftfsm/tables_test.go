@@ -80,3 +80,30 @@ func TestAdmittedJobsShareStrings(t *testing.T) {
 		t.Errorf("invocation ids shared")
 	}
 }
+
+// The job indexes keep their node shapes through Apply and Restore: 1 KiB
+// nodes for the three that hold retained jobs, small nodes for those that
+// hold live jobs only (ordtree, "Node shapes").
+func TestJobIndexShapes(t *testing.T) {
+	h, id, be := pendingFixture(t)
+	h.run(id, be)
+	for i := range 3 {
+		h.admit(h.job(id).CatalogID, "db", "t"+itoa(int64(i)), "idx")
+	}
+	check := func(when string) {
+		t.Helper()
+		for i, spec := range jobIndexes {
+			tr := h.st().t.jobs[i]
+			want := ordtree.SmallCap
+			if spec.packed {
+				want = ordtree.NodeCap
+			}
+			if tr.Len() > 0 && tr.Shape() != want {
+				t.Errorf("%s: job index %d has nodes of %d entries, want %d", when, i, tr.Shape(), want)
+			}
+		}
+	}
+	check("after Apply")
+	h.restoreWith(t, func(rs []*job.Record) []*job.Record { return rs })
+	check("after Restore")
+}

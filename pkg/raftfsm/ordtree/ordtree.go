@@ -18,13 +18,15 @@ import "sync/atomic"
 // bottom-up from sorted items with every node full: ~8.5 bytes per item.
 //
 // Node shapes: a change copies the whole node it lands in, so a tree whose
-// changes land at random leaves (the books: a new job's fence and table
-// count sort anywhere) is written with small nodes (SmallTxn: 256 bytes,
-// SmallCap entries), a quarter of the copy; the job indexes, where new
-// items go to the end and memory per item counts, keep 1 KiB nodes. A tree
-// is all of one shape: a new node takes the capacity of the node it splits
-// from or is copied from, and only the first node of an empty tree takes
-// its transaction's.
+// changes land at random leaves, or that only holds what churns, is written
+// with small nodes (SmallTxn and BuildSmall: 256 bytes, SmallCap entries), a
+// quarter of the copy. The books are one (a new job's fence and table count
+// sort anywhere), the job indexes of live jobs only another (a job enters
+// and leaves them as it moves). The three job indexes that hold every
+// retained job, where new items go to the end and memory per item counts,
+// keep 1 KiB nodes. A tree is all of one shape: a new node takes the
+// capacity of the node it splits from or is copied from, and only the first
+// node of an empty tree takes its transaction's.
 //
 // Versions: a tree value (root, length) is immutable once published. A
 // writer (Txn) copies a node before its first change and then changes its
@@ -110,6 +112,15 @@ func NewOwner() uint64 { return txnIDs.Add(1) }
 
 // Len is the number of items.
 func (t Tree[T]) Len() int { return t.size }
+
+// Shape is the capacity of the tree's nodes (NodeCap or SmallCap), 0 for
+// an empty tree.
+func (t Tree[T]) Shape() int {
+	if t.root == nil {
+		return 0
+	}
+	return t.root.capacity()
+}
 
 // ---- reading ---------------------------------------------------------------------
 
@@ -236,16 +247,21 @@ func kidFor[T any](n *node[T], to func(T) int) int {
 
 // ---- building ------------------------------------------------------------------
 
-// Build builds a tree over items, which must ascend strictly, with
-// every node full except the last one or two of each level (which share
-// their entries evenly when the last would be under minFill).
-func Build[T any](items []T) Tree[T] {
+// Build builds a tree of 1 KiB nodes over items, which must ascend
+// strictly, with every node full except the last one or two of each level
+// (which share their entries evenly when the last would be under a quarter).
+func Build[T any](items []T) Tree[T] { return build(items, NodeCap) }
+
+// BuildSmall is Build for a tree of small nodes (SmallCap entries).
+func BuildSmall[T any](items []T) Tree[T] { return build(items, SmallCap) }
+
+func build[T any](items []T, c int) Tree[T] {
 	if len(items) == 0 {
 		return Tree[T]{}
 	}
-	level := make([]*node[T], 0, (len(items)+NodeCap-1)/NodeCap)
-	for _, size := range chunks(len(items)) {
-		n := newNode[T](NodeCap, 0, false)
+	level := make([]*node[T], 0, (len(items)+c-1)/c)
+	for _, size := range chunks(len(items), c) {
+		n := newNode[T](c, 0, false)
 		n.n = size
 		copy(n.items, items[:size])
 		items = items[size:]
@@ -256,9 +272,9 @@ func Build[T any](items []T) Tree[T] {
 		total += n.n
 	}
 	for len(level) > 1 {
-		up := make([]*node[T], 0, (len(level)+NodeCap-1)/NodeCap)
-		for _, size := range chunks(len(level)) {
-			n := newNode[T](NodeCap, 0, true)
+		up := make([]*node[T], 0, (len(level)+c-1)/c)
+		for _, size := range chunks(len(level), c) {
+			n := newNode[T](c, 0, true)
 			n.n = size
 			for i, k := range level[:size] {
 				n.kids[i], n.items[i] = k, k.items[0]
@@ -271,16 +287,16 @@ func Build[T any](items []T) Tree[T] {
 	return Tree[T]{root: level[0], size: total}
 }
 
-// chunks splits n entries into nodes of NodeCap, the last two sharing evenly
-// when the remainder would be under minFill.
-func chunks(n int) []int {
-	out := make([]int, 0, (n+NodeCap-1)/NodeCap)
-	for ; n > NodeCap; n -= NodeCap {
-		out = append(out, NodeCap)
+// chunks splits n entries into nodes of c, the last two sharing evenly when
+// the remainder would be under a quarter of c.
+func chunks(n, c int) []int {
+	out := make([]int, 0, (n+c-1)/c)
+	for ; n > c; n -= c {
+		out = append(out, c)
 	}
 	out = append(out, n)
-	if k := len(out); k > 1 && n < minFill {
-		both := NodeCap + n
+	if k := len(out); k > 1 && n < c/4 {
+		both := c + n
 		out[k-2], out[k-1] = both-both/2, both/2
 	}
 	return out

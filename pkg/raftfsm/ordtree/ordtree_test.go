@@ -258,11 +258,14 @@ func ordTreeAgainstModel(t *testing.T, small bool) {
 			tr = x.Version()
 			checkOrdTree(t, tr, model)
 			versions = append(versions, version{tr, model})
-			if !small && rng.IntN(10) == 0 {
-				// Rebuild the way Restore does, then keep writing on it
-				// (Restore builds 1 KiB trees; the books it rebuilds by
-				// writing).
-				tr = Build(model)
+			if rng.IntN(10) == 0 {
+				// Rebuild the way Restore does, in the tree's shape, then
+				// keep writing on it.
+				if small {
+					tr = BuildSmall(model)
+				} else {
+					tr = Build(model)
+				}
 				checkOrdTree(t, tr, model)
 			}
 		}
@@ -273,26 +276,35 @@ func ordTreeAgainstModel(t *testing.T, small bool) {
 }
 
 func TestOrdTreeBuild(t *testing.T) {
-	for _, n := range []int{0, 1, 2, minFill - 1, minFill, NodeCap - 1, NodeCap, NodeCap + 1, NodeCap + minFill,
-		2 * NodeCap, NodeCap*NodeCap + 1, NodeCap*NodeCap + minFill - 1, 100_000} {
-		items := make([]*ordItem, n)
-		for i := range items {
-			items[i] = &ordItem{k: int64(i) * 2}
-		}
-		tr := Build(items)
-		checkOrdTree(t, tr, items)
-		// Deleting everything, front to back, keeps the invariants.
-		if n <= 2*NodeCap+1 {
-			x := tr.Txn(NewOwner(), cmpOrdItem)
+	for _, shape := range []struct {
+		c     int
+		build func([]*ordItem) Tree[*ordItem]
+	}{{NodeCap, Build[*ordItem]}, {SmallCap, BuildSmall[*ordItem]}} {
+		c, least := shape.c, shape.c/4
+		for _, n := range []int{0, 1, 2, least - 1, least, c - 1, c, c + 1, c + least,
+			2 * c, c*c + 1, c*c + least - 1, 100_000} {
+			items := make([]*ordItem, n)
 			for i := range items {
-				x.Delete(items[i])
-				if i%17 == 0 {
-					checkOrdTree(t, x.Version(), items[i+1:])
-				}
+				items[i] = &ordItem{k: int64(i) * 2}
 			}
-			checkOrdTree(t, x.Version(), nil)
+			tr := shape.build(items)
+			checkOrdTree(t, tr, items)
+			if tr.root != nil && tr.root.capacity() != c {
+				t.Fatalf("built with nodes of %d entries, want %d", tr.root.capacity(), c)
+			}
+			// Deleting everything, front to back, keeps the invariants.
+			if n <= 2*c+1 {
+				x := tr.Txn(NewOwner(), cmpOrdItem)
+				for i := range items {
+					x.Delete(items[i])
+					if i%17 == 0 {
+						checkOrdTree(t, x.Version(), items[i+1:])
+					}
+				}
+				checkOrdTree(t, x.Version(), nil)
+			}
+			checkOrdTree(t, tr, items)
 		}
-		checkOrdTree(t, tr, items)
 	}
 }
 
