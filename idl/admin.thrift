@@ -169,6 +169,7 @@ struct TListJobsRequest {
   11: optional i64 before_job_id,   // paging, newest first: jobs with a smaller id
   12: optional string mutation_type, // CREATE, CREATE_OR_REPLACE, DROP or OPTIMIZE
   13: optional string index_type,    // IVF_PQ, BTREE, ...
+  14: optional bool held,            // only jobs a snapshot restore held (restore_hold): never dispatched again
 }
 
 struct TListJobsResponse {

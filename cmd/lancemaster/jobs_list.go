@@ -182,6 +182,9 @@ func (lf *listFlags) request(cmd *cobra.Command, now time.Time) (*adminapi.TList
 	if lf.unresolved {
 		req.Unresolved = &lf.unresolved
 	}
+	if lf.held {
+		req.Held = &lf.held
+	}
 	return req, nil
 }
 

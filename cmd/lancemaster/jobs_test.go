@@ -350,6 +350,24 @@ func TestJobsListUnresolvedIsSent(t *testing.T) {
 	}
 }
 
+// --held asks the master for the jobs a restore held, and checks the answer
+// again: a master older than the filter ignores it and answers every job.
+func TestJobsListHeldIsSentAndCheckedAgain(t *testing.T) {
+	t.Parallel()
+	jobs := testJobs()
+	jobs[1].RestoreHold = thrift.BoolPtr(true)
+	f := &fakeMaster{pages: map[int64]*adminapi.TListJobsResponse{0: {Jobs: jobs}}}
+	addr := serve(t, f)
+	out := mustOK(t)(cli(t, addr, "-o", "json", "jobs", "list", "--held"))
+	req := f.onlyCall(t, "ListJobs").(*adminapi.TListJobsRequest)
+	if !req.GetHeld() {
+		t.Errorf("request = %s", req)
+	}
+	if !strings.Contains(out, `"job_id": 2`) || strings.Contains(out, `"job_id": 1`) {
+		t.Errorf("--held lists %s", out)
+	}
+}
+
 // A master's stale-read warning reaches stderr once; stdout keeps the table.
 func TestJobsListPrintsTheStaleWarningOnStderr(t *testing.T) {
 	t.Parallel()

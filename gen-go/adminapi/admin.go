@@ -6238,6 +6238,7 @@ func (p *TJobLogs) String() string {
 //   - BeforeJobID
 //   - MutationType
 //   - IndexType
+//   - Held
 type TListJobsRequest struct {
 	Catalog      *string `thrift:"catalog,1" db:"catalog" json:"catalog,omitempty"`
 	Db           *string `thrift:"db,2" db:"db" json:"db,omitempty"`
@@ -6252,6 +6253,7 @@ type TListJobsRequest struct {
 	BeforeJobID  *int64  `thrift:"before_job_id,11" db:"before_job_id" json:"before_job_id,omitempty"`
 	MutationType *string `thrift:"mutation_type,12" db:"mutation_type" json:"mutation_type,omitempty"`
 	IndexType    *string `thrift:"index_type,13" db:"index_type" json:"index_type,omitempty"`
+	Held         *bool   `thrift:"held,14" db:"held" json:"held,omitempty"`
 }
 
 func NewTListJobsRequest() *TListJobsRequest {
@@ -6374,6 +6376,15 @@ func (p *TListJobsRequest) GetIndexType() string {
 	}
 	return *p.IndexType
 }
+
+var TListJobsRequest_Held_DEFAULT bool
+
+func (p *TListJobsRequest) GetHeld() bool {
+	if !p.IsSetHeld() {
+		return TListJobsRequest_Held_DEFAULT
+	}
+	return *p.Held
+}
 func (p *TListJobsRequest) IsSetCatalog() bool {
 	return p.Catalog != nil
 }
@@ -6424,6 +6435,10 @@ func (p *TListJobsRequest) IsSetMutationType() bool {
 
 func (p *TListJobsRequest) IsSetIndexType() bool {
 	return p.IndexType != nil
+}
+
+func (p *TListJobsRequest) IsSetHeld() bool {
+	return p.Held != nil
 }
 
 func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -6570,6 +6585,16 @@ func (p *TListJobsRequest) Read(ctx context.Context, iprot thrift.TProtocol) err
 					return err
 				}
 			}
+		case 14:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField14(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -6702,6 +6727,15 @@ func (p *TListJobsRequest) ReadField13(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
+func (p *TListJobsRequest) ReadField14(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 14: ", err)
+	} else {
+		p.Held = &v
+	}
+	return nil
+}
+
 func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "TListJobsRequest"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6744,6 +6778,9 @@ func (p *TListJobsRequest) Write(ctx context.Context, oprot thrift.TProtocol) er
 			return err
 		}
 		if err := p.writeField13(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField14(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -6951,6 +6988,21 @@ func (p *TListJobsRequest) writeField13(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
+func (p *TListJobsRequest) writeField14(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetHeld() {
+		if err := oprot.WriteFieldBegin(ctx, "held", thrift.BOOL, 14); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 14:held: ", p), err)
+		}
+		if err := oprot.WriteBool(ctx, bool(*p.Held)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.held (14) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 14:held: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 	if p == other {
 		return true
@@ -7058,6 +7110,14 @@ func (p *TListJobsRequest) Equals(other *TListJobsRequest) bool {
 			return false
 		}
 		if (*p.IndexType) != (*other.IndexType) {
+			return false
+		}
+	}
+	if p.Held != other.Held {
+		if p.Held == nil || other.Held == nil {
+			return false
+		}
+		if (*p.Held) != (*other.Held) {
 			return false
 		}
 	}

@@ -45,7 +45,7 @@ func (s *Server) ListJobs(ctx context.Context, r *adminapi.TListJobsRequest) (*a
 	if limit > maxListLimit {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "limit %d is above %d", limit, maxListLimit)
 	}
-	f := raftfsm.JobFilter{DB: r.GetDb(), Table: r.GetTable(), Unresolved: r.GetUnresolved()}
+	f := raftfsm.JobFilter{DB: r.GetDb(), Table: r.GetTable(), Unresolved: r.GetUnresolved(), Held: r.GetHeld()}
 	for _, field := range []struct{ name, v string }{{"catalog", r.GetCatalog()}, {"db", r.GetDb()}, {"table", r.GetTable()},
 		{"state", r.GetState()}, {"mutation_type", r.GetMutationType()}, {"index_type", r.GetIndexType()}} {
 		if err := job.CheckBytes(field.name, field.v, job.MaxNameBytes); err != nil {

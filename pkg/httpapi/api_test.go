@@ -65,6 +65,8 @@ func TestJobsListAndFilters(t *testing.T) {
 		{"?catalog=lake&db=db&table=other&state=CANCELLED", []int64{4}},
 		{"?catalog=nosuch", []int64{}},
 		{"?unresolved=true&table=items", []int64{3, 2, 1}}, // 1: COMMITTED, refresh REQUIRED
+		{"?held=true", []int64{}},                          // no restore ran
+		{"?held=false&table=items", []int64{3, 2, 1}},
 		{"?index_type=BTREE", []int64{4, 2}},
 		{"?mutation_type=CREATE&table=other", []int64{8, 7, 6, 5, 4}},
 		{"?mutation_type=DROP", []int64{}},
@@ -129,6 +131,7 @@ func TestBadParameters(t *testing.T) {
 		{"/v1/jobs?limit=1001", "limit"},
 		{"/v1/jobs?limit=ten", "limit"},
 		{"/v1/jobs?unresolved=maybe", "unresolved"},
+		{"/v1/jobs?held=1x", "held"},
 		{"/v1/jobs?reverse=yes", "reverse"},
 		{"/v1/jobs?since=yesterday", "since"},
 		{"/v1/jobs?cursor=!!", "cursor"},

@@ -16,7 +16,7 @@ const (
 	maxJobsPage     = 1000
 )
 
-var jobsParams = []string{"catalog", "db", "table", "state", "mutation_type", "index_type", "unresolved",
+var jobsParams = []string{"catalog", "db", "table", "state", "mutation_type", "index_type", "unresolved", "held",
 	"limit", "cursor", "reverse", "since"}
 
 // listJobs is GET /v1/jobs: jobs list's filters and pages, newest first
@@ -63,6 +63,10 @@ func (a *API) jobsRequest(q *query) (*adminapi.TListJobsRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	held, err := q.boolean("held")
+	if err != nil {
+		return nil, err
+	}
 	oldest, err := q.boolean("reverse")
 	if err != nil {
 		return nil, err
@@ -74,6 +78,9 @@ func (a *API) jobsRequest(q *query) (*adminapi.TListJobsRequest, error) {
 	req.Limit = &limit
 	if unresolved {
 		req.Unresolved = &unresolved
+	}
+	if held {
+		req.Held = &held
 	}
 	// Always said: a request that does not say is an older client's,
 	// answered in id order.

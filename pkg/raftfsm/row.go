@@ -113,16 +113,19 @@ type jobHead struct {
 	createTimeMs int64 // only when the filter reads it
 	mutationType job.MutationType
 	indexType    string
+	held         bool // restore hold
 }
 
 func headOf(r *job.Record) jobHead {
 	return jobHead{unresolved: r.Unresolved(), ms: r.MutationState, rs: r.RefreshState, catalogID: r.CatalogID,
-		db: r.DB, table: r.Table, createTimeMs: r.CreateTimeMs, mutationType: r.MutationType, indexType: r.IndexType}
+		db: r.DB, table: r.Table, createTimeMs: r.CreateTimeMs, mutationType: r.MutationType, indexType: r.IndexType,
+		held: r.RestoreHold}
 }
 
 // head is headOf the row's record without unpacking it. It reads only what
-// f reads beyond the row's own fields: the create time (from the packed
-// rest), the mutation and index types (from the shared definition).
+// f reads beyond the row's own fields: the create time and the restore hold
+// (from the packed rest), the mutation and index types (from the shared
+// definition).
 func (w *row) head(f *JobFilter) jobHead {
 	if w.live != nil {
 		return headOf(w.live)
@@ -135,6 +138,9 @@ func (w *row) head(f *JobFilter) jobHead {
 	}
 	if f.MutationType != 0 || f.IndexType != "" {
 		h.mutationType, h.indexType = p.Spec().MutationType, p.Spec().IndexType
+	}
+	if f.Held {
+		h.held = p.RestoreHold()
 	}
 	return h
 }

@@ -84,6 +84,9 @@ type JobFilter struct {
 	// canonical upper case; an OPTIMIZE has none).
 	MutationType job.MutationType
 	IndexType    string
+	// Held keeps only the jobs a snapshot restore held (RestoreHold): their
+	// dispatch history is unknown, so they are never dispatched again.
+	Held bool
 }
 
 func (f JobFilter) match(r *job.Record) bool { return f.matchHead(headOf(r)) }
@@ -113,7 +116,8 @@ func (f *JobFilter) matchHead(r jobHead) bool {
 		(f.RefreshState == 0 || r.rs == f.RefreshState) &&
 		(f.SinceMs == 0 || r.createTimeMs >= f.SinceMs) &&
 		(f.MutationType == 0 || r.mutationType == f.MutationType) &&
-		(f.IndexType == "" || r.indexType == f.IndexType)
+		(f.IndexType == "" || r.indexType == f.IndexType) &&
+		(!f.Held || r.held)
 }
 
 // State is an immutable view of the journal as of one applied entry.

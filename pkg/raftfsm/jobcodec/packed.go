@@ -219,6 +219,14 @@ func (p *Packed) UnpackInto(dst *job.Record) {
 	}
 }
 
+// RestoreHold is the record's restore hold, read without unpacking it: a
+// bit field of Rest is its bit of the mask, and RestoreHold is the last
+// field.
+func (p *Packed) RestoreHold() bool {
+	mask, _ := uvarint(p.Rest, 0)
+	return mask&(1<<(len(restFields)-1)) != 0
+}
+
 // CreateTimeMs is the record's create time, read without unpacking it.
 func (p *Packed) CreateTimeMs() int64 {
 	mask, pos := uvarint(p.Rest, 0)

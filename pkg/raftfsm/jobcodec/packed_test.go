@@ -35,6 +35,9 @@ func TestPackRoundTrip(t *testing.T) {
 		if p.CreateTimeMs() != r.CreateTimeMs {
 			t.Fatalf("record %d: create time %d, want %d", n, p.CreateTimeMs(), r.CreateTimeMs)
 		}
+		if p.RestoreHold() != r.RestoreHold {
+			t.Fatalf("record %d: restore hold %t, want %t", n, p.RestoreHold(), r.RestoreHold)
+		}
 		if q := Pack(r, nil, nil); q.Rest != p.Rest || *q.Spec() != *p.Spec() {
 			t.Fatalf("record %d: packing again made another form", n)
 		}

@@ -88,5 +88,6 @@ func Random(rng *rand.Rand) *job.Record {
 		}
 		r.Timeline = job.EncodeTimeline(tl)
 	}
+	r.RestoreHold = b()
 	return r
 }
