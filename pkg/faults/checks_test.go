@@ -282,10 +282,11 @@ func (e *execution) check() []violation {
 				add(invNotCommitted, "%s is NOT_COMMITTED with %s, which its invocation never answered; %s", what, r.Result.Code, ledgerSays)
 			}
 		case job.Unknown:
+			at := becameUnknownMs(r)
 			if r.Result.Code == job.NoTrustedResult && known && inv.runEndMs > 0 && inv.code != "" && !inv.crashed &&
-				inv.runEndMs+clockSlackMs < r.UpdateTimeMs && e.heldAt(inv, r) {
+				inv.runEndMs+clockSlackMs < at && e.heldAt(inv, r, at) {
 				add(invUnknown, "%s became UNKNOWN at %d, %d ms after its worker finished with %s, which backend b%d still held; %s",
-					what, r.UpdateTimeMs, r.UpdateTimeMs-inv.runEndMs, inv.code, inv.backend, ledgerSays)
+					what, at, at-inv.runEndMs, inv.code, inv.backend, ledgerSays)
 			}
 		}
 		if r.Unresolved() && r.MutationState != job.Unknown && r.MutationState != job.Pending &&
@@ -314,16 +315,30 @@ func (e *execution) alive(inv invocation) bool {
 	return false
 }
 
-// heldAt reports whether a backend held inv's finished result when r was
-// decided (r.UpdateTimeMs): the process that ran it was up and had not
+// becameUnknownMs is when r became UNKNOWN: its timeline's last UNKNOWN
+// transition. r.UpdateTimeMs is its last transition's, which may come
+// later (seeds 36064, 36083: the deadline sweep gave the job up while its
+// backend was down, and the epoch sweep recorded PROCESS_EPOCH_GONE once
+// the backend's new process was heard, its outbox holding the result).
+func becameUnknownMs(r *job.Record) int64 {
+	at := r.UpdateTimeMs
+	for _, tr := range job.DecodeTimeline(r.Timeline) {
+		if tr.Kind == job.TransitionUnknown {
+			at = tr.TimeMs
+		}
+	}
+	return at
+}
+
+// heldAt reports whether a backend held inv's finished result at t, when r
+// was decided (becameUnknownMs): the process that ran it was up and had not
 // forgotten it (its table answers query until its Grace after the deadline
 // has passed), or a process on the same outbox
 // directory was up while the report was still in the outbox. It stays
 // there until a master answers OK, and that answer means the result was
 // journaled; only a snapshot restore after it can rewind the journal to
 // before it, and then nothing on the backend holds the result any more.
-func (e *execution) heldAt(inv invocation, r *job.Record) bool {
-	t := r.UpdateTimeMs
+func (e *execution) heldAt(inv invocation, r *job.Record, t int64) bool {
 	up := func(in incarnation) bool { return in.startMs <= t && (in.endMs == 0 || in.endMs > t) }
 	for _, in := range e.w.backends[inv.backend].incarnations() {
 		if in.epoch == inv.epoch && up(in) && t < r.DeadlineMs+graceOf(in).Milliseconds() {

@@ -62,29 +62,57 @@ func TestHeldAtAfterATakenReportAndARestore(t *testing.T) {
 	e := &execution{w: &world{backends: []*backendSlot{slot}}}
 	inv := invocation{backend: 0, epoch: 17, dir: 0, takenMs: 2500}
 	decidedAt := &job.Record{UpdateTimeMs: 5000}
-	if !e.heldAt(inv, decidedAt) {
+	if !e.heldAt(inv, decidedAt, decidedAt.UpdateTimeMs) {
 		t.Fatal("no restore: the outbox's process counts as holding the result")
 	}
 	e.restores = []span{{startMs: 1500, endMs: 1600}}
-	if !e.heldAt(inv, decidedAt) {
+	if !e.heldAt(inv, decidedAt, decidedAt.UpdateTimeMs) {
 		t.Fatal("a restore before the OK answer rewinds nothing the answer journaled")
 	}
 	e.restores = append(e.restores, span{startMs: 3000, endMs: 3200})
-	if e.heldAt(inv, decidedAt) {
+	if e.heldAt(inv, decidedAt, decidedAt.UpdateTimeMs) {
 		t.Fatal("the report was taken, then the journal rewound: no backend holds the result")
 	}
 	inv.takenMs = 0
-	if !e.heldAt(inv, decidedAt) {
+	if !e.heldAt(inv, decidedAt, decidedAt.UpdateTimeMs) {
 		t.Fatal("a report never taken stays in the outbox")
 	}
 	inv.epoch, inv.takenMs = 18, 2500
-	if !e.heldAt(inv, decidedAt) {
+	if !e.heldAt(inv, decidedAt, decidedAt.UpdateTimeMs) {
 		t.Fatal("the process that ran the build and is still up holds its result")
 	}
 	// ... until its Grace after the deadline has passed: then it forgets
 	// the finished entry (FORGOTTEN proves nothing), and only the outbox,
 	// rewound here, could have held the result.
-	if e.heldAt(inv, &job.Record{DeadlineMs: 1000, UpdateTimeMs: 1000 + agentGrace.Milliseconds() + 1}) {
+	if e.heldAt(inv, &job.Record{DeadlineMs: 1000}, 1000+agentGrace.Milliseconds()+1) {
 		t.Fatal("a process past its Grace still counted as holding the result")
+	}
+}
+
+// A job is judged at the time it became UNKNOWN, not at its last
+// transition: seeds 36064 and 36083 gave a job up while its backend was
+// down, and recorded PROCESS_EPOCH_GONE once the backend's new process, its
+// outbox holding the result, was heard.
+func TestBecameUnknownIsReadOffTheTimeline(t *testing.T) {
+	r := &job.Record{MutationState: job.Unknown, UpdateTimeMs: 9000, Timeline: job.EncodeTimeline([]job.Transition{
+		{Kind: job.TransitionDispatched, TimeMs: 100}, {Kind: job.TransitionUnknown, TimeMs: 4000},
+		{Kind: job.TransitionSlotReleased, TimeMs: 9000, Detail: "PROCESS_EPOCH_GONE"}})}
+	if got := becameUnknownMs(r); got != 4000 {
+		t.Fatalf("became UNKNOWN at %d, want 4000", got)
+	}
+	slot := &backendSlot{history: []incarnation{
+		{epoch: 17, dir: 0, startMs: 0, endMs: 3000}, // ran the build, then crashed
+		{epoch: 18, dir: 0, startMs: 5000},           // same outbox, back after the give-up
+	}}
+	e := &execution{w: &world{backends: []*backendSlot{slot}}}
+	inv := invocation{backend: 0, epoch: 17, dir: 0}
+	if e.heldAt(inv, r, becameUnknownMs(r)) {
+		t.Fatal("the outbox's process was down when the job became UNKNOWN, yet counted as holding the result")
+	}
+	if !e.heldAt(inv, r, r.UpdateTimeMs) {
+		t.Fatal("at the last transition the outbox's process is up: the case the old check got wrong")
+	}
+	if got := becameUnknownMs(&job.Record{UpdateTimeMs: 7}); got != 7 {
+		t.Fatalf("a record without a timeline: %d, want its update time", got)
 	}
 }
