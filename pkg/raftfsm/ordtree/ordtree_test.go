@@ -2,6 +2,7 @@ package ordtree
 
 import (
 	"cmp"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -113,11 +114,12 @@ func checkDescend(t *testing.T, tr Tree[*ordItem], want []*ordItem, k int64, sto
 		below = func(it *ordItem) int { return cmp.Compare(it.k, k) }
 	}
 	i, _ := slices.BinarySearchFunc(want, &ordItem{k: k}, cmpOrdItem) // want[:i] sort before k
-	exp := slices.Clone(want[:i])
-	slices.Reverse(exp)
-	if stopAfter >= 0 && len(exp) > stopAfter {
-		exp = exp[:stopAfter]
+	from := 0
+	if stopAfter >= 0 {
+		from = max(i-stopAfter, 0) // only the last stopAfter of them are walked
 	}
+	exp := slices.Clone(want[from:i])
+	slices.Reverse(exp)
 	got := []*ordItem{}
 	calls := 0
 	tr.Descend(below, func(it *ordItem) bool {
@@ -141,19 +143,20 @@ func checkDescend(t *testing.T, tr Tree[*ordItem], want []*ordItem, k int64, sto
 // keys around it and keys outside the range, stopping early or not.
 func TestOrdTreeDescend(t *testing.T) {
 	var tr Tree[*ordItem]
-	var model []*ordItem
+	byKey := map[int64]*ordItem{} // the model, sorted once at the end
 	x := tr.Txn(NewOwner(), cmpOrdItem)
 	for k := int64(0); k < 40_000; k += 2 { // appends: new last nodes
 		it := &ordItem{k: k}
 		x.Set(it)
-		model, _ = ordModelSet(model, it)
+		byKey[k] = it
 	}
 	rng := rand.New(rand.NewPCG(5, 5))
 	for range 20_000 { // odd keys inside full nodes: splits in the middle
 		it := &ordItem{k: 2*rng.Int64N(20_000) + 1}
 		x.Set(it)
-		model, _ = ordModelSet(model, it)
+		byKey[it.k] = it
 	}
+	model := slices.SortedFunc(maps.Values(byKey), cmpOrdItem)
 	tr = x.Version()
 	if tr.root.leaf() || tr.root.kids[0].leaf() {
 		t.Fatalf("the tree is not three levels deep")
