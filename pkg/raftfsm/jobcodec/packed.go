@@ -220,12 +220,23 @@ func (p *Packed) UnpackInto(dst *job.Record) {
 }
 
 // RestoreHold is the record's restore hold, read without unpacking it: a
-// bit field of Rest is its bit of the mask, and RestoreHold is the last
-// field.
+// bit field of Rest is its bit of the mask.
 func (p *Packed) RestoreHold() bool {
 	mask, _ := uvarint(p.Rest, 0)
-	return mask&(1<<(len(restFields)-1)) != 0
+	return mask&restoreHoldBit != 0
 }
+
+// restoreHoldBit is RestoreHold's bit of the mask: the one bit field a
+// record that holds nothing else sets.
+var restoreHoldBit = func() uint64 {
+	r := &job.Record{RestoreHold: true}
+	for i := range restFields {
+		if f := &restFields[i]; f.bit != nil && *f.bit(r) {
+			return 1 << i
+		}
+	}
+	panic("jobcodec: RestoreHold is not a field of Rest")
+}()
 
 // CreateTimeMs is the record's create time, read without unpacking it.
 func (p *Packed) CreateTimeMs() int64 {
