@@ -39,9 +39,17 @@ func Encode(t CommandType, cmd thrift.TStruct) (out []byte, err error) {
 	out = buf.Bytes()
 	// Thrift writes a nil required struct (or a nil list element) as an
 	// empty struct that no replica can decode, and an undecodable committed
-	// entry stops every master (OnFatal). Refuse it here, before proposing.
-	fresh := reflect.New(reflect.TypeOf(cmd).Elem()).Interface().(thrift.TStruct)
-	if err := decodeCompact(out[1:], fresh); err != nil {
+	// entry stops every master (OnFatal). Refuse it here, before proposing:
+	// with the decoder Apply reads the type with (which accepts and refuses
+	// what the generated reader does; an admission batch's is the direct
+	// one), else with the generated reader.
+	check := decoders[t]
+	if check == nil {
+		check = func(body []byte) error {
+			return decodeCompact(body, reflect.New(reflect.TypeOf(cmd).Elem()).Interface().(thrift.TStruct))
+		}
+	}
+	if err := check(out[1:]); err != nil {
 		return nil, fmt.Errorf("raftfsm: command type %d would not decode (a required field is missing): %w", t, err)
 	}
 	return out, nil

@@ -46,6 +46,22 @@ func TestEncodeLayout(t *testing.T) {
 	if _, err := Encode(CmdCancel, nil); err == nil {
 		t.Fatalf("encoding nil succeeded")
 	}
+	// An admission batch is checked with the decoder Apply reads it with
+	// (the direct one): it refuses the same poison.
+	if _, err := Encode(CmdAdmitBatch, &journal.TAdmitBatch{NowMs: 1, Jobs: []*journal.TJobRecord{nil}}); err == nil {
+		t.Fatalf("encoding an admission batch with a nil job succeeded")
+	}
+	// A type no register call knows is checked with the generated reader.
+	const unregistered = CommandType(0x7e)
+	if _, ok := decoders[unregistered]; ok {
+		t.Fatalf("type %d is registered", unregistered)
+	}
+	if _, err := Encode(unregistered, &journal.TMarkRunningBatch{Jobs: []*journal.TMarkRunning{nil}}); err == nil {
+		t.Fatalf("encoding an unregistered type's poison succeeded")
+	}
+	if _, err := Encode(unregistered, &journal.TSetOptionCommand{NowMs: 1, Key: "k", Value: "v"}); err != nil {
+		t.Fatalf("encoding an unregistered type: %v", err)
+	}
 }
 
 func TestResponseRoundTrip(t *testing.T) {
