@@ -101,6 +101,12 @@ func AppendTimeline(tl string, add ...Transition) string {
 		}
 		return b.String()
 	}
+	return appendDecoded(tl, add)
+}
+
+// appendDecoded is AppendTimeline by its definition: decode, append
+// (dropping what MaxTimeline asks), encode.
+func appendDecoded(tl string, add []Transition) string {
 	out := DecodeTimeline(tl)
 	for _, a := range add {
 		if len(out) == MaxTimeline {

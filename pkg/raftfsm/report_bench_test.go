@@ -32,13 +32,7 @@ func lifeBench(b *testing.B) (*harness, []*job.Record) {
 	for _, k := range []string{options.OptMaxUnresolvedGlobal, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedPerTable} {
 		h.setOption(k, strconv.Itoa(1<<30))
 	}
-	raw := func(ct CommandType, cmd thrift.TStruct) *journal.TApplyResponse {
-		data, err := Encode(ct, cmd)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return h.applyRaw(data).(*journal.TApplyResponse)
-	}
+	raw := func(ct CommandType, cmd thrift.TStruct) { h.applyRaw(encodeOrFail(b, ct, cmd)) }
 	for i := 0; i < lifeBenchRunning; i += 64 {
 		c := &journal.TAdmitBatch{NowMs: h.now}
 		for j := i; j < min(i+64, lifeBenchRunning); j++ {

@@ -39,7 +39,7 @@ import "sync/atomic"
 // Invariants: items ascend strictly by the ordering's cmp; an inner node's
 // items[i] is the first item of kids[i]'s subtree; all leaves are at one
 // depth; every node off the rightmost path (where appends go) holds at least
-// minFill entries — the bulk build, the split rule and the rebalancing of
+// a quarter of its capacity (least) — the bulk build, the split rule and the rebalancing of
 // delete keep it so. Nothing relies on the fill for correctness, only for
 // memory.
 
@@ -51,7 +51,6 @@ const (
 	// SmallCap is the entries per node of the small shape: 64 + 24×8 = 256
 	// bytes.
 	SmallCap = 24
-	minFill  = NodeCap / 4
 )
 
 type node[T any] struct {
@@ -93,7 +92,7 @@ func newNode[T any](c int, owner uint64, inner bool) *node[T] {
 func (n *node[T]) leaf() bool { return n.kids == nil }
 
 // capacity is n's entries at most; least is the fewest it holds off the
-// tree's rightmost path (a quarter, minFill for the 1 KiB shape).
+// tree's rightmost path (a quarter).
 func (n *node[T]) capacity() int { return len(n.items) }
 func (n *node[T]) least() int    { return len(n.items) / 4 }
 
@@ -400,7 +399,7 @@ func (x *Txn[T]) setIn(n *node[T], last bool, item T, to func(T) int) (right *no
 // the end of the tree's last node starts a new last node on its own, so
 // appends (new job ids, new update times) leave full nodes behind. Elsewhere
 // n splits at the insertion point, clamped to leave both halves at least
-// minFill: repeated inserts at one spot (the end of one catalog's jobs) then
+// n.least(): repeated inserts at one spot (the end of one catalog's jobs) then
 // leave nodes three quarters full or more, and descending runs do too.
 func (x *Txn[T]) insertAt(n *node[T], last bool, i int, item T, kid *node[T]) (right *node[T]) {
 	c := n.capacity()
@@ -480,7 +479,7 @@ func (x *Txn[T]) Delete(item T) (old T, found bool) {
 
 // deleteIn removes the item to finds (present) from the subtree of n
 // (already mutable; last: on the rightmost path, where appends go). A kid
-// left under minFill is rebalanced, unless it is the non-empty last node
+// left under its least is rebalanced, unless it is the non-empty last node
 // that appends are filling.
 func (x *Txn[T]) deleteIn(n *node[T], last bool, to func(T) int) {
 	if n.leaf() {
@@ -509,7 +508,7 @@ func removeAt[T any](n *node[T], i int) {
 	truncate(n, n.n-1)
 }
 
-// rebalance fixes kid i of n, which fell under minFill: it merges it with a
+// rebalance fixes kid i of n, which fell under its least: it merges it with a
 // sibling when both fit in one node, else shares their entries evenly.
 func (x *Txn[T]) rebalance(n *node[T], i int) {
 	if n.n < 2 {
