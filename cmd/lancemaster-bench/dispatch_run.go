@@ -58,6 +58,7 @@ func runLifecycleSections(o *options, rep *report) {
 			logMasters(r.MasterLog)
 			if err == nil {
 				rep.add(reportsRows(r, raw)...)
+				rep.cur.ReportsS = f64(r.PerS)
 			}
 		}
 		if err != nil {

@@ -249,6 +249,9 @@ func runEtcdPoints(o *options, rep *report, bin string, c int, adm *loadResult) 
 			continue
 		}
 		progress("etcd %s c=%d: %.0f ops/s, p50 %.1f ms, p99 %.1f ms, %d errors", op, c, r.OpsPerS, r.P50Ms, r.P99Ms, r.Errors)
+		if op == etcdTxn {
+			rep.cur.Txn[c] = r
+		}
 		rep.add(etcdRows(op, r, adm)...)
 	}
 }

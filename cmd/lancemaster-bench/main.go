@@ -129,6 +129,7 @@ type options struct {
 	reps      int   // repetitions of each failover kind
 	etcdBin   string
 	logStore  string // the masters' and the raw baseline's raft_log_store (config.RaftLogStore*)
+	rounds    int    // rounds of the peer comparisons (rounds.go)
 }
 
 func main() {
@@ -236,6 +237,8 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.etcdBin, "etcd", "", "etcd server binary of the etcd section (default: built from bench/etcd on first use)")
 	flag.StringVar(&o.logStore, "raft-log-store", config.DefaultRaftLogStore,
 		"the raft log store of the masters and of the raw baseline: auto (the default: wal, every data dir of the run is new), boltdb or wal")
+	flag.IntVar(&o.rounds, "rounds", 1, fmt.Sprintf("repeat %s this many times and judge the peer targets over the rounds (at most %d)",
+		strings.Join(roundSections, ", "), maxRounds))
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -293,6 +296,9 @@ func parseFlags() (*options, error) {
 	if len(o.only) == 0 {
 		return nil, fmt.Errorf("-only: no section selected")
 	}
+	if err := checkRounds(o); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -315,7 +321,7 @@ func run(o *options) *report {
 		Options: map[string]any{"dur": o.dur.String(), "warm": o.warm.String(), "quick": o.quick,
 			"only": keys(o.only), "concurrency": o.conc, "snapshot_records": o.snapN,
 			"lifecycle_jobs": o.lifeJobs, "latency_samples": o.latN, "failover_reps": o.reps,
-			"raft_log_store": o.freshLogStore()},
+			"raft_log_store": o.freshLogStore(), "rounds": o.rounds},
 	}
 	root, err := os.MkdirTemp(o.tmp, "lancemaster-bench-")
 	if err != nil {
@@ -340,12 +346,7 @@ func run(o *options) *report {
 		}
 	}()
 
-	if o.only[secRaw] || o.only[secAdmission] || o.only[secEtcd] {
-		runLoadSections(o, rep)
-	}
-	if o.only[secDispatch] || o.only[secReports] || o.only[secLatency] || o.only[secFailover] {
-		runLifecycleSections(o, rep)
-	}
+	runRounds(o, rep) // raw, admission, etcd, then the lifecycle sections
 	if o.only[secSustained] {
 		runSustainedSection(o, rep)
 	}
@@ -397,6 +398,7 @@ func runAdmissionPoint(o *options, rep *report, c int) *loadResult {
 		rep.fail(secRaw, fmt.Errorf("c=%d: %w", c, rawErr))
 	} else {
 		rep.Raw = append(rep.Raw, raw)
+		rep.cur.Raw[c] = raw
 		progress("raw c=%d: %.0f commits/s, p50 %.1f ms, p99 %.1f ms", c, raw.OpsPerS, raw.P50Ms, raw.P99Ms)
 		rep.add(rawRows(raw)...)
 	}
@@ -413,6 +415,7 @@ func runAdmissionPoint(o *options, rep *report, c int) *loadResult {
 		return nil
 	}
 	rep.Admit = append(rep.Admit, adm)
+	rep.cur.Admit[c] = adm
 	progress("admission c=%d: %.0f admissions/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d elections",
 		c, adm.OpsPerS, adm.P50Ms, adm.P99Ms, adm.Errors, adm.Elections)
 	if adm.Errors > 0 || adm.Elections > 0 {

@@ -90,11 +90,17 @@ type report struct {
 	// Sustained is the whole lifecycle at steady state.
 	Sustained *sustainedResult `json:"sustained,omitempty"`
 	// Console is the console's jobs page in headless chromium.
-	Console  *consoleResult     `json:"console,omitempty"`
-	FSM      []benchLine        `json:"fsm_benchmarks,omitempty"`
-	Backend  *backendResult     `json:"backend,omitempty"`
+	Console *consoleResult `json:"console,omitempty"`
+	FSM     []benchLine    `json:"fsm_benchmarks,omitempty"`
+	Backend *backendResult `json:"backend,omitempty"`
+	// Rounds holds what each round of the peer comparisons measured
+	// (-rounds; one round without it).
+	Rounds   []*peerRound       `json:"rounds,omitempty"`
 	Errors   []string           `json:"errors,omitempty"`
 	Sections map[string]float64 `json:"section_seconds"`
+
+	cur      *peerRound // the round running
+	roundTag string     // " (round k)" on the rows of round k when -rounds > 1
 }
 
 type hostInfo struct {
@@ -104,7 +110,13 @@ type hostInfo struct {
 	Arch      string `json:"arch"`
 }
 
-func (r *report) add(rows ...row) { r.Rows = append(r.Rows, rows...) }
+// add appends rows; with -rounds > 1 each figure says its round.
+func (r *report) add(rows ...row) {
+	for _, x := range rows {
+		x.Figure += r.roundTag
+		r.Rows = append(r.Rows, x)
+	}
+}
 
 func (r *report) fail(section string, err error) {
 	msg := section + ": " + err.Error()
