@@ -54,11 +54,15 @@
 // load points they compare with, failover runs raw failover and transfer,
 // etcd is itself a baseline of admission, fsm runs the gob snapshot baseline, backend runs every worker bare too.
 //
+// -rounds N repeats raw, admission, etcd, dispatch and reports N times and
+// adds the section targets: each peer target judged on the median of its
+// per-round ratios (rounds.go).
+//
 // Usage (make bench BENCH_ARGS="..." runs the same):
 //
 //	go run ./cmd/lancemaster-bench [-dur 10s] [-quick] [-only raw,admission,...]
 //	    [-c 64,256] [-n 20000] [-lat 200] [-reps 5] [-tmp dir] [-json]
-//	    [-cpuprofile file] [-memprofile file] [-etcd path]
+//	    [-cpuprofile file] [-memprofile file] [-etcd path] [-rounds N]
 //
 // Progress goes to stderr, the table (or -json) to stdout. Everything runs on
 // 127.0.0.1 under one temp dir, removed at the end (also on SIGINT/SIGTERM).

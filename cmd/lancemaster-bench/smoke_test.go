@@ -23,7 +23,7 @@ func TestSectionsRun(t *testing.T) {
 		dur: 300 * time.Millisecond, warm: 100 * time.Millisecond, quick: true, tmp: t.TempDir(),
 		only: map[string]bool{secRaw: true, secAdmission: true, secDispatch: true, secReports: true,
 			secLatency: true, secFailover: true, secSustained: true},
-		conc: []int{4}, lifeJobs: 100, latN: 3, reps: 1, snapN: quickSnapN,
+		conc: []int{4}, lifeJobs: 100, latN: 3, reps: 1, snapN: quickSnapN, rounds: 1,
 	}
 	sections := []string{secRaw, secAdmission, secDispatch, secReports, secLatency, secFailover, secSustained}
 	// The console section needs chromium: with CI set (which installs it)
