@@ -264,6 +264,22 @@ func (x *bookTxn) fence(k job.FenceKey, id int64, d int) {
 }
 
 func (x *bookTxn) add(e countEntry, d int) {
+	if d > 0 {
+		// A count grows: the lookup and the new item in one descent. (It
+		// reaches zero only from below, which counts never are; the plain
+		// form's rule still holds then: no zero counts.)
+		x.countsTx.Upsert(&e, func(old *countEntry, found bool) *countEntry {
+			if found {
+				e.n = old.n
+			}
+			e.n += d
+			return &e
+		})
+		if e.n == 0 {
+			x.countsTx.Delete(&e)
+		}
+		return
+	}
 	if old, ok := x.countsTx.Get(x.countsTx.To(&e)); ok {
 		e.n = old.n
 	}

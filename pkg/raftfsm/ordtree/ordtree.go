@@ -347,15 +347,27 @@ func (x *Txn[T]) mutable(n *node[T]) *node[T] {
 }
 
 // Set inserts item, or replaces the item equal to it (returning that one).
-func (x *Txn[T]) Set(item T) (old T, replaced bool) {
+func (x *Txn[T]) Set(item T) (old T, replaced bool) { return x.set(item, nil) }
+
+// Upsert puts merge(old, found) in the place of probe: in place of the item
+// equal to probe (found), else inserted. merge must return an item equal to
+// probe under the transaction's order. It is a Get and a Set in one descent
+// (a counter's increment, say).
+func (x *Txn[T]) Upsert(probe T, merge func(old T, found bool) T) { x.set(probe, merge) }
+
+// set is Set of item, or with merge non-nil Upsert of probe item.
+func (x *Txn[T]) set(item T, merge func(old T, found bool) T) (old T, replaced bool) {
 	if x.root == nil {
+		if merge != nil {
+			item = merge(old, false)
+		}
 		x.root = newNode[T](x.cap, x.owner, false)
 		x.root.n, x.root.items[0] = 1, item
 		x.size = 1
 		return old, false
 	}
 	x.root = x.mutable(x.root)
-	right, old, replaced := x.setIn(x.root, true, item, x.To(item))
+	right, old, replaced := x.setIn(x.root, true, item, x.To(item), merge)
 	if right != nil {
 		root := newNode[T](x.root.capacity(), x.owner, true)
 		root.n = 2
@@ -369,14 +381,21 @@ func (x *Txn[T]) Set(item T) (old T, replaced bool) {
 	return old, replaced
 }
 
-// setIn puts item into the subtree of n (already mutable; last says n is
-// on the tree's rightmost path). A full node splits; the new right sibling
-// is returned for the parent to adopt.
-func (x *Txn[T]) setIn(n *node[T], last bool, item T, to func(T) int) (right *node[T], old T, replaced bool) {
+// setIn puts item (or merge's, see set) into the subtree of n (already
+// mutable; last says n is on the tree's rightmost path). A full node splits;
+// the new right sibling is returned for the parent to adopt.
+func (x *Txn[T]) setIn(n *node[T], last bool, item T, to func(T) int, merge func(T, bool) T) (right *node[T], old T, replaced bool) {
 	if n.leaf() {
 		i := searchNode(n, to)
-		if i < n.n && to(n.items[i]) == 0 {
-			old, n.items[i] = n.items[i], item
+		found := i < n.n && to(n.items[i]) == 0
+		if found {
+			old = n.items[i]
+		}
+		if merge != nil {
+			item = merge(old, found)
+		}
+		if found {
+			n.items[i] = item
 			return nil, old, true
 		}
 		return x.insertAt(n, last, i, item, nil), old, false
@@ -384,7 +403,7 @@ func (x *Txn[T]) setIn(n *node[T], last bool, item T, to func(T) int) (right *no
 	i := kidFor(n, to)
 	k := x.mutable(n.kids[i])
 	n.kids[i] = k
-	r, old, replaced := x.setIn(k, last && i == n.n-1, item, to)
+	r, old, replaced := x.setIn(k, last && i == n.n-1, item, to, merge)
 	n.items[i] = k.items[0]
 	if r == nil {
 		return nil, old, replaced

@@ -9,7 +9,7 @@ import (
 )
 
 // The persistent B+tree against a sorted slice: random inserts, replacements
-// and deletes over many transactions, every published version checked
+// (Set and Upsert) and deletes over many transactions, every published version checked
 // afterwards (old versions must not change), plus the structural invariants.
 
 type ordItem struct {
@@ -242,7 +242,24 @@ func ordTreeAgainstModel(t *testing.T, small bool) {
 					model, _ = ordModelDelete(model, k)
 				case rng.IntN(2) == 0:
 					it := &ordItem{k: rng.Int64N(keys), v: round*1000 + i}
-					_, replaced := x.Set(it)
+					var replaced bool
+					if rng.IntN(2) == 0 {
+						_, replaced = x.Set(it)
+					} else {
+						// Upsert: merge sees the item it replaces (the
+						// model's), or none, and what it returns goes in.
+						var had *ordItem
+						if j, ok := slices.BinarySearchFunc(model, it, cmpOrdItem); ok {
+							had = model[j]
+						}
+						x.Upsert(&ordItem{k: it.k}, func(old *ordItem, found bool) *ordItem {
+							if found != (had != nil) || old != had {
+								t.Fatalf("upsert of %d: merge got %v (found %t), want %v", it.k, old, found, had)
+							}
+							replaced = found
+							return it
+						})
+					}
 					var want bool
 					model, want = ordModelSet(model, it)
 					if replaced != want {
