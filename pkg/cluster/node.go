@@ -51,12 +51,17 @@ type Node struct {
 	bg       sync.WaitGroup        // monitor
 	pumpDone sync.WaitGroup        // pump
 
-	contacts     *contactBook  // the leader's AppendEntries answers per follower (contact.go)
-	leaderChange signal        // broadcast on every leader change
-	term         atomic.Uint64 // term of the leadership whose barrier is done
-	activeSvcs   atomic.Int64  // leader services currently inside Run
-	shutdownOnce sync.Once
-	shutdownErr  error
+	contacts   *contactBook  // the leader's AppendEntries answers per follower (contact.go)
+	reads      readBatches   // callers of ReadIndex waiting for a shared confirmation
+	readRounds atomic.Uint64 // confirmations ReadIndex has run
+	// readRoundHook, set by this package's tests only, runs in each
+	// confirmation between reading the commit index and VerifyLeader.
+	readRoundHook func()
+	leaderChange  signal        // broadcast on every leader change
+	term          atomic.Uint64 // term of the leadership whose barrier is done
+	activeSvcs    atomic.Int64  // leader services currently inside Run
+	shutdownOnce  sync.Once
+	shutdownErr   error
 }
 
 type namedService struct {

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -35,13 +37,17 @@ func (n *Node) VerifyLeader(ctx context.Context) error {
 	return nil
 }
 
-// ReadIndex returns this leader's read index: its commit index when the
-// call began, confirmed by VerifyLeader. A replica whose FSM reflects every
-// entry through the read index (CaughtUp) holds every write any client saw
-// complete before the call. A leader that has not finished its term's
-// barrier yet (its commit index may still trail its predecessor's) runs the
-// barrier first. On a follower it returns an error wrapping
-// raftfsm.ErrNotLeader: ask the leader.
+// ReadIndex returns this leader's read index: its commit index at a moment
+// after the call began, confirmed by VerifyLeader. A replica whose FSM
+// reflects every entry through the read index (CaughtUp) holds every write
+// any client saw complete before the call. A leader that has not finished
+// its term's barrier yet (its commit index may still trail its
+// predecessor's) runs the barrier first. On a follower it returns an error
+// wrapping raftfsm.ErrNotLeader: ask the leader.
+//
+// Calls that arrive together share one confirmation (readBatches), as etcd
+// batches its read indexes: every admission asks for one, and each
+// VerifyLeader is a future, a trip through raft's leader loop and a wait.
 func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	r, err := n.running()
 	if err != nil {
@@ -50,6 +56,87 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	if r.State() != raft.Leader {
 		return 0, fmt.Errorf("cluster: read index on %s: %w", n.cfg.NodeID, raftfsm.ErrNotLeader)
 	}
+	b, start := n.reads.join()
+	if start {
+		go n.runReadRounds()
+	}
+	select {
+	case <-b.done:
+		return b.idx, b.err
+	case <-ctx.Done():
+		return 0, readError("read index", fmt.Errorf("%w: %w", errAbandoned, ctx.Err()))
+	}
+}
+
+// readRoundTimeout bounds one shared confirmation (its barrier, if any, and
+// its VerifyLeader); each caller still waits only as long as its own ctx.
+const readRoundTimeout = 10 * time.Second
+
+// readBatch is the callers of one shared confirmation; done is closed once
+// idx and err are set.
+type readBatch struct {
+	done    chan struct{}
+	callers int // joined so far (tests)
+	idx     uint64
+	err     error
+}
+
+// readBatches runs one confirmation at a time for the callers waiting for
+// one. A caller joins the batch that has not started yet (next), never the
+// one in flight: the round that serves it reads the commit index and calls
+// VerifyLeader after it took that batch, so after every one of its callers
+// arrived — the guarantee each caller would have had with a round of its
+// own.
+type readBatches struct {
+	mu      sync.Mutex
+	next    *readBatch // callers waiting for the next round; nil when none
+	running bool       // a runner goroutine is serving rounds
+}
+
+// join returns the batch the caller waits for, and start when no runner is
+// serving rounds: the caller must then start one (runReadRounds).
+func (q *readBatches) join() (b *readBatch, start bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.next == nil {
+		q.next = &readBatch{done: make(chan struct{})}
+	}
+	q.next.callers++
+	start = !q.running
+	q.running = true
+	return q.next, start
+}
+
+// take hands the runner the waiting batch, or nil, and then it must stop.
+func (q *readBatches) take() *readBatch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.next
+	q.next = nil
+	if b == nil {
+		q.running = false
+	}
+	return b
+}
+
+// runReadRounds serves batches until none waits.
+func (n *Node) runReadRounds() {
+	for b := n.reads.take(); b != nil; b = n.reads.take() {
+		b.idx, b.err = n.readIndexRound()
+		close(b.done)
+	}
+}
+
+// readIndexRound is one confirmation: the barrier a new leader owes, then
+// the commit index, then VerifyLeader.
+func (n *Node) readIndexRound() (uint64, error) {
+	r, err := n.running()
+	if err != nil {
+		return 0, err
+	}
+	n.readRounds.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), readRoundTimeout)
+	defer cancel()
 	if n.LeaderTerm() == 0 {
 		// The term's first entry may not be committed yet, and with it the
 		// predecessor's last entries: the barrier commits and applies them.
@@ -58,6 +145,9 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 		}
 	}
 	idx := r.CommitIndex()
+	if h := n.readRoundHook; h != nil {
+		h()
+	}
 	if err := waitFuture(ctx, r.VerifyLeader()); err != nil {
 		return 0, readError("verify leadership", err)
 	}

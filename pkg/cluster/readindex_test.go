@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,4 +277,105 @@ func TestRestartedFollowerIsNotCaughtUpUntilReplayed(t *testing.T) {
 		}
 		return up
 	})
+}
+
+// Read indexes arriving together share one confirmation, but a caller never
+// joins a confirmation already under way: the round that serves it takes
+// its batch, and only then reads the commit index and verifies, so after
+// the caller arrived. One runner serves rounds while callers wait, and a
+// new one starts once the last has stopped.
+func TestReadBatchesNeverJoinARoundUnderWay(t *testing.T) {
+	var q readBatches
+	a, startA := q.join()
+	b, startB := q.join()
+	if a != b || !startA || startB {
+		t.Fatalf("two callers before any round: same batch %t, starts %t %t; want one batch, one runner", a == b, startA, startB)
+	}
+	if got := q.take(); got != a {
+		t.Fatalf("the round took %p, want the waiting batch %p", got, a)
+	}
+	// A round is under way with a and b: a caller arriving now waits for
+	// the next one, which the running runner serves.
+	c, startC := q.join()
+	if c == a || startC {
+		t.Fatalf("a caller during a round joined it (%t) or started a second runner (%t)", c == a, startC)
+	}
+	if got := q.take(); got != c {
+		t.Fatalf("the next round took %p, want %p", got, c)
+	}
+	if got := q.take(); got != nil || q.running {
+		t.Fatalf("no caller waits: the runner must stop (took %p, running %t)", got, q.running)
+	}
+	if _, start := q.join(); !start {
+		t.Fatal("a caller after the runner stopped must start a new one")
+	}
+}
+
+// On the leader: callers that arrive while a confirmation is under way are
+// served together by the next one, and get a read index at or above a write
+// acknowledged after that confirmation read its commit index (joining it
+// would have handed them the older index).
+func TestReadIndexCallersShareTheNextConfirmation(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	n := c.leader().node()
+	ctx := testCtx(t)
+	mustPropose(t, n, 1)
+
+	read, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	first.Store(true)
+	n.readRoundHook = func() {
+		if first.CompareAndSwap(true, false) {
+			close(read) // the first round has read its commit index ...
+			<-release   // ... and waits here
+		}
+	}
+	type answer struct {
+		idx uint64
+		err error
+	}
+	firstCaller := make(chan answer, 1)
+	go func() {
+		idx, err := n.ReadIndex(ctx)
+		firstCaller <- answer{idx, err}
+	}()
+	<-read
+	acked := uint64(mustPropose(t, n, 2).GetIndex())
+	const late = 15
+	answers := make(chan answer, late)
+	for range late {
+		go func() {
+			idx, err := n.ReadIndex(ctx)
+			answers <- answer{idx, err}
+		}()
+	}
+	// Every late caller waits for the next round before the first ends.
+	for i := 0; ; i++ {
+		n.reads.mu.Lock()
+		waiting := 0
+		if n.reads.next != nil {
+			waiting = n.reads.next.callers
+		}
+		n.reads.mu.Unlock()
+		if waiting == late {
+			break
+		}
+		if i == 5000 {
+			t.Fatalf("%d of %d late callers wait for the next round", waiting, late)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if a := <-firstCaller; a.err != nil || a.idx >= acked {
+		t.Fatalf("first caller: index %d, %v; want an index below the later write at %d", a.idx, a.err, acked)
+	}
+	for range late {
+		if a := <-answers; a.err != nil || a.idx < acked {
+			t.Fatalf("late caller: index %d, %v; want at least %d, the write acknowledged before it called", a.idx, a.err, acked)
+		}
+	}
+	if got := n.readRounds.Load(); got != 2 {
+		t.Fatalf("%d confirmations for 1 + %d callers, want 2", got, late)
+	}
 }
