@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -27,8 +28,17 @@ const contactWindows = 3
 
 // contactBook is the per-peer record. Safe for concurrent use: raft's
 // replication goroutines write it, admin and metric reads read it.
+//
+// It also keeps the evidence a leadership confirmation needs
+// (confirmLeadership): every AppendEntries takes a sequence number when it
+// is sent, and each peer's highest number answered with success is kept,
+// so "this peer acknowledged this leader in answer to a request sent after
+// mark" is a comparison of two integers.
 type contactBook struct {
 	now func() time.Time
+
+	sends atomic.Uint64 // AppendEntries sent so far: the next one's number is sends+1
+	acked signal        // broadcast on every new acknowledgement
 
 	mu    sync.Mutex
 	peers map[raft.ServerID]*peerContact
@@ -39,6 +49,7 @@ type peerContact struct {
 	lastAttempt  time.Time
 	lastContact  time.Time
 	lastErr      string
+	ackedSend    uint64 // the highest send number the peer answered with success
 }
 
 func newContactBook(now func() time.Time) *contactBook {
@@ -48,7 +59,30 @@ func newContactBook(now func() time.Time) *contactBook {
 	return &contactBook{now: now, peers: map[raft.ServerID]*peerContact{}}
 }
 
-func (b *contactBook) record(id raft.ServerID, err error) {
+// mark is the number of the last AppendEntries sent: any send numbered
+// above it began after this call.
+func (b *contactBook) mark() uint64 { return b.sends.Load() }
+
+// send numbers an AppendEntries about to be sent.
+func (b *contactBook) send() uint64 { return b.sends.Add(1) }
+
+// ackedSince counts the peers among ids that answered with success an
+// AppendEntries sent after mark.
+func (b *contactBook) ackedSince(ids []raft.ServerID, mark uint64) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if p := b.peers[id]; p != nil && p.ackedSend > mark {
+			n++
+		}
+	}
+	return n
+}
+
+// record notes the outcome of the AppendEntries numbered seq to id; ok says
+// the peer answered it with success (it holds this leader's term).
+func (b *contactBook) record(id raft.ServerID, seq uint64, err error, ok bool) {
 	t := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -56,6 +90,10 @@ func (b *contactBook) record(id raft.ServerID, err error) {
 	if p == nil {
 		p = &peerContact{}
 		b.peers[id] = p
+	}
+	if err == nil && ok && seq > p.ackedSend {
+		p.ackedSend = seq
+		defer b.acked.broadcast()
 	}
 	p.lastAttempt = t
 	if err == nil {
@@ -101,7 +139,8 @@ type contactTransport struct {
 
 func (t *contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress,
 	args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	seq := t.book.send()
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
-	t.book.record(id, err)
+	t.book.record(id, seq, err, resp.Success)
 	return err
 }

@@ -259,8 +259,8 @@ func (n *Node) ConsistentRead(ctx context.Context) error {
 	if r.State() != raft.Leader {
 		return fmt.Errorf("cluster: consistent read on %s: %w", n.cfg.NodeID, raftfsm.ErrNotLeader)
 	}
-	if err := waitFuture(ctx, r.VerifyLeader()); err != nil {
-		return readError("verify leadership", err)
+	if err := n.confirmLeadership(ctx, r); err != nil {
+		return err
 	}
 	if err := waitFuture(ctx, r.Barrier(n.timeoutFor(ctx))); err != nil {
 		return readError("barrier", err)

@@ -19,9 +19,10 @@ import (
 // through it (CaughtUp).
 
 // VerifyLeader returns nil once a quorum has confirmed, after the call
-// began, that this node still leads: no other leader can have committed an
-// entry this node has not seen. On a follower, or when the confirmation
-// fails (a newer term, a partition), it returns an error wrapping
+// began, that this node still leads (confirmLeadership): no other leader
+// can have committed an entry this node has not seen. On a follower, or
+// when the confirmation fails (a newer term, a partition), it returns an
+// error wrapping
 // raftfsm.ErrNotLeader. It costs one heartbeat round trip to a majority.
 func (n *Node) VerifyLeader(ctx context.Context) error {
 	r, err := n.running()
@@ -31,10 +32,56 @@ func (n *Node) VerifyLeader(ctx context.Context) error {
 	if r.State() != raft.Leader {
 		return fmt.Errorf("cluster: verify leadership on %s: %w", n.cfg.NodeID, raftfsm.ErrNotLeader)
 	}
+	return n.confirmLeadership(ctx, r)
+}
+
+// confirmLeadership returns nil once a quorum of voters has acknowledged
+// this leader in answer to requests sent after the call began.
+//
+// raft's VerifyLeader alone does not prove that: it counts the answer to
+// any AppendEntries that returns after the call, including one sent before
+// it (hashicorp/raft 1.8 replication.go, notifyAll), so a heartbeat in
+// flight when the followers elected another leader could still confirm a
+// call. VerifyLeader is kept (it also sends a heartbeat to every follower at
+// once and fails when raft steps down); then the contact book must show a
+// quorum of acknowledgements numbered after mark, which the heartbeats that
+// VerifyLeader started provide one round trip later at most.
+func (n *Node) confirmLeadership(ctx context.Context, r *raft.Raft) error {
+	mark := n.contacts.mark()
 	if err := waitFuture(ctx, r.VerifyLeader()); err != nil {
 		return readError("verify leadership", err)
 	}
-	return nil
+	cf := r.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return readError("verify leadership", err)
+	}
+	var peers []raft.ServerID // the other voters
+	voters := 0
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if s.ID != raft.ServerID(n.cfg.NodeID) {
+			peers = append(peers, s.ID)
+		}
+	}
+	need := voters/2 + 1 - (voters - len(peers)) // a quorum, less this node's own vote
+	for {
+		acked, changed := n.contacts.acked.wait(), n.leaderChange.wait()
+		if n.contacts.ackedSince(peers, mark) >= need {
+			return nil
+		}
+		if r.State() != raft.Leader {
+			return readError("verify leadership", raft.ErrNotLeader)
+		}
+		select {
+		case <-acked:
+		case <-changed:
+		case <-ctx.Done():
+			return readError("verify leadership", fmt.Errorf("%w: %w", errAbandoned, ctx.Err()))
+		}
+	}
 }
 
 // ReadIndex returns this leader's read index: its commit index at a moment
@@ -148,8 +195,8 @@ func (n *Node) readIndexRound() (uint64, error) {
 	if h := n.readRoundHook; h != nil {
 		h()
 	}
-	if err := waitFuture(ctx, r.VerifyLeader()); err != nil {
-		return 0, readError("verify leadership", err)
+	if err := n.confirmLeadership(ctx, r); err != nil {
+		return 0, err
 	}
 	return idx, nil
 }
