@@ -22,8 +22,8 @@ import (
 // began, that this node still leads (confirmLeadership): no other leader
 // can have committed an entry this node has not seen. On a follower, or
 // when the confirmation fails (a newer term, a partition), it returns an
-// error wrapping
-// raftfsm.ErrNotLeader. It costs one heartbeat round trip to a majority.
+// error wrapping raftfsm.ErrNotLeader. It costs one heartbeat round trip to
+// a majority.
 func (n *Node) VerifyLeader(ctx context.Context) error {
 	r, err := n.running()
 	if err != nil {

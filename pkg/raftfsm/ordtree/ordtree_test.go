@@ -9,8 +9,9 @@ import (
 )
 
 // The persistent B+tree against a sorted slice: random inserts, replacements
-// (Set and Upsert) and deletes over many transactions, every published version checked
-// afterwards (old versions must not change), plus the structural invariants.
+// (Set and Upsert) and deletes over many transactions, every published
+// version checked afterwards (old versions must not change), plus the
+// structural invariants.
 
 type ordItem struct {
 	k int64
