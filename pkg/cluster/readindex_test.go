@@ -344,21 +344,11 @@ func TestReadIndexCallersShareTheNextConfirmation(t *testing.T) {
 		}()
 	}
 	// Every late caller waits for the next round before the first ends.
-	for i := 0; ; i++ {
+	eventually(t, 5*time.Second, "every late caller waiting for the next round", func() bool {
 		n.reads.mu.Lock()
-		waiting := 0
-		if n.reads.next != nil {
-			waiting = n.reads.next.callers
-		}
-		n.reads.mu.Unlock()
-		if waiting == late {
-			break
-		}
-		if i == 5000 {
-			t.Fatalf("%d of %d late callers wait for the next round", waiting, late)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer n.reads.mu.Unlock()
+		return n.reads.next != nil && n.reads.next.callers == late
+	})
 	close(release)
 	if a := <-firstCaller; a.err != nil || a.idx >= acked {
 		t.Fatalf("first caller: index %d, %v; want an index below the later write at %d", a.idx, a.err, acked)
