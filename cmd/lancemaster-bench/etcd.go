@@ -281,7 +281,7 @@ func etcdRows(op etcdOp, r loadResult, adm *loadResult) []row {
 	for i := range vs {
 		vs[i] = vs[i].withRatio()
 	}
-	vs[0] = vs[0].ratioTarget(">=", 1.5, "etcd")
-	vs[1] = vs[1].ratioTarget("<=", 1.2, "etcd")
+	vs[0] = vs[0].ratioTarget(">=", admitVsEtcdTarget, "etcd")
+	vs[1] = vs[1].ratioTarget("<=", p99VsEtcdTarget, "etcd")
 	return append(rows, vs...)
 }
