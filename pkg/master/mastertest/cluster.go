@@ -127,26 +127,48 @@ func JobCount(m *master.Master) int {
 // the given master.
 func (c *Cluster) Setup(via int) {
 	c.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	c.Backend.SetDataset("/data/lake/db/items.lance", job.Snapshot{Version: 3, Fields: []job.Field{{ID: 0, Name: "id", Type: "int32"}}})
-	err := c.Client(via).Call(ctx, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
-		root := "/data/lake"
-		if _, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}, ""); err != nil {
+	root := "/data/lake"
+	steps := []func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error{
+		func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+			_, err := cl.CreateCatalog(ctx, &adminapi.TCatalog{Name: "lake", RootURI: &root}, "")
+			return err
+		},
+		func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+			_, err := cl.AddBackend(ctx, c.Backend.Addr(), "")
+			return err
+		},
+	}
+	for _, k := range []string{options.OptMaxUnresolvedGlobal, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedPerTable} {
+		steps = append(steps, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+			_, err := cl.SetOption(ctx, k, "100000", "")
+			return err
+		})
+	}
+	for _, step := range steps {
+		if err := c.CallWhileUnavailable(via, step); err != nil {
+			c.T.Fatalf("setup: %v", err)
+		}
+	}
+}
+
+// CallWhileUnavailable calls fn on master via, again while the answer is
+// UNAVAILABLE, for at most 20 s. UNAVAILABLE (no leader known, this master
+// behind) is answered before anything is journaled and says "retry
+// shortly": an operator retries it, and so does a test that is not about
+// it (a loaded machine may lose a leader, or a follower not know the new
+// one yet, for a moment).
+func (c *Cluster) CallWhileUnavailable(via int, fn func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error) error {
+	cl := c.Client(via)
+	for end := time.Now().Add(20 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := cl.Call(ctx, fn)
+		cancel()
+		var ae *adminapi.TAdminError
+		if err == nil || !errors.As(err, &ae) || ae.Code != adminapi.TErrorCode_UNAVAILABLE || time.Now().After(end) {
 			return err
 		}
-		if _, err := cl.AddBackend(ctx, c.Backend.Addr(), ""); err != nil {
-			return err
-		}
-		for _, k := range []string{options.OptMaxUnresolvedGlobal, options.OptMaxUnresolvedPerCatalog, options.OptMaxUnresolvedPerTable} {
-			if _, err := cl.SetOption(ctx, k, "100000", ""); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		c.T.Fatalf("setup: %v", err)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -154,7 +176,6 @@ func (c *Cluster) Setup(via int) {
 // Thrift, 16 at a time, and fails on any error.
 func (c *Cluster) Admit(via int, prefix string, n int) {
 	c.T.Helper()
-	cl := c.Client(via)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	var firstErr atomic.Value
@@ -165,10 +186,8 @@ func (c *Cluster) Admit(via int, prefix string, n int) {
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			err := cl.Call(ctx, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error {
-				_, err := c.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items",
+			err := c.CallWhileUnavailable(via, func(ctx context.Context, cl *adminapi.LanceMasterServiceClient) error {
+				_, err := cl.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: "lake", Db: "db", Table: "items",
 					IndexName: fmt.Sprintf("%s%04d", prefix, i), Column: "id", IndexType: "BTREE"})
 				return err
 			})
@@ -187,30 +206,16 @@ func (c *Cluster) Admit(via int, prefix string, n int) {
 // AdmitIDs admits n BTREE indexes on table and returns their job ids.
 func (c *Cluster) AdmitIDs(via int, catalog, table, prefix string, n int) []int64 {
 	c.T.Helper()
-	cl := c.Client(via)
 	var ids []int64
 	for i := 0; i < n; i++ {
-		var err error
-		// UNAVAILABLE (no leader known, this master behind) is answered
-		// before anything is journaled: retried, as an operator would, for
-		// a bounded time (a loaded machine may lose a leader for a moment).
-		for end := time.Now().Add(20 * time.Second); ; {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err = cl.Call(ctx, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
-				resp, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: catalog, Db: "db", Table: table,
-					IndexName: fmt.Sprintf("%s%03d", prefix, i), Column: "id", IndexType: "BTREE"})
-				if err == nil {
-					ids = append(ids, resp.GetJobID())
-				}
-				return err
-			})
-			cancel()
-			var ae *adminapi.TAdminError
-			if err == nil || !errors.As(err, &ae) || ae.Code != adminapi.TErrorCode_UNAVAILABLE || time.Now().After(end) {
-				break
+		err := c.CallWhileUnavailable(via, func(ctx context.Context, a *adminapi.LanceMasterServiceClient) error {
+			resp, err := a.CreateIndex(ctx, &adminapi.TCreateIndexRequest{Catalog: catalog, Db: "db", Table: table,
+				IndexName: fmt.Sprintf("%s%03d", prefix, i), Column: "id", IndexType: "BTREE"})
+			if err == nil {
+				ids = append(ids, resp.GetJobID())
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err
+		})
 		if err != nil {
 			c.T.Fatalf("admit %s%03d: %v", prefix, i, err)
 		}
