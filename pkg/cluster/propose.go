@@ -259,7 +259,7 @@ func (n *Node) ConsistentRead(ctx context.Context) error {
 	if r.State() != raft.Leader {
 		return fmt.Errorf("cluster: consistent read on %s: %w", n.cfg.NodeID, raftfsm.ErrNotLeader)
 	}
-	if err := n.confirmLeadership(ctx, r); err != nil {
+	if err := n.confirmLeadership(ctx, r, r.CurrentTerm()); err != nil {
 		return err
 	}
 	if err := waitFuture(ctx, r.Barrier(n.timeoutFor(ctx))); err != nil {

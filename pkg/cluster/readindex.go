@@ -19,12 +19,16 @@ import (
 // through it (CaughtUp).
 
 // VerifyLeader returns nil once a quorum has confirmed, after the call
-// began, that this node still leads (confirmLeadership): no other leader
-// can have committed an entry this node has not seen. On a follower, or
-// when the confirmation fails (a newer term, a partition), it returns an
-// error wrapping raftfsm.ErrNotLeader. It costs one heartbeat round trip to
-// a majority.
-func (n *Node) VerifyLeader(ctx context.Context) error {
+// began, that this node leads in term: the term the caller read
+// (LeaderTerm) before the state its decision rests on. A confirmation in a
+// later term would prove nothing about that state — this node may have
+// been deposed without knowing it when it read it, and won a later term
+// since — so the term must be the node's current one from the call to the
+// end of the confirmation. On a follower, when term is not (or no longer)
+// the current term, or when the confirmation fails (a newer term, a
+// partition), it returns an error wrapping raftfsm.ErrNotLeader. It costs
+// one heartbeat round trip to a majority.
+func (n *Node) VerifyLeader(ctx context.Context, term uint64) error {
 	r, err := n.running()
 	if err != nil {
 		return err
@@ -32,21 +36,29 @@ func (n *Node) VerifyLeader(ctx context.Context) error {
 	if r.State() != raft.Leader {
 		return fmt.Errorf("cluster: verify leadership on %s: %w", n.cfg.NodeID, raftfsm.ErrNotLeader)
 	}
-	return n.confirmLeadership(ctx, r)
+	return n.confirmLeadership(ctx, r, term)
 }
 
 // confirmLeadership returns nil once a quorum of voters has acknowledged
-// this leader in answer to requests sent after the call began.
+// this leader in answer to requests sent after the call began, and term is
+// still raft's current term once they have: terms only grow, so a caller
+// that read term before its view, and finds it again at the end, led in
+// term throughout, and every one of those requests carried it. (The check
+// at the start only saves a round that cannot succeed.)
 //
 // raft's VerifyLeader alone does not prove that: it counts the answer to
 // any AppendEntries that returns after the call, including one sent before
 // it (hashicorp/raft 1.8 replication.go, notifyAll), so a heartbeat in
 // flight when the followers elected another leader could still confirm a
-// call. VerifyLeader is kept (it also sends a heartbeat to every follower at
-// once and fails when raft steps down); then the contact book must show a
-// quorum of acknowledgements numbered after mark, which the heartbeats that
+// call; and it confirms whatever term raft is in when it runs. VerifyLeader
+// is kept (it also sends a heartbeat to every follower at once and fails
+// when raft steps down); then the contact book must show a quorum of
+// acknowledgements numbered after mark, which the heartbeats that
 // VerifyLeader started provide one round trip later at most.
-func (n *Node) confirmLeadership(ctx context.Context, r *raft.Raft) error {
+func (n *Node) confirmLeadership(ctx context.Context, r *raft.Raft, term uint64) error {
+	if r.CurrentTerm() != term {
+		return readError("verify leadership", fmt.Errorf("%w: term %d is not the current term", raft.ErrLeadershipLost, term))
+	}
 	mark := n.contacts.mark()
 	if err := waitFuture(ctx, r.VerifyLeader()); err != nil {
 		return readError("verify leadership", err)
@@ -70,6 +82,9 @@ func (n *Node) confirmLeadership(ctx context.Context, r *raft.Raft) error {
 	for {
 		acked, changed := n.contacts.acked.wait(), n.leaderChange.wait()
 		if n.contacts.ackedSince(peers, mark) >= need {
+			if r.CurrentTerm() != term || r.State() != raft.Leader {
+				return readError("verify leadership", fmt.Errorf("%w: term %d ended during the confirmation", raft.ErrLeadershipLost, term))
+			}
 			return nil
 		}
 		if r.State() != raft.Leader {
@@ -184,7 +199,10 @@ func (n *Node) readIndexRound() (uint64, error) {
 	n.readRounds.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), readRoundTimeout)
 	defer cancel()
-	if n.LeaderTerm() == 0 {
+	// The index is read in term, and only a confirmation in that same term
+	// proves it current (confirmLeadership).
+	term := r.CurrentTerm()
+	if n.LeaderTerm() != term {
 		// The term's first entry may not be committed yet, and with it the
 		// predecessor's last entries: the barrier commits and applies them.
 		if err := waitFuture(ctx, r.Barrier(n.timeoutFor(ctx))); err != nil {
@@ -195,7 +213,7 @@ func (n *Node) readIndexRound() (uint64, error) {
 	if h := n.readRoundHook; h != nil {
 		h()
 	}
-	if err := n.confirmLeadership(ctx, r); err != nil {
+	if err := n.confirmLeadership(ctx, r, term); err != nil {
 		return 0, err
 	}
 	return idx, nil

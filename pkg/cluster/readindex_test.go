@@ -91,7 +91,8 @@ func TestVerifyLeaderAndReadIndex(t *testing.T) {
 	ctx := testCtx(t)
 	resp := mustPropose(t, ld.node(), 1)
 
-	if err := ld.node().VerifyLeader(ctx); err != nil {
+	term := ld.node().LeaderTerm()
+	if err := ld.node().VerifyLeader(ctx, term); err != nil {
 		t.Fatalf("VerifyLeader on the leader: %v", err)
 	}
 	ri, err := ld.node().ReadIndex(ctx)
@@ -102,12 +103,38 @@ func TestVerifyLeaderAndReadIndex(t *testing.T) {
 		t.Fatalf("read index %d is below the acknowledged write at %d", ri, resp.GetIndex())
 	}
 	for _, f := range c.followers(ld) {
-		if err := f.node().VerifyLeader(ctx); !errors.Is(err, raftfsm.ErrNotLeader) {
+		if err := f.node().VerifyLeader(ctx, term); !errors.Is(err, raftfsm.ErrNotLeader) {
 			t.Errorf("VerifyLeader on follower %s = %v, want ErrNotLeader", f.cfg.NodeID, err)
 		}
 		if _, err := f.node().ReadIndex(ctx); !errors.Is(err, raftfsm.ErrNotLeader) {
 			t.Errorf("ReadIndex on follower %s = %v, want ErrNotLeader", f.cfg.NodeID, err)
 		}
+	}
+}
+
+// A confirmation is for the term the caller read before its view: a master
+// that lost its leadership and won it back leads again, but not in the term
+// its earlier view was read in, and that view is not confirmed.
+func TestVerifyLeaderConfirmsOnlyTheTermGiven(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	ld := c.leader()
+	n := ld.node()
+	ctx := testCtx(t)
+	mustPropose(t, n, 1)
+	term := n.LeaderTerm()
+	if err := n.VerifyLeader(ctx, term-1); !errors.Is(err, raftfsm.ErrNotLeader) {
+		t.Fatalf("VerifyLeader of an earlier term = %v, want an error wrapping ErrNotLeader", err)
+	}
+	c.leadershipAwayAndBack(ld, func(*testNode) {})
+	if now := n.LeaderTerm(); now <= term {
+		t.Fatalf("leading again in term %d, want a term after %d", now, term)
+	}
+	if err := n.VerifyLeader(ctx, term); !errors.Is(err, raftfsm.ErrNotLeader) {
+		t.Fatalf("VerifyLeader of the term before leadership moved = %v, want an error wrapping ErrNotLeader", err)
+	}
+	if err := n.VerifyLeader(ctx, n.LeaderTerm()); err != nil {
+		t.Fatalf("VerifyLeader of the current term: %v", err)
 	}
 }
 
@@ -127,7 +154,7 @@ func TestVerifyLeaderFailsOnAnIsolatedLeader(t *testing.T) {
 	// raft's VerifyLeader alone would count, was sent before the call.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := n.VerifyLeader(ctx)
+	err := n.VerifyLeader(ctx, n.LeaderTerm())
 	if err == nil {
 		t.Fatal("an isolated leader confirmed its leadership")
 	}
@@ -315,32 +342,14 @@ func TestReadIndexCallersShareTheNextConfirmation(t *testing.T) {
 	ctx := testCtx(t)
 	mustPropose(t, n, 1)
 
-	read, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	first.Store(true)
-	n.readRoundHook = func() {
-		if first.CompareAndSwap(true, false) {
-			close(read) // the first round has read its commit index ...
-			<-release   // ... and waits here
-		}
-	}
-	type answer struct {
-		idx uint64
-		err error
-	}
-	firstCaller := make(chan answer, 1)
-	go func() {
-		idx, err := n.ReadIndex(ctx)
-		firstCaller <- answer{idx, err}
-	}()
-	<-read
+	firstCaller, release := holdFirstReadRound(ctx, n)
 	acked := uint64(mustPropose(t, n, 2).GetIndex())
 	const late = 15
-	answers := make(chan answer, late)
+	answers := make(chan readAnswer, late)
 	for range late {
 		go func() {
 			idx, err := n.ReadIndex(ctx)
-			answers <- answer{idx, err}
+			answers <- readAnswer{idx, err}
 		}()
 	}
 	// Every late caller waits for the next round before the first ends.
@@ -361,4 +370,86 @@ func TestReadIndexCallersShareTheNextConfirmation(t *testing.T) {
 	if got := n.readRounds.Load(); got != 2 {
 		t.Fatalf("%d confirmations for 1 + %d callers, want 2", got, late)
 	}
+}
+
+// A round that reads its commit index in one term and is confirmed in a
+// later one — this master lost its leadership and won it back in between —
+// proves nothing about the index it read. The case that matters: a leader
+// deposed without knowing it reads an index that lacks the newer leader's
+// acknowledged writes, then follows that leader, wins a later term, and
+// confirms there. This test stages the same shape (index read, leadership
+// away and a write acknowledged by the other leader, leadership back,
+// confirmation) with the hook between the read and the confirmation. The
+// round gives no index.
+func TestReadIndexRoundAcrossTermsGivesNoIndex(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	ld := c.leader()
+	n := ld.node()
+	ctx := testCtx(t)
+	mustPropose(t, n, 1)
+
+	got, release := holdFirstReadRound(ctx, n)
+	// Leadership moves away, another leader acknowledges a write, and
+	// leadership comes back (a later term) before the round confirms.
+	var acked uint64
+	c.leadershipAwayAndBack(ld, func(other *testNode) { acked = uint64(mustPropose(t, other.node(), 2).GetIndex()) })
+	close(release)
+	a := <-got
+	switch {
+	case a.err == nil:
+		t.Fatalf("read index %d from a round that spans two terms (a write at %d was acknowledged in between); want an error", a.idx, acked)
+	case !errors.Is(a.err, raftfsm.ErrNotLeader):
+		t.Fatalf("read index across terms: %v, want an error wrapping ErrNotLeader", a.err)
+	}
+	// The next round, wholly in the new term, covers the write.
+	idx, err := n.ReadIndex(ctx)
+	if err != nil || idx < acked {
+		t.Fatalf("next read index %d, %v; want at least %d", idx, err, acked)
+	}
+}
+
+// readAnswer is what one ReadIndex call returned.
+type readAnswer struct {
+	idx uint64
+	err error
+}
+
+// holdFirstReadRound starts a ReadIndex on n and returns once its round has
+// read the commit index; the round waits there until release is closed.
+// The call's answer arrives on the channel.
+func holdFirstReadRound(ctx context.Context, n *Node) (answer <-chan readAnswer, release chan struct{}) {
+	read, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	first.Store(true)
+	n.readRoundHook = func() {
+		if first.CompareAndSwap(true, false) {
+			close(read) // the first round has read its commit index ...
+			<-release   // ... and waits here
+		}
+	}
+	got := make(chan readAnswer, 1)
+	go func() {
+		idx, err := n.ReadIndex(ctx)
+		got <- readAnswer{idx, err}
+	}()
+	<-read
+	return got, release
+}
+
+// leadershipAwayAndBack transfers leadership from ld to a follower, runs
+// during while that follower leads (its term's barrier done), and transfers
+// it back: ld then leads in a later term.
+func (c *testCluster) leadershipAwayAndBack(ld *testNode, during func(other *testNode)) {
+	c.t.Helper()
+	other := c.followers(ld)[0]
+	if err := ld.node().TransferLeadership(other.cfg.NodeID); err != nil {
+		c.t.Fatalf("transfer away: %v", err)
+	}
+	eventually(c.t, 10*time.Second, "the other master leads", func() bool { return other.node().LeaderTerm() != 0 })
+	during(other)
+	eventually(c.t, 10*time.Second, "leadership back", func() bool {
+		return other.node().TransferLeadership(ld.cfg.NodeID) == nil
+	})
+	eventually(c.t, 10*time.Second, "the first leader leads again", func() bool { return ld.node().LeaderTerm() != 0 })
 }

@@ -26,7 +26,7 @@ func TestUnconfirmedLeaderNeverRefusesForGood(t *testing.T) {
 	var verifies atomic.Int64
 	deposed := errors.New("cluster: verify leadership: not the leader")
 	f := newFixture(t, func(d *Deps) {
-		d.VerifyLeader = func(context.Context) error { verifies.Add(1); return deposed }
+		d.VerifyLeader = func(context.Context, uint64) error { verifies.Add(1); return deposed }
 	})
 	rec := f.running("t1")
 	before := f.snapshot()
@@ -69,9 +69,16 @@ func TestUnconfirmedLeaderNeverRefusesForGood(t *testing.T) {
 	}
 }
 
-// Confirmed, the same refusals are given as before.
+// Confirmed, the same refusals are given as before. The confirmation asked
+// for is of the term this master leads in (read before the view the
+// refusal was judged on): a confirmation of any other term proves nothing
+// about that view.
 func TestConfirmedLeaderRefuses(t *testing.T) {
-	f := newFixture(t, func(d *Deps) { d.VerifyLeader = func(context.Context) error { return nil } })
+	var terms []uint64
+	f := newFixture(t, func(d *Deps) {
+		d.VerifyLeader = func(_ context.Context, term uint64) error { terms = append(terms, term); return nil }
+	})
+	f.prop.SetTerm(7)
 	rec := f.running("t1")
 	forged := validReport(rec, job.NativeOK)
 	forged.InvocationSecret = thrift.StringPtr("forged")
@@ -79,6 +86,9 @@ func TestConfirmedLeaderRefuses(t *testing.T) {
 	unknown := validReport(rec, job.NativeOK)
 	unknown.JobID = 999
 	wantStatus(t, f.result(unknown), wire.TStatusCode_STALE_REPORT)
+	if len(terms) != 2 || terms[0] != 7 || terms[1] != 7 {
+		t.Fatalf("confirmations asked for terms %v, want [7 7] (the term led in)", terms)
+	}
 }
 
 // §13.5: reports are never forwarded as raw commands. The handler proposes

@@ -55,12 +55,15 @@ type Deps struct {
 	// (tests; a single node).
 	CatchUp func(ctx context.Context) error
 	// VerifyLeader returns nil once a quorum has confirmed that this master
-	// still leads (cluster.Node.VerifyLeader). The leader calls it before
+	// still leads in term (cluster.Node.VerifyLeader): the leader term read
+	// before the state a refusal was judged on. The leader calls it before
 	// any refusal for good judged on its own view (UNAUTHENTICATED,
 	// STALE_REPORT, DESIGN.md §13.5): a leader deposed without knowing it
-	// may miss the newer leader's entries. When it fails the answer is
-	// NOT_LEADER and the backend retries. nil skips it (tests; a single node).
-	VerifyLeader func(ctx context.Context) error
+	// may miss the newer leader's entries, and a confirmation in a later
+	// term it won since says nothing about the view it judged on. When it
+	// fails the answer is NOT_LEADER and the backend retries. nil skips it
+	// (tests; a single node).
+	VerifyLeader func(ctx context.Context, term uint64) error
 	// Credentials, when set, redact a report's log tail again before it is
 	// journaled: every key and value of the job's catalog credentials is
 	// removed (the backend removes them first; this is the masters not

@@ -24,17 +24,20 @@ func (h *Handler) authenticate(ctx context.Context, id identity, secret *string)
 	if st := h.catchUp(ctx); st != nil {
 		return nil, st
 	}
+	// The term before the view: a refusal judged on this view is given only
+	// once this master is confirmed to lead in that same term (refuse).
+	term := h.d.Proposer.LeaderTerm()
 	rec, ok := h.d.Reader.State().Job(id.jobID)
 	if !ok {
-		return nil, h.refuse(ctx, id.jobID, ReasonUnknownJob,
+		return nil, h.refuse(ctx, term, id.jobID, ReasonUnknownJob,
 			status(wire.TStatusCode_STALE_REPORT, id.jobID, "no such job (never admitted, or already collected)"))
 	}
 	if !job.SecretMatches(secret, rec.InvocationSecret) {
-		return nil, h.refuse(ctx, id.jobID, ReasonUnauthenticated,
+		return nil, h.refuse(ctx, term, id.jobID, ReasonUnauthenticated,
 			status(wire.TStatusCode_UNAUTHENTICATED, id.jobID, "the report does not carry this dispatch's invocation secret"))
 	}
 	if !rec.MatchesIdentity(id.dispatchRevision, id.invocationID, id.epoch) {
-		return nil, h.refuse(ctx, id.jobID, ReasonStaleIdentity,
+		return nil, h.refuse(ctx, term, id.jobID, ReasonStaleIdentity,
 			status(wire.TStatusCode_STALE_REPORT, id.jobID, "the report names another dispatch (revision, invocation id or process epoch)"))
 	}
 	return rec, nil
@@ -42,13 +45,14 @@ func (h *Handler) authenticate(ctx context.Context, id identity, secret *string)
 
 // refuse answers a refusal for good that was judged on this replica's view
 // (UNAUTHENTICATED, STALE_REPORT) only once this master has confirmed it
-// still leads (Deps.VerifyLeader, DESIGN.md §13.5): a leader deposed
-// without knowing it may lack the entries that would make the report
-// valid (the newer leader's dispatch). Unconfirmed, the answer is
-// NOT_LEADER and the backend retries, with this master or another.
-func (h *Handler) refuse(ctx context.Context, jobID int64, r Reason, st *wire.TStatus) *wire.TStatus {
+// still leads in term, the leader term read before that view
+// (Deps.VerifyLeader, DESIGN.md §13.5): a leader deposed without knowing it
+// may lack the entries that would make the report valid (the newer
+// leader's dispatch). Unconfirmed, the answer is NOT_LEADER and the backend
+// retries, with this master or another.
+func (h *Handler) refuse(ctx context.Context, term uint64, jobID int64, r Reason, st *wire.TStatus) *wire.TStatus {
 	if h.d.VerifyLeader != nil {
-		if err := h.d.VerifyLeader(ctx); err != nil {
+		if err := h.d.VerifyLeader(ctx, term); err != nil {
 			h.counts.add(ReasonUnconfirmed)
 			h.log.Info("report: leadership not confirmed; the refusal is not given", zap.Int64("job_id", jobID),
 				zap.String("reason", ReasonUnconfirmed.String()), zap.String("would_be", r.String()), zap.Error(err))
