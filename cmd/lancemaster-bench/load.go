@@ -35,6 +35,11 @@ type loadResult struct {
 	// process's, so they describe raw and admission, not etcd.
 	GCCycles   int     `json:"gc_cycles"`
 	GCCPUShare float64 `json:"gc_cpu_share"`
+	// ReadsPerOp and WritesPerOp are the read and write system calls of
+	// this process and its children in the window per operation completed
+	// (syscalls.go); zero where /proc cannot be read.
+	ReadsPerOp  float64 `json:"reads_per_op,omitempty"`
+	WritesPerOp float64 `json:"writes_per_op,omitempty"`
 }
 
 // worker is one closed-loop client.
@@ -110,12 +115,13 @@ func closedLoop(c int, warm, window time.Duration, newWorker func(g int) (worker
 		}(g)
 	}
 	time.Sleep(warm)
-	gc0 := readGC()
+	gc0, io0 := readGC(), readIO()
 	t0 = time.Now()
 	measuring.Store(true)
 	time.Sleep(window)
 	measuring.Store(false)
 	el := time.Since(t0)
+	io1 := readIO()
 	gcCycles, gcShare := gcSince(gc0)
 	stop.Store(true)
 	wg.Wait()
@@ -140,6 +146,7 @@ func closedLoop(c int, warm, window time.Duration, newWorker func(g int) (worker
 		FirstHalfPerS: float64(first) / half, SecondHalfPerS: float64(second) / half,
 		GCCycles: gcCycles, GCCPUShare: gcShare,
 	}
+	res.ReadsPerOp, res.WritesPerOp, _ = perOp(io0, io1, len(all))
 	if p := firstErr.Load(); p != nil {
 		res.FirstErr = *p
 	}
