@@ -100,7 +100,8 @@ func (n *Node) confirmLeadership(ctx context.Context, r *raft.Raft, term uint64)
 }
 
 // ReadIndex returns this leader's read index: its commit index at a moment
-// after the call began, confirmed by VerifyLeader. A replica whose FSM
+// after the call began, confirmed by a quorum in the term it was read in
+// (confirmLeadership). A replica whose FSM
 // reflects every entry through the read index (CaughtUp) holds every write
 // any client saw complete before the call. A leader that has not finished
 // its term's barrier yet (its commit index may still trail its

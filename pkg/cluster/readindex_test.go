@@ -91,7 +91,7 @@ func TestVerifyLeaderAndReadIndex(t *testing.T) {
 	ctx := testCtx(t)
 	resp := mustPropose(t, ld.node(), 1)
 
-	term := ld.node().LeaderTerm()
+	term := readyTerm(t, ld.node())
 	if err := ld.node().VerifyLeader(ctx, term); err != nil {
 		t.Fatalf("VerifyLeader on the leader: %v", err)
 	}
@@ -122,18 +122,19 @@ func TestVerifyLeaderConfirmsOnlyTheTermGiven(t *testing.T) {
 	n := ld.node()
 	ctx := testCtx(t)
 	mustPropose(t, n, 1)
-	term := n.LeaderTerm()
+	term := readyTerm(t, n)
 	if err := n.VerifyLeader(ctx, term-1); !errors.Is(err, raftfsm.ErrNotLeader) {
 		t.Fatalf("VerifyLeader of an earlier term = %v, want an error wrapping ErrNotLeader", err)
 	}
 	c.leadershipAwayAndBack(ld, func(*testNode) {})
-	if now := n.LeaderTerm(); now <= term {
+	now := readyTerm(t, n)
+	if now <= term {
 		t.Fatalf("leading again in term %d, want a term after %d", now, term)
 	}
 	if err := n.VerifyLeader(ctx, term); !errors.Is(err, raftfsm.ErrNotLeader) {
 		t.Fatalf("VerifyLeader of the term before leadership moved = %v, want an error wrapping ErrNotLeader", err)
 	}
-	if err := n.VerifyLeader(ctx, n.LeaderTerm()); err != nil {
+	if err := n.VerifyLeader(ctx, now); err != nil {
 		t.Fatalf("VerifyLeader of the current term: %v", err)
 	}
 }
@@ -147,6 +148,7 @@ func TestVerifyLeaderFailsOnAnIsolatedLeader(t *testing.T) {
 	ld := c.leader()
 	mustPropose(t, ld.node(), 1)
 	n := ld.node()
+	term := readyTerm(t, n)
 	for _, f := range c.followers(ld) {
 		f.stop(false)
 	}
@@ -154,7 +156,7 @@ func TestVerifyLeaderFailsOnAnIsolatedLeader(t *testing.T) {
 	// raft's VerifyLeader alone would count, was sent before the call.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := n.VerifyLeader(ctx, n.LeaderTerm())
+	err := n.VerifyLeader(ctx, term)
 	if err == nil {
 		t.Fatal("an isolated leader confirmed its leadership")
 	}
@@ -407,6 +409,14 @@ func TestReadIndexRoundAcrossTermsGivesNoIndex(t *testing.T) {
 	if err != nil || idx < acked {
 		t.Fatalf("next read index %d, %v; want at least %d", idx, err, acked)
 	}
+}
+
+// readyTerm waits until n leads with its term's barrier done and returns
+// that term (what a caller reads before its view).
+func readyTerm(t *testing.T, n *Node) uint64 {
+	t.Helper()
+	eventually(t, 10*time.Second, "the leader's term ready", func() bool { return n.LeaderTerm() != 0 })
+	return n.LeaderTerm()
 }
 
 // readAnswer is what one ReadIndex call returned.
