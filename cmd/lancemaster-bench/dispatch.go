@@ -78,7 +78,11 @@ type reportsResult struct {
 	Committed int              `json:"committed"`
 	Counts    map[string]int64 `json:"leader_counts"` // the leader's report counters, this phase
 	Elections int              `json:"elections"`
-	MasterLog []string         `json:"master_log,omitempty"`
+	// ReadsPerOp and WritesPerOp: the phase's read and write system calls
+	// per report (syscalls.go).
+	ReadsPerOp  float64  `json:"reads_per_op,omitempty"`
+	WritesPerOp float64  `json:"writes_per_op,omitempty"`
+	MasterLog   []string `json:"master_log,omitempty"`
 }
 
 // runDispatchReports runs the dispatch phase and, with withReports, the
@@ -163,7 +167,9 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 	term0 = c.Term()
 	c.logs.reset()
 	before := l.Reports().Counts()
+	io0 := readIO()
 	d := deliverReports(l.RPCAddr(), reps, reportConc)
+	io1 := readIO()
 	rr := &reportsResult{Jobs: n, Conc: reportConc, ElapsedS: d.Elapsed.Seconds(),
 		PerS: float64(n) / d.Elapsed.Seconds(), P50Ms: pctMs(d.Lats, 0.50), P99Ms: pctMs(d.Lats, 0.99),
 		Retries: d.Retries, Refused: d.Refused, FirstErr: d.FirstErr, Counts: map[string]int64{}}
@@ -172,6 +178,7 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 			rr.Counts[k] = v
 		}
 	}
+	rr.ReadsPerOp, rr.WritesPerOp, _ = perOp(io0, io1, n)
 	st = l.FSM().State()
 	for _, id := range ids {
 		if r, ok := st.Job(id); ok && r.MutationState == job.Committed {
@@ -216,8 +223,8 @@ func reportsRows(r *reportsResult, raw *rawLifeResult) []row {
 		rows[i] = rows[i].withRatio()
 	}
 	rows[0] = rows[0].atLeast(reportsTargetPerS, "/s")
-	rows[0].Note = fmt.Sprintf("%s NATIVE_OK reports in %.2f s, all COMMITTED; each journals its proof and result in one group-committed entry; raw: Apply c=%d",
-		groupThousands(strconv.Itoa(r.Jobs)), r.ElapsedS, reportConc)
+	rows[0].Note = fmt.Sprintf("%s NATIVE_OK reports in %.2f s, all COMMITTED; each journals its proof and result in one group-committed entry; raw: Apply c=%d%s",
+		groupThousands(strconv.Itoa(r.Jobs)), r.ElapsedS, reportConc, ioNote(r.ReadsPerOp, r.WritesPerOp))
 	if r.Retries > 0 {
 		rows[0].Note += fmt.Sprintf("; %d retries, first: %s", r.Retries, clip(r.FirstErr, 120))
 	}

@@ -261,7 +261,7 @@ func etcdRows(op etcdOp, r loadResult, adm *loadResult) []row {
 	name := map[etcdOp]string{etcdPut: "Put", etcdTxn: "Txn"}[op]
 	rows := []row{
 		{Section: secEtcd, Figure: "etcd " + name + "/s" + c, Unit: "1/s", Raw: f64(r.OpsPerS),
-			Note: fmt.Sprintf("1st/2nd half of window %.0f/%.0f per s%s", r.FirstHalfPerS, r.SecondHalfPerS, ioNote(r))},
+			Note: fmt.Sprintf("1st/2nd half of window %.0f/%.0f per s%s", r.FirstHalfPerS, r.SecondHalfPerS, ioNote(r.ReadsPerOp, r.WritesPerOp))},
 		{Section: secEtcd, Figure: "etcd " + name + " p50" + c, Unit: "ms", Raw: f64(r.P50Ms)},
 		{Section: secEtcd, Figure: "etcd " + name + " p99" + c, Unit: "ms", Raw: f64(r.P99Ms)},
 	}

@@ -439,7 +439,7 @@ func rawRows(r loadResult) []row {
 	c := fmt.Sprintf(" c=%d", r.Conc)
 	return []row{
 		{Section: secRaw, Figure: "Apply commits/s" + c, Unit: "1/s", Raw: f64(r.OpsPerS),
-			Note: fmt.Sprintf("1st/2nd half of window %.0f/%.0f per s; %s%s", r.FirstHalfPerS, r.SecondHalfPerS, gcNote(r), ioNote(r))},
+			Note: fmt.Sprintf("1st/2nd half of window %.0f/%.0f per s; %s%s", r.FirstHalfPerS, r.SecondHalfPerS, gcNote(r), ioNote(r.ReadsPerOp, r.WritesPerOp))},
 		{Section: secRaw, Figure: "Apply p50" + c, Unit: "ms", Raw: f64(r.P50Ms)},
 		{Section: secRaw, Figure: "Apply p99" + c, Unit: "ms", Raw: f64(r.P99Ms)},
 	}
@@ -462,7 +462,7 @@ func admissionRows(a loadResult, raw *loadResult) []row {
 	// Every admitted job stays unresolved (no dispatcher runs), so the state
 	// grows through the window; the two halves show whether the rate holds.
 	rows[0].Note = fmt.Sprintf("1st/2nd half of window %.0f/%.0f per s, %s jobs at end; %s%s",
-		a.FirstHalfPerS, a.SecondHalfPerS, groupThousands(strconv.FormatInt(a.JobsAtEnd, 10)), gcNote(a), ioNote(a))
+		a.FirstHalfPerS, a.SecondHalfPerS, groupThousands(strconv.FormatInt(a.JobsAtEnd, 10)), gcNote(a), ioNote(a.ReadsPerOp, a.WritesPerOp))
 	if a.Elections > 0 {
 		rows[0].Note += fmt.Sprintf("; %d election(s) during the run", a.Elections)
 	}

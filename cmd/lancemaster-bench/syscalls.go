@@ -108,10 +108,11 @@ func perOp(from, to ioMark, ops int) (reads, writes float64, ok bool) {
 	return float64(to.reads-from.reads) / float64(ops), float64(to.writes-from.writes) / float64(ops), true
 }
 
-// ioNote is the rows' note on r's system calls, or "" without a figure.
-func ioNote(r loadResult) string {
-	if r.WritesPerOp == 0 && r.ReadsPerOp == 0 {
+// ioNote is the rows' note on the system calls per operation, or "" without
+// a figure.
+func ioNote(reads, writes float64) string {
+	if writes == 0 && reads == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; system calls per op: %.1f writes, %.1f reads", r.WritesPerOp, r.ReadsPerOp)
+	return fmt.Sprintf("; system calls per op: %.1f writes, %.1f reads", writes, reads)
 }

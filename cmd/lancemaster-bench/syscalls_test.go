@@ -61,10 +61,10 @@ func TestPerOpGivesNoFigureWithoutBothMarks(t *testing.T) {
 			t.Errorf("%s: a figure was given", name)
 		}
 	}
-	if got := ioNote(loadResult{ReadsPerOp: 10.24, WritesPerOp: 4.96}); got != "; system calls per op: 5.0 writes, 10.2 reads" {
+	if got := ioNote(10.24, 4.96); got != "; system calls per op: 5.0 writes, 10.2 reads" {
 		t.Errorf("ioNote = %q", got)
 	}
-	if got := ioNote(loadResult{}); got != "" {
+	if got := ioNote(0, 0); got != "" {
 		t.Errorf("ioNote without a figure = %q", got)
 	}
 }
