@@ -65,8 +65,7 @@ func (m *ioMark) add(pid int) bool {
 	return true
 }
 
-// childrenOf lists the processes whose parent is pid (/proc/<n>/stat's
-// fourth field).
+// childrenOf lists the processes whose parent is pid (parseStat).
 func childrenOf(pid int) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -82,17 +81,8 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses,
-		// so read after its last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) >= 2 {
-			if pp, err := strconv.Atoi(string(f[1])); err == nil && pp == pid {
-				out = append(out, n)
-			}
+		if _, ppid, _, ok := parseStat(b); ok && ppid == pid {
+			out = append(out, n)
 		}
 	}
 	return out

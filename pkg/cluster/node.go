@@ -55,7 +55,7 @@ type Node struct {
 	reads      readBatches   // callers of ReadIndex waiting for a shared confirmation
 	readRounds atomic.Uint64 // confirmations ReadIndex has run
 	// readRoundHook, set by this package's tests only, runs in each
-	// confirmation between reading the commit index and VerifyLeader.
+	// round between reading the commit index and confirming it.
 	readRoundHook func()
 	leaderChange  signal        // broadcast on every leader change
 	term          atomic.Uint64 // term of the leadership whose barrier is done

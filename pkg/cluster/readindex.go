@@ -146,8 +146,8 @@ type readBatch struct {
 
 // readBatches runs one confirmation at a time for the callers waiting for
 // one. A caller joins the batch that has not started yet (next), never the
-// one in flight: the round that serves it reads the commit index and calls
-// VerifyLeader after it took that batch, so after every one of its callers
+// one in flight: the round that serves it reads the commit index and
+// confirms it after it took that batch, so after every one of its callers
 // arrived — the guarantee each caller would have had with a round of its
 // own.
 type readBatches struct {
@@ -190,8 +190,8 @@ func (n *Node) runReadRounds() {
 	}
 }
 
-// readIndexRound is one confirmation: the barrier a new leader owes, then
-// the commit index, then VerifyLeader.
+// readIndexRound is one confirmation: the term, the barrier a new leader
+// owes, the commit index, then the confirmation in that term.
 func (n *Node) readIndexRound() (uint64, error) {
 	r, err := n.running()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
@@ -85,11 +86,8 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func TestVerifyLeaderAndReadIndex(t *testing.T) {
-	c := newTestCluster(t, 3)
-	c.startAll()
-	ld := c.leader()
+	c, ld, resp := threeAfterAWrite(t)
 	ctx := testCtx(t)
-	resp := mustPropose(t, ld.node(), 1)
 
 	term := readyTerm(t, ld.node())
 	if err := ld.node().VerifyLeader(ctx, term); err != nil {
@@ -116,12 +114,9 @@ func TestVerifyLeaderAndReadIndex(t *testing.T) {
 // that lost its leadership and won it back leads again, but not in the term
 // its earlier view was read in, and that view is not confirmed.
 func TestVerifyLeaderConfirmsOnlyTheTermGiven(t *testing.T) {
-	c := newTestCluster(t, 3)
-	c.startAll()
-	ld := c.leader()
+	c, ld, _ := threeAfterAWrite(t)
 	n := ld.node()
 	ctx := testCtx(t)
-	mustPropose(t, n, 1)
 	term := readyTerm(t, n)
 	if err := n.VerifyLeader(ctx, term-1); !errors.Is(err, raftfsm.ErrNotLeader) {
 		t.Fatalf("VerifyLeader of an earlier term = %v, want an error wrapping ErrNotLeader", err)
@@ -143,10 +138,7 @@ func TestVerifyLeaderConfirmsOnlyTheTermGiven(t *testing.T) {
 // cut off from its followers, VerifyLeader fails instead of answering on a
 // view that may be stale.
 func TestVerifyLeaderFailsOnAnIsolatedLeader(t *testing.T) {
-	c := newTestCluster(t, 3)
-	c.startAll()
-	ld := c.leader()
-	mustPropose(t, ld.node(), 1)
+	c, ld, _ := threeAfterAWrite(t)
 	n := ld.node()
 	term := readyTerm(t, n)
 	for _, f := range c.followers(ld) {
@@ -167,10 +159,7 @@ func TestVerifyLeaderFailsOnAnIsolatedLeader(t *testing.T) {
 
 // A LeaderOnly proposal on a follower is refused, never forwarded.
 func TestLeaderOnlyProposalIsNeverForwarded(t *testing.T) {
-	c := newTestCluster(t, 3)
-	c.startAll()
-	ld := c.leader()
-	mustPropose(t, ld.node(), 1)
+	c, ld, _ := threeAfterAWrite(t)
 	f := c.followers(ld)[0]
 	eventually(t, 5*time.Second, "the follower knows the leader", func() bool {
 		id, _ := f.node().Leader()
@@ -338,11 +327,9 @@ func TestReadBatchesNeverJoinARoundUnderWay(t *testing.T) {
 // acknowledged after that confirmation read its commit index (joining it
 // would have handed them the older index).
 func TestReadIndexCallersShareTheNextConfirmation(t *testing.T) {
-	c := newTestCluster(t, 3)
-	c.startAll()
-	n := c.leader().node()
+	_, ld, _ := threeAfterAWrite(t)
+	n := ld.node()
 	ctx := testCtx(t)
-	mustPropose(t, n, 1)
 
 	firstCaller, release := holdFirstReadRound(ctx, n)
 	acked := uint64(mustPropose(t, n, 2).GetIndex())
@@ -384,12 +371,9 @@ func TestReadIndexCallersShareTheNextConfirmation(t *testing.T) {
 // confirmation) with the hook between the read and the confirmation. The
 // round gives no index.
 func TestReadIndexRoundAcrossTermsGivesNoIndex(t *testing.T) {
-	c := newTestCluster(t, 3)
-	c.startAll()
-	ld := c.leader()
+	c, ld, _ := threeAfterAWrite(t)
 	n := ld.node()
 	ctx := testCtx(t)
-	mustPropose(t, n, 1)
 
 	got, release := holdFirstReadRound(ctx, n)
 	// Leadership moves away, another leader acknowledges a write, and
@@ -409,6 +393,16 @@ func TestReadIndexRoundAcrossTermsGivesNoIndex(t *testing.T) {
 	if err != nil || idx < acked {
 		t.Fatalf("next read index %d, %v; want at least %d", idx, err, acked)
 	}
+}
+
+// threeAfterAWrite starts three nodes and proposes command 1 through the
+// leader: the cluster, its leader and the write's answer.
+func threeAfterAWrite(t *testing.T) (*testCluster, *testNode, *journal.TApplyResponse) {
+	t.Helper()
+	c := newTestCluster(t, 3)
+	c.startAll()
+	ld := c.leader()
+	return c, ld, mustPropose(t, ld.node(), 1)
 }
 
 // readyTerm waits until n leads with its term's barrier done and returns
