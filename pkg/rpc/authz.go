@@ -259,27 +259,6 @@ func CallerFromContext(ctx context.Context) *Caller {
 	return p
 }
 
-// connProcessorFactory gives each connection a processor that puts the
-// connection's Caller into every request's context.
-type connProcessorFactory struct{ p thrift.TProcessor }
-
-func (f connProcessorFactory) GetProcessor(t thrift.TTransport) thrift.TProcessor {
-	sc, ok := t.(*servedConn)
-	if !ok || sc.peer == nil {
-		return f.p
-	}
-	return &connProcessor{TProcessor: f.p, peer: sc.peer}
-}
-
-type connProcessor struct {
-	thrift.TProcessor
-	peer *Caller
-}
-
-func (c *connProcessor) Process(ctx context.Context, in, out thrift.TProtocol) (bool, thrift.TException) {
-	return c.TProcessor.Process(context.WithValue(ctx, peerKey{}, c.peer), in, out)
-}
-
 // authzMiddleware refuses every call p does not allow to the caller's role.
 // A refused call's arguments are skipped unread and the refusal answered in
 // the method's result type, so the connection stays usable. Refusals are

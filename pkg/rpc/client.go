@@ -56,6 +56,23 @@ func DialRole(ctx context.Context, addr string, cfg Config, role certs.Role) (*C
 
 func dial(ctx context.Context, addr string, cfg Config, serverRoles ...certs.Role) (*Conn, error) {
 	cfg = cfg.withDefaults()
+	nc, err := dialNet(ctx, addr, cfg, serverRoles...)
+	if err != nil {
+		return nil, err
+	}
+	tconf := cfg.TConfiguration()
+	dc := &deadlineConn{Conn: nc}
+	trans := thrift.NewTFramedTransportConf(&coalescedTransport{TTransport: thrift.NewTSocketFromConnConf(dc, tconf)}, tconf)
+	proto := thrift.NewTBinaryProtocolConf(trans, tconf)
+	c := &Conn{addr: addr, raw: dc, trans: trans, proto: proto}
+	c.client = &classifyingClient{conn: c, next: thrift.NewTStandardClient(proto, proto)}
+	return c, nil
+}
+
+// dialNet connects to addr within cfg.ConnectTimeout and ctx, TLS handshake
+// included (cfg has its defaults). A failure is a *SendError with Op OpDial
+// and BytesMayHaveLeft false.
+func dialNet(ctx context.Context, addr string, cfg Config, serverRoles ...certs.Role) (net.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &SendError{Op: OpDial, Addr: addr, Err: err}
 	}
@@ -74,13 +91,7 @@ func dial(ctx context.Context, addr string, cfg Config, serverRoles ...certs.Rol
 	if err != nil {
 		return nil, &SendError{Op: OpDial, Addr: addr, Err: err}
 	}
-	tconf := cfg.TConfiguration()
-	dc := &deadlineConn{Conn: nc}
-	trans := thrift.NewTFramedTransportConf(&coalescedTransport{TTransport: thrift.NewTSocketFromConnConf(dc, tconf)}, tconf)
-	proto := thrift.NewTBinaryProtocolConf(trans, tconf)
-	c := &Conn{addr: addr, raw: dc, trans: trans, proto: proto}
-	c.client = &classifyingClient{conn: c, next: thrift.NewTStandardClient(proto, proto)}
-	return c, nil
+	return nc, nil
 }
 
 // Addr returns the address dialled.

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"container/list"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -176,8 +175,7 @@ type servedConn struct {
 	*thrift.TSocket
 	l     *cappedListener
 	once  sync.Once
-	w     writeCoalescer // a reply leaves in one write
-	peer  *Caller        // who is calling (authz.go)
+	peer  *Caller // who is calling (authz.go)
 	clamp *clampConn
 
 	// Read by the serving goroutine only.
@@ -192,10 +190,6 @@ type servedConn struct {
 	elem    *list.Element // in adm.unproven or adm.waiters
 	granted chan struct{} // closed when a waited-for served slot is given, or on release
 }
-
-func (c *servedConn) Write(p []byte) (int, error) { return c.w.write(p) }
-
-func (c *servedConn) Flush(ctx context.Context) error { return c.w.flush(ctx, c.TSocket) }
 
 // Read watches for the first request, and reports the ends the server
 // itself causes as the end of the stream: the Thrift server logs any other

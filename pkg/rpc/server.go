@@ -32,15 +32,17 @@ var ErrServerClosed = errors.New("rpc: server closed")
 // (admission.go): a connection is held as pending, under a short handshake
 // deadline, until its first request has arrived, then served in one of
 // Config.MaxConns slots, some reserved for masters and backends under
-// mutual TLS. Each connection is served by its own goroutine; requests on
-// one connection are served in order.
+// mutual TLS. Each connection is read by its own goroutine; its requests
+// are served concurrently, up to MaxRequestsPerConn at once, and each reply
+// carries its request's sequence id (pipeline.go).
 //
 // Concurrency: all methods are safe to call from any goroutine. The
-// processor's handler is called concurrently, once per connection at most.
+// processor's handler is called concurrently, also for one connection.
 type Server struct {
 	log *zap.Logger
 	ln  *cappedListener
 	srv *thrift.TSimpleServer
+	pl  *pipeline // the requests in flight (pipeline.go)
 
 	mu      sync.Mutex
 	started bool
@@ -94,8 +96,9 @@ func NewServer(addr string, processor thrift.TProcessor, cfg Config, log *zap.Lo
 	cl := newCappedListener(ln, cfg, verifiesClientCerts(serverTLS), log)
 	// Each connection's processor carries its Caller into the requests'
 	// contexts (authz.go).
+	pl := newPipeline(tconf, log)
 	srv := thrift.NewTSimpleServerFactory4(
-		connProcessorFactory{thrift.WrapProcessor(processor, recoverMiddleware(log), deadlineMiddleware(cfg.SocketTimeout))},
+		connProcessorFactory{p: thrift.WrapProcessor(processor, recoverMiddleware(log), deadlineMiddleware(cfg.SocketTimeout)), pl: pl},
 		cl,
 		thrift.NewTFramedTransportFactoryConf(thrift.NewTTransportFactory(), tconf),
 		thrift.NewTBinaryProtocolFactoryConf(tconf),
@@ -103,7 +106,7 @@ func NewServer(addr string, processor thrift.TProcessor, cfg Config, log *zap.Lo
 	// Without a log context, the first connection error in the accept loop
 	// dereferences nil (toolchain notes, pitfall 2).
 	srv.SetLogContext(context.Background())
-	return &Server{log: log, ln: cl, srv: srv, done: make(chan struct{})}, nil
+	return &Server{log: log, ln: cl, srv: srv, pl: pl, done: make(chan struct{})}, nil
 }
 
 // Addr returns the bound address, with the real port when addr had port 0.
@@ -160,12 +163,18 @@ func (s *Server) Close() error {
 
 	if !started {
 		s.ln.shutdown()
+		s.pl.cancel()
 		return nil
 	}
-	// Stop marks the server closed, then interrupts the listener, which
-	// closes every live connection (cappedListener.shutdown), then waits
-	// for their goroutines.
+	// The connections close first, so that no handler cut short by its
+	// context can still answer; then the handlers' contexts end. Stop marks
+	// the server closed, interrupts the listener (already shut) and waits
+	// for the connections' goroutines; the handlers still running are
+	// waited for last.
+	s.ln.shutdown()
+	s.pl.cancel()
 	s.srv.Stop()
 	<-s.done
+	s.pl.wg.Wait()
 	return nil
 }
