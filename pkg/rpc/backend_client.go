@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/certs"
@@ -59,23 +58,28 @@ type BackendClient interface {
 // dispatch never shares a stream with another call, so whether its bytes may
 // have left (SendError.BytesMayHaveLeft) is exactly what this one send did.
 //
-// Inspect, Heartbeat and Query (idempotent reads; inspect is on every
-// admission's path) reuse connections: after a call that succeeded, its
-// connection is kept idle for the next call to the same address, at most
-// DefaultMaxConnsPerAddr per address and for under half of SocketTimeout
-// (servers close connections idle for SocketTimeout). A call that fails
-// closes its connection. An idle connection the peer has closed is noticed
-// before reuse where the platform allows a non-blocking peek; otherwise, or
-// when the peer closes it just then, the call fails before any reply byte
-// and is made once more on a fresh connection.
+// The reads (Inspect, Heartbeat, Query, Resolve, JobLog; inspect is on
+// every admission's path) share one MuxConn per address, with many calls in
+// flight on it; Inspect and Resolve take one of DefaultMaxCallsPerAddr call
+// slots first. A connection that has carried no call for under half of
+// SocketTimeout (servers close connections idle for SocketTimeout; at most
+// 2 s) is closed, and the next call dials a fresh one. A call that ends by
+// its context or by an answer leaves the connection working; a broken
+// stream fails the calls on it, and the next call dials again. When a
+// connection that was already open breaks under a read before any reply
+// arrived on it (the peer closed it just then), the read is made once more
+// on a fresh connection.
 func NewThriftBackendClient(cfg Config) BackendClient {
 	cfg = cfg.withDefaults()
-	return &thriftBackendClient{cfg: cfg, pool: newConnPool(DefaultMaxConnsPerAddr, min(maxIdleAgeCap, cfg.SocketTimeout/2))}
+	maxAge := min(maxIdleAgeCap, cfg.SocketTimeout/2)
+	return &thriftBackendClient{cfg: cfg, slots: newCallSlots(DefaultMaxCallsPerAddr),
+		mux: newMuxPool(cfg, maxAge, certs.RoleBackend)}
 }
 
 type thriftBackendClient struct {
-	cfg  Config
-	pool *connPool // Inspect, Heartbeat and Query only
+	cfg   Config
+	slots *callSlots // bounded calls in flight per address
+	mux   *muxPool   // the shared connections of reads
 }
 
 const (
@@ -187,49 +191,39 @@ func (b *thriftBackendClient) callFresh(ctx context.Context, addr, method string
 	return sendError(method, addr, fn(wire.NewLanceBackendServiceClient(conn.Client())))
 }
 
-// callPooled runs fn, an idempotent read, on an idle connection to addr
-// when there is one, else on a fresh one, and keeps the connection for
-// reuse when the call succeeded. A reused connection that fails before any
-// reply byte arrived, other than by a timeout or ctx, was stale: it is
-// closed and fn runs once more on a fresh connection.
+// callPooled runs fn, a read, on the address's shared connection (a
+// MuxConn; muxPool dials one when there is none). When a connection that
+// was already open fails under the call before any reply frame arrived on
+// it, other than by the reply timeout, an answer or ctx, the peer had
+// closed it (a backend restarted): fn runs once more on a fresh connection.
 //
-// bounded calls (Inspect, one per admission) first take one of the
-// address's connection slots, waiting within ctx. Heartbeat and Query, a
-// few per second per master, never wait: a backend busy with inspects must
-// not look dead to the pool, nor stall reconcile. They still reuse idle
-// connections and give theirs back.
+// bounded calls (Inspect, one per admission; Resolve) first take one of the
+// address's call slots, waiting within ctx. Heartbeat and Query, a few per
+// second per master, never wait: a backend busy with inspects must not look
+// dead, nor stall reconcile.
 func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method string, bounded bool,
 	fn func(*wire.LanceBackendServiceClient) error) error {
 	if err := ctx.Err(); err != nil {
 		return &SendError{Op: method, Addr: addr, Err: err}
 	}
 	if bounded {
-		if err := b.pool.acquire(ctx, addr); err != nil {
-			return &SendError{Op: method, Addr: addr, Err: fmt.Errorf("waiting for a connection: %w", err)}
+		if err := b.slots.acquire(ctx, addr); err != nil {
+			return &SendError{Op: method, Addr: addr, Err: fmt.Errorf("waiting for a call slot: %w", err)}
 		}
-		defer b.pool.release(addr)
+		defer b.slots.release(addr)
 	}
-	staleMayHaveLeft := false // the stale attempt's bytes may have reached the peer
-	if conn := b.pool.get(addr); conn != nil {
-		read := conn.raw.read.Load()
-		err := fn(wire.NewLanceBackendServiceClient(conn.Client()))
-		if err == nil {
-			b.pool.put(conn)
-			return nil
-		}
-		conn.Close()
-		if !staleFailure(ctx, err, conn.raw.read.Load() != read) {
-			return sendError(method, addr, err)
-		}
-		staleMayHaveLeft = !NotSent(err)
+	conn, fresh, err := b.mux.get(ctx, addr)
+	if err != nil {
+		return sendError(method, addr, err)
 	}
-	conn, err := dial(ctx, addr, b.cfg, certs.RoleBackend)
-	if err == nil {
-		if err = fn(wire.NewLanceBackendServiceClient(conn.Client())); err == nil {
-			b.pool.put(conn)
-			return nil
-		}
-		conn.Close()
+	read := conn.FramesRead()
+	err = fn(wire.NewLanceBackendServiceClient(conn))
+	if err == nil || fresh || !staleFailure(ctx, err, conn, read) {
+		return sendError(method, addr, err)
+	}
+	staleMayHaveLeft := !NotSent(err) // the stale attempt's bytes may have reached the peer
+	if conn, _, err = b.mux.get(ctx, addr); err == nil {
+		err = fn(wire.NewLanceBackendServiceClient(conn))
 	}
 	if staleMayHaveLeft && NotSent(err) {
 		// The retry sent nothing, but the first attempt may have.
@@ -240,14 +234,15 @@ func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method strin
 }
 
 // staleFailure reports whether a call on a reused connection failed the way
-// a connection the peer closed while it sat idle fails: no reply byte, no
-// answer, no timeout, ctx still live.
-func staleFailure(ctx context.Context, err error, replied bool) bool {
-	if replied || ctx.Err() != nil || isApplicationException(err) {
+// a connection the peer closed while it sat idle fails: the connection
+// broke (not by the reply timeout), no reply frame arrived on it since the
+// call began, no answer, ctx still live.
+func staleFailure(ctx context.Context, err error, conn *MuxConn, framesBefore int64) bool {
+	if ctx.Err() != nil || isApplicationException(err) || conn.FramesRead() != framesBefore {
 		return false
 	}
-	var ne net.Error
-	return !errors.As(err, &ne) || !ne.Timeout()
+	cerr := conn.Err()
+	return cerr != nil && !errors.Is(cerr, errReplyTimeout)
 }
 
 // sendError returns nil for nil. An error that is not already a *SendError

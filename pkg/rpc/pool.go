@@ -4,75 +4,49 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/lancemaster/lancemaster/pkg/certs"
 )
 
-// Connection pool of the backend client (Inspect, Heartbeat, Query).
+// The backend client's reads (Inspect, Heartbeat, Query, Resolve, JobLog)
+// share one connection per backend address, with many calls in flight.
 const (
-	// DefaultMaxConnsPerAddr bounds the inspect calls in flight to one
-	// backend address, and the idle connections kept for it: an inspect
-	// waits (within its context) for a slot rather than dialling more.
-	// Heartbeats and queries, a few per second, do not wait (callPooled). Each one holds one of the
-	// backend server's connection slots (MaxConns, 256 by default), so three
-	// masters hold at most 96 however many admissions they inspect at once,
-	// and a burst of admissions cannot take the slots a dispatch needs.
-	// Inspect takes about a millisecond, so 32 connections serve tens of
-	// thousands of calls a second; without the bound, 256 concurrent
-	// admissions dialled and closed a connection per inspect, ~14% of a
-	// master's CPU in the admission benchmark (docs/benchmarks.md).
-	DefaultMaxConnsPerAddr = 32
-	// maxIdleAgeCap bounds how long a connection may sit idle before it is
-	// closed. Reuse pays under load, when calls follow each other within
-	// milliseconds, and for the 1 s heartbeats; an idle connection should
-	// not hold a backend's connection slot for long. The client also keeps
-	// it under half its SocketTimeout, after which servers close idle
-	// connections.
+	// DefaultMaxCallsPerAddr bounds the inspect and resolve calls in flight
+	// to one backend address: one more waits (within its context) for one
+	// of them to end. Heartbeats and queries, a few per second, do not
+	// wait (callPooled). An inspect takes about a millisecond, so 32 in
+	// flight serve tens of thousands of admissions a second, and a burst of
+	// admissions cannot take more than 32 of the backend's handlers.
+	DefaultMaxCallsPerAddr = 32
+	// maxIdleAgeCap bounds how long a connection may carry no call before
+	// it is closed: an idle client should not hold a backend's connection
+	// slot for long. The client also keeps it under half its
+	// SocketTimeout, after which servers close idle connections.
 	maxIdleAgeCap = 2 * time.Second
 )
 
-// connPool keeps idle client connections per address: a LIFO stack, so the
-// most recently used (the least likely to be stale) is reused first. Only a
-// connection whose last call succeeded is put back. A connection idle for
-// longer than maxAge, or one the peer closed (see alive), is closed instead
-// of reused; a timer closes expired ones while any connection is idle, and
-// stops when none is.
+// callSlots bounds the calls in flight per address.
 //
-// Concurrency: safe for concurrent use.
-//
-// Bounded calls take one of maxIdle slots of their address first
-// (acquire); a connection is dialled only when none is idle, so the open
-// connections per address are at most maxIdle plus the unbounded calls in
-// flight (heartbeats and queries, one or two). The slot tables are kept per
-// address ever used (a few bytes each; addresses are registered backends).
-type connPool struct {
-	maxIdle int
-	maxAge  time.Duration
-	alive   func(*Conn) bool // the liveness check before reuse (tests replace it)
-
+// Concurrency: safe for concurrent use. The tables are kept per address
+// ever used (a few bytes each; addresses are registered backends).
+type callSlots struct {
+	n     int
 	mu    sync.Mutex
-	idle  map[string][]idleConn // each list oldest first
 	slots map[string]chan struct{}
-	timer *time.Timer // the janitor, armed while idle is non-empty
-	armed bool
 }
 
-type idleConn struct {
-	c     *Conn
-	since time.Time
-}
-
-func newConnPool(maxIdle int, maxAge time.Duration) *connPool {
-	return &connPool{maxIdle: max(maxIdle, 1), maxAge: max(maxAge, time.Millisecond), alive: alive,
-		idle: map[string][]idleConn{}, slots: map[string]chan struct{}{}}
+func newCallSlots(n int) *callSlots {
+	return &callSlots{n: max(n, 1), slots: map[string]chan struct{}{}}
 }
 
 // acquire takes one of addr's slots, waiting until one is free or ctx ends
 // (its error is then returned). Every successful acquire is followed by
 // one release.
-func (p *connPool) acquire(ctx context.Context, addr string) error {
+func (p *callSlots) acquire(ctx context.Context, addr string) error {
 	p.mu.Lock()
 	sem, ok := p.slots[addr]
 	if !ok {
-		sem = make(chan struct{}, p.maxIdle)
+		sem = make(chan struct{}, p.n)
 		p.slots[addr] = sem
 	}
 	p.mu.Unlock()
@@ -90,59 +64,89 @@ func (p *connPool) acquire(ctx context.Context, addr string) error {
 }
 
 // release gives back a slot taken by acquire.
-func (p *connPool) release(addr string) {
+func (p *callSlots) release(addr string) {
 	p.mu.Lock()
 	sem := p.slots[addr]
 	p.mu.Unlock()
 	<-sem
 }
 
-// get returns an idle connection to addr that looks alive, or nil. The
-// liveness check runs outside the lock.
-func (p *connPool) get(addr string) *Conn {
-	for {
-		p.mu.Lock()
-		list := p.idle[addr]
-		if len(list) == 0 {
-			p.mu.Unlock()
-			return nil
-		}
-		ic := list[len(list)-1]
-		list[len(list)-1] = idleConn{}
-		p.setLocked(addr, list[:len(list)-1])
-		p.mu.Unlock()
-		if time.Since(ic.since) <= p.maxAge && p.alive(ic.c) {
-			return ic.c
-		}
-		ic.c.Close()
-	}
-}
-
-// put offers a connection whose last call succeeded for reuse. A closed or
-// aborted connection is dropped; when addr already has maxIdle idle
-// connections, the oldest is closed.
-func (p *connPool) put(c *Conn) {
-	if c.raw.isClosed() || c.raw.isAborted() {
-		c.Close()
-		return
-	}
-	var oldest *Conn
+// inUse is how many of addr's slots are taken.
+func (p *callSlots) inUse(addr string) int {
 	p.mu.Lock()
-	list := p.idle[c.addr]
-	if len(list) >= p.maxIdle {
-		oldest = list[0].c
-		list = append(list[:0], list[1:]...)
-	}
-	p.idle[c.addr] = append(list, idleConn{c: c, since: time.Now()})
-	p.armLocked()
-	p.mu.Unlock()
-	if oldest != nil {
-		oldest.Close()
-	}
+	defer p.mu.Unlock()
+	return len(p.slots[addr])
 }
 
-// armLocked starts the janitor unless it is running.
-func (p *connPool) armLocked() {
+// muxPool keeps one MuxConn per address, shared by every call to it. A
+// connection that failed, or that has carried no call for maxAge (servers
+// close connections idle for their SocketTimeout; maxAge stays well under
+// it), is replaced by a fresh one at the next call. A janitor, running every
+// maxAge/2 while the pool holds any connection, closes those idle for
+// maxAge, so that an idle client does not hold a server's connection slot.
+//
+// Concurrency: safe for concurrent use. Calls to one address that find no
+// working connection wait for one dial, not one each.
+type muxPool struct {
+	cfg    Config
+	roles  []certs.Role
+	maxAge time.Duration
+
+	mu    sync.Mutex
+	addrs map[string]*muxSlot
+	timer *time.Timer // the janitor, armed while any address has a connection
+	armed bool
+}
+
+// muxSlot is one address's connection. dial is a lock held while the
+// connection is replaced (a channel, so that a waiting call honours ctx).
+type muxSlot struct {
+	dial chan struct{}
+	conn *MuxConn // guarded by dial
+}
+
+func newMuxPool(cfg Config, maxAge time.Duration, roles ...certs.Role) *muxPool {
+	return &muxPool{cfg: cfg, roles: roles, maxAge: max(maxAge, time.Millisecond), addrs: map[string]*muxSlot{}}
+}
+
+// get returns addr's working connection, dialling one when there is none;
+// fresh says it was dialled for this call. A failed dial is its *SendError
+// (nothing sent).
+func (p *muxPool) get(ctx context.Context, addr string) (conn *MuxConn, fresh bool, err error) {
+	p.mu.Lock()
+	s, ok := p.addrs[addr]
+	if !ok {
+		s = &muxSlot{dial: make(chan struct{}, 1)}
+		p.addrs[addr] = s
+	}
+	p.mu.Unlock()
+	select {
+	case s.dial <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false, &SendError{Op: OpDial, Addr: addr, Err: ctx.Err()}
+	}
+	defer func() { <-s.dial }()
+	if s.conn != nil {
+		idle, works := s.conn.idleFor(time.Now())
+		if works && idle < p.maxAge {
+			return s.conn, false, nil
+		}
+		s.conn.Close() // failed, or idle long enough for the server to be closing it
+		s.conn = nil
+	}
+	c, err := DialMux(ctx, addr, p.cfg, p.roles...)
+	if err != nil {
+		return nil, false, err
+	}
+	s.conn = c
+	p.arm()
+	return c, true, nil
+}
+
+// arm starts the janitor unless it is running.
+func (p *muxPool) arm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.armed {
 		return
 	}
@@ -154,47 +158,56 @@ func (p *connPool) armLocked() {
 	p.timer.Reset(p.maxAge / 2)
 }
 
-// janitor closes the connections idle for longer than maxAge, and runs
-// again in maxAge/2 while any connection is idle: an idle connection is
-// closed at most 1.5 maxAge after its last call.
-func (p *connPool) janitor() {
-	var closing []*Conn
+// janitor closes the connections that failed or have been idle for maxAge,
+// and runs again while any is left. An address whose connection is being
+// replaced is looked at next time.
+func (p *muxPool) janitor() {
 	p.mu.Lock()
-	now := time.Now()
-	for addr, list := range p.idle {
-		n := 0
-		for n < len(list) && now.Sub(list[n].since) > p.maxAge {
-			closing = append(closing, list[n].c)
-			n++
-		}
-		clear(list[:n])
-		p.setLocked(addr, list[n:])
-	}
-	p.armed = false
-	if len(p.idle) > 0 {
-		p.armLocked()
+	slots := make([]*muxSlot, 0, len(p.addrs))
+	for _, s := range p.addrs {
+		slots = append(slots, s)
 	}
 	p.mu.Unlock()
-	closeAll(closing)
-}
-
-func (p *connPool) setLocked(addr string, list []idleConn) {
-	if len(list) == 0 {
-		delete(p.idle, addr)
-		return
+	left := false
+	now := time.Now()
+	for _, s := range slots {
+		select {
+		case s.dial <- struct{}{}:
+		default:
+			left = true
+			continue
+		}
+		if s.conn != nil {
+			if idle, works := s.conn.idleFor(now); works && idle < p.maxAge {
+				left = true
+			} else {
+				s.conn.Close()
+				s.conn = nil
+			}
+		}
+		<-s.dial
 	}
-	p.idle[addr] = list
-}
-
-// idleCount is how many idle connections addr has.
-func (p *connPool) idleCount(addr string) int {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle[addr])
+	p.armed = false
+	p.mu.Unlock()
+	if left {
+		p.arm()
+	}
 }
 
-func closeAll(cs []*Conn) {
-	for _, c := range cs {
-		c.Close()
+// close closes every connection.
+func (p *muxPool) close() {
+	p.mu.Lock()
+	slots := make([]*muxSlot, 0, len(p.addrs))
+	for _, s := range p.addrs {
+		slots = append(slots, s)
+	}
+	p.mu.Unlock()
+	for _, s := range slots {
+		s.dial <- struct{}{}
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		<-s.dial
 	}
 }
