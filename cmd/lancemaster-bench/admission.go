@@ -13,7 +13,6 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/job/jobwire"
-	"github.com/lancemaster/lancemaster/pkg/rpc"
 	"github.com/lancemaster/lancemaster/pkg/rpc/rpctest"
 )
 
@@ -75,9 +74,11 @@ func runAdmission(o *options, c int) (loadResult, error) {
 	}
 	term0 := mc.Term()
 	mc.logs.reset()
+	conns := newSharedConns(leader.RPCAddr())
+	defer conns.close()
 	res, err := closedLoop(c, o.warm, o.dur, func(g int) (worker, error) {
-		cl := &admitClient{addr: leader.RPCAddr(), fake: mc.Backend, g: g}
-		return worker{prepare: cl.prepare, do: cl.admit, close: cl.close}, nil
+		cl := &admitClient{conns: conns, fake: mc.Backend, g: g}
+		return worker{prepare: cl.prepare, do: cl.admit}, nil
 	})
 	res.JobsAtEnd = leader.FSM().State().LastJobID()
 	res.Elections = int(mc.Term() - term0)
@@ -85,16 +86,14 @@ func runAdmission(o *options, c int) (loadResult, error) {
 	return res, err
 }
 
-// admitClient is one benchmark client with its own connection to the leader.
+// admitClient is one benchmark client; it calls over one of the load
+// point's shared connections to the leader.
 type admitClient struct {
-	addr string
-	fake *rpctest.FakeBackend
-	g    int
-	seq  int
-
-	conn   *rpc.Conn
-	client *adminapi.LanceMasterServiceClient
-	req    *adminapi.TCreateIndexRequest
+	conns *sharedConns
+	fake  *rpctest.FakeBackend
+	g     int
+	seq   int
+	req   *adminapi.TCreateIndexRequest
 }
 
 func (a *admitClient) prepare() {
@@ -112,34 +111,20 @@ func (a *admitClient) prepare() {
 func (a *admitClient) admit() error {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	if a.conn == nil {
-		conn, err := rpc.Dial(ctx, a.addr, rpc.DefaultConfig())
-		if err != nil {
-			return err
-		}
-		a.conn, a.client = conn, adminapi.NewLanceMasterServiceClient(conn.Client())
+	client, err := a.conns.client(ctx, a.g)
+	if err != nil {
+		return err
 	}
-	resp, err := a.client.CreateIndex(ctx, a.req)
+	resp, err := client.CreateIndex(ctx, a.req)
 	var ae *adminapi.TAdminError
 	switch {
 	case errors.As(err, &ae) && ae.GetCode() == adminapi.TErrorCode_NOT_LEADER && ae.GetLeaderAddress() != "":
-		a.close() // leadership moved (a stalled host): follow it, as the CLI does
-		a.addr = ae.GetLeaderAddress()
+		a.conns.follow(ae.GetLeaderAddress()) // leadership moved (a stalled host): follow it, as the CLI does
 		return err
-	case errors.As(err, &ae):
-		return err // an answer: the connection is fine
 	case err != nil:
-		a.close() // a broken stream: dial again next time
-		return err
+		return err // an answer, or a broken connection, which the next call dials again
 	case resp.GetJobID() <= 0:
 		return fmt.Errorf("admission: no job admitted (noop=%v)", resp.GetNoop())
 	}
 	return nil
-}
-
-func (a *admitClient) close() {
-	if a.conn != nil {
-		a.conn.Close()
-		a.conn, a.client = nil, nil
-	}
 }

@@ -8,9 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
-	"github.com/lancemaster/lancemaster/pkg/rpc"
 )
 
 // The benchmark's report senders: the backend's side of report delivery
@@ -36,8 +34,8 @@ type deliverResult struct {
 // deliverRetries bounds the attempts of one report.
 const deliverRetries = 20
 
-// deliverReports sends every report to addr with conc clients, each with
-// its own connection, retrying what the master asks to retry, as a
+// deliverReports sends every report to addr with conc clients sharing
+// benchConns connections, retrying what the master asks to retry, as a
 // backend's outbox does. Latency is per report call that was answered OK.
 func deliverReports(addr string, reps []*wire.TLanceIndexJobReport, conc int) deliverResult {
 	var (
@@ -46,13 +44,14 @@ func deliverReports(addr string, reps []*wire.TLanceIndexJobReport, conc int) de
 		wg    sync.WaitGroup
 	)
 	lats := make([][]time.Duration, conc)
+	conns := newSharedConns(addr)
+	defer conns.close()
 	t0 := time.Now()
 	for g := 0; g < conc; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &reportSender{addr: addr, stats: &stats}
-			defer s.close()
+			s := &reportSender{conns: conns, g: g, stats: &stats}
 			for {
 				k := next.Add(1) - 1
 				if k >= int64(len(reps)) {
@@ -84,14 +83,13 @@ type senderStats struct {
 
 func (st *senderStats) note(s string) { st.firstErr.CompareAndSwap(nil, &s) }
 
-// reportSender delivers reports to addr over a connection of its own (one
-// goroutine uses it), retrying what the master asks to retry, as a
+// reportSender delivers reports over one of the shared connections (one
+// goroutine uses a sender), retrying what the master asks to retry, as a
 // backend's outbox does.
 type reportSender struct {
-	addr   string
-	stats  *senderStats
-	conn   *rpc.Conn
-	client *adminapi.LanceMasterServiceClient
+	conns *sharedConns
+	g     int
+	stats *senderStats
 }
 
 // send delivers rep, at most deliverRetries attempts; ok with the latency
@@ -99,24 +97,20 @@ type reportSender struct {
 func (s *reportSender) send(rep *wire.TLanceIndexJobReport) (time.Duration, bool) {
 	for try := 0; try < deliverRetries; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-		if s.conn == nil {
-			c, err := rpc.Dial(ctx, s.addr, rpc.DefaultConfig())
-			if err != nil {
-				cancel()
-				s.stats.retries.Add(1)
-				s.stats.note(err.Error())
-				time.Sleep(errorBackoff)
-				continue
-			}
-			s.conn, s.client = c, adminapi.NewLanceMasterServiceClient(c.Client())
+		client, err := s.conns.client(ctx, s.g)
+		if err != nil {
+			cancel()
+			s.stats.retries.Add(1)
+			s.stats.note(err.Error())
+			time.Sleep(errorBackoff)
+			continue
 		}
 		t := time.Now()
-		st, err := s.client.ReportLanceIndexJobResult_(ctx, rep)
+		st, err := client.ReportLanceIndexJobResult_(ctx, rep)
 		d := time.Since(t)
 		cancel()
 		switch {
 		case err != nil:
-			s.close()
 			s.stats.retries.Add(1)
 			s.stats.note(err.Error())
 			time.Sleep(errorBackoff)
@@ -136,11 +130,4 @@ func (s *reportSender) send(rep *wire.TLanceIndexJobReport) (time.Duration, bool
 	s.stats.refused.Add(1)
 	s.stats.note(fmt.Sprintf("job %d: gave up after %d tries", rep.JobID, deliverRetries))
 	return 0, false
-}
-
-func (s *reportSender) close() {
-	if s.conn != nil {
-		s.conn.Close()
-		s.conn, s.client = nil, nil
-	}
 }

@@ -150,17 +150,18 @@ func runSustained(o *options) (*sustainedResult, error) {
 		return &wire.TStatus{StatusCode: wire.TStatusCode_OK}, nil
 	})
 	tr := &sustainedTracker{started: map[int64]time.Time{}, room: make(chan struct{}, sustainedBacklog)}
+	conns := newSharedConns(l.RPCAddr()) // the reporters'; closed once they are done
+	defer conns.close()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 
 	var stats senderStats
-	for range sustainedReporters {
+	for g := range sustainedReporters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &reportSender{addr: l.RPCAddr(), stats: &stats}
-			defer s.close()
+			s := &reportSender{conns: conns, g: g, stats: &stats}
 			for {
 				select {
 				case <-ctx.Done():
