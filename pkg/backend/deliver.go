@@ -61,6 +61,11 @@ type deliverer struct {
 	log *zap.Logger
 	ob  *outbox.Outbox
 	sem chan struct{}
+	// conns are the report connections, one per master address, shared by
+	// the deliveries to it (rpc.MuxPool: a report's own timeout abandons
+	// that report's call only; a broken connection fails the reports on it,
+	// which are retried like any undelivered report).
+	conns *rpc.MuxPool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -97,7 +102,8 @@ func newDeliverer(a *Agent) *deliverer {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &deliverer{
 		a: a, log: a.log.Named("deliver"), ob: a.outbox, sem: make(chan struct{}, maxParallelDeliveries),
-		ctx: ctx, cancel: cancel, targets: append([]string(nil), a.cfg.Masters...), loops: map[entryKey]*delivery{},
+		conns: rpc.NewMuxPool(a.cfg.RPC, certs.RoleMaster),
+		ctx:   ctx, cancel: cancel, targets: append([]string(nil), a.cfg.Masters...), loops: map[entryKey]*delivery{},
 	}
 }
 
@@ -262,6 +268,7 @@ func (d *deliverer) stop(flush time.Duration) {
 		d.wg.Wait()
 	}
 	d.cancel()
+	d.conns.Close()
 }
 
 type verdict int
@@ -409,12 +416,11 @@ func (d *deliverer) round(log *zap.Logger, e outbox.Entry, ref *refusals) (verdi
 func (d *deliverer) send(addr string, e outbox.Entry) (*wire.TStatus, error) {
 	ctx, cancel := context.WithTimeout(d.ctx, d.a.cfg.ReportTimeout)
 	defer cancel()
-	conn, err := rpc.DialRole(ctx, addr, d.a.cfg.RPC, certs.RoleMaster)
+	conn, _, err := d.conns.Get(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	c := adminapi.NewLanceMasterServiceClient(conn.Client())
+	c := adminapi.NewLanceMasterServiceClient(conn)
 	var st *wire.TStatus
 	switch r := e.Report; {
 	case e.Kind == outbox.KindProgress:

@@ -70,7 +70,8 @@ type Master struct {
 	reports *report.Handler
 	pool    *dispatch.Pool
 	metrics *masterMetrics
-	http    *metrics.Server // nil without http_bind
+	http    *metrics.Server   // nil without http_bind
+	fwd     *rpc.MasterClient // calls to the leader, on shared connections
 }
 
 // Start builds and starts a master: raft first (so a forwarded write can be
@@ -124,6 +125,15 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 	}
 	waker := dispatch.NewWaker()
 	fsm := raftfsm.New(log.Named("fsm"))
+	// Calls to the leader (forwarded writes and reports, leader-only reads)
+	// share one connection per master.
+	fwd := rpc.NewSharedMasterClient(nil, rcfg, log.Named("forward"))
+	started := false
+	defer func() {
+		if !started {
+			fwd.Close()
+		}
+	}()
 	node, err := cluster.New(cluster.Config{
 		NodeID: n.NodeID, RaftBind: n.RaftBind, RaftAdvertise: n.RaftAdvertise, DataDir: n.DataDir, Peers: n.Peers, Join: n.Join,
 		AddressBook:       func(id string) (string, bool) { return fsm.State().MemberAddress(id) },
@@ -131,15 +141,13 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		SnapshotThreshold: n.SnapshotThreshold, TrailingLogs: n.TrailingLogs, SnapshotInterval: n.SnapshotInterval,
 		LogStore: n.RaftLogStore,
 		Logger:   log.Named("cluster"), RaftTLS: raftTLS,
-	}, wakingFSM{fsm, waker}, forwarder{rpc.NewMasterClient(nil, rcfg, log.Named("forward"))})
+	}, wakingFSM{fsm, waker}, forwarder{fwd})
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
 	mm := newMasterMetrics(rcfg.Certs)
 	timed := timedProposer{p: node, m: mm}
-	leaderCall := func(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
-		return rpc.NewMasterClient([]string{addr}, rcfg, log.Named("forward")).Call(ctx, fn)
-	}
+	leaderCall := fwd.CallAt
 	pool, disp := wireLeaderServices(node, fsm, leaderServices{
 		backends: backends, creds: creds, clock: clock, waker: waker, log: log, nodeID: n.NodeID,
 		masterAddrs: config.RPCAddresses(n.Peers), hooks: k.DispatchHooks, heartbeat: k.HeartbeatInterval,
@@ -187,8 +195,9 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		return nil, errors.Join(fmt.Errorf("master: http listener: %w", err), server.Close(), node.Shutdown(false))
 	}
 	log.Info("master serving", zap.String("rpc", server.Addr().String()), zap.String("raft", n.RaftAdvertise))
+	started = true
 	return &Master{log: log, fsm: fsm, node: node, server: server, admin: adm, reports: reports, pool: pool,
-		metrics: mm, http: httpSrv}, nil
+		metrics: mm, http: httpSrv, fwd: fwd}, nil
 }
 
 // Close stops the master. With transfer, a leader first hands leadership to
@@ -200,6 +209,7 @@ func (m *Master) Close(transfer bool) error {
 	if m.http != nil {
 		err = errors.Join(err, m.http.Close())
 	}
+	m.fwd.Close()
 	return err
 }
 

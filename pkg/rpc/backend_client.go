@@ -71,15 +71,13 @@ type BackendClient interface {
 // on a fresh connection.
 func NewThriftBackendClient(cfg Config) BackendClient {
 	cfg = cfg.withDefaults()
-	maxAge := min(maxIdleAgeCap, cfg.SocketTimeout/2)
-	return &thriftBackendClient{cfg: cfg, slots: newCallSlots(DefaultMaxCallsPerAddr),
-		mux: newMuxPool(cfg, maxAge, certs.RoleBackend)}
+	return &thriftBackendClient{cfg: cfg, slots: newCallSlots(DefaultMaxCallsPerAddr), mux: NewMuxPool(cfg, certs.RoleBackend)}
 }
 
 type thriftBackendClient struct {
 	cfg   Config
 	slots *callSlots // bounded calls in flight per address
-	mux   *muxPool   // the shared connections of reads
+	mux   *MuxPool   // the shared connections of reads
 }
 
 const (
@@ -192,7 +190,7 @@ func (b *thriftBackendClient) callFresh(ctx context.Context, addr, method string
 }
 
 // callPooled runs fn, a read, on the address's shared connection (a
-// MuxConn; muxPool dials one when there is none). When a connection that
+// MuxConn; the MuxPool dials one when there is none). When a connection that
 // was already open fails under the call before any reply frame arrived on
 // it, other than by the reply timeout, an answer or ctx, the peer had
 // closed it (a backend restarted): fn runs once more on a fresh connection.
@@ -212,7 +210,7 @@ func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method strin
 		}
 		defer b.slots.release(addr)
 	}
-	conn, fresh, err := b.mux.get(ctx, addr)
+	conn, fresh, err := b.mux.Get(ctx, addr)
 	if err != nil {
 		return sendError(method, addr, err)
 	}
@@ -222,7 +220,7 @@ func (b *thriftBackendClient) callPooled(ctx context.Context, addr, method strin
 		return sendError(method, addr, err)
 	}
 	staleMayHaveLeft := !NotSent(err) // the stale attempt's bytes may have reached the peer
-	if conn, _, err = b.mux.get(ctx, addr); err == nil {
+	if conn, _, err = b.mux.Get(ctx, addr); err == nil {
 		err = fn(wire.NewLanceBackendServiceClient(conn))
 	}
 	if staleMayHaveLeft && NotSent(err) {

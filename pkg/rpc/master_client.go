@@ -26,12 +26,18 @@ var ErrNoMaster = errors.New("rpc: no master reachable")
 //   - any other error is returned as is: once bytes may have left, the call
 //     may have taken effect, so it is never repeated elsewhere.
 //
-// Concurrency: safe for concurrent use; it holds no connection between calls
-// (each attempt dials afresh).
+// Connections: a client from NewMasterClient holds none between calls (each
+// attempt dials afresh: the CLI makes one call). One from
+// NewSharedMasterClient (masters forwarding to the leader) keeps one shared
+// connection per master address (MuxPool), many calls in flight on it; the
+// rules above are the same, since a shared call's SendError is as exact.
+//
+// Concurrency: safe for concurrent use.
 type MasterClient struct {
 	addrs []string
 	cfg   Config
 	log   *zap.Logger
+	conns *MuxPool // nil: a fresh connection per attempt
 }
 
 // NewMasterClient returns a client for the masters at addrs (host:port of
@@ -43,9 +49,25 @@ func NewMasterClient(addrs []string, cfg Config, log *zap.Logger) *MasterClient 
 	return &MasterClient{addrs: append([]string(nil), addrs...), cfg: cfg.withDefaults(), log: log}
 }
 
+// NewSharedMasterClient is NewMasterClient over shared connections, one per
+// master address. Close it when done.
+func NewSharedMasterClient(addrs []string, cfg Config, log *zap.Logger) *MasterClient {
+	m := NewMasterClient(addrs, cfg, log)
+	m.conns = NewMuxPool(m.cfg, certs.RoleMaster)
+	return m
+}
+
+// Close closes the shared connections (calls in flight on them fail as
+// after a broken stream). A no-op for a client without them.
+func (m *MasterClient) Close() {
+	if m.conns != nil {
+		m.conns.Close()
+	}
+}
+
 // Call runs fn against a master, following the failover rules above. fn gets
-// a client on a fresh connection, closed when fn returns; fn may run more
-// than once (against different masters) only after a failure that proves
+// a client on a fresh connection, closed when fn returns (or on the
+// address's shared connection); fn may run more than once (against different masters) only after a failure that proves
 // nothing was sent, so it should make one call, or only idempotent ones.
 // Errors from fn are returned unchanged (errors.As finds the
 // *adminapi.TAdminError or the *SendError).
@@ -54,6 +76,12 @@ func (m *MasterClient) Call(ctx context.Context, fn func(ctx context.Context, c 
 		return fmt.Errorf("%w: no master address configured", ErrNoMaster)
 	}
 	return m.call(ctx, m.addrs, fn)
+}
+
+// CallAt is Call against the master at addr alone (a NOT_LEADER answer that
+// names another leader is still followed once).
+func (m *MasterClient) CallAt(ctx context.Context, addr string, fn func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error) error {
+	return m.call(ctx, []string{addr}, fn)
 }
 
 // ForwardApply sends an encoded journal command to the master at addr (the
@@ -100,6 +128,13 @@ func (m *MasterClient) call(ctx context.Context, addrs []string, fn func(context
 }
 
 func (m *MasterClient) attempt(ctx context.Context, addr string, fn func(context.Context, *adminapi.LanceMasterServiceClient) error) error {
+	if m.conns != nil {
+		conn, _, err := m.conns.Get(ctx, addr)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, adminapi.NewLanceMasterServiceClient(conn))
+	}
 	conn, err := dial(ctx, addr, m.cfg, certs.RoleMaster)
 	if err != nil {
 		return err

@@ -141,18 +141,29 @@ func (m *MuxConn) FramesRead() int64 {
 	return m.frames
 }
 
-// idleFor returns how long the connection has carried no call (zero while
-// calls are in flight), and whether it still works.
-func (m *MuxConn) idleFor(now time.Time) (time.Duration, bool) {
+// expired reports whether the connection failed, or has carried no call
+// for maxAge.
+func (m *MuxConn) expired(now time.Time, maxAge time.Duration) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.err != nil {
-		return 0, false
+	return m.expiredLocked(now, maxAge)
+}
+
+func (m *MuxConn) expiredLocked(now time.Time, maxAge time.Duration) bool {
+	return m.err != nil || (len(m.calls) == 0 && now.Sub(m.last) >= maxAge)
+}
+
+// claim takes the connection for a call about to be made, unless it has
+// expired: it counts as used now, so that it does not expire under the
+// caller before the call is queued.
+func (m *MuxConn) claim(now time.Time, maxAge time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.expiredLocked(now, maxAge) {
+		return false
 	}
-	if len(m.calls) > 0 {
-		return 0, true
-	}
-	return now.Sub(m.last), true
+	m.last = now
+	return true
 }
 
 // Call implements thrift.TClient.

@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"context"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lancemaster/lancemaster/pkg/certs"
@@ -78,76 +80,92 @@ func (p *callSlots) inUse(addr string) int {
 	return len(p.slots[addr])
 }
 
-// muxPool keeps one MuxConn per address, shared by every call to it. A
-// connection that failed, or that has carried no call for maxAge (servers
-// close connections idle for their SocketTimeout; maxAge stays well under
-// it), is replaced by a fresh one at the next call. A janitor, running every
-// maxAge/2 while the pool holds any connection, closes those idle for
-// maxAge, so that an idle client does not hold a server's connection slot.
+// MuxPool keeps one MuxConn per address, shared by every call to it. A
+// connection that failed, or that has carried no call for maxAge (the
+// shorter of 2 s and half the SocketTimeout: servers close connections idle
+// for their SocketTimeout), is replaced by a fresh one at the next call. A
+// janitor, running every maxAge/2 while the pool holds any connection,
+// closes those idle for maxAge, so that an idle client does not hold a
+// server's connection slot.
 //
 // Concurrency: safe for concurrent use. Calls to one address that find no
 // working connection wait for one dial, not one each.
-type muxPool struct {
+type MuxPool struct {
 	cfg    Config
 	roles  []certs.Role
 	maxAge time.Duration
 
-	mu    sync.Mutex
-	addrs map[string]*muxSlot
-	timer *time.Timer // the janitor, armed while any address has a connection
-	armed bool
+	mu     sync.Mutex
+	addrs  map[string]*muxSlot
+	timer  *time.Timer // the janitor, armed while any address has a connection
+	armed  bool
+	closed bool
 }
 
 // muxSlot is one address's connection. dial is a lock held while the
 // connection is replaced (a channel, so that a waiting call honours ctx).
 type muxSlot struct {
 	dial chan struct{}
-	conn *MuxConn // guarded by dial
+	conn atomic.Pointer[MuxConn] // stored with dial held
 }
 
-func newMuxPool(cfg Config, maxAge time.Duration, roles ...certs.Role) *muxPool {
-	return &muxPool{cfg: cfg, roles: roles, maxAge: max(maxAge, time.Millisecond), addrs: map[string]*muxSlot{}}
+// NewMuxPool returns a pool of connections dialled with cfg (DialMux); with
+// Config.Certs, a server's certificate must carry one of roles, when any are
+// given.
+func NewMuxPool(cfg Config, roles ...certs.Role) *MuxPool {
+	cfg = cfg.withDefaults()
+	return newMuxPool(cfg, min(maxIdleAgeCap, cfg.SocketTimeout/2), roles...)
 }
 
-// get returns addr's working connection, dialling one when there is none;
+func newMuxPool(cfg Config, maxAge time.Duration, roles ...certs.Role) *MuxPool {
+	return &MuxPool{cfg: cfg, roles: roles, maxAge: max(maxAge, time.Millisecond), addrs: map[string]*muxSlot{}}
+}
+
+// Get returns addr's working connection, dialling one when there is none;
 // fresh says it was dialled for this call. A failed dial is its *SendError
-// (nothing sent).
-func (p *muxPool) get(ctx context.Context, addr string) (conn *MuxConn, fresh bool, err error) {
+// (nothing sent); so is a pool already closed.
+func (p *MuxPool) Get(ctx context.Context, addr string) (conn *MuxConn, fresh bool, err error) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, false, &SendError{Op: OpDial, Addr: addr, Err: net.ErrClosed}
+	}
 	s, ok := p.addrs[addr]
 	if !ok {
 		s = &muxSlot{dial: make(chan struct{}, 1)}
 		p.addrs[addr] = s
 	}
 	p.mu.Unlock()
+	if c := s.conn.Load(); c != nil && c.claim(time.Now(), p.maxAge) {
+		return c, false, nil
+	}
 	select {
 	case s.dial <- struct{}{}:
 	case <-ctx.Done():
 		return nil, false, &SendError{Op: OpDial, Addr: addr, Err: ctx.Err()}
 	}
 	defer func() { <-s.dial }()
-	if s.conn != nil {
-		idle, works := s.conn.idleFor(time.Now())
-		if works && idle < p.maxAge {
-			return s.conn, false, nil
+	if c := s.conn.Load(); c != nil {
+		if c.claim(time.Now(), p.maxAge) {
+			return c, false, nil // another call replaced it meanwhile
 		}
-		s.conn.Close() // failed, or idle long enough for the server to be closing it
-		s.conn = nil
+		c.Close() // failed, or idle long enough for the server to be closing it
+		s.conn.Store(nil)
 	}
 	c, err := DialMux(ctx, addr, p.cfg, p.roles...)
 	if err != nil {
 		return nil, false, err
 	}
-	s.conn = c
+	s.conn.Store(c)
 	p.arm()
 	return c, true, nil
 }
 
 // arm starts the janitor unless it is running.
-func (p *muxPool) arm() {
+func (p *MuxPool) arm() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.armed {
+	if p.armed || p.closed {
 		return
 	}
 	p.armed = true
@@ -160,29 +178,24 @@ func (p *muxPool) arm() {
 
 // janitor closes the connections that failed or have been idle for maxAge,
 // and runs again while any is left. An address whose connection is being
-// replaced is looked at next time.
-func (p *muxPool) janitor() {
-	p.mu.Lock()
-	slots := make([]*muxSlot, 0, len(p.addrs))
-	for _, s := range p.addrs {
-		slots = append(slots, s)
-	}
-	p.mu.Unlock()
+// replaced is looked at next time. A call claims a connection before it
+// uses it (MuxConn.claim), so none is closed under a call about to start.
+func (p *MuxPool) janitor() {
 	left := false
 	now := time.Now()
-	for _, s := range slots {
+	for _, s := range p.slots() {
 		select {
 		case s.dial <- struct{}{}:
 		default:
 			left = true
 			continue
 		}
-		if s.conn != nil {
-			if idle, works := s.conn.idleFor(now); works && idle < p.maxAge {
-				left = true
+		if c := s.conn.Load(); c != nil {
+			if c.expired(now, p.maxAge) {
+				c.Close()
+				s.conn.Store(nil)
 			} else {
-				s.conn.Close()
-				s.conn = nil
+				left = true
 			}
 		}
 		<-s.dial
@@ -195,18 +208,30 @@ func (p *muxPool) janitor() {
 	}
 }
 
-// close closes every connection.
-func (p *muxPool) close() {
+func (p *MuxPool) slots() []*muxSlot {
 	p.mu.Lock()
-	slots := make([]*muxSlot, 0, len(p.addrs))
+	defer p.mu.Unlock()
+	out := make([]*muxSlot, 0, len(p.addrs))
 	for _, s := range p.addrs {
-		slots = append(slots, s)
+		out = append(out, s)
+	}
+	return out
+}
+
+// Close closes every connection (their calls in flight fail) and makes
+// later Gets fail. It is idempotent.
+func (p *MuxPool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
 	}
 	p.mu.Unlock()
-	for _, s := range slots {
+	for _, s := range p.slots() {
 		s.dial <- struct{}{}
-		if s.conn != nil {
-			s.conn.Close()
+		if c := s.conn.Load(); c != nil {
+			c.Close()
+			s.conn.Store(nil)
 		}
 		<-s.dial
 	}

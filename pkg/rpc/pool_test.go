@@ -216,7 +216,7 @@ func TestIdleConnectionClosedByTheServerIsNotReused(t *testing.T) {
 	if err := heartbeat(t, c, addr); err != nil {
 		t.Fatal(err)
 	}
-	conn, fresh, err := c.mux.get(testCtx(t), addr)
+	conn, fresh, err := c.mux.Get(testCtx(t), addr)
 	if err != nil || fresh {
 		t.Fatalf("get: fresh %v, %v; want the open connection", fresh, err)
 	}
