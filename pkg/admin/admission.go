@@ -71,23 +71,18 @@ func (s *Server) DropIndex(ctx context.Context, r *adminapi.TDropIndexRequest) (
 }
 
 func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitResponse, error) {
-	if err := s.current(ctx); err != nil {
-		return nil, err
-	}
-	st := s.d.Reader.State()
-	opts := st.Options()
-	// 1. The mutation gate (an operator kill switch; admission only).
-	if !opts.EnableMutation {
-		return nil, adminError(adminapi.TErrorCode_MUTATION_DISABLED,
-			"index mutations are disabled (%s=false)", options.OptEnableMutation)
-	}
-	// 2. Static validation.
-	rec, cat, err := s.validateStatic(st, a, opts)
-	if err != nil {
-		return nil, toAdminError(err)
-	}
-	// 3. One pinned snapshot of the dataset, through a backend.
-	snap, _, err := s.inspect(ctx, st, cat, rec.Locator)
+	// Steps 1 and 2 on the current state (§13.8); step 3, one pinned
+	// snapshot of the dataset through a backend, beside the read index.
+	st, rec, _, snap, err := s.currentSnapshot(ctx, func(st *raftfsm.State) (*job.Record, *raftfsm.Catalog, error) {
+		opts := st.Options()
+		// 1. The mutation gate (an operator kill switch; admission only).
+		if !opts.EnableMutation {
+			return nil, nil, adminError(adminapi.TErrorCode_MUTATION_DISABLED,
+				"index mutations are disabled (%s=false)", options.OptEnableMutation)
+		}
+		// 2. Static validation.
+		return s.validateStatic(st, a, opts)
+	})
 	if err != nil {
 		return nil, toAdminError(err)
 	}

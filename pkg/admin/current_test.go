@@ -64,6 +64,30 @@ type namedCluster struct {
 
 func (c namedCluster) Leader() (string, string) { return "m1", *c.addr }
 
+// replayFrom keeps the follower's replica caught up with the shared log,
+// replaying it every millisecond once start fires (it does not when start
+// never does), as a follower's apply loop would; the returned stop ends it.
+func (m *twoMasters) replayFrom(start <-chan struct{}) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-start:
+		case <-quit:
+			return
+		}
+		for {
+			m.log.replay(m.local)
+			select {
+			case <-quit:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
 func newTwoMasters(t *testing.T) *twoMasters {
 	t.Helper()
 	m := &twoMasters{log: newReplLog(), local: raftfsm.New(nil), backend: rpctest.NewFakeBackend(t)}
@@ -131,21 +155,9 @@ func TestBehindFollowerNeverRefusesForGood(t *testing.T) {
 	}
 
 	// Catching up while the request waits: decided on the current state.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		time.Sleep(50 * time.Millisecond)
-		for {
-			m.log.replay(m.local)
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	later := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { close(later) })
+	defer m.replayFrom(later)()
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
 	resp, err := m.follower.CreateIndex(wctx, createReq("items", "v", "vector", "IVF_PQ"))

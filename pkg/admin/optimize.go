@@ -27,19 +27,13 @@ func (s *Server) OptimizeDataset(ctx context.Context, r *adminapi.TOptimizeReque
 	if r == nil {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "missing request")
 	}
-	if err := s.current(ctx); err != nil {
-		return nil, err
-	}
-	st := s.d.Reader.State()
-	if !st.Options().EnableMutation {
-		return nil, adminError(adminapi.TErrorCode_MUTATION_DISABLED,
-			"index mutations are disabled (%s=false)", options.OptEnableMutation)
-	}
-	rec, cat, err := optimizeRecord(st, r)
-	if err != nil {
-		return nil, toAdminError(err)
-	}
-	snap, _, err := s.inspect(ctx, st, cat, rec.Locator)
+	st, rec, cat, snap, err := s.currentSnapshot(ctx, func(st *raftfsm.State) (*job.Record, *raftfsm.Catalog, error) {
+		if !st.Options().EnableMutation {
+			return nil, nil, adminError(adminapi.TErrorCode_MUTATION_DISABLED,
+				"index mutations are disabled (%s=false)", options.OptEnableMutation)
+		}
+		return optimizeRecord(st, r)
+	})
 	if err != nil {
 		return nil, toAdminError(err)
 	}
