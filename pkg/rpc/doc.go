@@ -31,6 +31,16 @@
 // request has arrived, then in a served slot of its caller's class (slots
 // reserved for masters and backends under mutual TLS; admission.go).
 //
+// # Pipelined serving and shared connections (pipeline.go, mux.go, pool.go)
+//
+// A Server reads each request whole and runs it in a goroutine of its own,
+// up to MaxRequestsPerConn per connection, answering with the request's
+// sequence id. So a MuxConn can carry many calls at once on one connection,
+// requests and replies queued together leaving in one write; a Conn makes
+// one call at a time. A MuxPool keeps one MuxConn per address: the backend
+// client's reads, the masters' calls to the leader and a backend's reports
+// use one. A dispatch keeps a fresh Conn of its own.
+//
 // # Mutual TLS and authorization (docs/rpc.md)
 //
 // Config.Certs (TLSFiles.Load, tls.go) turns on mutual TLS 1.3 for every
@@ -45,6 +55,8 @@
 // Every failure of a client call is a *SendError that says whether any byte
 // of the request may have reached the peer. "Never connected" (a dial that
 // failed, or a write that failed before its first byte) proves the request
-// was not delivered; anything else may have been. The dispatcher relies on
+// was not delivered; anything else may have been. On a MuxConn the answer
+// is per call and as exact: a request still queued, or one that starts past
+// the point a failed write reached, was not sent. The dispatcher relies on
 // this split (DESIGN.md §7): the first is NOT_COMMITTED, the second UNKNOWN.
 package rpc
