@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/thrift/lib/go/thrift"
 	"go.uber.org/zap"
@@ -73,6 +74,16 @@ type connProcessor struct {
 func (c *connProcessor) Process(_ context.Context, in, _ thrift.TProtocol) (bool, thrift.TException) {
 	frame, err := readFrame(in.Transport())
 	if err != nil {
+		if hook := testHookStreamEnded.Load(); hook != nil {
+			(*hook)()
+		}
+		// The requests already read are answered first, as a server that
+		// serves one request at a time answers its request before it reads
+		// the end of the stream (a client may close its side after its last
+		// request): the connection closes once they are all done.
+		for range cap(c.slots) {
+			c.slots <- struct{}{}
+		}
 		// As the generated processor fails a message it cannot begin to
 		// read: the connection ends, and the server does not log it
 		// (servedConn.Read has logged what deserves it).
@@ -87,6 +98,10 @@ func (c *connProcessor) Process(_ context.Context, in, _ thrift.TProtocol) (bool
 	go c.serve(frame)
 	return true, nil
 }
+
+// testHookStreamEnded, when set (tests only), runs when a connection's
+// reader has met the end of its stream.
+var testHookStreamEnded atomic.Pointer[func()]
 
 // readFrame reads the rest of the current request frame whole, starting the
 // next frame when the last one is done. The framed transport has already

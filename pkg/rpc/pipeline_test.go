@@ -132,3 +132,43 @@ func TestCloseEndsHandlersAndWaitsForThem(t *testing.T) {
 		t.Fatalf("the call in flight at Close: %v, want a broken connection after the send", r.err)
 	}
 }
+
+// A client that closes its side of the connection after its last requests
+// still gets their replies: the server answers what it has read before it
+// closes the connection.
+func TestRequestsReadBeforeTheClientsEndAreAnswered(t *testing.T) {
+	release := make(chan struct{})
+	var entered atomic.Int32
+	b := &testBackend{inspect: func(_ context.Context, r *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
+		entered.Add(1)
+		<-release
+		v := int64(len(r.GetDatasetURI()))
+		return &wire.TInspectDatasetResponse{Status: okStatus(), DatasetVersion: &v}, nil
+	}}
+	s := startBackend(t, b, DefaultConfig())
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	m := newMuxConn(nc, s.Addr().String(), DefaultConfig().withDefaults())
+	defer m.Close()
+	calls := []chan callResult{goInspect(testCtx(t), m, 1), goInspect(testCtx(t), m, 2)}
+	waitFor(t, "both requests to be in the handler", func() bool { return entered.Load() == 2 })
+	ended := make(chan struct{})
+	var once sync.Once
+	hook := func() { once.Do(func() { close(ended) }) }
+	testHookStreamEnded.Store(&hook)
+	defer testHookStreamEnded.Store(nil)
+	if err := nc.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	<-ended // the server has read the client's end before the handlers answer
+	close(release)
+	for i, ch := range calls {
+		if r := <-ch; r.err != nil || r.v != int64(i+1) {
+			t.Fatalf("call %d after the client's end: %+v", i+1, r)
+		}
+	}
+	waitFor(t, "the server to close the connection", func() bool { return s.ActiveConns() == 0 })
+}
