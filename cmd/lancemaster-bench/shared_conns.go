@@ -23,26 +23,26 @@ type sharedConns struct {
 	mu    sync.Mutex
 	addr  string
 	conns [benchConns]*rpc.MuxConn
-	admin [benchConns]*adminapi.LanceMasterServiceClient
 }
 
 func newSharedConns(addr string) *sharedConns { return &sharedConns{addr: addr} }
 
-// client returns client g's admin API client, dialling its connection when
-// it has none or it failed.
+// client returns an admin API client for one call of client g, on g's
+// connection, dialled when there is none or it failed. The connection is
+// shared; the generated client is not (it keeps its last call's response
+// metadata), so each call gets its own.
 func (s *sharedConns) client(ctx context.Context, g int) (*adminapi.LanceMasterServiceClient, error) {
 	i := g % benchConns
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.conns[i]; c != nil && c.Err() == nil {
-		return s.admin[i], nil
+	if c := s.conns[i]; c == nil || c.Err() != nil {
+		c, err := rpc.DialMux(ctx, s.addr, rpc.DefaultConfig())
+		if err != nil {
+			return nil, err
+		}
+		s.conns[i] = c
 	}
-	c, err := rpc.DialMux(ctx, s.addr, rpc.DefaultConfig())
-	if err != nil {
-		return nil, err
-	}
-	s.conns[i], s.admin[i] = c, adminapi.NewLanceMasterServiceClient(c)
-	return s.admin[i], nil
+	return adminapi.NewLanceMasterServiceClient(s.conns[i]), nil
 }
 
 // follow points the connections at addr: the ones open to another master
@@ -68,6 +68,6 @@ func (s *sharedConns) closeLocked() {
 		if c != nil {
 			c.Close()
 		}
-		s.conns[i], s.admin[i] = nil, nil
+		s.conns[i] = nil
 	}
 }

@@ -27,7 +27,10 @@ import (
 // Thrift server that serves one request at a time answers them in order,
 // which is as correct, only slower.
 //
-// Build a generated client on it with Client(), as on a Conn. Every call:
+// Build a generated client on it with Client(), as on a Conn, one per
+// goroutine or per call: a generated client keeps its last call's response
+// metadata, so it is not safe for concurrent use even where its TClient is.
+// Every call:
 //   - is bounded by its context and by SocketTimeout (the earlier wins). A
 //     context that ends abandons the call, not the connection: its reply,
 //     if one comes, is dropped. A call that waits SocketTimeout for its
