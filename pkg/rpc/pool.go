@@ -156,6 +156,13 @@ func (p *MuxPool) Get(ctx context.Context, addr string) (conn *MuxConn, fresh bo
 	if err != nil {
 		return nil, false, err
 	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed { // Close ran during the dial: this connection would outlive the pool
+		c.Close()
+		return nil, false, &SendError{Op: OpDial, Addr: addr, Err: net.ErrClosed}
+	}
 	s.conn.Store(c)
 	p.arm()
 	return c, true, nil
