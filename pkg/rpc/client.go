@@ -163,7 +163,6 @@ func (c *classifyingClient) Call(ctx context.Context, method string, args, resul
 type deadlineConn struct {
 	net.Conn
 	written atomic.Int64
-	read    atomic.Int64 // bytes received: tells a stale pooled connection from a slow reply
 
 	mu      sync.Mutex
 	limit   time.Time // zero: none
@@ -176,12 +175,6 @@ var pastDeadline = time.Unix(1, 0)
 func (d *deadlineConn) Write(p []byte) (int, error) {
 	n, err := d.Conn.Write(p)
 	d.written.Add(int64(n))
-	return n, err
-}
-
-func (d *deadlineConn) Read(p []byte) (int, error) {
-	n, err := d.Conn.Read(p)
-	d.read.Add(int64(n))
 	return n, err
 }
 
@@ -235,11 +228,3 @@ func (d *deadlineConn) Close() error {
 }
 
 func (d *deadlineConn) isClosed() bool { return d.closed.Load() }
-
-// isAborted reports whether a context aborted a call on the connection: its
-// deadline is in the past for good.
-func (d *deadlineConn) isAborted() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.aborted
-}

@@ -67,8 +67,9 @@ func (m *MasterClient) Close() {
 
 // Call runs fn against a master, following the failover rules above. fn gets
 // a client on a fresh connection, closed when fn returns (or on the
-// address's shared connection); fn may run more than once (against different masters) only after a failure that proves
-// nothing was sent, so it should make one call, or only idempotent ones.
+// address's shared connection); fn may run more than once (against
+// different masters) only after a failure that proves nothing was sent, so
+// it should make one call, or only idempotent ones.
 // Errors from fn are returned unchanged (errors.As finds the
 // *adminapi.TAdminError or the *SendError).
 func (m *MasterClient) Call(ctx context.Context, fn func(ctx context.Context, c *adminapi.LanceMasterServiceClient) error) error {

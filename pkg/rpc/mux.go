@@ -229,17 +229,11 @@ func (m *MuxConn) Call(ctx context.Context, method string, args, result thrift.T
 	}
 }
 
-// encode frames one request with sequence id 0, and says where the id is.
+// encode frames one request with sequence id 0 (TStandardClient.Send's
+// message), and says where the id is.
 func (m *MuxConn) encode(ctx context.Context, method string, args thrift.TStruct) ([]byte, int, error) {
 	buf := &thrift.TMemoryBuffer{Buffer: bytes.NewBuffer(make([]byte, 4, 256))}
-	p := thrift.NewTBinaryProtocolConf(buf, m.conf)
-	if err := p.WriteMessageBegin(ctx, method, thrift.CALL, 0); err != nil {
-		return nil, 0, err
-	}
-	if err := args.Write(ctx, p); err != nil {
-		return nil, 0, err
-	}
-	if err := p.WriteMessageEnd(ctx); err != nil {
+	if err := stdClient.Send(ctx, thrift.NewTBinaryProtocolConf(buf, m.conf), 0, method, args); err != nil {
 		return nil, 0, err
 	}
 	b := buf.Bytes()
@@ -253,31 +247,15 @@ func (m *MuxConn) encode(ctx context.Context, method string, args thrift.TStruct
 	return b, 4 + 8 + len(method), nil
 }
 
-// decode reads a reply frame into result, as TStandardClient.Recv does.
+// decode reads a reply frame into result (TStandardClient.Recv: the method,
+// the sequence id, an exception answer).
 func (m *MuxConn) decode(ctx context.Context, method string, seq int32, frame []byte, result thrift.TStruct) error {
 	in := thrift.NewTBinaryProtocolConf(&thrift.TMemoryBuffer{Buffer: bytes.NewBuffer(frame)}, m.conf)
-	name, typ, rseq, err := in.ReadMessageBegin(ctx)
-	switch {
-	case err != nil:
-		return err
-	case name != method:
-		return thrift.NewTApplicationException(thrift.WRONG_METHOD_NAME, method+": wrong method name")
-	case rseq != seq:
-		return thrift.NewTApplicationException(thrift.BAD_SEQUENCE_ID, method+": out of order sequence response")
-	case typ == thrift.EXCEPTION:
-		x := thrift.NewTApplicationException(thrift.UNKNOWN_APPLICATION_EXCEPTION, "")
-		if err := x.Read(ctx, in); err != nil {
-			return err
-		}
-		return x
-	case typ != thrift.REPLY:
-		return thrift.NewTApplicationException(thrift.INVALID_MESSAGE_TYPE_EXCEPTION, method+": invalid message type")
-	}
-	if err := result.Read(ctx, in); err != nil {
-		return err
-	}
-	return in.ReadMessageEnd(ctx)
+	return stdClient.Recv(ctx, in, seq, method, result)
 }
+
+// stdClient is used for its Send and Recv only, which keep no state.
+var stdClient = thrift.NewTStandardClient(nil, nil)
 
 // abandon takes c off the connection; it returns whether its bytes may have
 // left. A call still queued is withdrawn: the writer skips it.

@@ -40,18 +40,35 @@ func inspectVersion(ctx context.Context, m *MuxConn, n int) (int64, error) {
 	return r.GetDatasetVersion(), nil
 }
 
+// heldInspects is a backend whose inspect answers the dataset URI's length
+// as the version (uriOf), holding the calls hold picks (every one when nil)
+// until release is closed.
+type heldInspects struct {
+	release chan struct{}
+	entered atomic.Int32 // inspects that reached the handler
+	hold    func(call int32, uriLen int) bool
+}
+
+func holdInspects(hold func(call int32, uriLen int) bool) *heldInspects {
+	return &heldInspects{release: make(chan struct{}), hold: hold}
+}
+
+func (h *heldInspects) backend() *testBackend {
+	return &testBackend{inspect: func(_ context.Context, r *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
+		call, n := h.entered.Add(1), len(r.GetDatasetURI())
+		if h.hold == nil || h.hold(call, n) {
+			<-h.release
+		}
+		v := int64(n)
+		return &wire.TInspectDatasetResponse{Status: okStatus(), DatasetVersion: &v}, nil
+	}}
+}
+
 // Calls on one MuxConn are in flight together, and each gets its own reply.
 func TestMuxCallsShareOneConnectionAndGetTheirOwnReplies(t *testing.T) {
 	const n = 16
-	release := make(chan struct{})
-	var entered atomic.Int32
-	b := &testBackend{inspect: func(_ context.Context, r *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
-		entered.Add(1)
-		<-release
-		v := int64(len(r.GetDatasetURI()))
-		return &wire.TInspectDatasetResponse{Status: okStatus(), DatasetVersion: &v}, nil
-	}}
-	s := startBackend(t, b, DefaultConfig())
+	h := holdInspects(nil)
+	s := startBackend(t, h.backend(), DefaultConfig())
 	m := dialMux(t, s.Addr().String(), DefaultConfig())
 	var wg sync.WaitGroup
 	for i := 1; i <= n; i++ {
@@ -61,8 +78,8 @@ func TestMuxCallsShareOneConnectionAndGetTheirOwnReplies(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "every call to be in the handler at once", func() bool { return entered.Load() == n })
-	close(release)
+	waitFor(t, "every call to be in the handler at once", func() bool { return h.entered.Load() == n })
+	close(h.release)
 	wg.Wait()
 	if s.ln.total.Load() != 1 {
 		t.Fatalf("%d connections, want 1", s.ln.total.Load())
@@ -339,22 +356,15 @@ func TestMuxReplyTimeoutFailsTheConnection(t *testing.T) {
 // A call's context ending abandons that call only: its late reply is
 // dropped, and the next call gets its own.
 func TestMuxLateReplyIsDroppedAndTheConnectionServes(t *testing.T) {
-	release := make(chan struct{})
-	var calls atomic.Int32
-	s := startBackend(t, &testBackend{inspect: func(_ context.Context, r *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
-		if calls.Add(1) == 1 {
-			<-release
-		}
-		v := int64(len(r.GetDatasetURI()))
-		return &wire.TInspectDatasetResponse{Status: okStatus(), DatasetVersion: &v}, nil
-	}}, DefaultConfig())
+	h := holdInspects(func(call int32, _ int) bool { return call == 1 })
+	s := startBackend(t, h.backend(), DefaultConfig())
 	m := dialMux(t, s.Addr().String(), DefaultConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := inspectVersion(ctx, m, 1); !errors.Is(err, context.DeadlineExceeded) || NotSent(err) {
 		t.Fatalf("first call: %v, want its deadline after the send", err)
 	}
-	close(release)
+	close(h.release)
 	waitFor(t, "the late reply to arrive", func() bool { return m.FramesRead() == 1 })
 	if v, err := inspectVersion(testCtx(t), m, 2); err != nil || v != 2 {
 		t.Fatalf("second call: version %d, %v", v, err)
@@ -368,15 +378,9 @@ func TestMuxLateReplyIsDroppedAndTheConnectionServes(t *testing.T) {
 // connection keeps working. Close fails the calls in flight (they may have
 // been sent) and refuses later ones.
 func TestMuxOversizedRequestAndClose(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	s := startBackend(t, &testBackend{inspect: func(_ context.Context, r *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
-		if len(r.GetDatasetURI()) == 3 {
-			<-release
-		}
-		v := int64(len(r.GetDatasetURI()))
-		return &wire.TInspectDatasetResponse{Status: okStatus(), DatasetVersion: &v}, nil
-	}}, DefaultConfig())
+	h := holdInspects(func(_ int32, uriLen int) bool { return uriLen == 3 })
+	defer close(h.release)
+	s := startBackend(t, h.backend(), DefaultConfig())
 	cfg := DefaultConfig()
 	cfg.MaxFrameSize = 256
 	m := dialMux(t, s.Addr().String(), cfg)

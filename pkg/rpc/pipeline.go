@@ -55,8 +55,9 @@ type connProcessorFactory struct {
 }
 
 func (f connProcessorFactory) GetProcessor(t thrift.TTransport) thrift.TProcessor {
-	sc, _ := t.(*servedConn)
-	return &connProcessor{TProcessor: f.p, pl: f.pl, sc: sc, slots: make(chan struct{}, MaxRequestsPerConn)}
+	sc := t.(*servedConn) // what cappedListener.Accept returns
+	return &connProcessor{TProcessor: f.p, pl: f.pl, sc: sc, ctx: context.WithValue(f.pl.base, peerKey{}, sc.peer),
+		slots: make(chan struct{}, MaxRequestsPerConn)}
 }
 
 // connProcessor serves one connection. The Thrift server calls Process for
@@ -66,7 +67,8 @@ func (f connProcessorFactory) GetProcessor(t thrift.TTransport) thrift.TProcesso
 type connProcessor struct {
 	thrift.TProcessor // the middlewares and the handlers
 	pl                *pipeline
-	sc                *servedConn // nil for a transport that is not one (never in a Server)
+	sc                *servedConn
+	ctx               context.Context // the pipeline's, with the connection's Caller
 	slots             chan struct{}
 	out               replyWriter
 }
@@ -124,22 +126,18 @@ func readFrame(t thrift.TTransport) ([]byte, error) {
 func (c *connProcessor) serve(frame []byte) {
 	defer c.pl.wg.Done()
 	defer func() { <-c.slots }()
-	ctx := c.pl.base
-	if c.sc != nil && c.sc.peer != nil {
-		ctx = context.WithValue(ctx, peerKey{}, c.sc.peer)
-	}
 	in := thrift.NewTBinaryProtocolConf(&thrift.TMemoryBuffer{Buffer: bytes.NewBuffer(frame)}, c.pl.conf)
 	reply := &thrift.TMemoryBuffer{Buffer: bytes.NewBuffer(make([]byte, 4, 256))} // the frame length first
 	out := thrift.NewTBinaryProtocolConf(reply, c.pl.conf)
 
-	ok, err := c.TProcessor.Process(ctx, in, out)
+	ok, err := c.TProcessor.Process(c.ctx, in, out)
 
 	b := reply.Bytes()
 	if size := len(b) - 4; size > int(c.pl.conf.GetMaxFrameSize()) {
 		// The one-at-a-time server's framed transport refused such a reply
 		// and the connection ended; so does this one.
 		c.pl.log.Warn("rpc: reply larger than the frame limit; closing the connection", zap.Int("bytes", size))
-		c.close()
+		c.sc.Close()
 		return
 	} else if size > 0 {
 		binary.BigEndian.PutUint32(b, uint32(size))
@@ -151,16 +149,7 @@ func (c *connProcessor) serve(frame []byte) {
 	// UNKNOWN_METHOD answer does not.
 	var ae thrift.TApplicationException
 	end := !ok && !(errors.As(err, &ae) && ae.TypeId() == thrift.UNKNOWN_METHOD)
-	if c.sc == nil {
-		return
-	}
 	c.out.send(c.sc, b, end)
-}
-
-func (c *connProcessor) close() {
-	if c.sc != nil {
-		c.sc.Close()
-	}
 }
 
 // replyWriter sends a connection's replies: whoever queues a reply while no

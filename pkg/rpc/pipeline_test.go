@@ -137,15 +137,8 @@ func TestCloseEndsHandlersAndWaitsForThem(t *testing.T) {
 // still gets their replies: the server answers what it has read before it
 // closes the connection.
 func TestRequestsReadBeforeTheClientsEndAreAnswered(t *testing.T) {
-	release := make(chan struct{})
-	var entered atomic.Int32
-	b := &testBackend{inspect: func(_ context.Context, r *wire.TInspectDatasetRequest) (*wire.TInspectDatasetResponse, error) {
-		entered.Add(1)
-		<-release
-		v := int64(len(r.GetDatasetURI()))
-		return &wire.TInspectDatasetResponse{Status: okStatus(), DatasetVersion: &v}, nil
-	}}
-	s := startBackend(t, b, DefaultConfig())
+	h := holdInspects(nil)
+	s := startBackend(t, h.backend(), DefaultConfig())
 	nc, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +147,7 @@ func TestRequestsReadBeforeTheClientsEndAreAnswered(t *testing.T) {
 	m := newMuxConn(nc, s.Addr().String(), DefaultConfig().withDefaults())
 	defer m.Close()
 	calls := []chan callResult{goInspect(testCtx(t), m, 1), goInspect(testCtx(t), m, 2)}
-	waitFor(t, "both requests to be in the handler", func() bool { return entered.Load() == 2 })
+	waitFor(t, "both requests to be in the handler", func() bool { return h.entered.Load() == 2 })
 	ended := make(chan struct{})
 	var once sync.Once
 	hook := func() { once.Do(func() { close(ended) }) }
@@ -164,7 +157,7 @@ func TestRequestsReadBeforeTheClientsEndAreAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ended // the server has read the client's end before the handlers answer
-	close(release)
+	close(h.release)
 	for i, ch := range calls {
 		if r := <-ch; r.err != nil || r.v != int64(i+1) {
 			t.Fatalf("call %d after the client's end: %+v", i+1, r)
