@@ -257,10 +257,11 @@ func checkFenceAndQuota(t *tx, r *job.Record, cat *Catalog) *journal.TApplyRespo
 		return respFail(journal.TApplyCode_ADMISSION_BLOCKED,
 			"admission is blocked: %d unresolved job(s) have no fence identity; resolve, cancel or force-release them (jobs list --state UNKNOWN)", b.corrupts)
 	}
-	if resp := checkFence(b, r, cat); resp != nil {
+	h := b.tableHolds(r.Fence())
+	if resp := checkFence(h, r, cat); resp != nil {
 		return resp
 	}
-	if n := b.tableCount(r.TableQuotaKey()); int64(n) >= o.MaxUnresolvedPerTable {
+	if n := h.table; int64(n) >= o.MaxUnresolvedPerTable {
 		return respFail(journal.TApplyCode_QUOTA_EXCEEDED,
 			"table %s.%s of catalog %q already has %d unresolved jobs (lance_index_job_max_unresolved_per_table is %d)",
 			r.DB, r.Table, cat.Name, n, o.MaxUnresolvedPerTable)

@@ -44,62 +44,71 @@ func validateOptimize(r *job.Record) error {
 	return nil
 }
 
-// datasetKey is the first fence key of a dataset: every key of the dataset
-// sorts at or after it (an empty name sorts first).
-func datasetKey(k job.FenceKey) job.FenceKey {
-	return job.FenceKey{CatalogID: k.CatalogID, Provider: k.Provider, Locator: k.Locator}
+// holds is what one walk of a table's fence entries finds (tableHolds):
+// its per-table quota count, and the smallest unresolved job holding any
+// key on the dataset, the key itself, and the dataset's OPTIMIZE key (0:
+// none).
+type holds struct {
+	table                  int
+	dataset, own, optimize int64
 }
 
-func sameDataset(a, b job.FenceKey) bool {
-	return a.CatalogID == b.CatalogID && a.Provider == b.Provider && a.Locator == b.Locator
-}
-
-// datasetHolder returns the smallest unresolved job holding any fence key
-// on k's dataset: a range scan over (catalog, provider, locator), bounded by
-// the per-table quota.
-func (v bookView) datasetHolder(k job.FenceKey) (int64, bool) {
-	bound := &fenceEntry{datasetKey(k), math.MinInt64}
-	var min int64
+// tableHolds walks the fence entries of k's table (catalog, locator): as
+// many as the table has unresolved jobs, at most its quota unless records
+// were admitted around it.
+func (v bookView) tableHolds(k job.FenceKey) holds {
+	var h holds
+	// The bound sorts before every entry of the table: an empty provider
+	// and name sort first, and job ids are positive.
+	bound := &fenceEntry{job.FenceKey{CatalogID: k.CatalogID, Locator: k.Locator}, math.MinInt64}
 	v.fence.Ascend(func(e *fenceEntry) int { return cmpFenceEntry(e, bound) }, func(e *fenceEntry) bool {
-		if !sameDataset(e.key, k) {
+		if e.key.CatalogID != k.CatalogID || e.key.Locator != k.Locator {
 			return false
 		}
-		if min == 0 || e.id < min {
-			min = e.id
+		h.table++
+		if e.key.Provider != k.Provider {
+			return true // another dataset on the table's place
+		}
+		// A key's holders ascend, so the first one met is its smallest.
+		if h.dataset == 0 || e.id < h.dataset {
+			h.dataset = e.id
+		}
+		if h.own == 0 && e.key.NormalizedIndexName == k.NormalizedIndexName {
+			h.own = e.id
+		}
+		if h.optimize == 0 && e.key.NormalizedIndexName == job.OptimizeFenceName {
+			h.optimize = e.id
 		}
 		return true
 	})
-	return min, min != 0
+	return h
 }
 
-// checkFence is the fence part of admission. An index job is fenced by its
-// own key (the same-name fence) and by an unresolved OPTIMIZE of its
-// dataset; an OPTIMIZE by any unresolved job on its dataset (the smallest is
-// named). The answer is FENCE_CONFLICT naming the fencing job, or nil.
-func checkFence(b bookView, r *job.Record, cat *Catalog) *journal.TApplyResponse {
+// checkFence is the fence part of admission, on the holds of r's table. An
+// index job is fenced by its own key (the same-name fence) and by an
+// unresolved OPTIMIZE of its dataset; an OPTIMIZE by any unresolved job on
+// its dataset (the smallest is named). The answer is FENCE_CONFLICT naming
+// the fencing job, or nil.
+func checkFence(h holds, r *job.Record, cat *Catalog) *journal.TApplyResponse {
 	var resp *journal.TApplyResponse
 	var id int64
-	if r.IsOptimize() {
-		var held bool
-		if id, held = b.datasetHolder(r.Fence()); held {
+	switch {
+	case r.IsOptimize():
+		if id = h.dataset; id != 0 {
 			resp = respFail(journal.TApplyCode_FENCE_CONFLICT,
 				"OPTIMIZE of %s.%s in catalog %q is fenced by unresolved job %d on that dataset (an OPTIMIZE is exclusive with every job on its dataset); wait for it to finish, cancel it while PENDING, or force-release it if UNKNOWN",
 				r.DB, r.Table, cat.Name, id)
 		}
-	} else if ids := b.fenceHolders(r.Fence()); len(ids) > 0 {
-		id = ids[0]
+	case h.own != 0:
+		id = h.own
 		resp = respFail(journal.TApplyCode_FENCE_CONFLICT,
 			"index %q of %s.%s in catalog %q is fenced by unresolved job %d; wait for it to finish, cancel it while PENDING, or force-release it if UNKNOWN",
 			r.DisplayIndexName, r.DB, r.Table, cat.Name, id)
-	} else {
-		ok := r.Fence()
-		ok.NormalizedIndexName = job.OptimizeFenceName
-		if ids := b.fenceHolders(ok); len(ids) > 0 {
-			id = ids[0]
-			resp = respFail(journal.TApplyCode_FENCE_CONFLICT,
-				"index %q of %s.%s in catalog %q is fenced by unresolved OPTIMIZE job %d on that dataset; wait for it to finish, cancel it while PENDING, or force-release it if UNKNOWN",
-				r.DisplayIndexName, r.DB, r.Table, cat.Name, id)
-		}
+	case h.optimize != 0:
+		id = h.optimize
+		resp = respFail(journal.TApplyCode_FENCE_CONFLICT,
+			"index %q of %s.%s in catalog %q is fenced by unresolved OPTIMIZE job %d on that dataset; wait for it to finish, cancel it while PENDING, or force-release it if UNKNOWN",
+			r.DisplayIndexName, r.DB, r.Table, cat.Name, id)
 	}
 	if resp != nil {
 		resp.ConflictJobID = thrift.Int64Ptr(id)
