@@ -331,6 +331,46 @@ func (v bookView) fenceHolders(k job.FenceKey) []int64 {
 	return ids
 }
 
+// holds is what one walk of a table's fence entries finds (tableHolds):
+// its per-table quota count, and the smallest unresolved job holding any
+// key on the dataset, the key itself, and the dataset's OPTIMIZE key (0:
+// none).
+type holds struct {
+	table                  int
+	dataset, own, optimize int64
+}
+
+// tableHolds walks the fence entries of k's table (catalog, locator): as
+// many as the table has unresolved jobs, at most its quota unless records
+// were admitted around it.
+func (v bookView) tableHolds(k job.FenceKey) holds {
+	var h holds
+	// The bound sorts before every entry of the table: an empty provider
+	// and name sort first, and job ids are positive.
+	bound := &fenceEntry{job.FenceKey{CatalogID: k.CatalogID, Locator: k.Locator}, math.MinInt64}
+	v.fence.Ascend(func(e *fenceEntry) int { return cmpFenceEntry(e, bound) }, func(e *fenceEntry) bool {
+		if e.key.CatalogID != k.CatalogID || e.key.Locator != k.Locator {
+			return false
+		}
+		h.table++
+		if e.key.Provider != k.Provider {
+			return true // another dataset on the table's place
+		}
+		// A key's holders ascend, so the first one met is its smallest.
+		if h.dataset == 0 || e.id < h.dataset {
+			h.dataset = e.id
+		}
+		if h.own == 0 && e.key.NormalizedIndexName == k.NormalizedIndexName {
+			h.own = e.id
+		}
+		if h.optimize == 0 && e.key.NormalizedIndexName == job.OptimizeFenceName {
+			h.optimize = e.id
+		}
+		return true
+	})
+	return h
+}
+
 func (v bookView) count(probe countEntry) int {
 	if e, ok := v.counts.Get(func(e *countEntry) int { return cmpCountEntry(e, &probe) }); ok {
 		return e.n

@@ -1,8 +1,6 @@
 package raftfsm
 
 import (
-	"math"
-
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
@@ -42,46 +40,6 @@ func validateOptimize(r *job.Record) error {
 		return job.Errorf(job.CodeInvalid, "OPTIMIZE takes no index type, column, properties, schema contract or IF condition")
 	}
 	return nil
-}
-
-// holds is what one walk of a table's fence entries finds (tableHolds):
-// its per-table quota count, and the smallest unresolved job holding any
-// key on the dataset, the key itself, and the dataset's OPTIMIZE key (0:
-// none).
-type holds struct {
-	table                  int
-	dataset, own, optimize int64
-}
-
-// tableHolds walks the fence entries of k's table (catalog, locator): as
-// many as the table has unresolved jobs, at most its quota unless records
-// were admitted around it.
-func (v bookView) tableHolds(k job.FenceKey) holds {
-	var h holds
-	// The bound sorts before every entry of the table: an empty provider
-	// and name sort first, and job ids are positive.
-	bound := &fenceEntry{job.FenceKey{CatalogID: k.CatalogID, Locator: k.Locator}, math.MinInt64}
-	v.fence.Ascend(func(e *fenceEntry) int { return cmpFenceEntry(e, bound) }, func(e *fenceEntry) bool {
-		if e.key.CatalogID != k.CatalogID || e.key.Locator != k.Locator {
-			return false
-		}
-		h.table++
-		if e.key.Provider != k.Provider {
-			return true // another dataset on the table's place
-		}
-		// A key's holders ascend, so the first one met is its smallest.
-		if h.dataset == 0 || e.id < h.dataset {
-			h.dataset = e.id
-		}
-		if h.own == 0 && e.key.NormalizedIndexName == k.NormalizedIndexName {
-			h.own = e.id
-		}
-		if h.optimize == 0 && e.key.NormalizedIndexName == job.OptimizeFenceName {
-			h.optimize = e.id
-		}
-		return true
-	})
-	return h
 }
 
 // checkFence is the fence part of admission, on the holds of r's table. An
