@@ -201,8 +201,12 @@ func (r *Record) Fence() FenceKey {
 	return FenceKey{r.CatalogID, r.Provider, r.Locator, r.NormalizedIndexName}
 }
 
-// TableQuotaKey returns the record's per-table quota key.
-func (r *Record) TableQuotaKey() TableKey { return TableKey{r.CatalogID, r.Locator} }
+// Table returns the table a fence key is on: its per-table quota key.
+func (k FenceKey) Table() TableKey { return TableKey{k.CatalogID, k.Locator} }
+
+// TableQuotaKey returns the record's per-table quota key: its fence key's
+// table.
+func (r *Record) TableQuotaKey() TableKey { return r.Fence().Table() }
 
 // MatchesIdentity reports whether a report or proof names this record's
 // current dispatch: dispatch revision, invocation id and process epoch.

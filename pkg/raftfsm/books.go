@@ -145,10 +145,10 @@ func (b *Books) fence(k job.FenceKey, id int64, d int) {
 	switch {
 	case d > 0 && !found:
 		ids = slices.Insert(ids, i, id)
-		addCount(b.PerTable, job.TableKey{CatalogID: k.CatalogID, Locator: k.Locator}, +1)
+		addCount(b.PerTable, k.Table(), +1)
 	case d < 0 && found:
 		ids = slices.Delete(ids, i, i+1)
-		addCount(b.PerTable, job.TableKey{CatalogID: k.CatalogID, Locator: k.Locator}, -1)
+		addCount(b.PerTable, k.Table(), -1)
 	}
 	if len(ids) == 0 {
 		delete(b.Fence, k)
@@ -387,7 +387,7 @@ func (v bookView) plain() Books {
 	b.Global, b.Corrupt = v.globals, v.corrupts
 	v.fence.Ascend(nil, func(f *fenceEntry) bool {
 		b.Fence[f.key] = append(b.Fence[f.key], f.id) // ascending ids per key
-		b.PerTable[job.TableKey{CatalogID: f.key.CatalogID, Locator: f.key.Locator}]++
+		b.PerTable[f.key.Table()]++
 		return true
 	})
 	v.counts.Ascend(nil, func(c *countEntry) bool {

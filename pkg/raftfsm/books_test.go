@@ -93,7 +93,7 @@ func TestBookTreeMatchesPlainBooks(t *testing.T) {
 
 // holdsOf is tableHolds computed from the plain books.
 func holdsOf(b Books, k job.FenceKey) holds {
-	h := holds{table: b.PerTable[job.TableKey{CatalogID: k.CatalogID, Locator: k.Locator}]}
+	h := holds{table: b.PerTable[k.Table()]}
 	least := func(ids []int64) int64 {
 		if len(ids) == 0 {
 			return 0
