@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/lancemaster/lancemaster/pkg/broadcast"
 )
 
 // Peer health as the leader sees it (operator raft list-peers, the
@@ -37,8 +39,8 @@ const contactWindows = 3
 type contactBook struct {
 	now func() time.Time
 
-	sends atomic.Uint64 // AppendEntries sent so far: the next one's number is sends+1
-	acked signal        // broadcast on every new acknowledgement
+	sends atomic.Uint64    // AppendEntries sent so far: the next one's number is sends+1
+	acked broadcast.Signal // broadcast on every new acknowledgement
 
 	mu    sync.Mutex
 	peers map[raft.ServerID]*peerContact
@@ -93,7 +95,7 @@ func (b *contactBook) record(id raft.ServerID, seq uint64, err error, ok bool) {
 	}
 	if err == nil && ok && seq > p.ackedSend {
 		p.ackedSend = seq
-		defer b.acked.broadcast()
+		defer b.acked.Broadcast()
 	}
 	p.lastAttempt = t
 	if err == nil {

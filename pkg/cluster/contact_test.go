@@ -113,7 +113,7 @@ func TestContactBookCountsOnlyAcksOfLaterSends(t *testing.T) {
 	if n := b.ackedSince(peers, mark); n != 0 {
 		t.Fatalf("a refusal or a failed call counted: %d", n)
 	}
-	changed := b.acked.wait()
+	changed := b.acked.Wait()
 	fresh := b.send()
 	b.record(m3, fresh, nil, true)
 	select {

@@ -44,7 +44,7 @@ func (n *Node) pump() {
 		case n.wake <- struct{}{}:
 		default: // a wake-up is already pending; the monitor reads fresh state
 		}
-		n.leaderChange.broadcast()
+		n.leaderChange.Broadcast()
 	}
 }
 

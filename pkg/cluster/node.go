@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
+	"github.com/lancemaster/lancemaster/pkg/broadcast"
 	"github.com/lancemaster/lancemaster/pkg/config"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
@@ -57,9 +58,9 @@ type Node struct {
 	// readRoundHook, set by this package's tests only, runs in each
 	// round between reading the commit index and confirming it.
 	readRoundHook func()
-	leaderChange  signal        // broadcast on every leader change
-	term          atomic.Uint64 // term of the leadership whose barrier is done
-	activeSvcs    atomic.Int64  // leader services currently inside Run
+	leaderChange  broadcast.Signal // broadcast on every leader change
+	term          atomic.Uint64    // term of the leadership whose barrier is done
+	activeSvcs    atomic.Int64     // leader services currently inside Run
 	shutdownOnce  sync.Once
 	shutdownErr   error
 }
@@ -297,27 +298,3 @@ func (n *Node) Stats() map[string]string {
 
 // compile-time check of the Proposer contract.
 var _ raftfsm.Proposer = (*Node)(nil)
-
-// signal is a broadcast: wait returns a channel closed by the next broadcast.
-type signal struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (s *signal) wait() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ch == nil {
-		s.ch = make(chan struct{})
-	}
-	return s.ch
-}
-
-func (s *signal) broadcast() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ch != nil {
-		close(s.ch)
-		s.ch = nil
-	}
-}

@@ -207,7 +207,7 @@ func (n *Node) transferBeforeExit(r *raft.Raft) {
 func (n *Node) awaitOtherLeader(r *raft.Raft, d time.Duration) string {
 	deadline := time.Now().Add(d)
 	for {
-		changed := n.leaderChange.wait()
+		changed := n.leaderChange.Wait()
 		if _, id := r.LeaderWithID(); id != "" && string(id) != n.cfg.NodeID {
 			return string(id)
 		}

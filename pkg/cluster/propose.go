@@ -52,7 +52,7 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) (*journal.TApplyResponse
 	}
 	var lastErr error
 	for attempt := 0; attempt < maxProposeAttempts; attempt++ {
-		changed := n.leaderChange.wait() // taken before reading the state
+		changed := n.leaderChange.Wait() // taken before reading the state
 		if r.State() == raft.Leader {
 			resp, err := n.ApplyLocal(ctx, cmd)
 			if !errors.Is(err, raftfsm.ErrNotLeader) {
@@ -207,7 +207,7 @@ func (n *Node) WaitForLeader(ctx context.Context) error {
 		return err
 	}
 	for {
-		changed := n.leaderChange.wait()
+		changed := n.leaderChange.Wait()
 		if _, id := r.LeaderWithID(); id != "" {
 			return nil
 		}

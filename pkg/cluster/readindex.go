@@ -80,7 +80,7 @@ func (n *Node) confirmLeadership(ctx context.Context, r *raft.Raft, term uint64)
 	}
 	need := voters/2 + 1 - (voters - len(peers)) // a quorum, less this node's own vote
 	for {
-		acked, changed := n.contacts.acked.wait(), n.leaderChange.wait()
+		acked, changed := n.contacts.acked.Wait(), n.leaderChange.Wait()
 		if n.contacts.ackedSince(peers, mark) >= need {
 			if r.CurrentTerm() != term || r.State() != raft.Leader {
 				return readError("verify leadership", fmt.Errorf("%w: term %d ended during the confirmation", raft.ErrLeadershipLost, term))
