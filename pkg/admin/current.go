@@ -83,17 +83,8 @@ func (s *Server) leaderReadIndex(ctx context.Context) (uint64, error) {
 
 // awaitCaughtUp waits until this replica reflects every entry through idx.
 func (s *Server) awaitCaughtUp(ctx context.Context, idx uint64) error {
-	if s.d.CaughtUp(idx) {
-		return nil
-	}
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for !s.d.CaughtUp(idx) {
-		select {
-		case <-ctx.Done():
-			return s.behind()
-		case <-t.C:
-		}
+	if !s.await(ctx, func() bool { return s.d.CaughtUp(idx) }) {
+		return s.behind()
 	}
 	return nil
 }

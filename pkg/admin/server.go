@@ -126,6 +126,10 @@ type Deps struct {
 	// raft.Restore until the pause is journaled. Optional.
 	HoldDispatch func() (release func())
 	CaughtUp     func(index uint64) bool
+	// Published returns a channel closed once the local FSM publishes a
+	// newer view (raftfsm.FSM.Published): waits for this replica to apply
+	// an entry end as soon as it has. Optional: without it they poll.
+	Published func() <-chan struct{}
 }
 
 // Server implements adminapi.LanceMasterService.
@@ -241,22 +245,50 @@ func (s *Server) propose(ctx context.Context, t raftfsm.CommandType, cmd thrift.
 }
 
 // waitApplied waits until the local replica has applied index, so that a
-// write's result can be read back here. Polling is bounded by ctx; on a
-// leader or an up-to-date follower it returns at once.
+// write's result can be read back here, bounded by ctx; on a leader or an
+// up-to-date follower it returns at once.
 func (s *Server) waitApplied(ctx context.Context, index int64) error {
-	if index <= 0 || s.d.Reader.State().AppliedIndex() >= uint64(index) {
-		return nil // the leader, or a follower already there: no ticker to make
+	if index <= 0 {
+		return nil
 	}
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for s.d.Reader.State().AppliedIndex() < uint64(index) {
+	if !s.await(ctx, func() bool { return s.d.Reader.State().AppliedIndex() >= uint64(index) }) {
+		return adminError(adminapi.TErrorCode_TIMEOUT, "the change was committed but this master has not applied it yet; read it again shortly")
+	}
+	return nil
+}
+
+// awaitPoll is how often await looks again when nothing wakes it: raft
+// applies its own entries (a new term's no-op, a configuration change)
+// without the FSM, and without Deps.Published every wait polls.
+const awaitPoll = 2 * time.Millisecond
+
+// await reports whether done holds before ctx ends. It looks again at every
+// view the FSM publishes (Deps.Published, taken before each look so that no
+// view is missed) and every awaitPoll.
+func (s *Server) await(ctx context.Context, done func() bool) bool {
+	var t *time.Ticker
+	for {
+		var published <-chan struct{}
+		if s.d.Published != nil {
+			published = s.d.Published()
+		}
+		if done() {
+			if t != nil {
+				t.Stop()
+			}
+			return true
+		}
+		if t == nil {
+			t = time.NewTicker(awaitPoll) // only once there is something to wait for
+		}
 		select {
 		case <-ctx.Done():
-			return adminError(adminapi.TErrorCode_TIMEOUT, "the change was committed but this master has not applied it yet; read it again shortly")
+			t.Stop()
+			return false
+		case <-published:
 		case <-t.C:
 		}
 	}
-	return nil
 }
 
 // internal logs err (which never carries request secrets) and answers INTERNAL.

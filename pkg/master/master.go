@@ -177,6 +177,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		ReadIndex:    node.ReadIndex,
 		HoldDispatch: disp.Hold,
 		CaughtUp:     func(index uint64) bool { return node.CaughtUp(index, fsm.State().AppliedIndex()) },
+		Published:    fsm.Published,
 	})
 	optimizeAdmin.Store(adm)
 	server, err := rpc.NewServer(n.RPCBind, thrift.WrapProcessor(adm.Processor(), mm.adminMiddleware), rcfg, log.Named("rpc"),

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lancemaster/lancemaster/gen-go/journal"
+	"github.com/lancemaster/lancemaster/pkg/broadcast"
 	"github.com/lancemaster/lancemaster/pkg/job"
 	"github.com/lancemaster/lancemaster/pkg/raftfsm/jobcodec"
 )
@@ -30,9 +31,10 @@ type FSM struct {
 	// Tests replace it. Set it before the FSM is handed to raft.
 	OnFatal func(err error)
 
-	logger *zap.Logger
-	state  atomic.Pointer[State] // the latest published view
-	strs   *jobcodec.StrPool     // shares admitted strings; FSM goroutine only
+	logger    *zap.Logger
+	state     atomic.Pointer[State] // the latest published view
+	published broadcast.Signal      // after every store to state
+	strs      *jobcodec.StrPool     // shares admitted strings; FSM goroutine only
 }
 
 // FatalError is what OnFatal receives.
@@ -62,6 +64,19 @@ func New(logger *zap.Logger) *FSM {
 // State returns the latest applied view. It is O(1) and safe from any
 // goroutine; the view never changes.
 func (f *FSM) State() *State { return f.state.Load() }
+
+// Published returns a channel closed once a view newer than every one
+// published before the call is published: an entry applied (or skipped) or
+// a snapshot restored. A waiter takes it before it reads State, and waits
+// on it only while that view does not do, so it misses no change (package
+// broadcast). Safe from any goroutine.
+func (f *FSM) Published() <-chan struct{} { return f.published.Wait() }
+
+// store publishes v as the latest view and wakes the waiters of Published.
+func (f *FSM) store(v *State) {
+	f.state.Store(v)
+	f.published.Broadcast()
+}
 
 func (f *FSM) exitOnFatal(err error) {
 	fields := []zap.Field{zap.Error(err)}
@@ -186,7 +201,7 @@ func (s *State) Preview(cmd []byte) (*journal.TApplyResponse, error) {
 
 func (f *FSM) publish(t tables, index uint64, m meta) {
 	m.appliedIndex = index
-	f.state.Store(&State{t: t, m: &m})
+	f.store(&State{t: t, m: &m})
 }
 
 // fatal reports an entry that cannot be applied. If OnFatal returns (tests),

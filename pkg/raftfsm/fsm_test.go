@@ -1,7 +1,9 @@
 package raftfsm
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/lancemaster/lancemaster/pkg/testkit"
@@ -147,5 +149,39 @@ func TestApplyDoesNotMutatePublishedViews(t *testing.T) {
 	}
 	if !equalBooksTo(old.Books(), oldBooks) {
 		t.Fatalf("an old view's books changed")
+	}
+}
+
+// Published wakes its waiters on every newer view, an applied entry or a
+// restored snapshot, and never before one: a waiter that takes it before
+// reading State misses no change.
+func TestPublishedWakesOnEveryNewView(t *testing.T) {
+	h := newHarness(t)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := h.f.Published()
+	if closed(ch) {
+		t.Fatal("closed before any new view")
+	}
+	h.createCatalog("lake", "/data/lake")
+	if !closed(ch) {
+		t.Fatal("an applied entry did not wake the waiters")
+	}
+	ch = h.f.Published()
+	if closed(ch) {
+		t.Fatal("a channel taken after the entry is already closed")
+	}
+	snap := snapshotBytes(t, h.st())
+	if err := h.f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Fatal("a restored snapshot did not wake the waiters")
 	}
 }

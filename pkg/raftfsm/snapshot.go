@@ -181,7 +181,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	f.state.Store(&State{t: t, m: m})
+	f.store(&State{t: t, m: m})
 	return nil
 }
 
