@@ -71,9 +71,7 @@ func (s *Server) DropIndex(ctx context.Context, r *adminapi.TDropIndexRequest) (
 }
 
 func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitResponse, error) {
-	// Steps 1 and 2 on the current state (§13.8); step 3, one pinned
-	// snapshot of the dataset through a backend, beside the read index.
-	st, rec, _, snap, err := s.currentSnapshot(ctx, func(st *raftfsm.State) (*job.Record, *raftfsm.Catalog, error) {
+	validate := func(st *raftfsm.State) (*job.Record, *raftfsm.Catalog, error) {
 		opts := st.Options()
 		// 1. The mutation gate (an operator kill switch; admission only).
 		if !opts.EnableMutation {
@@ -82,56 +80,53 @@ func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitRespo
 		}
 		// 2. Static validation.
 		return s.validateStatic(st, a, opts)
-	})
-	if err != nil {
-		return nil, toAdminError(err)
 	}
-	// 4. IF-preflight.
-	noop, err := preflight(a, rec, snap)
-	if err != nil {
-		return nil, toAdminError(err)
-	}
-	if noop != "" {
-		return &adminapi.TAdmitResponse{Noop: true, Message: &noop}, nil
-	}
-	// 5. Schema contract v1 of the indexed column.
-	if a.mutation != job.Drop {
-		f, err := snap.FindColumn(a.column)
+	// 3. One pinned snapshot of the dataset through a backend: decide.go.
+	plan := func(_ *raftfsm.State, rec *job.Record, _ *raftfsm.Catalog, snap *job.Snapshot) (*admissionPlan, error) {
+		// 4. IF-preflight.
+		noop, err := preflight(a, rec, snap)
 		if err != nil {
-			return nil, toAdminError(err)
+			return nil, err
 		}
-		if rec.SchemaContract, err = job.ColumnContract(f, rec.IndexType, rec.PropertiesJSON); err != nil {
-			return nil, toAdminError(err)
+		if noop != "" {
+			return &admissionPlan{noop: noop}, nil
 		}
-		rec.Column = f.Name
+		// 5. Schema contract v1 of the indexed column.
+		if a.mutation != job.Drop {
+			f, err := snap.FindColumn(a.column)
+			if err != nil {
+				return nil, err
+			}
+			if rec.SchemaContract, err = job.ColumnContract(f, rec.IndexType, rec.PropertiesJSON); err != nil {
+				return nil, err
+			}
+			rec.Column = f.Name
+		}
+		rec.AdmittedDatasetVersion = snap.Version
+		// §13.7: the uuid N has at admission, if it exists, is the evidence a
+		// REPLACE or a DROP is later judged by (outcome from the dataset).
+		if ix, err := snap.FindIndex(a.indexName); err == nil && ix != nil {
+			rec.AdmittedIndexUUID = ix.UUID
+		}
+		return &admissionPlan{rec: rec, conflict: func(jobID int64) string {
+			return fenceHolderMessage(s.d.Reader.State(), rec.DisplayIndexName, jobID)
+		}}, nil
 	}
-	rec.AdmittedDatasetVersion = snap.Version
-	// §13.7: the uuid N has at admission, if it exists, is the evidence a
-	// REPLACE or a DROP is later judged by (outcome from the dataset).
-	if ix, err := snap.FindIndex(a.indexName); err == nil && ix != nil {
-		rec.AdmittedIndexUUID = ix.UUID
-	}
-	return s.journalAdmission(ctx, st, rec, func(jobID int64) string {
-		return fenceHolderMessage(s.d.Reader.State(), rec.DisplayIndexName, jobID)
-	})
+	return s.decideAdmission(ctx, validate, plan)
 }
 
-// journalAdmission is §5 steps 7 and 8 of every admission (an index job or
-// an OPTIMIZE): the quota limits positive (re-checked although set-time
-// validation exists), then the group commit; the FSM checks fence and
-// quotas and allocates the id. A FENCE_CONFLICT's message is conflict's,
-// given the fencing job id.
-func (s *Server) journalAdmission(ctx context.Context, st *raftfsm.State, rec *job.Record,
-	conflict func(jobID int64) string) (*adminapi.TAdmitResponse, error) {
+// journalAdmission is §5 step 8 of every admission (an index job or an
+// OPTIMIZE) that p decided to journal: the group commit; the FSM checks
+// fence and quotas and allocates the id. A FENCE_CONFLICT's message is
+// p.conflict's, given the fencing job id.
+func (s *Server) journalAdmission(ctx context.Context, p *admissionPlan) (*adminapi.TAdmitResponse, error) {
+	rec := p.rec
 	stampCreator(ctx, rec)
-	if err := checkQuotaLimits(st); err != nil {
-		return nil, toAdminError(err)
-	}
 	id, err := s.proposeAdmission(ctx, rec)
 	if err != nil {
 		var ae *adminapi.TAdminError
 		if errors.As(err, &ae) && ae.Code == adminapi.TErrorCode_FENCE_CONFLICT {
-			ae.Message = conflict(ae.GetJobID())
+			ae.Message = p.conflict(ae.GetJobID())
 		}
 		return nil, err
 	}

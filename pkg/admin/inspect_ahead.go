@@ -7,14 +7,15 @@ import (
 	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
-// An admission needs two round trips before it can be decided: the read
-// index that makes the decision current (DESIGN.md §13.8) and the pinned
-// snapshot of the dataset from a backend (§5 step 3). Neither needs the
-// other's answer, so currentSnapshot runs them side by side: it starts the
-// inspect from this replica's state as it is (if that state already passes
-// the checks before step 3), then waits for the read index, validates again
-// on the current state, and keeps the early inspect only if the current
-// state would have asked the same question of the same backends:
+// An admission decided on a confirmed view needs two round trips before it
+// can be decided: the read index that makes the decision current (DESIGN.md
+// §13.8) and the pinned snapshot of the dataset from a backend (§5 step 3).
+// Neither needs the other's answer, so decideAdmission runs them side by
+// side: it starts the inspect from this replica's state as it is (if that
+// state already passes the checks before step 3), then waits for the read
+// index, validates again on the current state, and keeps the early inspect
+// only if the current state would have asked the same question of the same
+// backends:
 //
 //   - the same catalog (id), credentials reference and dataset locator, so
 //     the request to the backend is byte for byte the one a late inspect
@@ -31,13 +32,15 @@ import (
 // cancelled and a late one asks, exactly as without this overlap. A request
 // the current state refuses before step 3 gets that refusal, never the
 // inspect's answer, so the order of the checks is the one §5 gives; the only
-// cost of a wrong guess is one inspect.
+// cost of a wrong guess is one inspect. The inspect a leader view's decision
+// ran (decide.go) is kept on the same terms.
 
 // validateFunc is an admission's checks before step 3 on one state: the
 // record to admit and its catalog, or the typed refusal.
 type validateFunc func(st *raftfsm.State) (*job.Record, *raftfsm.Catalog, error)
 
-// earlyInspect is an inspect started before the read index completed.
+// earlyInspect is an inspect taken from one view, which a decision on
+// another may keep (asks).
 type earlyInspect struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -47,30 +50,6 @@ type earlyInspect struct {
 	backends []*raftfsm.Backend
 	snap     *job.Snapshot // set before done is closed
 	err      error
-}
-
-// currentSnapshot returns the current state, the record it validates and
-// the dataset's pinned snapshot, or the first error in §5's order (a
-// read-index error, the refusal of validate, then the inspect's).
-func (s *Server) currentSnapshot(ctx context.Context, validate validateFunc) (*raftfsm.State, *job.Record, *raftfsm.Catalog, *job.Snapshot, error) {
-	early := s.inspectAhead(ctx, validate)
-	if early != nil {
-		defer early.cancel()
-	}
-	if err := s.current(ctx); err != nil {
-		return nil, nil, nil, nil, err
-	}
-	st := s.d.Reader.State()
-	rec, cat, err := validate(st)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	if early != nil && early.asks(st, cat, rec.Locator) {
-		<-early.done // its context derives from ctx: it ends when ctx does
-		return st, rec, cat, early.snap, early.err
-	}
-	snap, _, err := s.inspect(ctx, st, cat, rec.Locator)
-	return st, rec, cat, snap, err
 }
 
 // inspectAhead starts the inspect from this replica's state as it is, when
@@ -85,14 +64,29 @@ func (s *Server) inspectAhead(ctx context.Context, validate validateFunc) *early
 	if err != nil {
 		return nil // decided on the current state, inspect after
 	}
-	ictx, cancel := context.WithCancel(ctx)
-	e := &earlyInspect{cancel: cancel, done: make(chan struct{}), catalog: cat.ID,
-		credRef: cat.CredentialsRef, locator: rec.Locator, backends: st.Backends()}
+	e, ictx := newInspect(ctx, st, cat, rec.Locator)
 	go func() {
 		defer close(e.done)
 		e.snap, _, e.err = s.inspect(ictx, st, cat, rec.Locator)
 	}()
 	return e
+}
+
+// inspectNow inspects from st and returns the inspect, done.
+func (s *Server) inspectNow(ctx context.Context, st *raftfsm.State, cat *raftfsm.Catalog, locator string) *earlyInspect {
+	e, ictx := newInspect(ctx, st, cat, locator)
+	e.snap, _, e.err = s.inspect(ictx, st, cat, locator)
+	close(e.done)
+	e.cancel()
+	return e
+}
+
+// newInspect is an inspect from st, not started: done is open, and its
+// context derives from ctx.
+func newInspect(ctx context.Context, st *raftfsm.State, cat *raftfsm.Catalog, locator string) (*earlyInspect, context.Context) {
+	ictx, cancel := context.WithCancel(ctx)
+	return &earlyInspect{cancel: cancel, done: make(chan struct{}), catalog: cat.ID,
+		credRef: cat.CredentialsRef, locator: locator, backends: st.Backends()}, ictx
 }
 
 // asks reports whether the current state would send the same inspect to

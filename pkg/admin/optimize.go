@@ -27,22 +27,22 @@ func (s *Server) OptimizeDataset(ctx context.Context, r *adminapi.TOptimizeReque
 	if r == nil {
 		return nil, adminError(adminapi.TErrorCode_INVALID, "missing request")
 	}
-	st, rec, cat, snap, err := s.currentSnapshot(ctx, func(st *raftfsm.State) (*job.Record, *raftfsm.Catalog, error) {
+	validate := func(st *raftfsm.State) (*job.Record, *raftfsm.Catalog, error) {
 		if !st.Options().EnableMutation {
 			return nil, nil, adminError(adminapi.TErrorCode_MUTATION_DISABLED,
 				"index mutations are disabled (%s=false)", options.OptEnableMutation)
 		}
 		return optimizeRecord(st, r)
-	})
-	if err != nil {
-		return nil, toAdminError(err)
 	}
-	rec.AdmittedDatasetVersion = snap.Version
-	return s.journalAdmission(ctx, st, rec, func(jobID int64) string {
-		return "dataset " + rec.DB + "." + rec.Table + " of catalog " + quote(cat.Name) +
-			" has an unresolved job (job " + itoa(jobID) + "); an OPTIMIZE is exclusive with every job on its dataset: " +
-			"wait for it to finish, cancel it if it is PENDING, or force-release it if it is UNKNOWN (jobs resolve --force-release)"
-	})
+	plan := func(_ *raftfsm.State, rec *job.Record, cat *raftfsm.Catalog, snap *job.Snapshot) (*admissionPlan, error) {
+		rec.AdmittedDatasetVersion = snap.Version
+		return &admissionPlan{rec: rec, conflict: func(jobID int64) string {
+			return "dataset " + rec.DB + "." + rec.Table + " of catalog " + quote(cat.Name) +
+				" has an unresolved job (job " + itoa(jobID) + "); an OPTIMIZE is exclusive with every job on its dataset: " +
+				"wait for it to finish, cancel it if it is PENDING, or force-release it if it is UNKNOWN (jobs resolve --force-release)"
+		}}, nil
+	}
+	return s.decideAdmission(ctx, validate, plan)
 }
 
 // optimizeRecord is the static validation of an OPTIMIZE request and the

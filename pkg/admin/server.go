@@ -126,6 +126,12 @@ type Deps struct {
 	// raft.Restore until the pause is journaled. Optional.
 	HoldDispatch func() (release func())
 	CaughtUp     func(index uint64) bool
+	// LeaderIndex is this master's commit index, unconfirmed, when it leads
+	// with its term's barrier applied (cluster.Node.LeaderIndex); ok is
+	// false otherwise. With it the leader decides an admission it journals
+	// on its own view, without a read index (decide.go). Optional; it
+	// needs ReadIndex and CaughtUp.
+	LeaderIndex func() (index uint64, ok bool)
 	// Published returns a channel closed once the local FSM publishes a
 	// newer view (raftfsm.FSM.Published): waits for this replica to apply
 	// an entry end as soon as it has. Optional: without it they poll.
@@ -149,6 +155,9 @@ func New(d Deps) *Server {
 	}
 	if (d.ReadIndex == nil) != (d.CaughtUp == nil) {
 		panic("admin.New: ReadIndex and CaughtUp go together")
+	}
+	if d.LeaderIndex != nil && d.ReadIndex == nil {
+		panic("admin.New: LeaderIndex needs ReadIndex and CaughtUp")
 	}
 	if d.Clock == nil {
 		d.Clock = time.Now

@@ -131,6 +131,21 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	}
 }
 
+// LeaderIndex is this leader's commit index as it stands, unconfirmed: ok
+// only while this node leads in a term whose barrier it has applied
+// (LeaderTerm), so the index covers every entry its predecessors
+// committed. Nothing proves it current — this node may have been deposed
+// without knowing it — so it serves only a decision that the FSM takes
+// again when the decision's own entry applies (admin: an admission it
+// journals); an answer given on the view itself needs ReadIndex.
+func (n *Node) LeaderIndex() (uint64, bool) {
+	r, err := n.running()
+	if err != nil || n.LeaderTerm() == 0 {
+		return 0, false
+	}
+	return r.CommitIndex(), true
+}
+
 // readRoundTimeout bounds one shared confirmation (its barrier, if any, and
 // its VerifyLeader); each caller still waits only as long as its own ctx.
 const readRoundTimeout = 10 * time.Second

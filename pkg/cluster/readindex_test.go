@@ -100,12 +100,18 @@ func TestVerifyLeaderAndReadIndex(t *testing.T) {
 	if ri < uint64(resp.GetIndex()) {
 		t.Fatalf("read index %d is below the acknowledged write at %d", ri, resp.GetIndex())
 	}
+	if li, ok := ld.node().LeaderIndex(); !ok || li < uint64(resp.GetIndex()) {
+		t.Fatalf("LeaderIndex on the leader = %d %v, want at least the acknowledged write at %d", li, ok, resp.GetIndex())
+	}
 	for _, f := range c.followers(ld) {
 		if err := f.node().VerifyLeader(ctx, term); !errors.Is(err, raftfsm.ErrNotLeader) {
 			t.Errorf("VerifyLeader on follower %s = %v, want ErrNotLeader", f.cfg.NodeID, err)
 		}
 		if _, err := f.node().ReadIndex(ctx); !errors.Is(err, raftfsm.ErrNotLeader) {
 			t.Errorf("ReadIndex on follower %s = %v, want ErrNotLeader", f.cfg.NodeID, err)
+		}
+		if _, ok := f.node().LeaderIndex(); ok {
+			t.Errorf("LeaderIndex on follower %s gave an index", f.cfg.NodeID)
 		}
 	}
 }

@@ -175,6 +175,7 @@ func Start(ctx context.Context, o Options) (*Master, error) {
 		Clock: clock, Logger: log.Named("admin"), NodeID: n.NodeID,
 		// Writes are decided on current state (DESIGN.md §13.8).
 		ReadIndex:    node.ReadIndex,
+		LeaderIndex:  node.LeaderIndex,
 		HoldDispatch: disp.Hold,
 		CaughtUp:     func(index uint64) bool { return node.CaughtUp(index, fsm.State().AppliedIndex()) },
 		Published:    fsm.Published,
