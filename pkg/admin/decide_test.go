@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lancemaster/lancemaster/gen-go/adminapi"
 	"github.com/lancemaster/lancemaster/gen-go/journal"
@@ -174,5 +175,34 @@ func TestNoLeaderViewMeansAReadIndex(t *testing.T) {
 	}
 	if n := k.reads.Load(); n != 1 {
 		t.Fatalf("%d read indexes, want 1", n)
+	}
+}
+
+// A wait for this replica's apply ends at the view that brings it
+// (Deps.Published), not at a later look: here the looks are an hour apart.
+func TestAwaitEndsAtThePublishedView(t *testing.T) {
+	m := newTwoMasters(t)
+	d := m.follower.d
+	d.Published = m.local.Published
+	s := New(d)
+	s.poll = time.Hour
+	m.lakeWithBackend(t, "/data/lake") // on the leader: the follower's replica lacks it
+	want := m.log.Index()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	looked, done := make(chan struct{}, 1), make(chan bool, 1)
+	go func() {
+		done <- s.await(ctx, func() bool {
+			select {
+			case looked <- struct{}{}:
+			default:
+			}
+			return m.local.State().AppliedIndex() >= want
+		})
+	}()
+	<-looked // the first look found the replica behind
+	m.log.replay(m.local)
+	if !<-done {
+		t.Fatalf("the wait for index %d did not end when the replica applied it", want)
 	}
 }

@@ -143,6 +143,7 @@ type Server struct {
 	d      Deps
 	admits *groupcommit.Group[*journal.TJobRecord] // step 8 of admission, group commit
 	xfers  snapshotTransfers                       // operator snapshot transfers (snapshot.go)
+	poll   time.Duration                           // await's look-again interval (awaitPoll; tests)
 }
 
 var _ adminapi.LanceMasterService = (*Server)(nil)
@@ -171,7 +172,7 @@ func New(d Deps) *Server {
 	if d.ApplyTimeout <= 0 {
 		d.ApplyTimeout = groupcommit.DefaultTimeout
 	}
-	s := &Server{d: d}
+	s := &Server{d: d, poll: awaitPoll}
 	s.admits = s.newAdmitGroup()
 	return s
 }
@@ -288,7 +289,7 @@ func (s *Server) await(ctx context.Context, done func() bool) bool {
 			return true
 		}
 		if t == nil {
-			t = time.NewTicker(awaitPoll) // only once there is something to wait for
+			t = time.NewTicker(s.poll) // only once there is something to wait for
 		}
 		select {
 		case <-ctx.Done():
