@@ -82,7 +82,7 @@ func (s *Server) admit(ctx context.Context, a *admission) (*adminapi.TAdmitRespo
 		return s.validateStatic(st, a, opts)
 	}
 	// 3. One pinned snapshot of the dataset through a backend: decide.go.
-	plan := func(_ *raftfsm.State, rec *job.Record, _ *raftfsm.Catalog, snap *job.Snapshot) (*admissionPlan, error) {
+	plan := func(rec *job.Record, _ *raftfsm.Catalog, snap *job.Snapshot) (*admissionPlan, error) {
 		// 4. IF-preflight.
 		noop, err := preflight(a, rec, snap)
 		if err != nil {

@@ -51,9 +51,9 @@ type admissionPlan struct {
 	conflict func(jobID int64) string
 }
 
-// planFunc is §5 steps 4 to 6 on one view, given what validate (steps 1
-// and 2) returned there and the dataset's snapshot (step 3).
-type planFunc func(st *raftfsm.State, rec *job.Record, cat *raftfsm.Catalog, snap *job.Snapshot) (*admissionPlan, error)
+// planFunc is §5 steps 4 to 6, given what validate (steps 1 and 2)
+// returned on a view and the dataset's snapshot (step 3).
+type planFunc func(rec *job.Record, cat *raftfsm.Catalog, snap *job.Snapshot) (*admissionPlan, error)
 
 // decideAdmission decides an admission (validate, the inspect, plan, the
 // quota limits) on the view its answer needs, and journals it (step 8).
@@ -105,7 +105,7 @@ func (s *Server) decideOn(ctx context.Context, st *raftfsm.State, validate valid
 	if in.err != nil {
 		return nil, in, in.err
 	}
-	p, err := plan(st, rec, cat, in.snap)
+	p, err := plan(rec, cat, in.snap)
 	if err == nil && p.noop == "" {
 		err = checkQuotaLimits(st) // step 7
 	}

@@ -34,7 +34,7 @@ func (s *Server) OptimizeDataset(ctx context.Context, r *adminapi.TOptimizeReque
 		}
 		return optimizeRecord(st, r)
 	}
-	plan := func(_ *raftfsm.State, rec *job.Record, cat *raftfsm.Catalog, snap *job.Snapshot) (*admissionPlan, error) {
+	plan := func(rec *job.Record, cat *raftfsm.Catalog, snap *job.Snapshot) (*admissionPlan, error) {
 		rec.AdmittedDatasetVersion = snap.Version
 		return &admissionPlan{rec: rec, conflict: func(jobID int64) string {
 			return "dataset " + rec.DB + "." + rec.Table + " of catalog " + quote(cat.Name) +
