@@ -282,7 +282,9 @@ func (n *Node) LastContact() time.Time {
 }
 
 // Stats returns raft's stats (state, term, indexes, last contact, ...) plus
-// node_id, leader_term and leader_services_running.
+// node_id, leader_term, leader_services_running and read_index_rounds (the
+// leadership confirmations ReadIndex has run on this node since it
+// started).
 func (n *Node) Stats() map[string]string {
 	s := map[string]string{}
 	if r := n.r.Load(); r != nil {
@@ -293,6 +295,7 @@ func (n *Node) Stats() map[string]string {
 	s["node_id"] = n.cfg.NodeID
 	s["leader_term"] = strconv.FormatUint(n.LeaderTerm(), 10)
 	s["leader_services_running"] = strconv.FormatInt(n.activeSvcs.Load(), 10)
+	s["read_index_rounds"] = strconv.FormatUint(n.readRounds.Load(), 10)
 	return s
 }
 

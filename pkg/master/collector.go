@@ -59,6 +59,8 @@ var (
 	descLeaderKnown = desc("lancemaster_leader_known", "1 if this master knows a leader.")
 	descServices    = desc("lancemaster_leader_services_running", "Leader services (pool, dispatcher, GC, OPTIMIZE policy) running on this master.")
 	descFSMApplied  = desc("lancemaster_fsm_applied_index", "The log index of the last command the journal replica applied.")
+	descReadRounds  = desc("lancemaster_read_index_rounds_total",
+		"Leadership confirmations this master ran for read indexes as the leader (requests that arrive together share one); an admission the leader journals takes none.")
 
 	descJobsMutation = desc("lancemaster_jobs_by_mutation_state",
 		"Jobs in the journal by mutation state (PENDING, RUNNING, COMMITTED, NOT_COMMITTED, UNKNOWN, CANCELLED; OTHER for an unknown value).", "mutation_state")
@@ -126,6 +128,9 @@ func (c *stateCollector) collectRaft(ch chan<- prometheus.Metric) {
 	num(descRaftFSMPending, "fsm_pending")
 	num(descRaftPeers, "num_peers")
 	num(descServices, "leader_services_running")
+	if v, err := strconv.ParseUint(s["read_index_rounds"], 10, 64); err == nil {
+		ch <- prometheus.MustNewConstMetric(descReadRounds, prometheus.CounterValue, float64(v))
+	}
 	if d, ok := lastContact(s["last_contact"]); ok {
 		gauge(ch, descRaftLastContact, d)
 	}

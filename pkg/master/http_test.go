@@ -54,7 +54,8 @@ func value(t *testing.T, f metricstest.Families, name string, labels ...string) 
 
 // Three masters over loopback, each serving /metrics: after admissions
 // (through a follower, one refused), dispatches that finish and dispatches
-// left RUNNING, every master exports the same job counts and held slots,
+// left RUNNING (admitted by the leader, without a read index), every
+// master exports the same job counts and held slots,
 // exactly one says it leads, the leader shows its rounds and dispatch
 // outcomes, and nothing exported carries a storage credential or an
 // invocation secret.
@@ -105,7 +106,19 @@ func TestMetricsOfACluster(t *testing.T) {
 	// Three more whose reports never come: two RUNNING (max_inflight_per_backend
 	// is 2), one PENDING behind them.
 	w.setSuppress(true)
+	// The leader journals them on its own view: no read index. The writes
+	// before (the set-up, the follower's admissions and refusal) each took
+	// one from it.
+	_, fams := scrape(t, c.Masters[l])
+	rounds := value(t, fams, "lancemaster_read_index_rounds_total")
+	if rounds < 1 {
+		t.Fatalf("the leader ran %v read index rounds for the writes before, want at least 1", rounds)
+	}
 	c.AdmitIDs(l, "lake", "items", "h", 3)
+	if _, fams := scrape(t, c.Masters[l]); value(t, fams, "lancemaster_read_index_rounds_total") != rounds {
+		t.Fatalf("admissions the leader journaled ran read index rounds: %v, then %v",
+			rounds, value(t, fams, "lancemaster_read_index_rounds_total"))
+	}
 	eventually(t, 20*time.Second, "two slots held", func() bool { return c.Masters[l].FSM().State().HeldSlots(1) == 2 })
 
 	want := map[string]float64{"PENDING": 1, "RUNNING": 2, "COMMITTED": 4, "NOT_COMMITTED": 0, "UNKNOWN": 0, "CANCELLED": 0, "OTHER": 0}
