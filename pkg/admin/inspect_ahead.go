@@ -72,21 +72,29 @@ func (s *Server) inspectAhead(ctx context.Context, validate validateFunc) *early
 	return e
 }
 
-// inspectNow inspects from st and returns the inspect, done.
+// inspectNow inspects from st, under ctx, and returns the inspect, done
+// (nothing left to cancel).
 func (s *Server) inspectNow(ctx context.Context, st *raftfsm.State, cat *raftfsm.Catalog, locator string) *earlyInspect {
-	e, ictx := newInspect(ctx, st, cat, locator)
-	e.snap, _, e.err = s.inspect(ictx, st, cat, locator)
-	close(e.done)
-	e.cancel()
+	e := inspectFrom(st, cat, locator, func() {}, inspectDone)
+	e.snap, _, e.err = s.inspect(ctx, st, cat, locator)
 	return e
 }
+
+// inspectDone is the done channel of an inspect that ran to its end before
+// it was handed out.
+var inspectDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // newInspect is an inspect from st, not started: done is open, and its
 // context derives from ctx.
 func newInspect(ctx context.Context, st *raftfsm.State, cat *raftfsm.Catalog, locator string) (*earlyInspect, context.Context) {
 	ictx, cancel := context.WithCancel(ctx)
-	return &earlyInspect{cancel: cancel, done: make(chan struct{}), catalog: cat.ID,
-		credRef: cat.CredentialsRef, locator: locator, backends: st.Backends()}, ictx
+	return inspectFrom(st, cat, locator, cancel, make(chan struct{})), ictx
+}
+
+// inspectFrom is the question an inspect from st asks (earlyInspect.asks).
+func inspectFrom(st *raftfsm.State, cat *raftfsm.Catalog, locator string, cancel context.CancelFunc, done chan struct{}) *earlyInspect {
+	return &earlyInspect{cancel: cancel, done: done, catalog: cat.ID,
+		credRef: cat.CredentialsRef, locator: locator, backends: st.Backends()}
 }
 
 // asks reports whether the current state would send the same inspect to
