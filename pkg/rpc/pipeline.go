@@ -33,14 +33,16 @@ const MaxRequestsPerConn = 64
 // gives it.
 
 // pipeline is what a Server's connections share: the context every handler
-// runs in, cancelled by Close once the connections are closed, and the
-// handlers in flight, which Close waits for.
+// runs in, cancelled by Close once the connections are closed, the handlers
+// in flight, which Close waits for, and the goroutines that run them
+// (workers.go), which Close ends.
 type pipeline struct {
-	log    *zap.Logger
-	conf   *thrift.TConfiguration
-	base   context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	log     *zap.Logger
+	conf    *thrift.TConfiguration
+	base    context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	workers workers
 }
 
 func newPipeline(conf *thrift.TConfiguration, log *zap.Logger) *pipeline {
@@ -62,7 +64,7 @@ func (f connProcessorFactory) GetProcessor(t thrift.TTransport) thrift.TProcesso
 
 // connProcessor serves one connection. The Thrift server calls Process for
 // one request at a time, from the connection's goroutine; Process reads the
-// request frame and returns once a goroutine runs it. Each request's
+// request frame and returns once it is handed to a goroutine that runs it. Each request's
 // context carries the connection's Caller (authz.go).
 type connProcessor struct {
 	thrift.TProcessor // the middlewares and the handlers
@@ -97,7 +99,7 @@ func (c *connProcessor) Process(_ context.Context, in, _ thrift.TProtocol) (bool
 		return false, nil
 	}
 	c.pl.wg.Add(1)
-	go c.serve(frame)
+	c.pl.workers.run(request{c, frame})
 	return true, nil
 }
 

@@ -150,7 +150,8 @@ func (s *Server) isClosed() bool {
 
 // Close stops accepting, closes every connection (a request in flight gets
 // no reply; its handler's context is cancelled) and waits until every
-// connection goroutine has returned. It is idempotent.
+// connection goroutine and every goroutine that ran requests has returned.
+// It is idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -170,11 +171,12 @@ func (s *Server) Close() error {
 	// context can still answer; then the handlers' contexts end. Stop marks
 	// the server closed, interrupts the listener (already shut) and waits
 	// for the connections' goroutines; the handlers still running are
-	// waited for last.
+	// waited for next, and the goroutines that ran them last.
 	s.ln.shutdown()
 	s.pl.cancel()
 	s.srv.Stop()
 	<-s.done
 	s.pl.wg.Wait()
+	s.pl.workers.close()
 	return nil
 }
