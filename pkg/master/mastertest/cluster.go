@@ -97,16 +97,33 @@ func (c *Cluster) Leader() int {
 	return l
 }
 
-// Follower is a running master that is not the leader.
+// Follower is a running master that is not the leader and has heard from
+// one: a request through it reaches the leader rather than finding it
+// still learning who leads (or, on a loaded machine, holding an election of
+// its own after a missed heartbeat).
 func (c *Cluster) Follower() int {
-	l := c.Leader()
-	for i, m := range c.LiveMasters() {
-		if m != nil && i != l {
-			return i
+	c.T.Helper()
+	f := -1
+	testkit.Poll(15*time.Second, func() bool {
+		l, _, err := c.AwaitLeader(-1, 15*time.Second)
+		if err != nil {
+			return false
 		}
+		for i, m := range c.LiveMasters() {
+			if m == nil || i == l || m.Node().LeaderTerm() != 0 {
+				continue
+			}
+			if id, _ := m.Node().Leader(); id != "" {
+				f = i
+				return true
+			}
+		}
+		return false
+	})
+	if f < 0 {
+		c.T.Fatal("no follower that knows the leader within 15 s")
 	}
-	c.T.Fatal("no follower")
-	return -1
+	return f
 }
 
 // JobCount is how many jobs m's replica holds.
