@@ -70,6 +70,7 @@ func (w *workers) loop(k *worker, r request) {
 	defer w.wg.Done()
 	for {
 		r.c.serve(r.frame)
+		r = request{} // an idle goroutine keeps no frame and no connection
 		w.mu.Lock()
 		if w.closed || len(w.idle) >= maxIdleWorkers {
 			w.ended++
