@@ -69,13 +69,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -189,40 +187,6 @@ func benchMain() int {
 		return 1
 	}
 	return 0
-}
-
-// labelled runs a load point under the pprof label point=<section>_c<c>.
-// Goroutines inherit their creator's labels, so the cluster's own (raft,
-// FSM, servers) carry it too: `go tool pprof -tagfocus point=admission_c256`
-// shows one load point of a -cpuprofile run.
-func labelled(section string, c int, f func()) {
-	pprof.Do(context.Background(), pprof.Labels("point", fmt.Sprintf("%s_c%d", section, c)), func(context.Context) { f() })
-}
-
-// writeAllocsProfile writes the allocations of the whole run (every byte
-// allocated since the start, by call site: `go tool pprof -sample_index=alloc_space`).
-func writeAllocsProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func parseFlags() (*options, error) {
