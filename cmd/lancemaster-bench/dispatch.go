@@ -168,7 +168,16 @@ func runDispatchReports(o *options, withReports bool) (*dispatchResult, *reports
 	c.logs.reset()
 	before := l.Reports().Counts()
 	io0 := readIO()
+	// The masters' goroutines predate the window, so a pprof label cannot
+	// single it out of a -cpuprofile run: it gets a profile of its own.
+	stopProfile := func() {}
+	if o.reportsProf != "" {
+		if stopProfile, err = startCPUProfile(o.reportsProf); err != nil {
+			return dr, nil, fmt.Errorf("reports: -cpuprofile-reports: %w", err)
+		}
+	}
 	d := deliverReports(l.RPCAddr(), reps, reportConc)
+	stopProfile()
 	io1 := readIO()
 	rr := &reportsResult{Jobs: n, Conc: reportConc, ElapsedS: d.Elapsed.Seconds(),
 		PerS: float64(n) / d.Elapsed.Seconds(), P50Ms: pctMs(d.Lats, 0.50), P99Ms: pctMs(d.Lats, 0.99),

@@ -62,7 +62,8 @@
 //
 //	go run ./cmd/lancemaster-bench [-dur 10s] [-quick] [-only raw,admission,...]
 //	    [-c 64,256] [-n 20000] [-lat 200] [-reps 5] [-tmp dir] [-json]
-//	    [-cpuprofile file] [-memprofile file] [-etcd path] [-rounds N]
+//	    [-cpuprofile file | -cpuprofile-reports file] [-memprofile file]
+//	    [-etcd path] [-rounds N]
 //
 // Progress goes to stderr, the table (or -json) to stdout. Everything runs on
 // 127.0.0.1 under one temp dir, removed at the end (also on SIGINT/SIGTERM).
@@ -117,21 +118,22 @@ const (
 )
 
 type options struct {
-	dur, warm time.Duration
-	quick     bool
-	only      map[string]bool
-	tmp       string
-	json      bool
-	cpuprof   string
-	memprof   string
-	snapN     int   // records of the gob snapshot baseline and of the fsm benchmarks
-	conc      []int // load points of raw and admission
-	lifeJobs  int   // jobs of the dispatch and reports sections
-	latN      int   // samples of the latency section
-	reps      int   // repetitions of each failover kind
-	etcdBin   string
-	logStore  string // the masters' and the raw baseline's raft_log_store (config.RaftLogStore*)
-	rounds    int    // rounds of the peer comparisons (rounds.go)
+	dur, warm   time.Duration
+	quick       bool
+	only        map[string]bool
+	tmp         string
+	json        bool
+	cpuprof     string
+	reportsProf string // a CPU profile of the reports window alone
+	memprof     string
+	snapN       int   // records of the gob snapshot baseline and of the fsm benchmarks
+	conc        []int // load points of raw and admission
+	lifeJobs    int   // jobs of the dispatch and reports sections
+	latN        int   // samples of the latency section
+	reps        int   // repetitions of each failover kind
+	etcdBin     string
+	logStore    string // the masters' and the raw baseline's raft_log_store (config.RaftLogStore*)
+	rounds      int    // rounds of the peer comparisons (rounds.go)
 }
 
 func main() {
@@ -198,6 +200,7 @@ func parseFlags() (*options, error) {
 	flag.BoolVar(&o.json, "json", false, "print the report as JSON instead of a table")
 	concFlag := flag.String("c", defaultConc, "comma list of concurrencies (load points) of raw and admission")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file (for finding bottlenecks)")
+	flag.StringVar(&o.reportsProf, "cpuprofile-reports", "", "write a CPU profile of the reports window alone to this file (the last round's; not with -cpuprofile)")
 	flag.StringVar(&o.memprof, "memprofile", "", "write the run's allocations profile to this file at the end")
 	flag.IntVar(&o.lifeJobs, "n", defaultLifeJobs, fmt.Sprintf("jobs dispatched and reported by dispatch and reports (-quick: %d)", quickLifeJobs))
 	flag.IntVar(&o.latN, "lat", defaultLatencyN, fmt.Sprintf("sequential admissions measured by latency (-quick: %d)", quickLatencyN))
@@ -263,6 +266,9 @@ func parseFlags() (*options, error) {
 	}
 	if len(o.only) == 0 {
 		return nil, fmt.Errorf("-only: no section selected")
+	}
+	if err := checkProfiles(o); err != nil {
+		return nil, err
 	}
 	if err := checkRounds(o); err != nil {
 		return nil, err

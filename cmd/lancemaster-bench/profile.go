@@ -7,8 +7,23 @@ import (
 	"runtime/pprof"
 )
 
-// The profiles of a run (-cpuprofile, -memprofile): where to look for a
-// bottleneck, never a figure of the report.
+// The profiles of a run (-cpuprofile, -cpuprofile-reports, -memprofile):
+// where to look for a bottleneck, never a figure of the report.
+
+// checkProfiles refuses -cpuprofile-reports without the reports section, or
+// with -cpuprofile: Go writes one CPU profile at a time.
+func checkProfiles(o *options) error {
+	if o.reportsProf == "" {
+		return nil
+	}
+	if o.cpuprof != "" {
+		return fmt.Errorf("-cpuprofile-reports: not with -cpuprofile (one CPU profile at a time)")
+	}
+	if !o.only[secReports] {
+		return fmt.Errorf("-cpuprofile-reports: the reports section is not selected (-only)")
+	}
+	return nil
+}
 
 // labelled runs a load point under the pprof label point=<section>_c<c>.
 // Goroutines inherit their creator's labels, so the cluster's own (raft,
