@@ -83,14 +83,9 @@ func newCreateIndexCmd(g *globals) *cobra.Command {
 			if ifNotExist {
 				req.IfNotExists = &ifNotExist
 			}
-			var resp *adminapi.TAdmitResponse
-			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				resp, err = c.CreateIndex(ctx, req)
-				return err
-			}); err != nil {
-				return err
-			}
-			return g.printAdmit(cmd, resp)
+			return g.admit(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*adminapi.TAdmitResponse, error) {
+				return c.CreateIndex(ctx, req)
+			})
 		},
 	}
 	f := c.Flags()
@@ -132,21 +127,25 @@ func newDropIndexCmd(g *globals) *cobra.Command {
 			if ifExists {
 				req.IfExists = &ifExists
 			}
-			var resp *adminapi.TAdmitResponse
-			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				resp, err = c.DropIndex(ctx, req)
-				return err
-			}); err != nil {
-				return err
-			}
-			return g.printAdmit(cmd, resp)
+			return g.admit(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*adminapi.TAdmitResponse, error) {
+				return c.DropIndex(ctx, req)
+			})
 		},
 	}
 	c.Flags().BoolVar(&ifExists, "if-exists", false, "no job and no error when the index does not exist")
 	return c
 }
 
-func (g *globals) printAdmit(cmd *cobra.Command, resp *adminapi.TAdmitResponse) error {
+// admit makes an admission call (CreateIndex, DropIndex, OptimizeDataset)
+// and prints its answer, or waits for the job with --wait.
+func (g *globals) admit(cmd *cobra.Command, call func(context.Context, *adminapi.LanceMasterServiceClient) (*adminapi.TAdmitResponse, error)) error {
+	var resp *adminapi.TAdmitResponse
+	if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
+		resp, err = call(ctx, c)
+		return err
+	}); err != nil {
+		return err
+	}
 	if waited, err := g.waitAfterAdmit(cmd, resp); waited {
 		return err
 	}

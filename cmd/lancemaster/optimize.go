@@ -34,14 +34,9 @@ func newOptimizeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			req := &adminapi.TOptimizeRequest{Catalog: catalog, Db: db, Table: table, Creator: g.actor()}
-			var resp *adminapi.TAdmitResponse
-			if err := g.call(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (err error) {
-				resp, err = c.OptimizeDataset(ctx, req)
-				return err
-			}); err != nil {
-				return err
-			}
-			return g.printAdmit(cmd, resp)
+			return g.admit(cmd, func(ctx context.Context, c *adminapi.LanceMasterServiceClient) (*adminapi.TAdmitResponse, error) {
+				return c.OptimizeDataset(ctx, req)
+			})
 		},
 	}
 }
