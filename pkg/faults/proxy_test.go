@@ -170,6 +170,48 @@ func (s *connSet) closeAll() {
 	s.wg.Wait()
 }
 
+// proxyListener is what both proxies share: a listener on 127.0.0.1 whose
+// connections are tracked (connSet) and served by handle, one goroutine
+// each. handle must call conns.wg.Done when it returns; close ends the
+// listener and every connection, and waits for their goroutines.
+type proxyListener struct {
+	ln    net.Listener
+	conns connSet
+}
+
+func (l *proxyListener) listen(handle func(net.Conn)) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	l.ln = ln
+	l.conns.wg.Add(1)
+	go l.serve(handle)
+	return nil
+}
+
+func (l *proxyListener) addr() string { return l.ln.Addr().String() }
+
+func (l *proxyListener) close() {
+	l.ln.Close()
+	l.conns.closeAll()
+}
+
+func (l *proxyListener) serve(handle func(net.Conn)) {
+	defer l.conns.wg.Done()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !l.conns.add(c) {
+			continue
+		}
+		l.conns.wg.Add(1)
+		go handle(c)
+	}
+}
+
 // maxFrame bounds one Thrift frame the proxy relays (the masters' own
 // bound is lower).
 const maxFrame = 64 << 20
@@ -223,43 +265,17 @@ func isReport(method string) bool {
 // frame, holds frames while the master is paused, and applies the report
 // faults.
 type rpcProxy struct {
-	w     *world
-	idx   int
-	ln    net.Listener
-	conns connSet
+	w   *world
+	idx int
+	proxyListener
 }
 
 func startRPCProxy(w *world, idx int) (*rpcProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	p := &rpcProxy{w: w, idx: idx}
+	if err := p.listen(p.handle); err != nil {
 		return nil, err
 	}
-	p := &rpcProxy{w: w, idx: idx, ln: ln}
-	p.conns.wg.Add(1)
-	go p.serve()
 	return p, nil
-}
-
-func (p *rpcProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *rpcProxy) close() {
-	p.ln.Close()
-	p.conns.closeAll()
-}
-
-func (p *rpcProxy) serve() {
-	defer p.conns.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !p.conns.add(c) {
-			continue
-		}
-		p.conns.wg.Add(1)
-		go p.handle(c)
-	}
 }
 
 func (p *rpcProxy) dial(idx int) (net.Conn, error) {
@@ -359,43 +375,17 @@ func (p *rpcProxy) handle(client net.Conn) {
 // holds every byte from or to a paused master: a paused master neither
 // hears nor is heard, while the other two still reach each other.
 type raftProxy struct {
-	w     *world
-	idx   int
-	ln    net.Listener
-	conns connSet
+	w   *world
+	idx int
+	proxyListener
 }
 
 func startRaftProxy(w *world, idx int) (*raftProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	p := &raftProxy{w: w, idx: idx}
+	if err := p.listen(p.handle); err != nil {
 		return nil, err
 	}
-	p := &raftProxy{w: w, idx: idx, ln: ln}
-	p.conns.wg.Add(1)
-	go p.serve()
 	return p, nil
-}
-
-func (p *raftProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *raftProxy) close() {
-	p.ln.Close()
-	p.conns.closeAll()
-}
-
-func (p *raftProxy) serve() {
-	defer p.conns.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !p.conns.add(c) {
-			continue
-		}
-		p.conns.wg.Add(1)
-		go p.handle(c)
-	}
 }
 
 // source finds which master's advertised raft address buf names.
