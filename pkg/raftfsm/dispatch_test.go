@@ -62,6 +62,7 @@ func TestMarkRunningGuards(t *testing.T) {
 		{"empty invocation id", func(c *journal.TMarkRunning) { c.InvocationID = "" }, journal.TApplyCode_INVALID},
 		{"long invocation id", func(c *journal.TMarkRunning) { c.InvocationID = strings.Repeat("i", job.MaxInvocationIDBytes+1) }, journal.TApplyCode_INVALID},
 		{"empty secret", func(c *journal.TMarkRunning) { c.InvocationSecret = "" }, journal.TApplyCode_INVALID},
+		{"long secret", func(c *journal.TMarkRunning) { c.InvocationSecret = strings.Repeat("s", job.MaxNameBytes+1) }, journal.TApplyCode_INVALID},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -203,16 +204,23 @@ func TestCompleteTruncatesMessage(t *testing.T) {
 	}
 }
 
+// M2': a dispatch proven never enqueued is NOT_COMMITTED whatever code it
+// carries (a NATIVE_OK there contradicts the proof, and its dataset version
+// is not recorded), and releases the slot.
 func TestCompleteNeverEnqueued(t *testing.T) {
-	for _, code := range []job.ResultCode{job.PreInvocationResourceRejected, job.NoTrustedResult} {
+	for _, code := range []job.ResultCode{job.PreInvocationResourceRejected, job.NoTrustedResult, job.NativeOK} {
 		t.Run(code.String(), func(t *testing.T) {
 			h, id, be := pendingFixture(t)
 			cmd := completion(h.run(id, be), code, false)
 			cmd.NeverEnqueued = thrift.BoolPtr(true)
+			cmd.DatasetVersion = thrift.Int64Ptr(7)
 			wantItem(t, h.complete(cmd), journal.TApplyCode_OK)
 			got := h.job(id)
 			if got.MutationState != job.NotCommitted || got.PossibleLiveOwned || got.TerminationProof != job.ProofNotEnqueued {
 				t.Fatalf("M2' gave %+v", got)
+			}
+			if got.ResultDatasetVersion != 0 {
+				t.Fatalf("M2' recorded dataset version %d", got.ResultDatasetVersion)
 			}
 			if h.st().HeldSlots(be) != 0 || got.Unresolved() {
 				t.Fatalf("M2' kept the slot or the fence")

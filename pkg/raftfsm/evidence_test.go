@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"bytes"
 	"io"
+	"strconv"
 	"testing"
 
 	"github.com/apache/thrift/lib/go/thrift"
@@ -197,6 +198,56 @@ func TestProgress(t *testing.T) {
 	wantItem(t, h.report(prog("", "writing")), journal.TApplyCode_OK)
 	if got := h.job(id); got.IndexUUID != "u-1" || got.BuildPhase != "writing" {
 		t.Fatalf("%+v", got)
+	}
+	// An elapsed time is kept with the clock of its entry; a negative one is
+	// not a time, and the phase beside it still applies.
+	timed := prog("", "indexing")
+	timed.Progress.ElapsedMs = thrift.Int64Ptr(1500)
+	wantItem(t, h.report(timed), journal.TApplyCode_OK)
+	if got := h.job(id); got.BuildElapsedMs != 1500 || got.ProgressTimeMs != h.now {
+		t.Fatalf("elapsed %d at %d", got.BuildElapsedMs, got.ProgressTimeMs)
+	}
+	negative := prog("", "finishing")
+	negative.Progress.ElapsedMs = thrift.Int64Ptr(-1)
+	wantItem(t, h.report(negative), journal.TApplyCode_OK)
+	if got := h.job(id); got.BuildPhase != "finishing" || got.BuildElapsedMs != 1500 {
+		t.Fatalf("after a negative elapsed: phase %q, elapsed %d", got.BuildPhase, got.BuildElapsedMs)
+	}
+}
+
+// The uuid a worker announced belongs to its dispatch: a finished-without-
+// result proof naming another uuid, or none (a backend that lost the
+// announcement), does not replace it, since the outcome is then read from
+// the dataset by that uuid (§13.4).
+func TestFinishedWithoutResultKeepsTheAnnouncedUUID(t *testing.T) {
+	for _, named := range []string{"", "uuid-other"} {
+		t.Run("proof names "+strconv.Quote(named), func(t *testing.T) {
+			h, id, be := pendingFixture(t)
+			r := h.run(id, be)
+			wantItem(t, h.report(&journal.TReportItem{Progress: &journal.TProgress{JobID: id, DispatchRevision: r.DispatchRevision,
+				InvocationID: r.InvocationID, ProcessEpoch: r.ProcessEpoch, IndexUUID: thrift.StringPtr("uuid-announced")}}), journal.TApplyCode_OK)
+			p := proofCmd(r, job.ProofChildReaped)
+			p.FinishedWithoutResult_ = thrift.BoolPtr(true)
+			if named != "" {
+				p.IndexUUID = thrift.StringPtr(named)
+			}
+			wantItem(t, h.proof(p), journal.TApplyCode_OK)
+			if got := h.job(id); got.MutationState != job.Resolving || got.IndexUUID != "uuid-announced" {
+				t.Fatalf("after the proof: %s, uuid %q", got.MutationState, got.IndexUUID)
+			}
+		})
+	}
+}
+
+// Only a NATIVE_OK verifies a uuid: a failed result that names one leaves
+// the job's uuid as it was.
+func TestOnlyNativeOKRecordsTheIndexUUID(t *testing.T) {
+	h, id, be := pendingFixture(t)
+	c := completion(h.run(id, be), job.NativeCommitConflict, false)
+	c.IndexUUID = thrift.StringPtr("uuid-of-a-conflict")
+	wantItem(t, h.complete(c), journal.TApplyCode_OK)
+	if got := h.job(id); got.MutationState != job.NotCommitted || got.IndexUUID != "" {
+		t.Fatalf("after NATIVE_COMMIT_CONFLICT: %s, uuid %q", got.MutationState, got.IndexUUID)
 	}
 }
 
