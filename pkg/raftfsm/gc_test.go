@@ -48,6 +48,26 @@ func TestGC(t *testing.T) {
 	}
 }
 
+// The cutoff is exclusive, as GCEligible's: a job last updated at the
+// cutoff is not collected; one tick later it is.
+func TestGCCutoffIsExclusive(t *testing.T) {
+	h := newHarness(t)
+	cat := h.createCatalog("lake", testRoot)
+	id := h.admit(cat, "db", "a", "idx")
+	wantCode(t, h.cancel(id), journal.TApplyCode_OK)
+	at := h.job(id).UpdateTimeMs
+	if got := h.st().GCEligible(at, 0); len(got) != 0 {
+		t.Fatalf("eligible at its own update time: %v", got)
+	}
+	before := h.st()
+	wantItem(t, h.apply(CmdGC, gcCmd(at, id)), journal.TApplyCode_CAS_FAILED)
+	h.unchanged(before)
+	wantItem(t, h.apply(CmdGC, gcCmd(at+1, id)), journal.TApplyCode_OK)
+	if _, ok := h.st().Job(id); ok {
+		t.Fatalf("job %d still present after GC past its update time", id)
+	}
+}
+
 func TestGCGuardsLeaveStateAlone(t *testing.T) {
 	h := newHarness(t)
 	cat := h.createCatalog("lake", testRoot)

@@ -87,6 +87,13 @@ func TestRefreshGuards(t *testing.T) {
 	}
 	t.Run("not an outcome", func(t *testing.T) {
 		h, id, _ := pendingFixture(t)
+		// A PENDING job whose refresh is REQUIRED (hand-made): only the
+		// outcome guard stands between it and R1.
+		h.restoreWith(t, func(rs []*job.Record) []*job.Record {
+			rs[0] = rs[0].Clone()
+			rs[0].RefreshState = job.RefreshRequired
+			return rs
+		})
 		before := h.st()
 		wantItem(t, h.refresh(id, 0, job.RefreshRunning), journal.TApplyCode_CAS_FAILED)
 		h.unchanged(before)
