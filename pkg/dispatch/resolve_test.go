@@ -244,6 +244,13 @@ func TestEpochGoneOutboxDeliveredResolves(t *testing.T) {
 			t.Fatalf("job %d: slot %v proof %s", id, r.HoldsPossibleLiveSlot(), r.TerminationProof)
 		}
 	}
+	// A round later, still undelivered: their results may be in the outbox,
+	// so the jobs, their slots released, stay RUNNING.
+	e.heartbeat()
+	e.round()
+	for _, id := range ids {
+		e.wantState(id, job.Running)
+	}
 	// Delivered: both move to RESOLVING in one entry, readable after the grace.
 	grace := time.Duration(options.Resolve(nil).ResolveGraceSecond) * time.Second
 	e.be.setHeartbeat("b1:9060", func(r *wire.THeartbeatResponse) { r.OutboxDelivered = boolPtr(true) })
