@@ -69,20 +69,6 @@ func TestResolveAsksByTheJobsUUIDs(t *testing.T) {
 	e.wantState(r.JobID, job.Committed)
 }
 
-// A held REPLACE's NOT_COMMITTED stands (unlike a held CREATE's): its
-// evidence, the admitted index in every later version, covers any build.
-func TestResolveHeldReplaceStaysProvenNotCommitted(t *testing.T) {
-	e, r := resolvingReplace(t)
-	if n := e.restoreHeld(); n != 1 {
-		t.Fatalf("%d jobs held", n)
-	}
-	e.be.setResolve(resolveAnswer(wire.TLanceResolveOutcome_NOT_COMMITTED, "v8..v9 contiguous, each lists the admitted uuid", ""))
-	e.round()
-	if got := e.wantState(r.JobID, job.NotCommitted); got.Result.Reason != job.ReasonResolvedFromDataset {
-		t.Fatalf("held REPLACE: reason %s, message %q", got.Result.Reason, got.Result.Message)
-	}
-}
-
 // A refusal is not evidence, whatever else the answer carries: the job stays
 // RESOLVING and is asked again.
 func TestResolveRefusalWithAnOutcomeProvesNothing(t *testing.T) {

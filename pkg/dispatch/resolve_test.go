@@ -98,22 +98,34 @@ func TestResolveOutcomes(t *testing.T) {
 	}
 }
 
-// A CREATE a snapshot restore held: the dataset not listing the index
-// with this invocation's uuid says nothing of another invocation of the
-// job, which the restore could not rule out, so NOT_COMMITTED becomes
-// UNKNOWN. (A REPLACE's or DROP's evidence — the admitted uuid, or the
-// index, in every later version — covers any build: those stay
-// NOT_COMMITTED.)
-func TestResolveHeldCreateIsNotProvenNotCommitted(t *testing.T) {
-	e, r := resolveEnv(t)
-	if n := e.restoreHeld(); n != 1 {
-		t.Fatalf("%d jobs held", n)
-	}
-	e.be.setResolve(resolveAnswer(wire.TLanceResolveOutcome_NOT_COMMITTED, "v8..v9 contiguous, none lists the index with uuid u-1", ""))
-	e.round()
-	got := e.wantState(r.JobID, job.Unknown)
-	if got.Result.Reason != job.ReasonNone || !strings.Contains(got.Result.Message, "another invocation") {
-		t.Fatalf("held CREATE resolved: %s %q", got.Result.Reason, got.Result.Message)
+// A job a snapshot restore held: for a CREATE, the dataset not listing the
+// index with this invocation's uuid says nothing of another invocation of
+// the job, which the restore could not rule out, so NOT_COMMITTED becomes
+// UNKNOWN. A REPLACE's (or DROP's) evidence, the admitted index in every
+// later version, covers any build: it stays NOT_COMMITTED.
+func TestResolveHeldJobs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		env    func(*testing.T) (*env, *job.Record)
+		state  job.MutationState
+		reason job.CompletionReason
+		msg    string // in the result's message
+	}{
+		{"CREATE", resolveEnv, job.Unknown, job.ReasonNone, "another invocation"},
+		{"REPLACE", resolvingReplace, job.NotCommitted, job.ReasonResolvedFromDataset, "none lists the index"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, r := tc.env(t)
+			if n := e.restoreHeld(); n != 1 {
+				t.Fatalf("%d jobs held", n)
+			}
+			e.be.setResolve(resolveAnswer(wire.TLanceResolveOutcome_NOT_COMMITTED, "v8..v9 contiguous, none lists the index", ""))
+			e.round()
+			got := e.wantState(r.JobID, tc.state)
+			if got.Result.Reason != tc.reason || !strings.Contains(got.Result.Message, tc.msg) {
+				t.Fatalf("held %s resolved: %s %q", tc.name, got.Result.Reason, got.Result.Message)
+			}
+		})
 	}
 }
 
