@@ -1,10 +1,15 @@
 package backend
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/thrift/lib/go/thrift"
+
 	"github.com/lancemaster/lancemaster/gen-go/wire"
+	"github.com/lancemaster/lancemaster/pkg/backend/frame"
 	"github.com/lancemaster/lancemaster/pkg/clocktest"
 )
 
@@ -82,6 +87,12 @@ func TestOtherClusterIsRefusedWhileTheBoundOneIsAlive(t *testing.T) {
 	}
 	if resp := h.clusterQuery("B", 9, "x"); resp.Status.StatusCode != wire.TStatusCode_OTHER_CLUSTER {
 		t.Fatalf("another cluster's query: %s", resp.Status.StatusCode)
+	}
+	// Nor does it read a dataset for another cluster: no resolve worker runs.
+	var resolves atomic.Int32
+	h.runner.setScript(func(context.Context, *frame.Request) Outcome { resolves.Add(1); return resolved("UNKNOWN", "", "", 1) })
+	if resp := h.resolve(resolveReq(func(r *wire.TResolveJobRequest) { r.ClusterID = thrift.StringPtr("B") })); resp.Status.StatusCode != wire.TStatusCode_OTHER_CLUSTER || resolves.Load() != 0 {
+		t.Fatalf("another cluster's resolve: %s, %d workers ran", resp.Status.StatusCode, resolves.Load())
 	}
 	// A heartbeat from A keeps it bound: B still cannot re-bind a second later.
 	clk.Advance(time.Second)

@@ -118,6 +118,9 @@ func TestResolveFailures(t *testing.T) {
 		{resolved("UNKNOWN", "", "", -1), wire.TStatusCode_INTERNAL_ERROR},
 		{resolved("COMMITTED", "NOT-A-UUID", "", 3), wire.TStatusCode_INTERNAL_ERROR},
 		{Outcome{Proof: ProofChildReaped, Result: &frame.Result{Protocol: 1, Mode: frame.ModeInspect, OK: true}}, wire.TStatusCode_INTERNAL_ERROR},
+		// Another mode's frame is no resolve answer, even one that reads as an outcome.
+		{Outcome{Proof: ProofChildReaped, Result: &frame.Result{Protocol: 1, Mode: frame.ModeInspect, OK: true,
+			Outcome: frame.OutcomeCommitted, HeadVersion: 3}}, wire.TStatusCode_INTERNAL_ERROR},
 		{Outcome{Proof: ProofChildReaped, Failure: "exit status 1 " + resolveKey, ExitCode: 1}, wire.TStatusCode_INTERNAL_ERROR},
 	}
 	for _, c := range cases {
