@@ -101,6 +101,12 @@ func TestAdmissionRejections(t *testing.T) {
 			r.IfNotExists = &yes
 			return r
 		}(), want: adminapi.TErrorCode_DEFINITION_MISMATCH},
+		{name: "create if not exists, other column", req: func() *adminapi.TCreateIndexRequest {
+			r := createReq("items", "id_idx", "text", "BTREE")
+			yes := true
+			r.IfNotExists = &yes
+			return r
+		}(), want: adminapi.TErrorCode_DEFINITION_MISMATCH},
 		{name: "drop missing", drop: &adminapi.TDropIndexRequest{Catalog: "lake", Db: "db", Table: "items", IndexName: "nope"}, want: adminapi.TErrorCode_NOT_FOUND},
 		{name: "drop reserved name", drop: &adminapi.TDropIndexRequest{Catalog: "lake", Db: "db", Table: "items", IndexName: "__lance_x"}, want: adminapi.TErrorCode_INVALID},
 		{name: "replace onto another column", req: func() *adminapi.TCreateIndexRequest {
