@@ -47,6 +47,8 @@ func writeAllocsProfile(path string) error {
 	return f.Close()
 }
 
+// startCPUProfile starts a CPU profile into path; the returned func stops it
+// and closes the file.
 func startCPUProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {

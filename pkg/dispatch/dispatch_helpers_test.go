@@ -249,6 +249,13 @@ func (e *env) setOption(key, value string) {
 // admitIn admits a CREATE BTREE job on db.<table> of a catalog.
 func (e *env) admitIn(catalogID int64, root, table string) int64 {
 	e.t.Helper()
+	return e.admitWith(catalogID, root, table, nil)
+}
+
+// admitWith is admitIn with the record changed by edit (nil: as admitIn)
+// before it is journaled.
+func (e *env) admitWith(catalogID int64, root, table string, edit func(*job.Record)) int64 {
+	e.t.Helper()
 	loc, err := job.DatasetLocator(root, "db", table)
 	if err != nil {
 		e.t.Fatal(err)
@@ -258,6 +265,9 @@ func (e *env) admitIn(catalogID int64, root, table string) int64 {
 		NormalizedIndexName: job.NormalizeIndexName("Idx_" + table), MutationType: job.Create,
 		AdmittedDatasetVersion: 7, IndexType: job.IndexBTree, Column: "id", PropertiesJSON: "{}",
 		SchemaContract: `{"v":1,"fields":[{"id":0,"name":"id","type":"int64","nullable":false}]}`}
+	if edit != nil {
+		edit(r)
+	}
 	resp := e.propose(raftfsm.CmdAdmit, &journal.TAdmitCommand{NowMs: e.nowMs(), Job: raftfsm.RecordToThrift(r)})
 	if resp.Code != journal.TApplyCode_OK {
 		e.t.Fatalf("admit: %v %s", resp.Code, resp.GetMessage())

@@ -7,7 +7,6 @@ import (
 	"github.com/lancemaster/lancemaster/gen-go/journal"
 	"github.com/lancemaster/lancemaster/gen-go/wire"
 	"github.com/lancemaster/lancemaster/pkg/job"
-	"github.com/lancemaster/lancemaster/pkg/raftfsm"
 )
 
 // What the resolve step asks a backend, and what it concludes from the
@@ -25,29 +24,13 @@ const (
 func resolvingReplace(t *testing.T) (*env, *job.Record) {
 	e := newEnv(t)
 	b1 := e.addBackend("b1:9060", 1)
-	loc, err := job.DatasetLocator(testRoot, "db", "items")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &job.Record{Creator: "alice", CatalogID: e.catalogID, DB: "db", Table: "items",
-		Provider: job.ProviderDirectory, Locator: loc, DisplayIndexName: "Idx_items",
-		NormalizedIndexName: job.NormalizeIndexName("Idx_items"), MutationType: job.Replace,
-		AdmittedDatasetVersion: 7, AdmittedIndexUUID: admittedUUID, IndexType: job.IndexBTree, Column: "id",
-		PropertiesJSON: "{}", SchemaContract: `{"v":1,"fields":[{"id":0,"name":"id","type":"int64","nullable":false}]}`}
-	resp := e.propose(raftfsm.CmdAdmit, &journal.TAdmitCommand{NowMs: e.nowMs(), Job: raftfsm.RecordToThrift(rec)})
-	if resp.Code != journal.TApplyCode_OK {
-		t.Fatalf("admit: %v %s", resp.Code, resp.GetMessage())
-	}
-	id := resp.GetID()
-	r := e.markRunning(id, b1, 1, e.nowMs()+3_600_000, 3)
-	p := recordIdentity(r).proof(r.BackendID, job.ProofChildReaped)
-	after := e.nowMs()
-	p.FinishedWithoutResult_, p.ResolveAfterMs, p.IndexUUID = boolPtr(true), &after, strPtr(announcedUUID)
-	if resp := e.propose(raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: e.nowMs(), Proofs: []*journal.TProof{p}}); resp.Items[0].Code != journal.TApplyCode_OK {
-		t.Fatalf("P finished: %v %s", resp.Items[0].Code, resp.Items[0].GetMessage())
-	}
+	id := e.admitWith(e.catalogID, testRoot, "items", func(r *job.Record) {
+		r.MutationType, r.AdmittedIndexUUID = job.Replace, admittedUUID
+	})
+	e.markRunning(id, b1, 1, e.nowMs()+3_600_000, 3)
+	r := e.resolving(id, e.nowMs(), func(p *journal.TProof) { p.IndexUUID = strPtr(announcedUUID) })
 	e.heartbeat()
-	return e, e.wantState(id, job.Resolving)
+	return e, r
 }
 
 // The backend can only tell this job's builds apart by their uuids: the

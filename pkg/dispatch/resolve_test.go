@@ -15,12 +15,15 @@ import (
 
 // resolving makes a RUNNING job RESOLVING as a termination report without a
 // result would (P CHILD_REAPED, finished_without_result), readable from
-// afterMs.
-func (e *env) resolving(id int64, afterMs int64) *job.Record {
+// afterMs; edit, if given, changes the proof before it is journaled.
+func (e *env) resolving(id int64, afterMs int64, edit ...func(*journal.TProof)) *job.Record {
 	e.t.Helper()
 	r := e.job(id)
 	p := recordIdentity(r).proof(r.BackendID, job.ProofChildReaped)
 	p.FinishedWithoutResult_, p.Message, p.ResolveAfterMs = boolPtr(true), strPtr("killed by the memory limit"), &afterMs
+	for _, f := range edit {
+		f(p)
+	}
 	resp := e.propose(raftfsm.CmdRecordProofBatch, &journal.TRecordProofBatch{NowMs: e.nowMs(), Proofs: []*journal.TProof{p}})
 	if resp.Items[0].Code != journal.TApplyCode_OK {
 		e.t.Fatalf("P finished for job %d: %v %s", id, resp.Items[0].Code, resp.Items[0].GetMessage())
